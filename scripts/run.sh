@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One entry point for the README's two commands:
+#   bash scripts/run.sh demo   -> installs what is missing, runs the main job
+#   bash scripts/run.sh test   -> installs what is missing, runs lint, the test suite and the docs build
+# Torch: an installed torch (CPU or CUDA) is used as it is; without one, torch==2.13.0 is installed
+# (the CPU build on machines that carry it). GPU users install their CUDA torch first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+
+setup() {
+  if ! "$PY" -c "import torch" >/dev/null 2>&1; then
+    echo "[setup] no torch found: installing torch==2.13.0"
+    "$PY" -m pip install -q "torch==2.13.0"
+  fi
+  if ! "$PY" -c "import cauchylin, cauchylin_hf, pytest, hypothesis, mkdocs, transformers" >/dev/null 2>&1 \
+     || [ "${CAUCHYLIN_REINSTALL:-0}" = "1" ]; then
+    echo "[setup] installing cauchylin with the hf, dev and docs extras (editable)"
+    "$PY" -m pip install -q -e ".[hf,dev,docs]"
+  fi
+}
+
+cmd="${1:-}"
+shift || true
+case "$cmd" in
+  demo)
+    setup
+    if "$PY" -c "import cauchylin_hf.cli" >/dev/null 2>&1; then
+      exec "$PY" -m cauchylin_hf.cli demo "$@"
+    else
+      exec "$PY" examples/algebra_tour.py "$@"
+    fi
+    ;;
+  test)
+    setup
+    echo "== ruff"
+    "$PY" -m ruff check .
+    "$PY" -m ruff format --check .
+    echo "== pytest"
+    CI="${CI:-true}" "$PY" -m pytest -n 2 --dist loadfile -q "$@"
+    if [ -f mkdocs.yml ]; then
+      echo "== mkdocs build --strict"
+      "$PY" -m mkdocs build --strict -q -d "$(mktemp -d)/site"
+    fi
+    ;;
+  *)
+    echo "usage: bash scripts/run.sh {demo|test} [args...]" >&2
+    exit 2
+    ;;
+esac
