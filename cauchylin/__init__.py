@@ -1,3 +1,22 @@
-"""cauchylin: exact Cauchy-vector algebra, Pyro distributions and causal decision heads."""
+"""cauchylin: exact Cauchy-vector algebra, Pyro distributions and causal decision heads.
+
+The public API:
+
+* :class:`CauchyVector`, :func:`cat`, :func:`kl_divergence` — the exact algebra;
+* :mod:`cauchylin.distributions` — Pyro distributions (``IndependentCauchy``, ``OvR``);
+* :func:`set_validate_args`, :func:`validation` — switch argument validation.
+"""
+
+from cauchylin._validation import set_validate_args, validation
+from cauchylin.vector import CauchyVector, cat, kl_divergence
 
 __version__ = "0.1.0.dev0"
+
+__all__ = [
+    "CauchyVector",
+    "__version__",
+    "cat",
+    "kl_divergence",
+    "set_validate_args",
+    "validation",
+]

@@ -25,15 +25,15 @@ import torch
 
 __all__ = [
     "LOG_PI",
+    "cdf_std",
+    "icdf_std",
     "log1p_square",
+    "log_cdf_std",
     "log_pdf_std",
+    "log_sf_std",
     "log_tail_std",
     "ovr_log_probs_std",
-    "log_cdf_std",
-    "log_sf_std",
-    "cdf_std",
     "sf_std",
-    "icdf_std",
     "working_dtype",
 ]
 

@@ -1,0 +1,94 @@
+"""The one place where cauchylin checks arguments and raises.
+
+Every check raises ``ValueError`` with a message that names the offending argument and its
+shape, so a user can tell at once which input was wrong. Value checks (finite, positive) need a
+device synchronisation; they run only while validation is enabled, which it is by default and can
+be switched off globally (:func:`set_validate_args`), for a block (:func:`validation`), or per
+object (``validate_args=False``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+
+import torch
+
+__all__ = [
+    "broadcast_shapes_or_raise",
+    "check_finite",
+    "check_positive_finite",
+    "is_validating",
+    "set_validate_args",
+    "validation",
+]
+
+_VALIDATE_DEFAULT = True
+
+
+def set_validate_args(enabled: bool) -> None:
+    """Switch argument-value validation on or off for every object created afterwards.
+
+    Shape checks always run (they cost nothing); value checks (NaN, inf, non-positive scales)
+    synchronise with the device and can be disabled for speed.
+
+    Example:
+        >>> import cauchylin
+        >>> cauchylin.set_validate_args(False)
+        >>> cauchylin.set_validate_args(True)
+    """
+    global _VALIDATE_DEFAULT
+    _VALIDATE_DEFAULT = bool(enabled)
+
+
+def is_validating(validate_args: bool | None = None) -> bool:
+    """Whether value checks run: the per-object flag when given, else the global default."""
+    return _VALIDATE_DEFAULT if validate_args is None else bool(validate_args)
+
+
+@contextlib.contextmanager
+def validation(enabled: bool) -> Iterator[None]:
+    """Context manager that sets the global validation default inside a ``with`` block.
+
+    Example:
+        >>> import torch, cauchylin
+        >>> with cauchylin.validation(False):
+        ...     u = cauchylin.CauchyVector(torch.zeros(3), torch.ones(3))
+    """
+    global _VALIDATE_DEFAULT
+    previous = _VALIDATE_DEFAULT
+    _VALIDATE_DEFAULT = bool(enabled)
+    try:
+        yield
+    finally:
+        _VALIDATE_DEFAULT = previous
+
+
+def _describe(t: torch.Tensor) -> str:
+    return f"shape {tuple(t.shape)}, dtype {t.dtype}"
+
+
+def check_finite(name: str, t: torch.Tensor) -> None:
+    """Raise ``ValueError`` if ``t`` holds NaN or an infinity."""
+    if not bool(torch.isfinite(t).all()):
+        bad = "NaN" if bool(torch.isnan(t).any()) else "an infinite value"
+        raise ValueError(f"{name} must be finite, but it holds {bad} ({_describe(t)})")
+
+
+def check_positive_finite(name: str, t: torch.Tensor) -> None:
+    """Raise ``ValueError`` unless every entry of ``t`` is finite and strictly positive."""
+    check_finite(name, t)
+    if not bool((t > 0).all()):
+        smallest = t.min().item()
+        raise ValueError(
+            f"{name} must be strictly positive, but its smallest entry is {smallest!r} ({_describe(t)})"
+        )
+
+
+def broadcast_shapes_or_raise(**named: Sequence[int] | torch.Size) -> torch.Size:
+    """``torch.broadcast_shapes`` that names the arguments and their shapes when it fails."""
+    try:
+        return torch.broadcast_shapes(*named.values())
+    except RuntimeError:
+        listed = ", ".join(f"{k} {tuple(v)}" for k, v in named.items())
+        raise ValueError(f"shapes do not broadcast: {listed}") from None

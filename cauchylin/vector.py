@@ -1,0 +1,1113 @@
+"""``CauchyVector``: a random vector with Cauchy marginals whose every answer is exact.
+
+A ``CauchyVector`` ``X`` of shape ``[..., C]`` is stored as an affine function of independent
+Cauchy *sources*::
+
+    X = offset + sum_t  d_t * (M_t @ view_t(Z_{s(t)}))      Z_s ~ Cauchy(loc_s, scale_s) independent
+
+where each term ``t`` reads one source ``Z_s`` (a leaf created by ``CauchyVector(loc, scale)``),
+optionally re-indexed over the batch dimensions (``view_t``: expand, index, reshape), maps it with
+a matrix ``M_t`` (``None`` for the identity, a row selection, or a dense ``[..., out, in]``
+weight) and scales the rows by ``d_t``. Because the sources are kept, dependence is exact:
+
+* marginals follow Cauchy linear stability per source:
+  ``loc_X = offset + sum_t d_t (M_t loc_s)`` and ``scale_X = sum_s |sum_{t on s} d_t M_t| scale_s``;
+* ``u.linear(W1) + u.linear(W2)`` merges into one term with matrix ``W1 + W2``;
+* ``u.linear(W1).linear(W2)`` composes to ``W2 @ W1`` (marginal scale ``|W2 W1| scale``);
+* ``rsample`` draws the sources and applies the maps, so samples follow the joint law.
+
+Cost: a map is composed once per weight, never per token, so the vocabulary head
+``U.linear(W_cls)`` with ``W_cls`` of shape ``[V, C]`` costs two GEMMs for its marginals and no
+``[..., V, C]`` tensor. Terms that share a map object (``U + noise`` followed by ``linear``) are
+summed before the GEMM, so ``(scale_U + |b_noise|) @ |W|.T`` is one GEMM.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from cauchylin import _special
+from cauchylin._validation import (
+    broadcast_shapes_or_raise,
+    check_finite,
+    check_positive_finite,
+    is_validating,
+)
+
+__all__ = ["CauchyVector", "cat", "kl_divergence"]
+
+Number = int | float
+_MAX_SHARED_VIEWS = 6
+
+
+class _Source:
+    """An independent Cauchy leaf: every entry of ``loc``/``scale`` ([*batch, C]) is its own variable."""
+
+    __slots__ = ("loc", "scale")
+
+    def __init__(self, loc: torch.Tensor, scale: torch.Tensor) -> None:
+        self.loc = loc
+        self.scale = scale
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return self.loc.shape[:-1]
+
+    @property
+    def size(self) -> int:
+        return self.loc.shape[-1]
+
+
+@dataclass(frozen=True, eq=False)
+class _Term:
+    """One summand ``row_scale * (M @ view(source))``.
+
+    ``view`` is ``None`` (the source's own batch layout) or an integer tensor of flat indices into
+    the source's batch. ``select`` (a 1-D index tensor of source components) and ``matrix``
+    (``[*mb, out, in]``) are mutually exclusive; both ``None`` means the identity map.
+    """
+
+    source: _Source
+    view: torch.Tensor | None = None
+    select: torch.Tensor | None = None
+    matrix: torch.Tensor | None = None
+    row_scale: torch.Tensor | None = None
+
+    @property
+    def out_size(self) -> int:
+        if self.matrix is not None:
+            return self.matrix.shape[-2]
+        if self.select is not None:
+            return self.select.shape[0]
+        return self.source.size
+
+    def batch_shape(self) -> torch.Size:
+        shapes = [self.view.shape if self.view is not None else self.source.batch_shape]
+        if self.matrix is not None:
+            shapes.append(self.matrix.shape[:-2])
+        if self.row_scale is not None:
+            shapes.append(self.row_scale.shape[:-1])
+        return torch.broadcast_shapes(*shapes)
+
+    def read(self, values: torch.Tensor) -> torch.Tensor:
+        """Apply ``view`` to a source-shaped tensor ``[*S, *src_batch, C_s]`` (S: sample dims)."""
+        if self.view is None:
+            return values
+        batch_nd = len(self.source.batch_shape)
+        lead = values.shape[: values.ndim - batch_nd - 1]
+        flat = values.reshape(*lead, -1, values.shape[-1])
+        return flat[..., self.view, :]
+
+    def map(self, x: torch.Tensor, absolute: bool = False) -> torch.Tensor:
+        """Apply the (optionally absolute) map to ``x`` of shape ``[..., in]``."""
+        if self.matrix is not None:
+            m = self.matrix.abs() if absolute else self.matrix
+            if m.ndim == 2:
+                x = torch.nn.functional.linear(x, m)
+            else:
+                x = torch.matmul(m, x.unsqueeze(-1)).squeeze(-1)
+        elif self.select is not None:
+            x = x.index_select(-1, self.select)
+        if self.row_scale is not None:
+            x = x * (self.row_scale.abs() if absolute else self.row_scale)
+        return x
+
+    def dense(self) -> torch.Tensor:
+        """The whole map ``diag(row_scale) @ M`` as a (possibly batched) ``[*, out, in]`` matrix."""
+        ref = self.source.loc
+        if self.matrix is not None:
+            m = self.matrix
+        else:
+            eye = torch.eye(self.source.size, dtype=ref.dtype, device=ref.device)
+            m = eye if self.select is None else eye.index_select(0, self.select)
+        if self.row_scale is not None:
+            m = m * self.row_scale.unsqueeze(-1)
+        return m
+
+    def same_view(self, other: _Term) -> bool:
+        if self.view is None or other.view is None:
+            return self.view is None and other.view is None
+        return self.view is other.view or (
+            self.view.shape == other.view.shape and bool(torch.equal(self.view, other.view))
+        )
+
+
+def _as_tensor(value: Any, like: torch.Tensor, name: str) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, int | float):
+        return torch.tensor(float(value), dtype=like.dtype, device=like.device)
+    raise TypeError(f"{name} must be a number or a tensor, got {type(value).__name__}")
+
+
+def _float_dtype(*tensors: torch.Tensor) -> torch.dtype:
+    dtypes = [t.dtype for t in tensors if t.is_floating_point()]
+    if not dtypes:
+        return torch.get_default_dtype()
+    out = dtypes[0]
+    for d in dtypes[1:]:
+        out = torch.promote_types(out, d)
+    return out
+
+
+class CauchyVector:
+    r"""A random vector ``[..., C]`` with Cauchy marginals and exact linear algebra.
+
+    ``CauchyVector(loc, scale)`` creates independent components
+    ``X_i ~ Cauchy(loc_i, scale_i)`` (``loc`` and ``scale`` broadcast). Linear maps, sums,
+    shifts, scalings, indexing and concatenation return new vectors that remember which
+    independent sources they came from, so that
+
+    .. math::
+
+        \sum_j w_j X_j \sim \mathrm{Cauchy}\Big(\sum_j w_j \mu_j,\ \sum_j |w_j| \gamma_j\Big)
+
+    is applied per *source*, never to already-dependent components. Element-wise methods
+    (``loc``, ``scale``, ``cdf``, ``log_prob``, ...) are exact marginals; ``rsample`` follows the
+    joint law. An operation without a closed form raises instead of approximating.
+
+    Args:
+        loc: location, shape ``[..., C]`` (at least one dimension).
+        scale: scale, broadcastable with ``loc``; strictly positive and finite.
+        validate_args: check values (finite, ``scale > 0``); ``None`` uses the global default
+            (see :func:`cauchylin.set_validate_args`).
+
+    Raises:
+        ValueError: non-broadcastable shapes, a zero-dimensional ``loc``, NaN/inf in ``loc`` or
+            ``scale``, or a non-positive ``scale`` (when validating).
+
+    Example:
+        >>> import torch
+        >>> from cauchylin import CauchyVector
+        >>> u = CauchyVector(torch.zeros(3), torch.ones(3))
+        >>> w = torch.tensor([[1.0, -2.0, 0.0], [0.5, 0.5, 0.5]])
+        >>> s = u.linear(w)
+        >>> s.scale
+        tensor([3.0000, 1.5000])
+        >>> (u.linear(w) - u.linear(w)).scale  # exactly zero: the same sources cancel
+        tensor([0., 0.])
+    """
+
+    __slots__ = ("__weakref__", "_cache", "_offset", "_shape", "_terms", "_validate")
+
+    def __init__(
+        self,
+        loc: torch.Tensor | Number,
+        scale: torch.Tensor | Number,
+        *,
+        validate_args: bool | None = None,
+    ) -> None:
+        if not isinstance(loc, torch.Tensor):
+            loc = torch.as_tensor(loc, dtype=torch.get_default_dtype())
+        if not isinstance(scale, torch.Tensor):
+            scale = torch.as_tensor(scale, dtype=loc.dtype, device=loc.device)
+        shape = broadcast_shapes_or_raise(loc=loc.shape, scale=scale.shape)
+        if len(shape) == 0:
+            raise ValueError(
+                "loc and scale must have at least one dimension (the component dimension C); "
+                f"got loc {tuple(loc.shape)} and scale {tuple(scale.shape)}"
+            )
+        validate = is_validating(validate_args)
+        if validate:
+            check_finite("loc", loc)
+            check_positive_finite("scale", scale)
+        dtype = _float_dtype(loc, scale)
+        loc = loc.to(dtype).expand(shape)
+        scale = scale.to(dtype).expand(shape)
+        self._terms: tuple[_Term, ...] = (_Term(_Source(loc, scale)),)
+        self._offset: torch.Tensor | None = None
+        self._shape = torch.Size(shape)
+        self._validate = validate_args
+        self._cache: dict[str, torch.Tensor] = {}
+
+    # ------------------------------------------------------------------ construction helpers
+    @classmethod
+    def _build(
+        cls,
+        terms: Sequence[_Term],
+        offset: torch.Tensor | None,
+        shape: torch.Size,
+        validate_args: bool | None,
+    ) -> CauchyVector:
+        out = cls.__new__(cls)
+        out._terms = tuple(terms)
+        out._offset = offset
+        out._shape = torch.Size(shape)
+        out._validate = validate_args
+        out._cache = {}
+        return out
+
+    def _rebuild(
+        self,
+        terms: Sequence[_Term],
+        offset: torch.Tensor | None,
+        shape: torch.Size | None = None,
+    ) -> CauchyVector:
+        return CauchyVector._build(
+            terms, offset, self._shape if shape is None else shape, self._validate
+        )
+
+    # ------------------------------------------------------------------ shape and dtype
+    @property
+    def shape(self) -> torch.Size:
+        """The full shape ``[..., C]``."""
+        return self._shape
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        """The shape without the component dimension."""
+        return self._shape[:-1]
+
+    @property
+    def event_size(self) -> int:
+        """The number of components ``C`` (the last dimension)."""
+        return self._shape[-1]
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions, the component dimension included."""
+        return len(self._shape)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """Floating dtype of the parameters."""
+        return self._terms[0].source.loc.dtype
+
+    @property
+    def device(self) -> torch.device:
+        """Device of the parameters."""
+        return self._terms[0].source.loc.device
+
+    def __len__(self) -> int:
+        return self._shape[0]
+
+    def __repr__(self) -> str:
+        kind = "independent" if self.is_independent else f"{len(self._terms)} term(s)"
+        return f"CauchyVector(shape={tuple(self._shape)}, dtype={self.dtype}, {kind})"
+
+    @property
+    def is_independent(self) -> bool:
+        """True when all entries (components and batch) are mutually independent.
+
+        This holds for a leaf and for element-wise combinations of distinct leaves of the full
+        shape; it is ``False`` after a mixing linear map, a broadcast or a repeated index.
+        """
+        seen: set[int] = set()
+        for term in self._terms:
+            if id(term.source) in seen or term.matrix is not None:
+                return False
+            seen.add(id(term.source))
+            read_shape = term.view.shape if term.view is not None else term.source.batch_shape
+            if read_shape != self.batch_shape:
+                return False  # broadcast: one source entry feeds several batch entries
+            if term.view is not None and term.view.unique().numel() != term.view.numel():
+                return False
+            if term.select is not None and term.select.unique().numel() != term.select.numel():
+                return False
+        return True
+
+    # ------------------------------------------------------------------ marginals
+    def _marginal(self, which: str) -> torch.Tensor:
+        cached = self._cache.get(which)
+        if cached is not None:
+            return cached
+        result = self._compute_loc() if which == "loc" else self._compute_scale()
+        result = result.expand(self._shape)
+        self._cache[which] = result
+        return result
+
+    @property
+    def loc(self) -> torch.Tensor:
+        """Marginal locations (medians), shape ``[..., C]``: ``offset + sum_t d_t M_t loc_s``."""
+        return self._marginal("loc")
+
+    @property
+    def scale(self) -> torch.Tensor:
+        """Marginal scales, shape ``[..., C]``: ``sum_s |sum_{t on s} d_t M_t| scale_s``."""
+        return self._marginal("scale")
+
+    def _groups(self) -> dict[tuple[int, int, int], list[_Term]]:
+        """Terms that share the same map objects, so their inputs can be summed before mapping."""
+        groups: dict[tuple[int, int, int], list[_Term]] = {}
+        for term in self._terms:
+            key = (id(term.matrix), id(term.select), id(term.row_scale))
+            groups.setdefault(key, []).append(term)
+        return groups
+
+    def _compute_loc(self) -> torch.Tensor:
+        total: torch.Tensor | None = None
+        for terms in self._groups().values():
+            summed = _sum_broadcast([t.read(t.source.loc) for t in terms])
+            mapped = terms[0].map(summed)
+            total = mapped if total is None else total + mapped
+        assert total is not None
+        if self._offset is not None:
+            total = total + self._offset
+        return total
+
+    def _compute_scale(self) -> torch.Tensor:
+        by_source: dict[int, list[_Term]] = {}
+        for term in self._terms:
+            by_source.setdefault(id(term.source), []).append(term)
+        shared = [ts for ts in by_source.values() if len(ts) > 1]
+        if not shared:
+            total: torch.Tensor | None = None
+            for terms in self._groups().values():
+                summed = _sum_broadcast([t.read(t.source.scale) for t in terms])
+                mapped = terms[0].map(summed, absolute=True)
+                total = mapped if total is None else total + mapped
+            assert total is not None
+            return total
+        total = None
+        for terms in by_source.values():
+            part = terms[0].map(terms[0].read(terms[0].source.scale), absolute=True)
+            if len(terms) > 1:
+                part = _shared_source_scale(terms)
+            total = part if total is None else total + part
+        assert total is not None
+        return total
+
+    # ------------------------------------------------------------------ algebra
+    def linear(self, weight: torch.Tensor, bias: torch.Tensor | None = None) -> CauchyVector:
+        r"""The exact image ``X @ weight.T + bias`` (``nn.Linear`` convention).
+
+        Marginals: ``loc = loc_X @ W.T + b`` per source and ``scale = |W M| scale_s`` for the
+        composed map ``W M`` of every source, so ``u.linear(W1).linear(W2)`` has scales
+        ``|W2 W1| scale_u`` and not ``|W2| |W1| scale_u``.
+
+        Args:
+            weight: ``[out, C]`` or batched ``[..., out, C]`` (batch dims broadcast with ``X``).
+            bias: ``[out]`` or ``[..., out]``, optional.
+
+        Returns:
+            A ``CauchyVector`` of shape ``[..., out]``.
+
+        Raises:
+            ValueError: ``weight`` is not at least 2-D, its last dimension is not ``C``, the
+                batch dimensions do not broadcast, or ``bias`` has the wrong last dimension.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> u = CauchyVector(torch.zeros(2), torch.ones(2))
+            >>> u.linear(torch.tensor([[1.0, 1.0]]), torch.tensor([3.0])).loc
+            tensor([3.])
+        """
+        if not isinstance(weight, torch.Tensor) or weight.ndim < 2:
+            got = tuple(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__
+            raise ValueError(
+                f"weight must be a tensor of shape [out, C] or [..., out, C]; got {got}"
+            )
+        if weight.shape[-1] != self.event_size:
+            raise ValueError(
+                f"weight has inner dimension {weight.shape[-1]} but the vector has C={self.event_size} "
+                f"components (weight shape {tuple(weight.shape)}, vector shape {tuple(self._shape)})"
+            )
+        out_size = weight.shape[-2]
+        batch = broadcast_shapes_or_raise(
+            vector_batch=self.batch_shape, weight_batch=weight.shape[:-2]
+        )
+        if bias is not None:
+            if bias.ndim == 0 or bias.shape[-1] != out_size:
+                raise ValueError(
+                    f"bias must have last dimension {out_size} to match weight {tuple(weight.shape)}; "
+                    f"got bias {tuple(bias.shape)}"
+                )
+            batch = broadcast_shapes_or_raise(
+                vector_batch=self.batch_shape,
+                weight_batch=weight.shape[:-2],
+                bias_batch=bias.shape[:-1],
+            )
+        if is_validating(self._validate):
+            check_finite("weight", weight)
+            if bias is not None:
+                check_finite("bias", bias)
+        # Terms with the same map keep sharing one composed map, so marginals stay one GEMM.
+        composed: dict[tuple[int, int, int], _Term] = {}
+        terms = []
+        for term in self._terms:
+            key = (id(term.matrix), id(term.select), id(term.row_scale))
+            if key not in composed:
+                composed[key] = _compose(weight, term)
+            proto = composed[key]
+            terms.append(replace(term, select=None, matrix=proto.matrix, row_scale=None))
+        offset = None
+        if self._offset is not None:
+            offset = _apply_matrix(weight, self._offset)
+        if bias is not None:
+            offset = bias if offset is None else offset + bias
+        return self._rebuild(_merge_terms(terms), offset, torch.Size((*batch, out_size)))
+
+    def __add__(self, other: CauchyVector | torch.Tensor | Number) -> CauchyVector:
+        if isinstance(other, CauchyVector):
+            if other.event_size != self.event_size:
+                raise ValueError(
+                    f"cannot add vectors with {self.event_size} and {other.event_size} components "
+                    f"(shapes {tuple(self._shape)} and {tuple(other._shape)})"
+                )
+            shape = broadcast_shapes_or_raise(left=self._shape, right=other._shape)
+            offset = _add_optional(self._offset, other._offset)
+            return self._rebuild(_merge_terms([*self._terms, *other._terms]), offset, shape)
+        shift = _as_tensor(other, self._terms[0].source.loc, "other")
+        shape = broadcast_shapes_or_raise(vector=self._shape, shift=shift.shape)
+        if shape[-1] != self.event_size:
+            raise ValueError(
+                f"a shift of shape {tuple(shift.shape)} would change the number of components of a "
+                f"vector of shape {tuple(self._shape)}"
+            )
+        if is_validating(self._validate):
+            check_finite("shift", shift)
+        # Offsets always carry the full component dimension so that linear() can map them.
+        shift = shift.reshape(1) if shift.ndim == 0 else shift
+        shift = shift.expand(*shift.shape[:-1], self.event_size)
+        return self._rebuild(self._terms, _add_optional(self._offset, shift), shape)
+
+    def __radd__(self, other: torch.Tensor | Number) -> CauchyVector:
+        return self.__add__(other)
+
+    def __neg__(self) -> CauchyVector:
+        return self * -1.0
+
+    def __sub__(self, other: CauchyVector | torch.Tensor | Number) -> CauchyVector:
+        return self + (-other)
+
+    def __rsub__(self, other: torch.Tensor | Number) -> CauchyVector:
+        return (-self) + other
+
+    def __mul__(self, factor: torch.Tensor | Number) -> CauchyVector:
+        """``a * X``: locations times ``a``, scales times ``|a|`` (element-wise, broadcasting)."""
+        if isinstance(factor, CauchyVector):
+            raise NotImplementedError(
+                "the product of two Cauchy vectors is not Cauchy and has no closed form here"
+            )
+        a = _as_tensor(factor, self._terms[0].source.loc, "factor")
+        shape = broadcast_shapes_or_raise(vector=self._shape, factor=a.shape)
+        if shape[-1] != self.event_size:
+            raise ValueError(
+                f"a factor of shape {tuple(a.shape)} would change the number of components of a "
+                f"vector of shape {tuple(self._shape)}"
+            )
+        if is_validating(self._validate):
+            check_finite("factor", a)
+        row = a if a.ndim > 0 else a.reshape(1)
+        terms = []
+        scaled: dict[int, torch.Tensor] = {}
+        for term in self._terms:
+            key = id(term.row_scale)
+            if key not in scaled:
+                scaled[key] = row if term.row_scale is None else term.row_scale * row
+            terms.append(replace(term, row_scale=scaled[key]))
+        offset = None if self._offset is None else self._offset * a
+        return self._rebuild(terms, offset, shape)
+
+    def __rmul__(self, factor: torch.Tensor | Number) -> CauchyVector:
+        return self.__mul__(factor)
+
+    def __truediv__(self, divisor: torch.Tensor | Number) -> CauchyVector:
+        d = _as_tensor(divisor, self._terms[0].source.loc, "divisor")
+        if bool((d == 0).any()):
+            raise ValueError("divisor must be non-zero")
+        return self * d.reciprocal()
+
+    # ------------------------------------------------------------------ views
+    def _map_batch(
+        self,
+        op: Callable[[torch.Tensor], torch.Tensor],
+        new_batch: torch.Size,
+    ) -> CauchyVector:
+        """Apply a batch-dimension view ``op`` (on tensors shaped ``[*batch]``) to every part."""
+        batch = self.batch_shape
+        # Every batch view is a gather: where each new position reads from the old flat batch.
+        positions = op(torch.arange(math.prod(batch), device=self.device).reshape(batch))
+
+        def on_trailing(t: torch.Tensor, trailing: int) -> torch.Tensor:
+            tail = t.shape[t.ndim - trailing :]
+            return t.expand(*batch, *tail).reshape(-1, *tail)[positions]
+
+        terms = []
+        views: dict[int, torch.Tensor] = {}
+        for term in self._terms:
+            key = id(term.view) if term.view is not None else id(term.source)
+            if key not in views:
+                if term.view is None:
+                    ref = term.source.loc
+                    flat = torch.arange(math.prod(term.source.batch_shape), device=ref.device)
+                    base = flat.reshape(term.source.batch_shape)
+                else:
+                    base = term.view
+                views[key] = base.expand(batch).reshape(-1)[positions]
+            matrix = term.matrix
+            if matrix is not None and matrix.ndim > 2:
+                matrix = on_trailing(matrix, 2)
+            row_scale = term.row_scale
+            if row_scale is not None and row_scale.ndim > 1:
+                row_scale = on_trailing(row_scale, 1)
+            terms.append(replace(term, view=views[key], matrix=matrix, row_scale=row_scale))
+        offset = self._offset
+        if offset is not None and offset.ndim > 1:
+            offset = on_trailing(offset, 1)
+        return self._rebuild(_merge_terms(terms), offset, torch.Size((*new_batch, self.event_size)))
+
+    def __getitem__(self, key: Any) -> CauchyVector:
+        """Index or slice like a tensor; the component (last) dimension takes a slice or an index list.
+
+        An integer on the component dimension would drop it and is refused: use ``x[..., k:k+1]``.
+        Batch indexing keeps track of the sources, so ``x[0] + x[0]`` equals ``2 * x[0]`` in law and
+        ``x[0] - x[1]`` of a leaf adds the two scales.
+        """
+        batch_key, comp_key = _split_key(key, self.ndim)
+        out = self
+        if batch_key is not None:
+            dummy = torch.empty(self.batch_shape, device="meta")
+            new_batch = dummy[batch_key].shape
+            out = out._map_batch(lambda t: t[batch_key], new_batch)
+        if comp_key is not None:
+            out = out._select_components(comp_key)
+        return out
+
+    def _select_components(self, comp_key: slice | torch.Tensor) -> CauchyVector:
+        index = torch.arange(self.event_size, device=self.device)[comp_key]
+        if index.ndim != 1:
+            raise ValueError("the component dimension takes a slice or a 1-D list of indices")
+        terms = []
+        for term in self._terms:
+            if term.matrix is not None:
+                new = replace(term, matrix=term.matrix.index_select(-2, index))
+            elif term.select is not None:
+                new = replace(term, select=term.select.index_select(0, index))
+            else:
+                new = replace(term, select=index)
+            if term.row_scale is not None:
+                row = term.row_scale.expand(*term.row_scale.shape[:-1], self.event_size)
+                new = replace(new, row_scale=row.index_select(-1, index))
+            terms.append(new)
+        offset = None
+        if self._offset is not None:
+            offset = self._offset.expand(*self._offset.shape[:-1], self.event_size).index_select(
+                -1, index
+            )
+        return self._rebuild(terms, offset, torch.Size((*self.batch_shape, index.numel())))
+
+    def reshape(self, *shape: int | Sequence[int]) -> CauchyVector:
+        """Reshape the batch dimensions; the last entry must stay ``C`` (or be -1).
+
+        Raises:
+            ValueError: the new shape changes the component dimension or the number of elements.
+        """
+        target = _shape_arg(shape)
+        if len(target) == 0 or target[-1] not in (-1, self.event_size):
+            raise ValueError(
+                f"reshape keeps the component dimension C={self.event_size}; got shape {tuple(target)}"
+            )
+        try:
+            new_batch = torch.empty(self.batch_shape, device="meta").reshape(target[:-1]).shape
+        except RuntimeError as err:
+            raise ValueError(
+                f"cannot reshape batch {tuple(self.batch_shape)} to {tuple(target[:-1])}"
+            ) from err
+        return self._map_batch(lambda t: t.reshape(new_batch), new_batch)
+
+    def expand(self, *shape: int | Sequence[int]) -> CauchyVector:
+        """Broadcast to a larger batch shape. The expanded entries are the *same* random variables.
+
+        Like ``Tensor.expand``, this is a view: ``u.expand(2, C).rsample()`` has two identical rows.
+        (Independent copies are ``CauchyVector(u.loc.expand(...), u.scale.expand(...))`` for a leaf.)
+        """
+        target = _shape_arg(shape)
+        if len(target) == 0 or target[-1] not in (-1, self.event_size):
+            raise ValueError(
+                f"expand keeps the component dimension C={self.event_size}; got shape {tuple(target)}"
+            )
+        try:
+            new_batch = torch.empty(self.batch_shape, device="meta").expand(target[:-1]).shape
+        except RuntimeError as err:
+            raise ValueError(
+                f"cannot expand batch {tuple(self.batch_shape)} to {tuple(target[:-1])}"
+            ) from err
+        return self._map_batch(lambda t: t.expand(new_batch), new_batch)
+
+    def to(self, *args: Any, **kwargs: Any) -> CauchyVector:
+        """Move or cast every parameter like ``Tensor.to`` (dependence structure is kept)."""
+        return self._map_tensors(
+            lambda t: (
+                t.to(*args, **kwargs) if t.is_floating_point() else _move_index(t, args, kwargs)
+            )
+        )
+
+    def detach(self) -> CauchyVector:
+        """A vector with the same law whose parameters are detached from the autograd graph."""
+        return self._map_tensors(lambda t: t.detach())
+
+    def _map_tensors(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> CauchyVector:
+        sources: dict[int, _Source] = {}
+        memo: dict[int, torch.Tensor] = {}
+
+        def conv(t: torch.Tensor | None) -> torch.Tensor | None:
+            if t is None:
+                return None
+            if id(t) not in memo:
+                memo[id(t)] = fn(t)
+            return memo[id(t)]
+
+        terms = []
+        for term in self._terms:
+            src = term.source
+            if id(src) not in sources:
+                sources[id(src)] = _Source(conv(src.loc), conv(src.scale))
+            terms.append(
+                _Term(
+                    sources[id(src)],
+                    view=conv(term.view),
+                    select=conv(term.select),
+                    matrix=conv(term.matrix),
+                    row_scale=conv(term.row_scale),
+                )
+            )
+        return self._rebuild(terms, conv(self._offset))
+
+    # ------------------------------------------------------------------ element-wise marginals
+    def _z(self, x: torch.Tensor | Number, name: str = "x") -> torch.Tensor:
+        loc, scale = self.loc, self.scale
+        x = _as_tensor(x, loc, name)
+        broadcast_shapes_or_raise(**{name: x.shape, "vector": self._shape})
+        dtype = _special.working_dtype(x, loc)
+        return (x.to(dtype) - loc.to(dtype)) / scale.to(dtype)
+
+    def log_prob(self, x: torch.Tensor | Number) -> torch.Tensor:
+        """Marginal log-density ``-log(pi scale) - log(1 + z^2)``, ``z = (x - loc)/scale``, per component."""
+        z = self._z(x)
+        return _special.log_pdf_std(z) - torch.log(self.scale.to(z.dtype))
+
+    def cdf(self, x: torch.Tensor | Number) -> torch.Tensor:
+        """Marginal ``P(X <= x) = 1/2 + atan(z)/pi``, computed as ``atan2(1, -z)/pi``."""
+        return _special.cdf_std(self._z(x))
+
+    def sf(self, x: torch.Tensor | Number) -> torch.Tensor:
+        """Marginal ``P(X > x) = atan2(1, z)/pi``."""
+        return _special.sf_std(self._z(x))
+
+    def log_cdf(self, x: torch.Tensor | Number) -> torch.Tensor:
+        """``log P(X <= x)``, accurate to a few ulp for ``|z|`` up to 1e30 and beyond."""
+        return _special.log_cdf_std(self._z(x))
+
+    def log_sf(self, x: torch.Tensor | Number) -> torch.Tensor:
+        """``log P(X > x)``, accurate to a few ulp for ``|z|`` up to 1e30 and beyond."""
+        return _special.log_sf_std(self._z(x))
+
+    def icdf(self, q: torch.Tensor | Number) -> torch.Tensor:
+        """Marginal quantile ``loc + scale tan(pi (q - 1/2))``; exactly ``-inf``/``+inf`` at 0 and 1.
+
+        Raises:
+            ValueError: ``q`` outside ``[0, 1]`` (when validating).
+        """
+        loc = self.loc
+        q = _as_tensor(q, loc, "q")
+        if is_validating(self._validate) and bool(((q < 0) | (q > 1) | torch.isnan(q)).any()):
+            raise ValueError(f"q must lie in [0, 1] (shape {tuple(q.shape)})")
+        z = _special.icdf_std(q)
+        # loc + scale * z would turn 0 * inf into NaN only for scale == 0, which cannot happen.
+        return loc.to(z.dtype) + self.scale.to(z.dtype) * z
+
+    def entropy(self) -> torch.Tensor:
+        """Marginal differential entropy ``log(4 pi scale)`` per component."""
+        return torch.log(4 * math.pi * self.scale.to(_special.working_dtype(self.scale)))
+
+    def ovr_prob(self, threshold: torch.Tensor | Number = 0.0) -> torch.Tensor:
+        """One-vs-rest probability ``P(X > threshold) = 1/2 + atan((loc - threshold)/scale)/pi``."""
+        return _special.cdf_std(-self._z(threshold, "threshold"))
+
+    def ovr_log_prob(
+        self, threshold: torch.Tensor | Number = 0.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(log P, log(1 - P))`` of ``P = P(X > threshold)``, both ``<= 0`` and accurate in the tails."""
+        return _special.ovr_log_probs_std(-self._z(threshold, "threshold"))
+
+    # ------------------------------------------------------------------ sampling
+    def rsample(
+        self,
+        sample_shape: Sequence[int] | torch.Size = (),
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Reparameterised draw from the joint law: sample every source, then apply the maps.
+
+        Args:
+            sample_shape: leading sample dimensions.
+            generator: optional ``torch.Generator`` for reproducible draws.
+
+        Returns:
+            A tensor of shape ``[*sample_shape, ..., C]``; gradients flow to every parameter.
+        """
+        sample_shape = torch.Size(sample_shape)
+        draws: dict[int, torch.Tensor] = {}
+        total: torch.Tensor | None = None
+        for term in self._terms:
+            src = term.source
+            if id(src) not in draws:
+                eps = standard_cauchy(sample_shape + src.loc.shape, src.loc, generator)
+                draws[id(src)] = src.loc + src.scale * eps
+            read = term.read(draws[id(src)])
+            # Right-align the term's batch with the full batch, behind the sample dimensions.
+            missing = len(self.batch_shape) - (read.ndim - len(sample_shape) - 1)
+            read = read.reshape(*sample_shape, *([1] * missing), *read.shape[len(sample_shape) :])
+            value = term.map(read)
+            total = value if total is None else total + value
+        assert total is not None
+        if self._offset is not None:
+            total = total + self._offset
+        return total.expand(*sample_shape, *self._shape)
+
+    def sample(
+        self,
+        sample_shape: Sequence[int] | torch.Size = (),
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Like :meth:`rsample` but without gradients."""
+        with torch.no_grad():
+            return self.rsample(sample_shape, generator)
+
+    # ------------------------------------------------------------------ interop
+    def to_distribution(self, validate_args: bool | None = None) -> Any:
+        """The Pyro distribution ``IndependentCauchy(loc, scale)`` of an independent vector.
+
+        Raises:
+            ValueError: the components are not independent (after a mixing ``linear``, a broadcast,
+                or a repeated index), since a product of marginals would then be the wrong law.
+        """
+        if not self.is_independent:
+            raise ValueError(
+                "to_distribution() needs independent components, but this vector's components share "
+                "sources (it came from a mixing linear map, a broadcast or a repeated index); its "
+                "joint law is not a product of its marginals. Use .rsample() for the joint law, or "
+                "CauchyVector(x.loc, x.scale) to deliberately build the independent approximation."
+            )
+        from cauchylin.distributions import IndependentCauchy
+
+        return IndependentCauchy(self.loc, self.scale, validate_args=validate_args)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def standard_cauchy(
+    shape: Sequence[int] | torch.Size,
+    like: torch.Tensor,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Standard Cauchy draws via the exact quantile of a float64 uniform on the open interval."""
+    u = torch.rand(torch.Size(shape), dtype=torch.float64, device=like.device, generator=generator)
+    u = u.clamp(2.0**-60, 1.0 - 2.0**-53)
+    return _special.icdf_std(u).to(like.dtype)
+
+
+def _apply_matrix(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    if weight.ndim == 2:
+        return torch.nn.functional.linear(x, weight)
+    return torch.matmul(weight, x.unsqueeze(-1)).squeeze(-1)
+
+
+def _compose(weight: torch.Tensor, term: _Term) -> _Term:
+    """``weight @ (diag(row_scale) @ M)`` as a dense matrix (``weight`` itself for the identity)."""
+    if term.matrix is None and term.select is None and term.row_scale is None:
+        return _Term(term.source, matrix=weight)
+    w = weight
+    if term.row_scale is not None:
+        w = w * term.row_scale.unsqueeze(-2)
+    if term.matrix is not None:
+        return _Term(term.source, matrix=torch.matmul(w, term.matrix))
+    if term.select is not None:
+        full = w.new_zeros(*w.shape[:-1], term.source.size)
+        full = full.index_add(-1, term.select, w)
+        return _Term(term.source, matrix=full)
+    return _Term(term.source, matrix=w)
+
+
+def _merge_terms(terms: Sequence[_Term]) -> list[_Term]:
+    """Merge terms that read the same source through the same view: their maps add."""
+    merged: list[_Term] = []
+    for term in terms:
+        for i, existing in enumerate(merged):
+            if existing.source is term.source and existing.same_view(term):
+                if _same_map(existing, term):
+                    merged[i] = replace(existing, row_scale=_double(existing.row_scale, existing))
+                else:
+                    merged[i] = replace(
+                        existing,
+                        select=None,
+                        matrix=existing.dense() + term.dense(),
+                        row_scale=None,
+                    )
+                break
+        else:
+            merged.append(term)
+    return merged
+
+
+def _same_map(a: _Term, b: _Term) -> bool:
+    return a.matrix is b.matrix and a.select is b.select and a.row_scale is b.row_scale
+
+
+def _double(row_scale: torch.Tensor | None, term: _Term) -> torch.Tensor:
+    if row_scale is None:
+        ref = term.source.loc
+        return torch.full((term.out_size,), 2.0, dtype=ref.dtype, device=ref.device)
+    return 2.0 * row_scale
+
+
+def _add_optional(a: torch.Tensor | None, b: torch.Tensor | None) -> torch.Tensor | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def _sum_broadcast(values: Sequence[torch.Tensor]) -> torch.Tensor:
+    total = values[0]
+    for v in values[1:]:
+        total = total + v
+    return total
+
+
+def _shared_source_scale(terms: Sequence[_Term]) -> torch.Tensor:
+    """Exact marginal scales when one source is read through several different batch views.
+
+    At each output position the terms split into groups that read the same source element; within
+    a group the maps add before the absolute value, across groups the scales add. Every possible
+    grouping is evaluated (at most ``2**k - 1`` subsets for ``k`` views).
+    """
+    k = len(terms)
+    if k > _MAX_SHARED_VIEWS:
+        raise NotImplementedError(
+            f"one source is read through {k} different batch views; exact marginals are supported "
+            f"for at most {_MAX_SHARED_VIEWS}"
+        )
+    src = terms[0].source
+    batch = torch.broadcast_shapes(*[t.batch_shape() for t in terms])
+    flat_index = torch.arange(math.prod(src.batch_shape), device=src.loc.device).reshape(
+        src.batch_shape
+    )
+    idx = [(t.view if t.view is not None else flat_index).expand(batch) for t in terms]
+    total: torch.Tensor | None = None
+    for size in range(1, k + 1):
+        for group in itertools.combinations(range(k), size):
+            first = idx[group[0]]
+            mask = torch.ones(batch, dtype=torch.bool, device=first.device)
+            for j in range(k):
+                same = idx[j] == first
+                mask = mask & (same if j in group else ~same)
+            if not bool(mask.any()):
+                continue
+            dense = _sum_broadcast([terms[j].dense() for j in group])
+            scale_in = terms[group[0]].read(src.scale)
+            part = _apply_matrix(dense.abs(), scale_in) * mask.unsqueeze(-1)
+            total = part if total is None else total + part
+    assert total is not None
+    return total
+
+
+def _split_key(key: Any, ndim: int) -> tuple[tuple[Any, ...] | None, slice | torch.Tensor | None]:
+    """Split an index into the part for the batch dims and the part for the component dim."""
+    if not isinstance(key, tuple):
+        key = (key,)
+
+    def consumes(k: Any) -> int:
+        if k is None or k is Ellipsis:
+            return 0
+        if isinstance(k, torch.Tensor) and k.dtype == torch.bool:
+            return k.ndim
+        return 1
+
+    used = sum(consumes(k) for k in key)
+    if used > ndim:
+        raise IndexError(f"too many indices for a CauchyVector with {ndim} dimensions")
+    if Ellipsis in key:
+        pos = key.index(Ellipsis)
+        key = key[:pos] + (slice(None),) * (ndim - used) + key[pos + 1 :]
+    else:
+        key = key + (slice(None),) * (ndim - used)
+    # The component dimension is addressed by the last consuming entry.
+    last = max(i for i, k in enumerate(key) if consumes(k) > 0)
+    if any(k is None for k in key[last + 1 :]):
+        raise IndexError("cannot insert dimensions after the component dimension")
+    comp = key[last]
+    if isinstance(comp, torch.Tensor) and comp.dtype == torch.bool and comp.ndim > 1:
+        raise IndexError("a boolean mask may not span the component dimension and batch dimensions")
+    if isinstance(comp, int) or (isinstance(comp, torch.Tensor) and comp.ndim == 0):
+        raise IndexError(
+            "an integer index on the component dimension would drop it; use a slice such as x[..., k:k+1]"
+        )
+    if isinstance(comp, list):
+        comp = torch.tensor(comp)
+    batch_key = key[:last]
+    comp_key = None if (isinstance(comp, slice) and comp == slice(None)) else comp
+    if all(isinstance(k, slice) and k == slice(None) for k in batch_key):
+        return None, comp_key
+    return batch_key, comp_key
+
+
+def _shape_arg(shape: tuple[int | Sequence[int], ...]) -> tuple[int, ...]:
+    if len(shape) == 1 and not isinstance(shape[0], int):
+        return tuple(shape[0])
+    return tuple(int(s) for s in shape)  # type: ignore[arg-type]
+
+
+def _move_index(t: torch.Tensor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor:
+    device = kwargs.get("device")
+    for a in args:
+        if isinstance(a, str | torch.device):
+            device = a
+        elif isinstance(a, torch.Tensor):
+            device = a.device
+    return t if device is None else t.to(device)
+
+
+def cat(vectors: Sequence[CauchyVector], dim: int = -1) -> CauchyVector:
+    """Concatenate vectors along the component dimension (``dim=-1``) or a batch dimension.
+
+    Sources are kept: ``cat([u, u])`` has two perfectly dependent halves, not independent copies.
+
+    Args:
+        vectors: non-empty sequence of ``CauchyVector``; batch shapes must broadcast (component
+            concatenation) or match except along ``dim`` (batch concatenation).
+        dim: the dimension; ``-1`` (or ``ndim - 1``) is the component dimension.
+
+    Raises:
+        ValueError: an empty sequence, mismatched shapes or numbers of dimensions.
+    """
+    vectors = list(vectors)
+    if not vectors:
+        raise ValueError("vectors must be a non-empty sequence of CauchyVector")
+    if not all(isinstance(v, CauchyVector) for v in vectors):
+        raise ValueError("vectors must all be CauchyVector instances")
+    ndim = vectors[0].ndim
+    if any(v.ndim != ndim for v in vectors):
+        raise ValueError(
+            f"vectors must have the same number of dimensions; got {[tuple(v.shape) for v in vectors]}"
+        )
+    d = dim % ndim
+    if d == ndim - 1:
+        return _cat_components(vectors)
+    return _cat_batch(vectors, d)
+
+
+def _cat_components(vectors: list[CauchyVector]) -> CauchyVector:
+    batch = broadcast_shapes_or_raise(
+        **{f"vectors[{i}]": v.batch_shape for i, v in enumerate(vectors)}
+    )
+    sizes = [v.event_size for v in vectors]
+    total = sum(sizes)
+    ref = vectors[0]._terms[0].source.loc
+    terms: list[_Term] = []
+    offsets = []
+    start = 0
+    for v, size in zip(vectors, sizes, strict=True):
+        for term in v._terms:
+            dense = term.dense()
+            padded = dense.new_zeros(*dense.shape[:-2], total, dense.shape[-1])
+            padded[..., start : start + size, :] = dense
+            terms.append(replace(term, select=None, matrix=padded, row_scale=None))
+        off = v._offset if v._offset is not None else ref.new_zeros(size)
+        offsets.append(
+            off.expand(*batch, size) if off.ndim > 1 else off.expand(*off.shape[:-1], size)
+        )
+        start += size
+    offsets = [o.expand(*batch, o.shape[-1]) for o in offsets]
+    offset = torch.cat(offsets, dim=-1) if any(v._offset is not None for v in vectors) else None
+    return vectors[0]._rebuild(_merge_terms(terms), offset, torch.Size((*batch, total)))
+
+
+def _cat_batch(vectors: list[CauchyVector], dim: int) -> CauchyVector:
+    shapes = [v.shape for v in vectors]
+    for s in shapes[1:]:
+        if len(s) != len(shapes[0]) or any(
+            a != b for i, (a, b) in enumerate(zip(s, shapes[0], strict=True)) if i != dim
+        ):
+            raise ValueError(
+                f"shapes must match except along dim {dim}; got {[tuple(x) for x in shapes]}"
+            )
+    lengths = [s[dim] for s in shapes]
+    out_batch = list(shapes[0][:-1])
+    out_batch[dim] = sum(lengths)
+    out_batch_t = torch.Size(out_batch)
+    terms: list[_Term] = []
+    start = 0
+    ref = vectors[0]._terms[0].source.loc
+    offset_parts = []
+    for v, length in zip(vectors, lengths, strict=True):
+        # Express every term on the full output batch: zero rows outside this part.
+        mask_shape = [1] * len(out_batch)
+        mask_shape[dim] = out_batch[dim]
+        mask = ref.new_zeros(mask_shape)
+        mask.narrow(dim, start, length).fill_(1.0)
+        for term in v._terms:
+            src_flat = torch.arange(math.prod(term.source.batch_shape), device=ref.device).reshape(
+                term.source.batch_shape
+            )
+            view = (term.view if term.view is not None else src_flat).expand(v.batch_shape)
+            pad = [
+                view.new_zeros(
+                    *view.shape[:dim], out_batch[dim] - start - length, *view.shape[dim + 1 :]
+                )
+            ]
+            full_view = torch.cat(
+                [view.new_zeros(*view.shape[:dim], start, *view.shape[dim + 1 :]), view, *pad],
+                dim=dim,
+            )
+            dense = term.dense()
+            if dense.ndim > 2:
+                dense = dense.expand(*v.batch_shape, *dense.shape[-2:])
+                zeros_before = dense.new_zeros(*dense.shape[:dim], start, *dense.shape[dim + 1 :])
+                zeros_after = dense.new_zeros(
+                    *dense.shape[:dim], out_batch[dim] - start - length, *dense.shape[dim + 1 :]
+                )
+                terms.append(
+                    _Term(
+                        term.source,
+                        view=full_view,
+                        matrix=torch.cat([zeros_before, dense, zeros_after], dim=dim),
+                    )
+                )
+            else:
+                row = mask.unsqueeze(-1).expand(*out_batch_t, dense.shape[-2])
+                terms.append(_Term(term.source, view=full_view, matrix=dense, row_scale=row))
+        off = v._offset if v._offset is not None else ref.new_zeros(v.event_size)
+        offset_parts.append(off.expand(v.shape))
+        start += length
+    offset = (
+        torch.cat(offset_parts, dim=dim) if any(v._offset is not None for v in vectors) else None
+    )
+    return vectors[0]._rebuild(
+        _merge_terms(terms), offset, torch.Size((*out_batch_t, vectors[0].event_size))
+    )
+
+
+def kl_divergence(p: CauchyVector, q: CauchyVector) -> torch.Tensor:
+    r"""Component-wise KL divergence of the marginals, ``[..., C]``.
+
+    .. math::
+
+        \mathrm{KL}(\mathrm{C}(m_1, g_1)\,\|\,\mathrm{C}(m_2, g_2))
+        = \log\frac{(g_1 + g_2)^2 + (m_1 - m_2)^2}{4 g_1 g_2}
+        = \log\Big(1 + \frac{(g_1 - g_2)^2 + (m_1 - m_2)^2}{4 g_1 g_2}\Big),
+
+    evaluated in the second form (never negative, exact near zero) through ``log1p(r^2)`` with
+    ``r = hypot(g1 - g2, m1 - m2) / (2 sqrt(g1 g2))``, which cannot overflow. For independent
+    vectors ``.sum(-1)`` is the KL of the joint laws.
+
+    Raises:
+        ValueError: the shapes do not broadcast.
+    """
+    if not isinstance(p, CauchyVector) or not isinstance(q, CauchyVector):
+        raise ValueError("p and q must be CauchyVector instances")
+    broadcast_shapes_or_raise(p=p.shape, q=q.shape)
+    dtype = _special.working_dtype(p.loc, q.loc)
+    m1, g1 = p.loc.to(dtype), p.scale.to(dtype)
+    m2, g2 = q.loc.to(dtype), q.scale.to(dtype)
+    r = torch.hypot(g1 - g2, m1 - m2) / (2.0 * torch.sqrt(g1) * torch.sqrt(g2))
+    return _special.log1p_square(r)
