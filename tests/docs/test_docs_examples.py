@@ -1,0 +1,435 @@
+"""The documentation cannot rot: its Python examples run, its pages are reachable, it works offline.
+
+* Every fenced code block whose language is ``python`` (or ``py``) in ``docs/**/*.md`` is one test,
+  with the id ``<page>:<line>`` (the line of the opening fence). An info string with options, e.g.
+  ```` ```python title="train.py" ````, still counts. Blocks of one page run in order in one shared
+  namespace, as a reader would run them; running a single block's test first runs the blocks
+  before it. Tracebacks point at the Markdown file and line.
+* Inside a Python block, a snippet line ``--8<-- "examples/docs/<name>.py"`` is replaced by that
+  file, as ``pymdownx.snippets`` does when the site is built. Files in ``examples/docs/`` that no
+  page includes run as tests of their own.
+* A block that is illustrative and cannot run is opted out with an HTML comment on the line(s)
+  just before its fence (blank lines in between are allowed)::
+
+      <!-- docs-test: skip: needs a downloaded Qwen checkpoint -->
+
+  It is reported as skipped with that reason (``pytest -ra`` lists it); use it sparingly.
+* Each page runs in its own temporary working directory, so examples may write files.
+* Site checks: every page in ``docs/`` is in the ``nav`` of ``mkdocs.yml`` and every nav entry
+  exists; the built site (``mkdocs build --strict``) loads no script, stylesheet, font or image
+  from the network, and every relative ``url(...)`` in its CSS (the bundled KaTeX fonts) resolves.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+EXAMPLES = ROOT / "examples" / "docs"
+MKDOCS_YML = ROOT / "mkdocs.yml"
+
+PYTHON_LANGS = {"python", "py", "python3"}
+FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`]*)$")
+SKIP_MARK = re.compile(r"<!--\s*docs-test:\s*skip\b:?\s*(?P<reason>.*?)\s*-->")
+SNIPPET = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<mark>-{1,}8<-{1,})[ \t]+(?P<q>[\"']?)(?P<path>[^\"']+)(?P=q)[ \t]*$"
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Collection
+
+
+@dataclass
+class Block:
+    """One runnable unit: a fenced Python block of a page, or a standalone example file."""
+
+    page: str  # path relative to the repository root, e.g. "docs/concepts.md"
+    line: int  # 1-based line of the opening fence (1 for a standalone file)
+    code: str
+    skip_reason: str | None = None
+    includes: list[str] = field(default_factory=list)
+
+    @property
+    def test_id(self) -> str:
+        name = self.page.removeprefix("docs/")
+        return f"{name}:{self.line}"
+
+
+def _language(info: str) -> str:
+    info = info.strip()
+    if info.startswith("{"):  # ``` {.python title="x"}
+        match = re.search(r"\.([\w+-]+)", info)
+        return match.group(1).lower() if match else ""
+    return info.split(None, 1)[0].lower() if info else ""
+
+
+def _expand_snippets(code: str, where: str) -> tuple[str, list[str]]:
+    """Replace ``--8<-- "file"`` lines by the file's text, like pymdownx.snippets does."""
+    out: list[str] = []
+    included: list[str] = []
+    for line in code.splitlines():
+        match = SNIPPET.match(line)
+        if not match:
+            out.append(line)
+            continue
+        path = match.group("path").strip()
+        target = ROOT / path
+        if not target.is_file():
+            raise FileNotFoundError(f"{where}: snippet {path!r} not found (relative to {ROOT})")
+        included.append(path)
+        text = target.read_text(encoding="utf-8")
+        out.extend(match.group("indent") + t for t in text.splitlines())
+    return "\n".join(out) + "\n", included
+
+
+def parse_markdown(path: Path) -> list[Block]:
+    """The fenced Python blocks of one Markdown file, in order."""
+    rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.as_posix()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        match = FENCE_OPEN.match(lines[i])
+        if not match:
+            i += 1
+            continue
+        indent, fence, info = match.group("indent"), match.group("fence"), match.group("info")
+        start = i
+        close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
+        j = i + 1
+        while j < len(lines) and not close.match(lines[j]):
+            j += 1
+        if j == len(lines):
+            raise ValueError(f"{rel}:{start + 1}: code fence is never closed")
+        body = lines[i + 1 : j]
+        i = j + 1
+        if _language(info) not in PYTHON_LANGS:
+            continue
+        # Remove the fence's own indentation (blocks inside tabs, admonitions, lists).
+        body = [b[len(indent) :] if b.startswith(indent) else b.lstrip() for b in body]
+        code = textwrap.dedent("\n".join(body))
+        code, included = _expand_snippets(code, f"{rel}:{start + 1}")
+        # Opt-out marker: an HTML comment on the nearest non-blank line above the fence.
+        k = start - 1
+        while k >= 0 and not lines[k].strip():
+            k -= 1
+        skip = SKIP_MARK.search(lines[k]) if k >= 0 else None
+        reason = None
+        if skip:
+            reason = skip.group("reason") or "marked <!-- docs-test: skip -->"
+        blocks.append(Block(rel, start + 1, code, reason, included))
+    return blocks
+
+
+def collect() -> dict[str, list[Block]]:
+    """Blocks per page (pages in sorted order), plus standalone example files."""
+    pages: dict[str, list[Block]] = {}
+    included: set[str] = set()
+    for md in sorted(DOCS.rglob("*.md")):
+        blocks = parse_markdown(md)
+        for b in blocks:
+            included.update(b.includes)
+        if blocks:
+            pages[md.relative_to(ROOT).as_posix()] = blocks
+    if EXAMPLES.is_dir():
+        for py in sorted(EXAMPLES.glob("*.py")):
+            rel = py.relative_to(ROOT).as_posix()
+            if rel not in included:
+                pages[rel] = [Block(rel, 1, py.read_text(encoding="utf-8"))]
+    return pages
+
+
+PAGES = collect()
+ALL_BLOCKS = [(page, n) for page, blocks in PAGES.items() for n in range(len(blocks))]
+
+
+# --------------------------------------------------------------------------------------------
+# Execution: one namespace and one working directory per page, blocks in order
+
+
+@dataclass
+class PageState:
+    namespace: dict[str, Any]
+    workdir: Path
+    done: int = 0  # number of blocks executed (or skipped) so far
+    failed_at: str | None = None
+
+
+_STATE: dict[str, PageState] = {}
+
+
+def _run_block(block: Block, state: PageState) -> None:
+    # Leading newlines make tracebacks report the Markdown file's own line numbers.
+    offset = block.line if block.page.endswith(".md") else 0
+    source = "\n" * offset + block.code
+    code = compile(source, str(ROOT / block.page), "exec")
+    old_cwd = os.getcwd()
+    os.chdir(state.workdir)
+    try:
+        exec(code, state.namespace)
+    finally:
+        os.chdir(old_cwd)
+
+
+def _page_state(page: str, tmp_path_factory: pytest.TempPathFactory) -> PageState:
+    if page not in _STATE:
+        import torch
+
+        torch.manual_seed(0)
+        workdir = tmp_path_factory.mktemp(re.sub(r"\W+", "_", page))
+        _STATE[page] = PageState({"__name__": "__docs_example__"}, workdir)
+    return _STATE[page]
+
+
+@pytest.mark.parametrize(
+    ("page", "index"),
+    ALL_BLOCKS,
+    ids=[PAGES[p][n].test_id for p, n in ALL_BLOCKS],
+)
+def test_docs_example(page: str, index: int, tmp_path_factory: pytest.TempPathFactory) -> None:
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    blocks = PAGES[page]
+    state = _page_state(page, tmp_path_factory)
+    # Run the blocks before this one first (they normally ran as their own tests already).
+    while state.done < index:
+        earlier = blocks[state.done]
+        state.done += 1
+        if earlier.skip_reason is not None or state.failed_at is not None:
+            continue
+        try:
+            _run_block(earlier, state)
+        except BaseException:
+            state.failed_at = earlier.test_id
+            raise
+    block = blocks[index]
+    if state.done == index:
+        state.done += 1
+    if block.skip_reason is not None:
+        pytest.skip(f"{block.test_id}: {block.skip_reason}")
+    if state.failed_at is not None:
+        pytest.fail(f"an earlier example on this page failed ({state.failed_at})", pytrace=False)
+    try:
+        _run_block(block, state)
+    except BaseException:
+        state.failed_at = block.test_id
+        raise
+
+
+def test_docs_examples_were_found() -> None:
+    """Guards the collector itself: the concepts page has runnable examples."""
+    assert "docs/concepts.md" in PAGES, "no Python examples collected from docs/concepts.md"
+    assert all(b.code.strip() for blocks in PAGES.values() for b in blocks)
+
+
+def test_collector_handles_info_strings_skips_and_indentation(tmp_path: Path) -> None:
+    md = tmp_path / "page.md"
+    text = textwrap.dedent(
+        """\
+        # t
+        ```python title="a.py"
+        x = 1
+        ```
+
+        <!-- docs-test: skip: illustrative -->
+
+        ```py
+        raise SystemExit
+        ```
+        ```bash
+        echo no
+        ```
+        === "Tab"
+
+            ```python
+            y = x + 1
+            ```
+        """
+    )
+    md.write_text(text, encoding="utf-8")
+    blocks = parse_markdown(md)
+    assert [(b.line, b.code.strip(), b.skip_reason) for b in blocks] == [
+        (2, "x = 1", None),
+        (8, "raise SystemExit", "illustrative"),
+        (16, "y = x + 1", None),
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# Site checks
+
+
+class _IgnoreTagsLoader:
+    """A yaml SafeLoader that accepts mkdocs' ``!!python/name:`` and ``!ENV`` tags."""
+
+    @staticmethod
+    def load(text: str) -> dict[str, Any]:
+        import yaml
+
+        class Loader(yaml.SafeLoader):
+            pass
+
+        def _any(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> None:
+            return None
+
+        Loader.add_multi_constructor("tag:yaml.org,2002:python/", _any)
+        Loader.add_multi_constructor("!", _any)
+        return yaml.load(text, Loader=Loader)
+
+
+def _nav_pages(nav: Any) -> list[str]:
+    out: list[str] = []
+    if isinstance(nav, str):
+        if not re.match(r"^[a-z]+://", nav):
+            out.append(nav)
+    elif isinstance(nav, list):
+        for item in nav:
+            out.extend(_nav_pages(item))
+    elif isinstance(nav, dict):
+        for value in nav.values():
+            out.extend(_nav_pages(value))
+    return out
+
+
+def test_every_page_is_in_the_nav() -> None:
+    config = _IgnoreTagsLoader.load(MKDOCS_YML.read_text(encoding="utf-8"))
+    nav = _nav_pages(config.get("nav", []))
+    docs_dir = ROOT / config.get("docs_dir", "docs")
+    not_in_nav = [p for p in str(config.get("not_in_nav", "")).splitlines() if p.strip()]
+    pages = sorted(p.relative_to(docs_dir).as_posix() for p in docs_dir.rglob("*.md"))
+    missing = [
+        p
+        for p in pages
+        if p not in nav
+        and not any(
+            fnmatch.fnmatch("/" + p, pat.strip()) or fnmatch.fnmatch(p, pat.strip())
+            for pat in not_in_nav
+        )
+    ]
+    assert not missing, f"pages in docs/ that the nav of mkdocs.yml does not list: {missing}"
+    dangling = [p for p in nav if not (docs_dir / p).is_file()]
+    assert not dangling, f"nav entries with no file in docs/: {dangling}"
+    assert len(nav) == len(set(nav)), "a page is listed twice in the nav"
+
+
+class _AssetCollector(HTMLParser):
+    """Collects the URLs a page loads: scripts, stylesheets and other linked resources, images."""
+
+    LINK_RELS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "stylesheet",
+            "preload",
+            "modulepreload",
+            "preconnect",
+            "dns-prefetch",
+            "prefetch",
+            "icon",
+            "manifest",
+        }
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[tuple[str, str]] = []
+        self.inline_css: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "script" and a.get("src"):
+            self.urls.append(("script", a["src"]))
+        elif tag == "link" and set(a.get("rel", "").lower().split()) & self.LINK_RELS:
+            self.urls.append((f"link rel={a.get('rel')}", a.get("href", "")))
+        elif tag in {"img", "iframe", "source", "audio", "video"} and a.get("src"):
+            self.urls.append((tag, a["src"]))
+        elif tag == "style":
+            self._in_style = True
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "style":
+            self._in_style = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_style:
+            self.inline_css.append(data)
+
+
+REMOTE = re.compile(r"^(?:[a-z][a-z0-9+.-]*:)?//", re.IGNORECASE)
+CSS_URL = re.compile(r"url\(\s*(['\"]?)(?P<url>[^'\")]+)\1\s*\)")
+CSS_IMPORT = re.compile(r"@import\s+(['\"])(?P<url>[^'\"]+)\1")
+
+
+def _css_urls(css: str) -> list[str]:
+    return [m.group("url").strip() for m in CSS_URL.finditer(css)] + [
+        m.group("url").strip() for m in CSS_IMPORT.finditer(css)
+    ]
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    try:
+        import material  # noqa: F401
+        import mkdocs  # noqa: F401
+    except ImportError as exc:  # the docs extra is not installed: say so, loudly
+        pytest.skip(f"the site checks need the docs extra (pip install -e '.[docs]'): {exc}")
+    site = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}"
+    return site
+
+
+def test_built_site_needs_no_network(built_site: Path) -> None:
+    problems: list[str] = []
+    html_files = sorted(built_site.rglob("*.html"))
+    assert html_files, "the build produced no HTML"
+    for html in html_files:
+        parser = _AssetCollector()
+        parser.feed(html.read_text(encoding="utf-8"))
+        rel = html.relative_to(built_site).as_posix()
+        for kind, url in parser.urls:
+            if REMOTE.match(url):
+                problems.append(f"{rel}: {kind} loads {url}")
+        for css in parser.inline_css:
+            problems += [
+                f"{rel}: inline style loads {u}" for u in _css_urls(css) if REMOTE.match(u)
+            ]
+    for css_file in sorted(built_site.rglob("*.css")):
+        rel = css_file.relative_to(built_site).as_posix()
+        for url in _css_urls(css_file.read_text(encoding="utf-8")):
+            if url.startswith(("data:", "#")):
+                continue
+            if REMOTE.match(url):
+                problems.append(f"{rel}: url({url}) is remote")
+                continue
+            target = (css_file.parent / url.split("#", 1)[0].split("?", 1)[0]).resolve()
+            if not target.is_file():
+                problems.append(f"{rel}: url({url}) does not resolve to a file in the site")
+    assert not problems, "the built site is not self-contained:\n" + "\n".join(problems)
+
+
+def test_math_is_bundled_and_rendered_by_arithmatex(built_site: Path) -> None:
+    page = (built_site / "concepts" / "index.html").read_text(encoding="utf-8")
+    assert 'class="arithmatex"' in page, "arithmatex (generic mode) produced no math elements"
+    assert "javascripts/katex/katex.min.js" in page and "javascripts/katex-init.js" in page
+    fonts = list((built_site / "javascripts" / "katex" / "fonts").glob("*.woff2"))
+    assert len(fonts) >= 10, "the KaTeX woff2 fonts are not in the site"
