@@ -1,0 +1,308 @@
+"""Chunked one-vs-rest Cauchy loss that never holds an ``[N, V]`` tensor.
+
+The kernel behind :func:`cauchylin.losses.ovr_bce_fused`. For counted rows ``x = loc_U``,
+``s = scale_U`` (``[N, C]``), an ``nn.Linear``-style weight ``W`` (``[V, C]``), a bias ``b`` and
+thresholds ``c`` it computes, per row ``i``,
+
+    L_i = -sum_k log sf(z_ik) + (log sf(z_iy) - log cdf(z_iy)),
+    z_ik = (x_i . W_k + b_k - c_k) / (s_i . |W_k|),
+
+where ``sf(z) = 1/2 - atan(z)/pi = 1 - P`` and ``y = y_i`` is the label, in tiles of
+``token_chunk x vocab_chunk``. The outer loop runs over vocabulary tiles so that ``|W_k|`` and
+``b_k - c_k`` are formed once per tile; the inner loop runs over token tiles. Every tile reuses
+the same preallocated buffers, so peak extra memory is a few tiles plus the gradient outputs.
+
+Per element the work is fused into one pass over the tile (``t = atan2(1, |z|)/pi`` is the smaller
+tail, ``P = [z > 0]``):
+
+* ``log sf(z) = log t`` when ``z > 0`` and ``log1p(-t)`` otherwise (accurate to an ulp for every
+  ``z``, as in :mod:`cauchylin._special`);
+* ``d/dz [-log sf(z)] = p(z)/sf(z) = 1 / (pi sf(z) (1 + z**2))`` evaluated as
+  ``1 / (u + (u z) z)`` with ``u = pi sf(z) = atan2(1, z)``, which neither overflows nor loses its
+  sign for ``|z|`` up to the float32 range;
+* the label entry is patched afterwards on ``N`` gathered scalars:
+  ``d/dz [-log cdf(z)] = -1 / (u' + (u' z) z)`` with ``u' = atan2(1, -z)``.
+
+With ``g = dL/dz`` the chain rule gives ``dL/dloc_S = g / scale_S`` and
+``dL/dscale_S = -g z / scale_S``; the four backward GEMMs are ``g/scale_S @ W``,
+``-(g z/scale_S) @ |W|``, ``(g/scale_S)^T @ x`` and ``(-(g z/scale_S))^T @ s * sign(W)``.
+
+When gradients are wanted the forward pass computes them at once for the loss *mean* (so no GEMM
+is recomputed; the backward pass only rescales them by the incoming gradient). If the per-position
+losses themselves are differentiated, or the graph is walked a second time, the backward pass
+recomputes the tiles with the incoming per-row weights instead: same numbers, two more GEMMs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from cauchylin._special import ovr_log_probs_std
+
+__all__ = ["default_chunks", "fused_ovr_rows"]
+
+_INV_PI = 1.0 / math.pi
+# Elements per tile. Five float buffers of this many entries stay inside a 32 MiB L3 cache while
+# the GEMMs that fill them are still large enough to run near peak.
+_TILE_ELEMS = 1 << 19
+_MAX_TOKEN_CHUNK = 1024
+_MIN_VOCAB_CHUNK = 256
+
+
+def default_chunks(n: int, v: int, device: torch.device) -> tuple[int, int]:
+    """``(token_chunk, vocab_chunk)`` used when the caller gives none.
+
+    CPU: tiles of about 2**19 elements (2 MiB in float32 per buffer). CUDA: larger tiles
+    (2**24 elements), where launch overhead matters more than cache size.
+    """
+    elems = _TILE_ELEMS if device.type == "cpu" else 1 << 24
+    rc = max(1, min(n, _MAX_TOKEN_CHUNK if device.type == "cpu" else 4096))
+    vc = max(_MIN_VOCAB_CHUNK, elems // rc)
+    return rc, max(1, min(v, vc))
+
+
+class _Sweep:
+    """One pass over all tiles: the per-row losses and, optionally, the gradients.
+
+    ``w`` (``[N]`` or ``None``) are the per-row weights of the gradient (``dOut/dL_i``); with
+    ``w is None`` only the losses are computed.
+    """
+
+    def __init__(
+        self,
+        x: torch.Tensor,
+        s: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        threshold: torch.Tensor,
+        labels: torch.Tensor,
+        chunks: tuple[int, int],
+    ) -> None:
+        self.x, self.s, self.weight, self.bias, self.threshold = x, s, weight, bias, threshold
+        self.labels = labels
+        self.rc, self.vc = chunks
+        self.dt = x.dtype
+        self.device = x.device
+        n, v = x.shape[0], weight.shape[0]
+        # Rows grouped by the vocabulary tile that holds their label: one host sync, up front.
+        order = torch.argsort(labels)
+        sorted_labels = labels[order]
+        edges = torch.arange(0, v + self.vc, self.vc, device=labels.device).clamp_(max=v)
+        bounds = torch.searchsorted(sorted_labels, edges).tolist()
+        self.label_groups = []
+        for j in range(len(bounds) - 1):
+            rows = order[bounds[j] : bounds[j + 1]]
+            self.label_groups.append((rows, labels[rows] - j * self.vc))
+        self.n, self.v = n, v
+
+    def run(
+        self,
+        w: torch.Tensor | None,
+        need: tuple[bool, bool, bool, bool, bool],
+        want_loss: bool,
+    ) -> tuple[torch.Tensor | None, list[torch.Tensor | None]]:
+        """Returns ``(loss_rows, [g_x, g_s, g_weight, g_bias_col, g_threshold])``.
+
+        ``need`` flags which of ``x, s, weight, bias, threshold`` need a gradient; ``g_bias_col``
+        is ``sum_i dOut/dloc_S[i, k]`` (the bias gradient; the threshold gradient is its negative).
+        """
+        x, s, weight = self.x, self.s, self.weight
+        dt, dev = self.dt, self.device
+        n, v, C = self.n, self.v, x.shape[1]
+        rc, vc = self.rc, self.vc
+        grads = w is not None and any(need)
+        need_x, need_s, need_w, need_b, need_c = need
+        loss = torch.zeros(n, dtype=dt, device=dev) if want_loss else None
+        gx = torch.zeros_like(x) if grads and need_x else None
+        gs = torch.zeros_like(s) if grads and need_s else None
+        gw = torch.empty(weight.shape, dtype=weight.dtype, device=dev) if grads and need_w else None
+        gcol = torch.zeros(v, dtype=dt, device=dev) if grads and (need_b or need_c) else None
+        if n == 0:
+            if gw is not None:
+                gw.zero_()
+            g_c = None
+            if gcol is not None and need_c:
+                g_c = gcol.sum() if self.threshold.dim() == 0 else gcol
+            return loss, [gx, gs, gw, gcol if need_b else None, g_c]
+
+        tile = rc * vc
+        bufs = torch.empty(6, tile, dtype=dt, device=dev)
+        flat_d, flat_s, flat_a, flat_b, flat_e, flat_l = bufs.unbind(0)
+        if gw is not None:
+            wbuf = torch.empty(2, vc * C, dtype=dt, device=dev)
+        one = torch.ones((), dtype=dt, device=dev)
+        pi = torch.full((), math.pi, dtype=dt, device=dev)
+        w_col = w.to(dt).unsqueeze(1) if grads else None
+        thr = self.threshold
+
+        for j, v0 in enumerate(range(0, v, vc)):
+            v1 = min(v, v0 + vc)
+            vv = v1 - v0
+            w_v = weight[v0:v1].to(dt)
+            a_v = w_v.abs()
+            if thr.dim() == 0:
+                beff = -thr.expand(vv) if self.bias is None else self.bias[v0:v1] - thr
+            else:
+                beff = -thr[v0:v1] if self.bias is None else self.bias[v0:v1] - thr[v0:v1]
+            if gw is not None:
+                gwl = wbuf[0, : vv * C].view(vv, C).zero_()
+                gws = wbuf[1, : vv * C].view(vv, C).zero_()
+            lab_rows, lab_cols = self.label_groups[j]
+            for r0 in range(0, n, rc):
+                r1 = min(n, r0 + rc)
+                nn = r1 - r0
+                m = nn * vv
+                z = flat_d[:m].view(nn, vv)
+                sc = flat_s[:m].view(nn, vv)
+                ta = flat_a[:m].view(nn, vv)
+                tb = flat_b[:m].view(nn, vv)
+                te = flat_e[:m].view(nn, vv)
+                tl = flat_l[:m].view(nn, vv)
+                x_c, s_c = x[r0:r1], s[r0:r1]
+                torch.addmm(beff, x_c, w_v.t(), out=z)  # loc_S - threshold
+                torch.mm(s_c, a_v.t(), out=sc)  # scale_S
+                z.div_(sc)
+                torch.abs(z, out=ta)
+                torch.atan2(one, ta, out=ta)  # u_small = pi * t, t the smaller tail
+                torch.gt(z, 0, out=te)  # 1.0 where z > 0 (sf is the small side) else 0.0
+                if lab_rows.numel():
+                    sel = (lab_rows >= r0) & (lab_rows < r1)
+                    rows_g = lab_rows[sel]
+                    rr, cc = rows_g - r0, lab_cols[sel]
+                    z_l, s_l = z[rr, cc], sc[rr, cc]
+                else:
+                    rows_g = None
+                if want_loss:
+                    # sum_k log sf(z_k): log t where z > 0, log1p(-t) elsewhere; a 0/1 lerp selects
+                    # exactly (lerp returns `end` for weight 1 and `start` for weight 0).
+                    torch.mul(ta, _INV_PI, out=tb)
+                    torch.log(tb, out=tl)
+                    tb.neg_().log1p_()
+                    torch.lerp(tb, tl, te, out=tb)
+                    loss[r0:r1] -= tb.sum(1)
+                    if rows_g is not None and rows_g.numel():
+                        lc, ls = ovr_log_probs_std(z_l)
+                        loss.index_add_(0, rows_g, ls - lc)
+                if not grads:
+                    continue
+                # u = pi sf(z) = atan2(1, z): the small tail where z > 0, pi minus it elsewhere.
+                torch.sub(pi, ta, out=tb)
+                torch.lerp(tb, ta, te, out=ta)
+                torch.mul(ta, z, out=tb)
+                torch.addcmul(ta, tb, z, out=ta)  # pi sf (1 + z^2) without overflow
+                torch.div(w_col[r0:r1], ta, out=ta)  # g = w p / sf
+                ta.div_(sc)  # dOut/dloc_S
+                if rows_g is not None and rows_g.numel():
+                    # At the label the derivative is -p/cdf: 1 / (u' + (u' z) z), u' = atan2(1, -z).
+                    u = torch.atan2(torch.ones_like(z_l), -z_l)
+                    g_l = -w_col[rows_g, 0] / torch.addcmul(u, u * z_l, z_l)
+                    ta.index_put_((rr, cc), g_l / s_l)
+                torch.mul(ta, z, out=sc)  # -dOut/dscale_S
+                if gx is not None:
+                    gx[r0:r1].addmm_(ta, w_v)
+                if gs is not None:
+                    gs[r0:r1].addmm_(sc, a_v, alpha=-1.0)
+                if gw is not None:
+                    gwl.addmm_(ta.t(), x_c)
+                    gws.addmm_(sc.t(), s_c, alpha=-1.0)
+                if gcol is not None:
+                    gcol[v0:v1] += ta.sum(0)
+            if gw is not None:
+                gwl.addcmul_(gws, torch.sign(w_v))
+                gw[v0:v1].copy_(gwl)
+
+        g_c = None
+        if gcol is not None and need_c:
+            g_c = -gcol.sum() if thr.dim() == 0 else -gcol
+        g_b = gcol if need_b else None
+        return loss, [gx, gs, gw, g_b, g_c]
+
+
+class _FusedOvR(torch.autograd.Function):
+    """Autograd wrapper: outputs ``(mean, per_row)``; see the module docstring."""
+
+    @staticmethod
+    def forward(
+        ctx,  # noqa: ANN001
+        x: torch.Tensor,
+        s: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        threshold: torch.Tensor,
+        labels: torch.Tensor,
+        chunks: tuple[int, int],
+        eager: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        ctx.set_materialize_grads(False)
+        sweep = _Sweep(x, s, weight, bias, threshold, labels, chunks)
+        ctx.save_for_backward(x, s, weight, bias, threshold, labels)
+        ctx.chunks = chunks
+        n = x.shape[0]
+        need = (
+            ctx.needs_input_grad[0],
+            ctx.needs_input_grad[1],
+            ctx.needs_input_grad[2],
+            bias is not None and ctx.needs_input_grad[3],
+            ctx.needs_input_grad[4],
+        )
+        ctx.need = need
+        ctx.n = n
+        ctx.eager_grads = None
+        if eager and any(need) and n > 0:
+            w = torch.full((n,), 1.0 / n, dtype=x.dtype, device=x.device)
+            loss, g = sweep.run(w, need, want_loss=True)
+            ctx.eager_grads = g
+        else:
+            loss, _ = sweep.run(None, need, want_loss=True)
+        mean = loss.sum() / max(n, 1)
+        return mean, loss
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_mean: torch.Tensor | None, grad_rows: torch.Tensor | None):  # noqa: ANN001
+        n = ctx.n
+        g = ctx.eager_grads
+        ctx.eager_grads = None  # consumed: a second walk of the graph recomputes
+        if (grad_mean is None and grad_rows is None) or n == 0:
+            return (None,) * 8
+        x, s, weight, bias, threshold, labels = ctx.saved_tensors
+        if g is not None and grad_rows is None:
+            # The eager gradients belong to the mean; rescale them by the incoming gradient (a
+            # host-side check skips the pass in the usual case `loss.backward()` on CPU).
+            skip = grad_mean.device.type == "cpu" and bool(grad_mean == 1)
+            if not skip:
+                for t in g:
+                    if t is not None:
+                        t.mul_(grad_mean.to(t.dtype))
+        else:
+            w = torch.zeros(n, dtype=x.dtype, device=x.device)
+            if grad_rows is not None:
+                w += grad_rows
+            if grad_mean is not None:
+                w += grad_mean / n
+            sweep = _Sweep(x, s, weight, bias, threshold, labels, ctx.chunks)
+            _, g = sweep.run(w, ctx.need, want_loss=False)
+        gx, gs, gw, gb, gc = g
+        return gx, gs, gw, gb, gc, None, None, None
+
+
+def fused_ovr_rows(
+    x: torch.Tensor,
+    s: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    threshold: torch.Tensor,
+    labels: torch.Tensor,
+    chunks: tuple[int, int],
+    *,
+    eager: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(mean, per_row)`` OvR loss of counted rows, differentiable in every tensor argument.
+
+    ``x``, ``s``: ``[N, C]`` in the working dtype, contiguous; ``weight``: ``[V, C]`` (any float
+    dtype, cast per tile); ``bias``: ``[V]`` or ``None``; ``threshold``: ``[]`` or ``[V]`` in the
+    working dtype; ``labels``: ``[N]`` long in ``[0, V)``.
+    """
+    return _FusedOvR.apply(x, s, weight, bias, threshold, labels, chunks, eager)

@@ -1,0 +1,566 @@
+"""Training losses of the causal decision heads (SPEC §3 "Losses", seed 001 §5).
+
+* :func:`ovr_bce` — the one-vs-rest binary cross-entropy of Cauchy class scores, summed over the
+  vocabulary, in log space (no ``log(p + eps)``), without a one-hot tensor.
+* :func:`ovr_bce_fused` — the same loss straight from the Abduction output and the Action
+  weights, chunked so that no ``[N, V]`` tensor is ever held (forward and backward).
+* :func:`gated_regression_loss` — the Cauchy negative log-likelihood of the regression value,
+  gated by the probability of ``<NUM>``.
+* :func:`causal_lm_loss` — ``L_cls_mean + lambda * L_reg_eff``.
+
+The one-vs-rest probability of class ``k`` at position ``i`` is
+``P_ik = P(S_ik > C_k) = 1/2 + atan(z_ik)/pi`` with ``z_ik = (loc_S[i, k] - C_k) / scale_S[i, k]``.
+Per position
+
+    L_i = -sum_k [y_ik log P_ik + (1 - y_ik) log(1 - P_ik)]
+        = -sum_k log(1 - P_ik) + (log(1 - P_iy) - log P_iy),
+
+where ``y`` is the label; the second form needs one gathered entry per position instead of a
+one-hot tensor. ``log P`` and ``log(1 - P)`` come from :func:`cauchylin._special.ovr_log_probs_std`,
+accurate to an ulp for ``|z|`` up to ``1e30`` and beyond, with finite derivatives.
+
+Half-precision inputs (``float16``, ``bfloat16``) are computed in ``float32`` and the losses are
+returned in ``float32``; ``float64`` inputs give ``float64`` losses.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from cauchylin._fused_ovr import default_chunks, fused_ovr_rows
+from cauchylin._special import LOG_PI, log1p_square, ovr_log_probs_std, working_dtype
+from cauchylin._validation import check_finite, check_positive_finite, is_validating
+
+__all__ = [
+    "CausalLMLoss",
+    "OvRLoss",
+    "RegLoss",
+    "causal_lm_loss",
+    "gated_regression_loss",
+    "ovr_bce",
+    "ovr_bce_fused",
+]
+
+
+class OvRLoss(NamedTuple):
+    """Result of :func:`ovr_bce` / :func:`ovr_bce_fused`.
+
+    Attributes:
+        mean: scalar, ``sum(per_position) / count`` (``0.0`` when ``count == 0``).
+        per_position: ``[...]`` (the labels' shape), ``L_i`` at counted positions, ``0`` elsewhere.
+        count: scalar ``int64`` tensor, the number of counted positions.
+    """
+
+    mean: torch.Tensor
+    per_position: torch.Tensor
+    count: torch.Tensor
+
+
+class RegLoss(NamedTuple):
+    """Result of :func:`gated_regression_loss`.
+
+    Attributes:
+        mean: scalar, ``sum(per_position) / count`` (exactly ``0.0`` when ``count == 0``).
+        per_position: ``[...]``, ``gate_i * L_nll_i`` (``0`` where ``num_mask`` is 0).
+        count: scalar ``int64`` tensor, the number of ``<NUM>`` targets.
+    """
+
+    mean: torch.Tensor
+    per_position: torch.Tensor
+    count: torch.Tensor
+
+
+class CausalLMLoss(NamedTuple):
+    """Result of :func:`causal_lm_loss`: ``total = cls.mean + reg_weight * reg.mean`` and parts."""
+
+    total: torch.Tensor
+    cls: OvRLoss
+    reg: RegLoss
+
+
+# --------------------------------------------------------------------------------------------
+# argument handling
+# --------------------------------------------------------------------------------------------
+
+
+def _shape(t: torch.Tensor) -> tuple[int, ...]:
+    return tuple(t.shape)
+
+
+def _require_tensor(name: str, t: object) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    return t
+
+
+def _require_float(name: str, t: torch.Tensor) -> None:
+    if not t.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+
+
+def _counted_positions(
+    labels: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    ignore_index: int,
+    batch_shape: tuple[int, ...],
+    batch_name: str,
+) -> torch.Tensor:
+    """Flat boolean mask of the positions that count (label kept and attention on)."""
+    _require_tensor("labels", labels)
+    if labels.dtype == torch.bool or labels.is_floating_point() or labels.is_complex():
+        raise ValueError(f"labels must be an integer tensor, got dtype {labels.dtype}")
+    if _shape(labels) != batch_shape:
+        raise ValueError(
+            f"labels shape {_shape(labels)} must equal {batch_name} without its last "
+            f"dimension, {batch_shape}"
+        )
+    counted = labels != ignore_index
+    if attention_mask is not None:
+        _require_tensor("attention_mask", attention_mask)
+        if _shape(attention_mask) != batch_shape:
+            raise ValueError(
+                f"attention_mask shape {_shape(attention_mask)} must equal the labels shape "
+                f"{batch_shape}"
+            )
+        counted = counted & (attention_mask != 0)
+    return counted.reshape(-1)
+
+
+def _check_label_range(labels: torch.Tensor, num_classes: int) -> None:
+    if labels.numel() == 0:
+        return
+    bad = (labels < 0) | (labels >= num_classes)
+    if bool(bad.any()):
+        value = int(labels[bad][0])
+        raise ValueError(
+            f"labels must lie in [0, {num_classes}) or equal ignore_index at counted positions; "
+            f"found {value} (labels shape {_shape(labels)})"
+        )
+
+
+def _threshold_tensor(
+    threshold: torch.Tensor | float, num_classes: int, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    if isinstance(threshold, torch.Tensor):
+        if threshold.dim() != 0 and _shape(threshold) != (num_classes,):
+            raise ValueError(
+                f"threshold must be a scalar (shape ()) or have shape ({num_classes},) "
+                f"(one per class), got shape {_shape(threshold)}"
+            )
+        if not threshold.is_floating_point():
+            threshold = threshold.to(torch.get_default_dtype())
+        return threshold.to(device=device, dtype=dtype)
+    if isinstance(threshold, (int, float)) and not isinstance(threshold, bool):
+        return torch.tensor(float(threshold), dtype=dtype, device=device)
+    raise ValueError(f"threshold must be a float or a tensor, got {type(threshold).__name__}")
+
+
+def _scatter_rows(
+    rows: torch.Tensor, index: torch.Tensor | None, shape: tuple[int, ...]
+) -> torch.Tensor:
+    """Per-position tensor of ``shape`` holding ``rows`` at ``index`` (flat) and 0 elsewhere."""
+    if index is None:
+        return rows.reshape(shape)
+    total = 1
+    for d in shape:
+        total *= d
+    out = rows.new_zeros(total)
+    return out.index_put((index,), rows).reshape(shape)
+
+
+def _mean(rows: torch.Tensor, n: int) -> torch.Tensor:
+    # sum() of an empty tensor is 0 and keeps the graph, so an all-ignored batch gives 0.0
+    # with zero gradients instead of 0/0.
+    return rows.sum() / max(n, 1)
+
+
+# --------------------------------------------------------------------------------------------
+# one-vs-rest classification loss
+# --------------------------------------------------------------------------------------------
+
+
+def ovr_bce(
+    loc_S: torch.Tensor,
+    scale_S: torch.Tensor,
+    labels: torch.Tensor,
+    threshold: torch.Tensor | float,
+    *,
+    ignore_index: int = -100,
+    attention_mask: torch.Tensor | None = None,
+    validate_args: bool | None = None,
+) -> OvRLoss:
+    """One-vs-rest binary cross-entropy of Cauchy class scores, summed over classes.
+
+    With ``z_ik = (loc_S[i, k] - C_k) / scale_S[i, k]`` and ``P_ik = 1/2 + atan(z_ik)/pi``::
+
+        L_i = -sum_k log(1 - P_ik) + (log(1 - P_iy) - log P_iy),   y = labels[i],
+
+    which equals ``-sum_k [y_ik log P_ik + (1 - y_ik) log(1 - P_ik)]`` for the one-hot ``y_ik``
+    (never built). Both logarithms are evaluated in log space, accurate to an ulp for
+    ``|z|`` up to ``1e30`` and beyond, with finite, correctly signed gradients. Positions whose
+    label is ``ignore_index`` or whose ``attention_mask`` is 0 do not count: their
+    ``per_position`` entry is 0 and they receive zero gradient (only counted rows are gathered,
+    so even NaN there cannot leak). ``mean`` averages over counted positions; an all-ignored
+    batch gives ``mean == 0.0`` and ``count == 0`` (no NaN, zero gradients).
+
+    Args:
+        loc_S: ``[..., V]`` location of the class scores.
+        scale_S: ``[..., V]`` scale of the class scores (``> 0``).
+        labels: ``[...]`` integer labels in ``[0, V)`` or ``ignore_index``.
+        threshold: the OvR thresholds ``C``: a float, a scalar tensor or a ``[V]`` tensor
+            (gradients flow into tensors that require them).
+        ignore_index: label value of positions that do not count.
+        attention_mask: optional ``[...]``; positions where it is 0 do not count.
+        validate_args: check values (positive finite scales, finite locations, label range);
+            ``None`` follows :func:`cauchylin.set_validate_args`. Shape checks always run.
+
+    Returns:
+        :class:`OvRLoss` ``(mean, per_position [...], count)``; losses are ``float32`` for
+        half-precision and ``float32`` inputs, ``float64`` for ``float64`` inputs.
+
+    Raises:
+        ValueError: mismatched shapes, a threshold that is neither ``()`` nor ``[V]``, a label
+            outside ``[0, V)`` at a counted position, or (when validating) a non-positive or
+            non-finite scale / non-finite location at a counted position.
+
+    Example:
+        >>> import torch
+        >>> loc, scale = torch.zeros(2, 3, 5), torch.ones(2, 3, 5)
+        >>> labels = torch.tensor([[0, 1, -100], [4, 2, 3]])
+        >>> out = ovr_bce(loc, scale, labels, threshold=0.0)
+        >>> int(out.count), round(out.mean.item(), 4)   # every P = 1/2: 5 log 2 per position
+        (5, 3.4657)
+    """
+    _require_tensor("loc_S", loc_S)
+    _require_tensor("scale_S", scale_S)
+    _require_float("loc_S", loc_S)
+    _require_float("scale_S", scale_S)
+    if loc_S.dim() < 1:
+        raise ValueError(f"loc_S must have a class dimension [..., V], got shape {_shape(loc_S)}")
+    if _shape(scale_S) != _shape(loc_S):
+        raise ValueError(f"scale_S shape {_shape(scale_S)} must equal loc_S shape {_shape(loc_S)}")
+    V = loc_S.shape[-1]
+    batch_shape = _shape(loc_S)[:-1]
+    counted = _counted_positions(labels, attention_mask, ignore_index, batch_shape, "loc_S")
+    dt = working_dtype(loc_S, scale_S, threshold if isinstance(threshold, torch.Tensor) else loc_S)
+    thr = _threshold_tensor(threshold, V, dt, loc_S.device)
+
+    flat_labels = labels.reshape(-1)
+    all_counted = bool(counted.all())
+    index = None if all_counted else counted.nonzero().squeeze(1)
+    loc = loc_S.reshape(-1, V)
+    scale = scale_S.reshape(-1, V)
+    lab = flat_labels
+    if index is not None:
+        loc, scale, lab = loc[index], scale[index], lab[index]
+    _check_label_range(lab, V)
+    if is_validating(validate_args):
+        check_finite("loc_S", loc)
+        check_positive_finite("scale_S", scale)
+        check_finite("threshold", thr)
+    n = lab.shape[0]
+
+    z = (loc.to(dt) - thr) / scale.to(dt)
+    log_p, log_1mp = ovr_log_probs_std(z)
+    y = lab.to(torch.long).unsqueeze(1)
+    rows = -log_1mp.sum(-1) + (log_1mp.gather(1, y) - log_p.gather(1, y)).squeeze(1)
+    per_position = _scatter_rows(rows, index, batch_shape)
+    count = torch.tensor(n, dtype=torch.long, device=loc_S.device)
+    return OvRLoss(_mean(rows, n), per_position, count)
+
+
+def _parse_chunks(
+    chunk_size: int | tuple[int, int] | None, n: int, v: int, device: torch.device
+) -> tuple[int, int]:
+    rc, vc = default_chunks(max(n, 1), v, device)
+    if chunk_size is None:
+        return rc, vc
+    if isinstance(chunk_size, int) and not isinstance(chunk_size, bool):
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive int, got {chunk_size}")
+        return rc, chunk_size
+    if (
+        isinstance(chunk_size, (tuple, list))
+        and len(chunk_size) == 2
+        and all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in chunk_size)
+    ):
+        return int(chunk_size[0]), int(chunk_size[1])
+    raise ValueError(
+        "chunk_size must be None, a positive int (classes per chunk) or a pair "
+        f"(tokens per chunk, classes per chunk) of positive ints, got {chunk_size!r}"
+    )
+
+
+def ovr_bce_fused(
+    loc_U: torch.Tensor,
+    scale_U: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    threshold: torch.Tensor | float,
+    labels: torch.Tensor,
+    *,
+    ignore_index: int = -100,
+    attention_mask: torch.Tensor | None = None,
+    chunk_size: int | tuple[int, int] | None = None,
+    validate_args: bool | None = None,
+    eager_grad: bool = True,
+) -> OvRLoss:
+    """:func:`ovr_bce` of the linear map of ``U``, without ever holding an ``[N, V]`` tensor.
+
+    The class scores are the closed-form image of ``U ~ Cauchy(loc_U, scale_U)`` under
+    ``nn.Linear``-style ``weight``/``bias``::
+
+        loc_S = loc_U @ weight.T + bias,    scale_S = scale_U @ |weight|.T,
+
+    and the loss is exactly that of :func:`ovr_bce` on them (same ``L_i`` formula, same
+    counting rules). Instead of materialising ``loc_S``/``scale_S``, the counted rows are
+    gathered and the vocabulary is swept in tiles of ``token_chunk x vocab_chunk``: the outer
+    loop runs over class tiles (``|W|`` formed once per tile), the inner over token tiles, and
+    the per-element work (``z``, ``log(1 - P)``, ``dL/dz``) is fused into preallocated tile
+    buffers. Peak extra memory is a few tiles plus the gradients themselves (``[V, C]`` for the
+    weight). Gradients flow to ``loc_U``, ``scale_U``, ``weight``, ``bias`` and ``threshold``
+    (scalar or per class); in standard mode pass the *total* scale ``scale_U + |b_noise|`` so that
+    autograd carries the gradient on to ``b_noise``.
+
+    When gradients are required the forward pass computes them for ``mean`` right away (the
+    backward pass then only rescales). Differentiating ``per_position`` (or walking the graph a
+    second time with ``retain_graph``) is supported too: the backward pass then recomputes the
+    tiles with the incoming per-position weights (two extra GEMMs per tile). Double backward is
+    not supported.
+
+    Args:
+        loc_U: ``[..., C]`` location of the individual representation.
+        scale_U: ``[..., C]`` total scale (``> 0``).
+        weight: ``[V, C]`` classification weight (any float dtype; half precision is read
+            tile by tile in ``float32``).
+        bias: ``[V]`` or ``None``.
+        threshold: a float, a scalar tensor or a ``[V]`` tensor.
+        labels: ``[...]`` integer labels in ``[0, V)`` or ``ignore_index``.
+        ignore_index: label value of positions that do not count.
+        attention_mask: optional ``[...]``; positions where it is 0 do not count.
+        chunk_size: ``None`` (tiles of about 2**19 elements on CPU), an int (classes per tile)
+            or a pair ``(tokens per tile, classes per tile)``.
+        validate_args: value checks as in :func:`ovr_bce` (on ``loc_U``, ``scale_U``, ``weight``,
+            ``bias``, ``threshold``); ``None`` follows the global setting.
+        eager_grad: compute the gradients of ``mean`` in the forward pass (default). ``False``
+            defers all gradient work to the backward pass (two extra GEMMs per tile).
+
+    Returns:
+        :class:`OvRLoss` ``(mean, per_position [...], count)``, equal to :func:`ovr_bce` on the
+        materialised scores to float32 rounding.
+
+    Raises:
+        ValueError: mismatched shapes (``scale_U`` vs ``loc_U``, ``weight`` vs ``C``, ``bias`` vs
+            ``V``, labels), a bad threshold shape or ``chunk_size``, a label outside ``[0, V)``
+            at a counted position, or (when validating) non-positive / non-finite scales or
+            non-finite parameters.
+
+    Example:
+        >>> import torch
+        >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+        <torch._C.Generator object at ...>
+        >>> loc_U, scale_U = torch.randn(2, 4, 8), torch.rand(2, 4, 8) + 0.5
+        >>> W, b = torch.randn(50, 8), torch.zeros(50)
+        >>> labels = torch.randint(0, 50, (2, 4))
+        >>> fused = ovr_bce_fused(loc_U, scale_U, W, b, 1.0, labels, chunk_size=(3, 16))
+        >>> plain = ovr_bce(loc_U @ W.T + b, scale_U @ W.abs().T, labels, 1.0)
+        >>> bool(torch.allclose(fused.mean, plain.mean))
+        True
+    """
+    for name, t in (("loc_U", loc_U), ("scale_U", scale_U), ("weight", weight)):
+        _require_tensor(name, t)
+        _require_float(name, t)
+    if loc_U.dim() < 1:
+        raise ValueError(f"loc_U must have a feature dimension [..., C], got shape {_shape(loc_U)}")
+    if _shape(scale_U) != _shape(loc_U):
+        raise ValueError(f"scale_U shape {_shape(scale_U)} must equal loc_U shape {_shape(loc_U)}")
+    C = loc_U.shape[-1]
+    if weight.dim() != 2 or weight.shape[1] != C:
+        raise ValueError(
+            f"weight must have shape [V, C] with C = {C} (the last dimension of loc_U "
+            f"{_shape(loc_U)}), got shape {_shape(weight)}"
+        )
+    V = weight.shape[0]
+    if bias is not None:
+        _require_tensor("bias", bias)
+        _require_float("bias", bias)
+        if _shape(bias) != (V,):
+            raise ValueError(
+                f"bias must have shape ({V},) to match weight {_shape(weight)}, "
+                f"got shape {_shape(bias)}"
+            )
+    batch_shape = _shape(loc_U)[:-1]
+    counted = _counted_positions(labels, attention_mask, ignore_index, batch_shape, "loc_U")
+    dt = working_dtype(loc_U, scale_U, weight)
+    device = loc_U.device
+    thr = _threshold_tensor(threshold, V, dt, device)
+
+    all_counted = bool(counted.all())
+    index = None if all_counted else counted.nonzero().squeeze(1)
+    x = loc_U.reshape(-1, C)
+    s = scale_U.reshape(-1, C)
+    lab = labels.reshape(-1)
+    if index is not None:
+        x, s, lab = x[index], s[index], lab[index]
+    _check_label_range(lab, V)
+    if is_validating(validate_args):
+        check_finite("loc_U", x)
+        check_positive_finite("scale_U", s)
+        check_finite("weight", weight)
+        if bias is not None:
+            check_finite("bias", bias)
+        check_finite("threshold", thr)
+    n = lab.shape[0]
+    chunks = _parse_chunks(chunk_size, n, V, device)
+
+    b = None if bias is None else bias.to(dt)
+    mean, rows = fused_ovr_rows(
+        x.to(dt).contiguous(),
+        s.to(dt).contiguous(),
+        weight if weight.is_contiguous() else weight.contiguous(),
+        b,
+        thr,
+        lab.to(torch.long),
+        chunks,
+        eager=eager_grad,
+    )
+    per_position = _scatter_rows(rows, index, batch_shape)
+    count = torch.tensor(n, dtype=torch.long, device=device)
+    return OvRLoss(mean, per_position, count)
+
+
+# --------------------------------------------------------------------------------------------
+# gated regression loss and the total
+# --------------------------------------------------------------------------------------------
+
+
+def gated_regression_loss(
+    loc_Y: torch.Tensor,
+    scale_Y: torch.Tensor,
+    target_values: torch.Tensor,
+    num_mask: torch.Tensor,
+    log_p_num: torch.Tensor | None = None,
+    *,
+    alpha: float = 0.0,
+    validate_args: bool | None = None,
+) -> RegLoss:
+    """Cauchy negative log-likelihood of the regression value, gated by ``P(<NUM>)``.
+
+    Per position::
+
+        L_nll_i = log(pi scale_Y_i) + log(1 + ((y_i - loc_Y_i) / scale_Y_i)^2)
+        gate_i  = num_mask_i * (alpha + (1 - alpha) * P_num_i),   P_num_i = exp(log_p_num_i)
+        L_reg_eff = sum_i gate_i * L_nll_i / sum_i num_mask_i
+
+    ``log(1 + r^2)`` is evaluated without overflow (:func:`cauchylin._special.log1p_square`).
+    Gradients flow into ``loc_Y``, ``scale_Y`` and ``log_p_num`` (the gate is part of the loss,
+    as in seed 001 §5.2). With no ``<NUM>`` target the result is exactly ``0.0`` with zero
+    gradients. Positions with ``num_mask == 0`` are replaced before any arithmetic, so their
+    ``target_values`` (and ``log_p_num``) may hold anything, NaN included, without leaking into
+    the loss or the gradients.
+
+    Args:
+        loc_Y: ``[...]`` location of the regression value.
+        scale_Y: ``[...]`` its scale (``> 0`` at ``<NUM>`` positions).
+        target_values: ``[...]`` true values (read only where ``num_mask`` is set).
+        num_mask: ``[...]`` bool or 0/1: the next token is ``<NUM>`` (combine with the
+            attention mask before calling).
+        log_p_num: ``[...]`` ``log P_<NUM>`` from the classification head, or ``None`` for an
+            ungated loss (gate = ``num_mask``, as with ``alpha = 1``).
+        alpha: gate floor in ``[0, 1]``: 0 gates fully by ``P_num``, 1 ignores it.
+        validate_args: value checks (scales positive and finite, targets finite at ``<NUM>``
+            positions, ``log_p_num <= 0``); ``None`` follows the global setting.
+
+    Returns:
+        :class:`RegLoss` ``(mean, per_position [...], count)``, in the working dtype
+        (``float32`` for half precision).
+
+    Raises:
+        ValueError: mismatched shapes, ``alpha`` outside ``[0, 1]`` or (when validating) bad
+            values at ``<NUM>`` positions.
+
+    Example:
+        >>> import torch
+        >>> loc, scale = torch.zeros(4), torch.ones(4)
+        >>> y = torch.tensor([0.0, float("nan"), 1.0, 0.0])
+        >>> mask = torch.tensor([True, False, True, False])
+        >>> out = gated_regression_loss(loc, scale, y, mask, alpha=1.0)
+        >>> int(out.count), round(out.mean.item(), 4)   # (log pi + (log pi + log 2)) / 2
+        (2, 1.4913)
+    """
+    for name, t in (("loc_Y", loc_Y), ("scale_Y", scale_Y), ("target_values", target_values)):
+        _require_tensor(name, t)
+        _require_float(name, t)
+    _require_tensor("num_mask", num_mask)
+    shape = _shape(loc_Y)
+    named = {"scale_Y": scale_Y, "target_values": target_values, "num_mask": num_mask}
+    if log_p_num is not None:
+        _require_tensor("log_p_num", log_p_num)
+        _require_float("log_p_num", log_p_num)
+        named["log_p_num"] = log_p_num
+    for name, t in named.items():
+        if _shape(t) != shape:
+            raise ValueError(f"{name} shape {_shape(t)} must equal loc_Y shape {shape}")
+    alpha = float(alpha)
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
+
+    dt = working_dtype(loc_Y, scale_Y, target_values)
+    m = num_mask != 0
+    count = m.sum()
+    loc = loc_Y.to(dt)
+    scale = scale_Y.to(dt)
+    # Masked-out positions get y = loc_Y and scale 1: a finite, gradient-free stand-in.
+    safe_scale = torch.where(m, scale, torch.ones_like(scale))
+    safe_y = torch.where(m, target_values.to(dt), loc.detach())
+    if is_validating(validate_args):
+        check_positive_finite("scale_Y", safe_scale)
+        check_finite("target_values", safe_y)
+    nll = LOG_PI + torch.log(safe_scale) + log1p_square((safe_y - loc) / safe_scale)
+    if log_p_num is None or alpha == 1.0:
+        gate = m.to(dt)
+    else:
+        safe_lp = torch.where(m, log_p_num.to(dt), torch.zeros((), dtype=dt, device=loc.device))
+        if is_validating(validate_args):
+            check_finite("log_p_num", safe_lp)
+            if bool((safe_lp > 0).any()):
+                raise ValueError(
+                    f"log_p_num must be <= 0 (a log-probability) at <NUM> positions "
+                    f"(shape {_shape(log_p_num)})"
+                )
+        gate = m.to(dt) * (alpha + (1.0 - alpha) * torch.exp(safe_lp))
+    per_position = torch.where(m, gate * nll, torch.zeros((), dtype=dt, device=loc.device))
+    n = int(count)
+    mean = per_position.sum() / max(n, 1)
+    return RegLoss(mean, per_position, count.to(torch.long))
+
+
+def causal_lm_loss(cls: OvRLoss, reg: RegLoss, *, reg_weight: float = 1.0) -> CausalLMLoss:
+    """The training objective ``L = L_cls_mean + lambda * L_reg_eff`` (seed 001 §5.3).
+
+    Args:
+        cls: the classification loss (:func:`ovr_bce` or :func:`ovr_bce_fused`).
+        reg: the gated regression loss (:func:`gated_regression_loss`).
+        reg_weight: ``lambda``, the weight of the regression term.
+
+    Returns:
+        :class:`CausalLMLoss` ``(total, cls, reg)``.
+
+    Raises:
+        ValueError: if ``cls``/``reg`` are not the loss tuples.
+
+    Example:
+        >>> import torch
+        >>> c = OvRLoss(torch.tensor(2.0), torch.zeros(3), torch.tensor(3))
+        >>> r = RegLoss(torch.tensor(0.5), torch.zeros(3), torch.tensor(1))
+        >>> causal_lm_loss(c, r, reg_weight=2.0).total.item()
+        3.0
+    """
+    if not isinstance(cls, OvRLoss):
+        raise ValueError(f"cls must be an OvRLoss, got {type(cls).__name__}")
+    if not isinstance(reg, RegLoss):
+        raise ValueError(f"reg must be a RegLoss, got {type(reg).__name__}")
+    total = cls.mean + float(reg_weight) * reg.mean
+    return CausalLMLoss(total, cls, reg)
