@@ -1,0 +1,708 @@
+r"""Pyro distributions over Cauchy vectors and one-vs-rest (OvR) decisions.
+
+Three :class:`pyro.distributions.TorchDistribution` subclasses that follow torch/Pyro conventions
+(``batch_shape``/``event_shape``, ``expand``, ``support``, ``arg_constraints``, ``has_rsample``,
+``validate_args``) and work inside ``pyro.sample``, SVI, ``Predictive`` and ``poutine.trace``:
+
+* :class:`IndependentCauchy` — ``C`` independent components ``X_c ~ Cauchy(loc_c, scale_c)``,
+  event shape ``[C]``; ``log_prob`` is the summed Cauchy log-density (minus the Cauchy NLL).
+* :class:`OvR` — ``V`` independent Bernoulli decisions ``B_k`` with
+  ``p_k = P(S_k > C_k) = 1/2 + atan((loc_k - C_k)/scale_k)/pi`` for ``S_k ~ Cauchy(loc_k,
+  scale_k)`` and threshold ``C_k``, event shape ``[V]`` over multi-hot ``{0, 1}^V`` values;
+  everything is computed in log space (no ``log(p + eps)``).
+* :class:`OvRLabel` — the same OvR model observed through a single class index (a label), for
+  ``pyro.sample(..., obs=label)`` without a one-hot tensor.
+
+Closed-form KL divergences ``IndependentCauchy || IndependentCauchy`` and ``OvR || OvR`` are
+registered with :func:`torch.distributions.kl.register_kl` on import, so
+``torch.distributions.kl_divergence`` (and Pyro's ``TraceMeanField_ELBO``) use them.
+
+Validation follows torch: ``validate_args=None`` uses the global torch/Pyro default
+(``pyro.enable_validation``); when validating, the parameters are checked against
+``arg_constraints`` *and* for finiteness, and ``log_prob`` checks its value against ``support``,
+each raising ``ValueError`` that names the argument. Half-precision parameters are computed in
+float32 internally and their log-probabilities are returned in float32.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from pyro.distributions.torch_distribution import TorchDistribution
+from torch.distributions import constraints
+from torch.distributions.kl import register_kl
+
+from cauchylin import _special
+from cauchylin._validation import broadcast_shapes_or_raise, check_finite
+from cauchylin.vector import standard_cauchy
+
+__all__ = ["IndependentCauchy", "OvR", "OvRLabel"]
+
+_LOG_4PI = math.log(4.0 * math.pi)
+_Shape = Sequence[int] | torch.Size
+
+
+# ---------------------------------------------------------------------------------------- helpers
+
+
+def _to_tensor(x: torch.Tensor | float, like: torch.Tensor | None) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        return x
+    if like is not None:
+        return torch.as_tensor(float(x), dtype=like.dtype, device=like.device)
+    return torch.as_tensor(float(x), dtype=torch.get_default_dtype())
+
+
+def _broadcast_params(
+    **named: torch.Tensor | float,
+) -> tuple[list[torch.Tensor], torch.Size]:
+    """Broadcast named parameters to a common shape and floating dtype; ``ValueError`` on mismatch."""
+    like = next((v for v in named.values() if isinstance(v, torch.Tensor)), None)
+    tensors = {k: _to_tensor(v, like) for k, v in named.items()}
+    shape = broadcast_shapes_or_raise(**{k: t.shape for k, t in tensors.items()})
+    if len(shape) == 0:
+        listed = ", ".join(f"{k} {tuple(t.shape)}" for k, t in tensors.items())
+        raise ValueError(
+            "the parameters must have at least one dimension (the event dimension, last); "
+            f"got {listed}"
+        )
+    dtype = None
+    for t in tensors.values():
+        if t.is_floating_point():
+            dtype = t.dtype if dtype is None else torch.promote_types(dtype, t.dtype)
+    dtype = dtype or torch.get_default_dtype()
+    return [t.to(dtype).expand(shape) for t in tensors.values()], shape
+
+
+def _log_density(value: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """Element-wise Cauchy log-density ``-log(pi) - log(scale) - log(1 + ((x - loc)/scale)^2)``.
+
+    Evaluated through ``_special.log_pdf_std`` for ``|x - loc| <= scale`` and, for
+    ``|x - loc| > scale``, as ``-log(pi) + log(scale) - 2 log|x - loc| - log1p((scale/|x-loc|)^2)``
+    so that the standardised value ``(x - loc)/scale`` is never formed where it could overflow.
+    """
+    dtype = _special.working_dtype(value, loc, scale)
+    d = (value.to(dtype) - loc.to(dtype)).abs()
+    s = scale.to(dtype)
+    d, s = torch.broadcast_tensors(d, s)
+    big = d > s
+    d_big = torch.where(big, d, torch.ones_like(d))
+    s_small = torch.where(big, torch.ones_like(s), s)
+    small = _special.log_pdf_std(torch.where(big, torch.zeros_like(d), d) / s_small) - torch.log(s)
+    large = (
+        -_special.LOG_PI
+        + torch.log(s)
+        - 2.0 * torch.log(d_big)
+        - torch.log1p((torch.where(big, s, torch.zeros_like(s)) / d_big).square())
+    )
+    return torch.where(big, large, small)
+
+
+def _cauchy_kl(
+    m1: torch.Tensor, g1: torch.Tensor, m2: torch.Tensor, g2: torch.Tensor
+) -> torch.Tensor:
+    """Element-wise ``KL(Cauchy(m1, g1) || Cauchy(m2, g2))`` in the overflow-free form.
+
+    ``log(((g1+g2)^2 + (m1-m2)^2) / (4 g1 g2)) = log1p(r^2)`` with
+    ``r = hypot(g1 - g2, m1 - m2) / (2 sqrt(g1) sqrt(g2))``: never negative, exact near zero.
+    """
+    dtype = _special.working_dtype(m1, g1, m2, g2)
+    m1, g1, m2, g2 = (t.to(dtype) for t in (m1, g1, m2, g2))
+    r = torch.hypot(g1 - g2, m1 - m2) / (2.0 * torch.sqrt(g1) * torch.sqrt(g2))
+    return _special.log1p_square(r)
+
+
+# ----------------------------------------------------------------------------- IndependentCauchy
+
+
+class IndependentCauchy(TorchDistribution):
+    r"""``C`` independent Cauchy components as one event of shape ``[C]``.
+
+    .. math::
+
+        \log p(x) = \sum_{c=1}^{C} \Big[-\log\pi - \log\gamma_c
+            - \log\Big(1 + \Big(\frac{x_c - \mu_c}{\gamma_c}\Big)^2\Big)\Big]
+
+    The negative of ``log_prob`` is the Cauchy negative log-likelihood summed over components.
+    Conventions follow :class:`torch.distributions.Cauchy`: ``mean`` is NaN and ``variance`` is
+    ``+inf`` (the moments do not exist), ``mode`` is ``loc``; ``rsample`` is reparameterised
+    (``loc + scale * tan(pi (u - 1/2))`` with a float64 uniform ``u`` strictly inside (0, 1), so
+    samples are always finite). The attribute names ``loc`` and ``scale`` and the constructor
+    ``IndependentCauchy(loc=..., scale=...)`` make it usable by
+    :class:`pyro.infer.reparam.LocScaleReparam`.
+
+    Args:
+        loc: locations (medians), shape ``[*batch, C]`` (at least one dimension).
+        scale: scales (half widths), broadcastable with ``loc``; strictly positive and finite.
+        validate_args: check the parameters (and ``log_prob`` values); ``None`` uses the torch /
+            Pyro global default.
+
+    Raises:
+        ValueError: non-broadcastable shapes or zero-dimensional parameters (always); when
+            validating, a non-positive ``scale`` or NaN/inf in ``loc`` or ``scale`` (the message
+            names the parameter), and in ``log_prob`` a value outside the support or of the wrong
+            event shape.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin.distributions import IndependentCauchy
+        >>> d = IndependentCauchy(torch.zeros(2, 3), torch.ones(3))
+        >>> d.batch_shape, d.event_shape
+        (torch.Size([2]), torch.Size([3]))
+        >>> d.rsample((5,)).shape
+        torch.Size([5, 2, 3])
+        >>> d.log_prob(torch.zeros(3))  # 3 * -log(pi)
+        tensor([-3.4342, -3.4342])
+    """
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}  # noqa: RUF012
+    support = constraints.independent(constraints.real, 1)
+    has_rsample = True
+
+    def __init__(
+        self,
+        loc: torch.Tensor | float,
+        scale: torch.Tensor | float,
+        validate_args: bool | None = None,
+    ) -> None:
+        (self.loc, self.scale), shape = _broadcast_params(loc=loc, scale=scale)
+        super().__init__(shape[:-1], shape[-1:], validate_args=validate_args)
+        if self._validate_args:
+            check_finite("loc", self.loc)
+            check_finite("scale", self.scale)
+
+    @classmethod
+    def from_vector(cls, vector: Any, validate_args: bool | None = None) -> IndependentCauchy:
+        """The distribution of an independent :class:`cauchylin.CauchyVector` (``u.to_distribution()``).
+
+        Args:
+            vector: a ``CauchyVector`` of shape ``[*batch, C]`` whose entries are independent.
+            validate_args: as in the constructor.
+
+        Returns:
+            ``IndependentCauchy(vector.loc, vector.scale)``.
+
+        Raises:
+            ValueError: the vector's components share sources (after a mixing ``linear``, a
+                broadcast or a repeated index), so the product of marginals is not its law.
+
+        Example:
+            >>> import torch, cauchylin
+            >>> u = cauchylin.CauchyVector(torch.zeros(4), torch.ones(4))
+            >>> IndependentCauchy.from_vector(u).event_shape
+            torch.Size([4])
+        """
+        return vector.to_distribution(validate_args=validate_args)
+
+    @classmethod
+    def infer_shapes(cls, loc: _Shape, scale: _Shape) -> tuple[torch.Size, torch.Size]:
+        """``(batch_shape, event_shape)`` for parameters of the given shapes (Pyro's shape API).
+
+        Example:
+            >>> IndependentCauchy.infer_shapes(loc=(2, 3), scale=(3,))
+            (torch.Size([2]), torch.Size([3]))
+        """
+        shape = broadcast_shapes_or_raise(loc=loc, scale=scale)
+        return shape[:-1], shape[-1:]
+
+    def expand(self, batch_shape: _Shape, _instance: Any = None) -> IndependentCauchy:
+        """A view with a larger ``batch_shape`` (torch's ``Distribution.expand`` contract).
+
+        Args:
+            batch_shape: the new batch shape; the event shape ``[C]`` is kept.
+
+        Returns:
+            An ``IndependentCauchy`` whose parameters are expanded views (no copy).
+
+        Example:
+            >>> IndependentCauchy(torch.zeros(3), 1.0).expand([4]).batch_shape
+            torch.Size([4])
+        """
+        new = self._get_checked_instance(IndependentCauchy, _instance)
+        batch_shape = torch.Size(batch_shape)
+        shape = batch_shape + self.event_shape
+        new.loc = self.loc.expand(shape)
+        new.scale = self.scale.expand(shape)
+        super(IndependentCauchy, new).__init__(batch_shape, self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def mean(self) -> torch.Tensor:
+        """NaN of shape ``[*batch, C]``: the mean of a Cauchy law does not exist (as torch's Cauchy)."""
+        return torch.full(
+            self._extended_shape(), math.nan, dtype=self.loc.dtype, device=self.loc.device
+        )
+
+    @property
+    def mode(self) -> torch.Tensor:
+        """``loc``, shape ``[*batch, C]``."""
+        return self.loc
+
+    @property
+    def variance(self) -> torch.Tensor:
+        """``+inf`` of shape ``[*batch, C]`` (as torch's Cauchy)."""
+        return torch.full(
+            self._extended_shape(), math.inf, dtype=self.loc.dtype, device=self.loc.device
+        )
+
+    def rsample(self, sample_shape: _Shape = ()) -> torch.Tensor:
+        """Reparameterised draws ``loc + scale * eps``, ``eps`` from the exact standard quantile.
+
+        Args:
+            sample_shape: leading sample dimensions ``S``.
+
+        Returns:
+            Finite samples of shape ``[*S, *batch, C]`` (differentiable in ``loc`` and ``scale``).
+            For float16 parameters, a draw beyond the float16 range is clamped to its largest
+            finite value.
+        """
+        shape = self._extended_shape(torch.Size(sample_shape))
+        dtype = _special.working_dtype(self.loc)
+        eps = standard_cauchy(shape, like=self.loc.to(dtype))
+        x = self.loc.to(dtype) + eps * self.scale.to(dtype)
+        if x.dtype != self.loc.dtype:
+            big = torch.finfo(self.loc.dtype).max
+            x = x.clamp(-big, big).to(self.loc.dtype)
+        return x
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        r"""Summed log-density ``sum_c log p(value_c)``, shape ``[*S, *batch]``.
+
+        Args:
+            value: tensor of shape ``[*S, *batch, C]`` (broadcastable).
+
+        Returns:
+            ``sum_c [-log(pi) - log(scale_c) - log1p(((value_c - loc_c)/scale_c)^2)]``; float32
+            for half-precision inputs.
+
+        Raises:
+            ValueError: (when validating) ``value`` holds NaN or has the wrong event shape.
+        """
+        if self._validate_args:
+            self._validate_sample(value)
+        return _log_density(value, self.loc, self.scale).sum(-1)
+
+    def entropy(self) -> torch.Tensor:
+        """Differential entropy ``sum_c log(4 pi scale_c)``, shape ``[*batch]``."""
+        return (_LOG_4PI + torch.log(self.scale)).sum(-1)
+
+
+# ------------------------------------------------------------------------------------------ OvR
+
+
+class OvR(TorchDistribution):
+    r"""Independent one-vs-rest Bernoulli decisions over ``V`` classes, event shape ``[V]``.
+
+    Class ``k`` fires when its Cauchy score ``S_k ~ Cauchy(loc_k, scale_k)`` exceeds its
+    threshold ``C_k``:
+
+    .. math::
+
+        p_k = P(S_k > C_k) = \frac12 + \frac1\pi \arctan\frac{\mu_k - C_k}{\gamma_k},
+        \qquad
+        \log p(b) = \sum_k b_k \log p_k + (1 - b_k) \log(1 - p_k).
+
+    ``log p_k`` and ``log(1 - p_k)`` come from ``_special.ovr_log_probs_std`` (accurate in
+    float32 for ``|mu - C|/gamma`` up to 1e30, finite gradients), never from ``log(p + eps)``.
+    ``-log_prob(one_hot(y))`` is the OvR binary cross-entropy loss of label ``y``;
+    :meth:`log_prob_index` computes it without the one-hot tensor. The classes are independent by
+    definition of the OvR model; ``loc``/``scale`` are the *marginal* parameters of the scores
+    (``OvR.from_vector(U.linear(W), threshold)`` uses the exact marginals of a dependent vector).
+
+    Args:
+        loc: score locations, shape ``[*batch, V]`` (at least one dimension after broadcasting).
+        scale: score scales, broadcastable; strictly positive and finite.
+        threshold: thresholds ``C_k``, a number or a tensor broadcastable with ``loc``.
+        validate_args: check parameters and ``log_prob`` values; ``None`` uses the torch / Pyro
+            global default.
+
+    Raises:
+        ValueError: non-broadcastable shapes or zero-dimensional parameters (always); when
+            validating, a non-positive ``scale``, NaN/inf in ``loc``/``scale``/``threshold`` (the
+            message names the parameter), and in ``log_prob`` a value that is not 0/1.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin.distributions import OvR
+        >>> d = OvR(torch.tensor([1.0, 0.0, -1.0]), torch.ones(3), threshold=0.0)
+        >>> d.probs
+        tensor([0.7500, 0.5000, 0.2500])
+        >>> d.log_prob(torch.tensor([1.0, 0.0, 0.0]))  # log(0.75 * 0.5 * 0.75)
+        tensor(-1.2685)
+        >>> d.log_prob_index(torch.tensor(0))
+        tensor(-1.2685)
+    """
+
+    arg_constraints = {  # noqa: RUF012
+        "loc": constraints.real,
+        "scale": constraints.positive,
+        "threshold": constraints.real,
+    }
+    support = constraints.independent(constraints.boolean, 1)
+    has_rsample = False
+
+    def __init__(
+        self,
+        loc: torch.Tensor | float,
+        scale: torch.Tensor | float,
+        threshold: torch.Tensor | float = 0.0,
+        validate_args: bool | None = None,
+    ) -> None:
+        (self.loc, self.scale, self.threshold), shape = _broadcast_params(
+            loc=loc, scale=scale, threshold=threshold
+        )
+        super().__init__(shape[:-1], shape[-1:], validate_args=validate_args)
+        if self._validate_args:
+            check_finite("loc", self.loc)
+            check_finite("scale", self.scale)
+            check_finite("threshold", self.threshold)
+
+    @classmethod
+    def from_vector(
+        cls,
+        vector: Any,
+        threshold: torch.Tensor | float = 0.0,
+        validate_args: bool | None = None,
+    ) -> OvR:
+        """OvR decisions on the exact marginals of a :class:`cauchylin.CauchyVector` of scores.
+
+        Args:
+            vector: a ``CauchyVector`` ``[*batch, V]`` (dependent components are fine: each
+                decision uses only its own marginal).
+            threshold: thresholds, a number or a tensor broadcastable with ``[*batch, V]``.
+            validate_args: as in the constructor.
+
+        Returns:
+            ``OvR(vector.loc, vector.scale, threshold)``.
+
+        Example:
+            >>> import torch, cauchylin
+            >>> u = cauchylin.CauchyVector(torch.zeros(2), torch.ones(2))
+            >>> OvR.from_vector(u.linear(torch.ones(5, 2)), 0.0).event_shape
+            torch.Size([5])
+        """
+        return cls(vector.loc, vector.scale, threshold, validate_args=validate_args)
+
+    @classmethod
+    def infer_shapes(
+        cls, loc: _Shape, scale: _Shape, threshold: _Shape = ()
+    ) -> tuple[torch.Size, torch.Size]:
+        """``(batch_shape, event_shape)`` for parameters of the given shapes (Pyro's shape API)."""
+        shape = broadcast_shapes_or_raise(loc=loc, scale=scale, threshold=threshold)
+        return shape[:-1], shape[-1:]
+
+    def expand(self, batch_shape: _Shape, _instance: Any = None) -> OvR:
+        """A view with a larger ``batch_shape`` (torch's ``Distribution.expand`` contract).
+
+        Example:
+            >>> OvR(torch.zeros(3), 1.0).expand([2, 4]).batch_shape
+            torch.Size([2, 4])
+        """
+        new = self._get_checked_instance(OvR, _instance)
+        batch_shape = torch.Size(batch_shape)
+        shape = batch_shape + self.event_shape
+        new.loc = self.loc.expand(shape)
+        new.scale = self.scale.expand(shape)
+        new.threshold = self.threshold.expand(shape)
+        super(OvR, new).__init__(batch_shape, self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    # ------------------------------------------------------------------ probabilities
+    def _z(self) -> torch.Tensor:
+        dtype = _special.working_dtype(self.loc)
+        return (self.loc.to(dtype) - self.threshold.to(dtype)) / self.scale.to(dtype)
+
+    def log_probs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(log p_k, log(1 - p_k))``, each of shape ``[*batch, V]`` and ``<= 0``.
+
+        Example:
+            >>> lp, lq = OvR(torch.tensor([1e30]), 1.0).log_probs()
+            >>> lp, lq  # log(1 - 1/(pi 1e30)) and log(1/(pi 1e30))
+            (tensor([-3.1831e-31]), tensor([-70.2223]))
+        """
+        return _special.ovr_log_probs_std(self._z())
+
+    @property
+    def probs(self) -> torch.Tensor:
+        """``p_k = atan2(1, -z_k)/pi`` with ``z_k = (loc_k - C_k)/scale_k``, shape ``[*batch, V]``."""
+        return _special.cdf_std(self._z())
+
+    @property
+    def logits(self) -> torch.Tensor:
+        """``log p_k - log(1 - p_k)`` from the two stable logs (finite for ``|z| <= 1e30``)."""
+        log_p, log_q = self.log_probs()
+        return log_p - log_q
+
+    @property
+    def mean(self) -> torch.Tensor:
+        """``p_k``, shape ``[*batch, V]``."""
+        return self.probs
+
+    @property
+    def mode(self) -> torch.Tensor:
+        """``1`` where ``p_k > 1/2`` (``loc_k > C_k``), else ``0``; shape ``[*batch, V]``."""
+        return (self.loc > self.threshold).to(self.loc.dtype)
+
+    @property
+    def variance(self) -> torch.Tensor:
+        """``p_k (1 - p_k)`` evaluated as ``exp(log p_k + log(1 - p_k))``."""
+        log_p, log_q = self.log_probs()
+        return torch.exp(log_p + log_q)
+
+    # ------------------------------------------------------------------ sampling and scoring
+    def sample(self, sample_shape: _Shape = ()) -> torch.Tensor:
+        """Independent 0/1 draws with ``P(B_k = 1) = p_k``, shape ``[*S, *batch, V]``.
+
+        A float64 uniform is compared with the *smaller* tail ``t_k = min(p_k, 1 - p_k)`` (which
+        is accurate even when ``p_k`` rounds to 1), so both rare outcomes keep their probability.
+
+        Returns:
+            A tensor of 0.0/1.0 in the parameters' dtype.
+        """
+        shape = self._extended_shape(torch.Size(sample_shape))
+        with torch.no_grad():
+            z = self._z()
+            small_tail = _special.sf_std(z.abs()).to(torch.float64)  # min(p, 1 - p)
+            u = torch.rand(shape, dtype=torch.float64, device=self.loc.device)
+            rare = u < small_tail
+            # z <= 0: p is the small tail, B = rare; z > 0: 1 - p is the small tail, B = not rare.
+            fires = torch.where(z > 0, ~rare, rare)
+            return fires.to(self.loc.dtype)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        r"""``sum_k value_k log p_k + (1 - value_k) log(1 - p_k)``, shape ``[*S, *batch]``.
+
+        A term whose weight is exactly zero contributes exactly zero (no ``0 * -inf``).
+
+        Args:
+            value: multi-hot tensor ``[*S, *batch, V]`` of 0/1 (broadcastable).
+
+        Returns:
+            The log-probability (float32 for half-precision parameters), ``<= 0``.
+
+        Raises:
+            ValueError: (when validating) an entry other than 0/1 or the wrong event shape.
+        """
+        if self._validate_args:
+            self._validate_sample(value)
+        log_p, log_q = self.log_probs()
+        value = value.to(log_p.dtype)
+        zero = torch.zeros((), dtype=log_p.dtype, device=log_p.device)
+        on = torch.where(value != 0, value * log_p, zero)
+        off = torch.where(value != 1, (1.0 - value) * log_q, zero)
+        return (on + off).sum(-1)
+
+    def log_prob_index(self, index: torch.Tensor) -> torch.Tensor:
+        r"""``log_prob(one_hot(index))`` without building the one-hot tensor.
+
+        .. math::
+
+            \log p(e_y) = \sum_k \log(1 - p_k) + \big(\log p_y - \log(1 - p_y)\big)
+
+        Memory is ``O(batch * V)`` for the two log tensors plus ``O(batch)`` for the gather.
+
+        Args:
+            index: integer class indices in ``[0, V)``, shape ``[*S, *batch]`` (broadcastable
+                with ``batch_shape``).
+
+        Returns:
+            The log-probability of the pattern "only class ``index`` fires", shape
+            ``broadcast(index.shape, batch_shape)``.
+
+        Raises:
+            ValueError: (when validating) a non-integer ``index`` or one outside ``[0, V)``.
+
+        Example:
+            >>> d = OvR(torch.zeros(2, 4), 1.0, threshold=torch.tensor([0.0, 1.0, 2.0, 3.0]))
+            >>> y = torch.tensor([1, 3])
+            >>> torch.allclose(d.log_prob_index(y), d.log_prob(torch.nn.functional.one_hot(y, 4).float()))
+            True
+        """
+        index = torch.as_tensor(index, device=self.loc.device)
+        num_classes = self.event_shape[0]
+        if self._validate_args:
+            if index.is_floating_point() or index.is_complex() or index.dtype == torch.bool:
+                raise ValueError(f"index must be an integer tensor, got dtype {index.dtype}")
+            if index.numel() and bool(((index < 0) | (index >= num_classes)).any()):
+                raise ValueError(
+                    f"index must lie in [0, {num_classes}) (the number of classes V), but it "
+                    f"holds {index.min().item()}..{index.max().item()} (shape {tuple(index.shape)})"
+                )
+        log_p, log_q = self.log_probs()
+        batch = broadcast_shapes_or_raise(index=index.shape, batch_shape=self.batch_shape)
+        logit = (log_p - log_q).expand(*batch, num_classes)
+        picked = logit.gather(-1, index.long().expand(batch).unsqueeze(-1)).squeeze(-1)
+        return log_q.sum(-1) + picked
+
+    def entropy(self) -> torch.Tensor:
+        """``-sum_k [p_k log p_k + (1 - p_k) log(1 - p_k)]``, shape ``[*batch]``."""
+        log_p, log_q = self.log_probs()
+        return -(log_p.exp() * log_p + log_q.exp() * log_q).sum(-1)
+
+    def label_distribution(self) -> OvRLabel:
+        """The same model observed through one class index: ``OvRLabel(loc, scale, threshold)``.
+
+        Example:
+            >>> OvR(torch.zeros(3, 5), 1.0).label_distribution().batch_shape
+            torch.Size([3])
+        """
+        return OvRLabel(self.loc, self.scale, self.threshold, validate_args=self._validate_args)
+
+
+# ------------------------------------------------------------------------------------- OvRLabel
+
+
+class OvRLabel(TorchDistribution):
+    r"""An OvR model observed through a single label ``y`` (event shape ``[]``).
+
+    ``log_prob(y)`` is the OvR log-likelihood of the one-hot pattern "only class ``y`` fires",
+    ``OvR.log_prob_index(y)`` (minus the OvR binary cross-entropy of label ``y``):
+
+    .. math::
+
+        \log p(y) = \sum_k \log(1 - p_k) + \log p_y - \log(1 - p_y).
+
+    It is meant for **observed** sites, ``pyro.sample("y", OvRLabel(...), obs=labels)``, where it
+    gives exactly the OvR likelihood used in training. Its total mass over labels is
+    ``P(exactly one class fires) <= 1``, so it is not a normalised law over ``{0..V-1}``;
+    ``sample`` (used by ``Predictive`` and unobserved sites) draws from the normalised conditional
+    law *given exactly one class fires*, ``P(y | one fires) = softmax(logits)_y``. Do not use it as
+    a latent site in an ELBO.
+
+    Args:
+        loc: score locations ``[*batch, V]``.
+        scale: score scales, broadcastable; strictly positive and finite.
+        threshold: thresholds, a number or broadcastable tensor.
+        validate_args: as for :class:`OvR`.
+
+    Raises:
+        ValueError: as for :class:`OvR`; ``log_prob`` with a label outside ``[0, V)``.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin.distributions import OvRLabel
+        >>> d = OvRLabel(torch.tensor([[2.0, 0.0, -2.0]]), 1.0)
+        >>> d.batch_shape, d.event_shape
+        (torch.Size([1]), torch.Size([]))
+        >>> d.log_prob(torch.tensor([0])).exp()  # p_0 (1 - p_1)(1 - p_2)
+        tensor([0.3633])
+    """
+
+    arg_constraints = OvR.arg_constraints
+    has_rsample = False
+
+    def __init__(
+        self,
+        loc: torch.Tensor | float,
+        scale: torch.Tensor | float,
+        threshold: torch.Tensor | float = 0.0,
+        validate_args: bool | None = None,
+    ) -> None:
+        self.ovr = OvR(loc, scale, threshold, validate_args=validate_args)
+        self.loc, self.scale, self.threshold = self.ovr.loc, self.ovr.scale, self.ovr.threshold
+        super().__init__(self.ovr.batch_shape, torch.Size(), validate_args=False)
+        self._validate_args = self.ovr._validate_args
+
+    @constraints.dependent_property(is_discrete=True, event_dim=0)
+    def support(self) -> constraints.Constraint:
+        """``integer_interval(0, V - 1)``."""
+        return constraints.integer_interval(0, self.ovr.event_shape[0] - 1)
+
+    @property
+    def num_classes(self) -> int:
+        """The number of classes ``V``."""
+        return self.ovr.event_shape[0]
+
+    @property
+    def logits(self) -> torch.Tensor:
+        """Per-class OvR logits ``log p_k - log(1 - p_k)``, shape ``[*batch, V]``."""
+        return self.ovr.logits
+
+    def expand(self, batch_shape: _Shape, _instance: Any = None) -> OvRLabel:
+        """A view with a larger ``batch_shape`` (torch's ``Distribution.expand`` contract)."""
+        new = self._get_checked_instance(OvRLabel, _instance)
+        batch_shape = torch.Size(batch_shape)
+        new.ovr = self.ovr.expand(batch_shape)
+        new.loc, new.scale, new.threshold = new.ovr.loc, new.ovr.scale, new.ovr.threshold
+        super(OvRLabel, new).__init__(batch_shape, torch.Size(), validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        """``OvR.log_prob_index(value)``: the OvR log-likelihood of label ``value``.
+
+        Args:
+            value: integer labels, shape ``[*S, *batch]``.
+
+        Returns:
+            Shape ``broadcast(value.shape, batch_shape)``.
+        """
+        value = torch.as_tensor(value, device=self.loc.device)
+        if self._validate_args and value.is_floating_point():
+            # Pyro may hand over float labels from a float obs; accept exact integers only.
+            if not bool((value == value.round()).all()):
+                raise ValueError(
+                    f"value must hold integer class labels (shape {tuple(value.shape)})"
+                )
+        return self.ovr.log_prob_index(value.long())
+
+    def sample(self, sample_shape: _Shape = ()) -> torch.Tensor:
+        """Labels from ``softmax(logits)``: the OvR law conditioned on exactly one class firing.
+
+        Returns:
+            Integer (int64) labels of shape ``[*S, *batch]``.
+        """
+        with torch.no_grad():
+            logits = self.ovr.logits
+            probs = torch.softmax(logits.to(torch.float64), dim=-1)
+            flat = probs.reshape(-1, probs.shape[-1])
+            n = math.prod(sample_shape)
+            draws = torch.multinomial(flat, n, replacement=True)  # [batch, n]
+            draws = draws.T.reshape(*sample_shape, *self.batch_shape)
+            return draws
+
+    def entropy(self) -> torch.Tensor:
+        """Not defined: ``log_prob`` is not normalised over the labels."""
+        raise NotImplementedError(
+            "OvRLabel.log_prob is the OvR likelihood of a one-hot pattern, not a normalised law "
+            "over labels; use OvR.entropy() for the entropy of the decisions"
+        )
+
+
+# ------------------------------------------------------------------------------------------- KL
+
+
+@register_kl(IndependentCauchy, IndependentCauchy)
+def _kl_independent_cauchy(p: IndependentCauchy, q: IndependentCauchy) -> torch.Tensor:
+    r"""``sum_c log(((g1 + g2)^2 + (m1 - m2)^2) / (4 g1 g2))``, shape ``broadcast(batch)``."""
+    if p.event_shape != q.event_shape:
+        raise ValueError(
+            f"p and q must have the same event shape, got {tuple(p.event_shape)} and "
+            f"{tuple(q.event_shape)}"
+        )
+    return _cauchy_kl(p.loc, p.scale, q.loc, q.scale).sum(-1)
+
+
+@register_kl(OvR, OvR)
+def _kl_ovr(p: OvR, q: OvR) -> torch.Tensor:
+    r"""``sum_k p_k (log p_k - log q_k) + (1 - p_k)(log(1 - p_k) - log(1 - q_k))``.
+
+    Computed from the stable log pairs; each class term is clamped at 0 (it is mathematically
+    non-negative) to remove rounding noise of order one ulp.
+    """
+    if p.event_shape != q.event_shape:
+        raise ValueError(
+            f"p and q must have the same event shape, got {tuple(p.event_shape)} and "
+            f"{tuple(q.event_shape)}"
+        )
+    lp1, lq1 = p.log_probs()
+    lp2, lq2 = q.log_probs()
+    zero = torch.zeros((), dtype=lp1.dtype, device=lp1.device)
+    on = torch.where(lp1 > -math.inf, lp1.exp() * (lp1 - lp2), zero)
+    off = torch.where(lq1 > -math.inf, lq1.exp() * (lq1 - lq2), zero)
+    return (on + off).clamp_min(0.0).sum(-1)
