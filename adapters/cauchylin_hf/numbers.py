@@ -1,0 +1,298 @@
+"""The number grammar of ``cauchylin_hf``: find numbers in text, parse them, format them back.
+
+A *number* is an ASCII decimal literal with an optional sign, fraction and exponent::
+
+    number   := [sign] mantissa [exponent]
+    sign     := "+" | "-"              (only where a sign may stand, see below)
+    mantissa := digits ["." digits] | "." digits
+    exponent := ("e" | "E") ["+" | "-"] digits
+    digits   := one or more of 0-9     (ASCII only)
+
+Text is scanned left to right for maximal *numeric runs*: ASCII digits joined by ``.digits`` and
+``e[+-]digits`` continuations (``1.2.3`` and ``1e5.3`` are one run each). A run is a number when it
+is exactly one mantissa plus an optional exponent; every other run stays text. In detail:
+
+* **Sign.** A ``+`` or ``-`` directly before a run is the number's sign only when the character
+  before the sign is not a letter, digit, ``_``, ``.``, ``+``, ``-``, ``)``, ``]`` or ``}`` (any
+  Unicode letter or digit counts). So ``-3`` and ``x = -3`` are negative, while ``x-3``, ``3-4``,
+  ``(a)-3`` and ``--3`` contain a positive ``3``: the ``-`` is a hyphen or an operator, kept as text.
+* **Leading dot.** ``.5`` is 0.5 when the dot is not preceded by a letter, digit, ``_``, ``.``
+  or ``e+`` / ``e-``; in ``v.5`` the number is ``5``. A trailing dot is text: ``3.`` is ``3`` then
+  ``.``.
+* **Thousands separators** are not part of numbers: ``1,234`` is ``1``, ``,``, ``234``.
+* **Ranges and dates**: ``3-4`` is ``3``, ``-``, ``4``; ``2024-01-05`` is ``2024``, ``-``, ``01``,
+  ``-``, ``05`` (values 2024, 1, 5).
+* **Versions and addresses** (a run with two or more dots, e.g. ``1.2.3``, ``192.168.0.1``) and
+  other malformed runs (``1e5.3``, ``1e2e3``) stay text as a whole.
+* **Unicode digits** (Arabic-Indic ``٣``, fullwidth ``３``, superscripts ...) are never part of a
+  number; they stay text.
+* **Range.** A number's value is ``float32(float(spelling))`` (parse to the nearest float64,
+  then round to the nearest float32). A number whose float32 value would overflow (``1e39``,
+  ``1e309``, a 40-digit integer) stays text, so a value is never ``inf`` or ``nan``; the words
+  ``inf`` and ``nan`` are letters and never numbers. Tiny numbers round to a subnormal or zero
+  (``-1e-50`` is ``-0.0``).
+
+:func:`format_number` writes a value back as the shortest decimal that parses to the same float32.
+The grammar is built so that replacing every number of a text by :func:`format_number` of its value
+and scanning again finds the same numbers with the same values (``canonical stability``; it is a
+property test).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from typing import NamedTuple
+
+__all__ = [
+    "NumberSpan",
+    "find_numbers",
+    "format_number",
+    "is_number",
+    "parse_number",
+    "split_numbers",
+    "to_float32",
+]
+
+# A maximal numeric run starting at a digit. The optional leading dot and the sign are decided in
+# Python because they depend on the characters before the run.
+_RUN = re.compile(r"[0-9]+(?:\.[0-9]+|[eE][+-]?[0-9]+)*")
+# A run that is one number (without sign).
+_NUMBER_BODY = re.compile(r"(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_SIGNED_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+_SIGN_BLOCKERS = frozenset("_.+-)]}")
+_DOT_BLOCKERS = frozenset("_.")
+
+
+class NumberSpan(NamedTuple):
+    """One number found in a text.
+
+    Attributes:
+        start: index of the first character (the sign, when there is one) in the text.
+        end: index one past the last character, so ``text[start:end] == spelling``.
+        text: the number's spelling in the text, e.g. ``"-4.50"``.
+        value: ``float32(float(text))`` as a Python float (finite).
+    """
+
+    start: int
+    end: int
+    text: str
+    value: float
+
+
+def to_float32(value: float) -> float:
+    """Round a value to the nearest float32 and return it as a Python float.
+
+    Args:
+        value: a real number (``int``, ``float``, a NumPy or 0-d torch scalar).
+
+    Returns:
+        The nearest float32, as a Python ``float``; ``nan`` and ``inf`` pass through.
+
+    Raises:
+        ValueError: when ``value`` is finite but too large for float32 (``|value| > 3.4028235e38``
+            after rounding), or is not a real number.
+
+    Example:
+        >>> to_float32(0.1)
+        0.10000000149011612
+    """
+    try:
+        x = float(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"value must be a real number, got {value!r}") from exc
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError as exc:
+        raise ValueError(f"value {x!r} is too large for float32") from exc
+
+
+def _blocks(text: str, index: int, blockers: frozenset[str]) -> bool:
+    """Whether the character at ``index`` (may be -1: start of text) blocks a sign / leading dot."""
+    if index < 0:
+        return False
+    c = text[index]
+    return c.isalnum() or c in blockers
+
+
+def _value_or_none(spelling: str) -> float | None:
+    x = float(spelling)  # the grammar is a subset of Python's float syntax
+    if math.isinf(x):
+        return None
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:
+        return None
+
+
+def find_numbers(text: str) -> list[NumberSpan]:
+    """Find the numbers of a text, left to right (grammar in the module docstring).
+
+    Args:
+        text: any Unicode string.
+
+    Returns:
+        The numbers as :class:`NumberSpan`, in order and non-overlapping.
+
+    Raises:
+        ValueError: when ``text`` is not a ``str``.
+
+    Example:
+        >>> [s.value for s in find_numbers("3 boxes of 12 eggs, x-1, t = -4.5e1, v1.2.3")]
+        [3.0, 12.0, 1.0, -45.0]
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    spans: list[NumberSpan] = []
+    for m in _RUN.finditer(text):
+        start, end = m.start(), m.end()
+        if (
+            start >= 1
+            and text[start - 1] == "."
+            and not _blocks(text, start - 2, _DOT_BLOCKERS)
+            and not (start >= 3 and text[start - 2] in "+-" and text[start - 3] in "eE")
+        ):
+            start -= 1  # a leading dot (".5"), but not in "1e-.5", where "0.5" would join "1e-"
+        body = text[start:end]
+        if _NUMBER_BODY.fullmatch(body) is None:
+            continue  # a version, an address or a malformed run: text
+        if start >= 1 and text[start - 1] in "+-" and not _blocks(text, start - 2, _SIGN_BLOCKERS):
+            start -= 1
+        spelling = text[start:end]
+        value = _value_or_none(spelling)
+        if value is None:
+            continue  # too large for float32: text
+        spans.append(NumberSpan(start, end, spelling, value))
+    return spans
+
+
+def split_numbers(text: str) -> tuple[list[str], list[NumberSpan]]:
+    """Split a text into the text segments between numbers and the numbers.
+
+    Args:
+        text: any Unicode string.
+
+    Returns:
+        ``(segments, numbers)`` with ``len(segments) == len(numbers) + 1``; segments may be empty,
+        and ``segments[0] + numbers[0].text + segments[1] + ... + segments[-1] == text``.
+
+    Raises:
+        ValueError: when ``text`` is not a ``str``.
+
+    Example:
+        >>> segments, numbers = split_numbers("up 0.50 today")
+        >>> segments, [n.text for n in numbers]
+        (['up ', ' today'], ['0.50'])
+    """
+    numbers = find_numbers(text)
+    segments: list[str] = []
+    pos = 0
+    for span in numbers:
+        segments.append(text[pos : span.start])
+        pos = span.end
+    segments.append(text[pos:])
+    return segments, numbers
+
+
+def is_number(text: str) -> bool:
+    """Whether a whole string is exactly one number of the grammar (in an empty context).
+
+    Args:
+        text: the candidate spelling, e.g. ``"-4.5e3"``.
+
+    Returns:
+        True when :func:`find_numbers` finds one number spanning all of ``text``.
+
+    Raises:
+        ValueError: when ``text`` is not a ``str``.
+
+    Example:
+        >>> is_number("-4.5e3"), is_number("1.2.3"), is_number("1e39"), is_number(" 3")
+        (True, False, False, False)
+    """
+    spans = find_numbers(text)
+    return len(spans) == 1 and spans[0].start == 0 and spans[0].end == len(text)
+
+
+def parse_number(text: str) -> float:
+    """Parse one number of the grammar to its float32 value.
+
+    Args:
+        text: exactly one number, e.g. ``"4.50"``, ``"-1e-3"``, ``".5"``; no surrounding space.
+
+    Returns:
+        ``float32(float(text))`` as a Python float.
+
+    Raises:
+        ValueError: when ``text`` is not a ``str``, is not one number of the grammar, or is too
+            large for float32.
+
+    Example:
+        >>> parse_number("4.50"), parse_number("-2e3")
+        (4.5, -2000.0)
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    if _SIGNED_NUMBER.fullmatch(text) is None:
+        raise ValueError(f"text {text!r} is not a number of the grammar (see cauchylin_hf.numbers)")
+    value = _value_or_none(text)
+    if value is None:
+        raise ValueError(f"text {text!r} is too large for float32; such numbers stay text")
+    return value
+
+
+def _shortest_digits(x: float) -> tuple[str, int]:
+    """Shortest significant digits ``d`` and exponent ``e`` with float32(d[0].d[1:] * 10**e) == x."""
+    for precision in range(1, 18):
+        s = f"{x:.{precision - 1}e}"
+        if _value_or_none(s) == x:  # None when a short candidate rounds past float32's max
+            break
+    mantissa, exp = s.split("e")
+    digits = mantissa.replace(".", "").rstrip("0") or "0"
+    return digits, int(exp)
+
+
+def format_number(value: float) -> str:
+    """Write a value as the shortest decimal that parses back to the same float32.
+
+    The value is first rounded to float32. The format: an optional ``-``, then positional notation
+    for decimal exponents -5 <= e < 16 (``3``, ``4.5``, ``0.001``, ``1000000``), else scientific
+    notation with a signed, at least two-digit exponent (``1.5e+20``, ``1e-06``). No ``+`` sign, no
+    trailing zeros, no trailing dot; ``-0.0`` is written ``-0``. The result is always a number of
+    the grammar and ``parse_number(format_number(v)) == to_float32(v)``.
+
+    Args:
+        value: a finite real number (Python, NumPy or 0-d torch scalar).
+
+    Returns:
+        The spelling, e.g. ``"4.5"``.
+
+    Raises:
+        ValueError: when ``value`` is nan, infinite, not a real number, or too large for float32.
+
+    Example:
+        >>> format_number(4.5), format_number(0.1), format_number(-3.0), format_number(1.5e20)
+        ('4.5', '0.1', '-3', '1.5e+20')
+    """
+    x = to_float32(value)
+    if not math.isfinite(x):
+        raise ValueError(f"value must be finite to be written as a number, got {x!r}")
+    sign = "-" if math.copysign(1.0, x) < 0 else ""
+    x = abs(x)
+    if x == 0.0:
+        return sign + "0"
+    digits, exp = _shortest_digits(x)
+    if -5 <= exp < 16:
+        if exp >= 0:
+            if len(digits) <= exp + 1:
+                body = digits + "0" * (exp + 1 - len(digits))
+            else:
+                body = digits[: exp + 1] + "." + digits[exp + 1 :]
+        else:
+            body = "0." + "0" * (-exp - 1) + digits
+    else:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        body = f"{mantissa}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
+    return sign + body

@@ -1,0 +1,770 @@
+"""``NumericTokenizer``: wrap any Hugging Face tokenizer so numbers become ``<NUM>`` plus a value.
+
+Encoding splits each text around the numbers of :mod:`cauchylin_hf.numbers`, tokenizes the text
+segments with the wrapped tokenizer (no special tokens inside the text, so BPE merges never cross a
+number boundary), puts the ``<NUM>`` id where each number was, and returns ``numeric_values``
+aligned with ``input_ids`` (the number's float32 value at ``<NUM>`` positions, 0.0 elsewhere).
+Decoding reverses it: the segments are decoded with the wrapped tokenizer and each ``<NUM>`` is
+written back, either with the number's original spelling (``number_texts``) or with
+:func:`~cauchylin_hf.numbers.format_number` of its value.
+
+Round trip: ``decode(ids, values, number_texts=texts, skip_special_tokens=True) == text`` for every
+text, provided the wrapped tokenizer round-trips its own text segments (``tok.decode(tok(seg,
+add_special_tokens=False).input_ids) == seg``): true for byte-level BPE tokenizers without a
+normalizer (GPT-2 style, the corpus tokenizer of :mod:`cauchylin_hf.corpus`); Qwen2's tokenizer
+NFC-normalizes, so there it holds for NFC text; SentencePiece tokenizers that add a prefix space
+do not round-trip whitespace.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from transformers import AddedToken, AutoTokenizer, BatchEncoding, PreTrainedTokenizerBase
+
+from .numbers import format_number, split_numbers
+
+__all__ = ["NUMERIC_TOKENIZER_CONFIG", "NumericTokenizer"]
+
+NUMERIC_TOKENIZER_CONFIG = "numeric_tokenizer_config.json"
+"""File name of the wrapper's settings written by :meth:`NumericTokenizer.save_pretrained`."""
+
+# Padding value of each per-position field that NumericTokenizer.pad knows.
+_DEFAULT_PAD_VALUES: dict[str, float | int] = {
+    "attention_mask": 0,
+    "numeric_values": 0.0,
+    "labels": -100,
+    "target_values": 0.0,
+    "token_type_ids": 0,
+    "special_tokens_mask": 1,
+}
+_FLOAT_FIELDS = frozenset({"numeric_values", "target_values"})
+_NO_LIMIT = int(1e12)  # model_max_length above this means "no limit" (HF's VERY_LARGE_INTEGER)
+
+
+def _to_int_list(ids: Any, name: str) -> list[int]:
+    """A 1-D sequence of ids as a list of Python ints (ValueError naming ``name`` otherwise)."""
+    if isinstance(ids, torch.Tensor):
+        if ids.dim() != 1:
+            raise ValueError(f"{name} must be 1-D, got shape {tuple(ids.shape)}")
+        if ids.is_floating_point() or ids.is_complex():
+            raise ValueError(f"{name} must hold integers, got dtype {ids.dtype}")
+        return ids.tolist()
+    if hasattr(ids, "tolist") and hasattr(ids, "ndim"):  # numpy
+        if ids.ndim != 1:
+            raise ValueError(f"{name} must be 1-D, got shape {tuple(ids.shape)}")
+        ids = ids.tolist()
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise ValueError(f"{name} must be a 1-D sequence of ints, got {type(ids).__name__}")
+    out = []
+    for i, x in enumerate(ids):
+        if isinstance(x, bool) or not isinstance(x, int):
+            if hasattr(x, "__index__") and not isinstance(x, bool):
+                x = int(x.__index__())
+            else:
+                raise ValueError(f"{name}[{i}] must be an int, got {type(x).__name__}")
+        out.append(x)
+    return out
+
+
+def _to_float_list(values: Any, name: str) -> list[float]:
+    """A 1-D sequence of reals as a list of Python floats (ValueError naming ``name`` otherwise)."""
+    if isinstance(values, torch.Tensor):
+        if values.dim() != 1:
+            raise ValueError(f"{name} must be 1-D, got shape {tuple(values.shape)}")
+        return values.double().tolist()
+    if hasattr(values, "tolist") and hasattr(values, "ndim"):
+        if values.ndim != 1:
+            raise ValueError(f"{name} must be 1-D, got shape {tuple(values.shape)}")
+        values = values.tolist()
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise ValueError(f"{name} must be a 1-D sequence of numbers, got {type(values).__name__}")
+    out = []
+    for i, v in enumerate(values):
+        try:
+            out.append(float(v))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name}[{i}] must be a real number, got {v!r}") from exc
+    return out
+
+
+def _rows(x: Any, name: str) -> list[Any]:
+    """Split a 2-D tensor / array / sequence of sequences into its rows."""
+    if isinstance(x, torch.Tensor) or (hasattr(x, "ndim") and hasattr(x, "shape")):
+        if x.ndim != 2:
+            raise ValueError(f"{name} must be 2-D [batch, seq], got shape {tuple(x.shape)}")
+        return list(x)
+    if isinstance(x, (str, bytes)) or not isinstance(x, Sequence):
+        raise ValueError(f"{name} must be a batch of sequences, got {type(x).__name__}")
+    return list(x)
+
+
+class NumericTokenizer:
+    """Wrap a Hugging Face tokenizer so each number becomes ``<NUM>`` with its value alongside.
+
+    The ``<NUM>`` id policy:
+
+    * ``num_token_id=None`` (default): if ``num_token`` is in the wrapped tokenizer's vocabulary its
+      id is used; otherwise ``num_token`` is added to the wrapped tokenizer as a special token (the
+      tokenizer object is modified; ``num_token_added`` is then True and the model must grow its
+      embeddings to ``len(self)``).
+    * ``num_token_id=k`` given explicitly (e.g. the first spare embedding row of a Qwen model,
+      ``k >= len(tokenizer)``): ``<NUM>`` maps to ``k`` without touching the wrapped tokenizer; the
+      wrapper inserts and recognises ``k`` itself, the wrapped tokenizer never sees it. ``k`` must
+      not be the id of another token.
+
+    Args:
+        tokenizer: any ``PreTrainedTokenizerBase`` (fast or slow).
+        num_token: the token string of ``<NUM>``; written in decoded text only when no values are
+            given.
+        num_token_id: explicit id for ``<NUM>``, or None for the policy above.
+        padding_side: ``"left"`` or ``"right"``; None follows ``tokenizer.padding_side`` (read at
+            each call).
+
+    Raises:
+        ValueError: for a tokenizer of the wrong type, an empty ``num_token``, a negative
+            ``num_token_id``, an id that belongs to another token, or a bad ``padding_side``.
+
+    Example:
+        >>> ntok = NumericTokenizer(tokenizer)  # doctest: +SKIP
+        >>> enc = ntok(["3 boxes of 12 eggs", "-4.5 C"], padding=True, return_tensors="pt")
+        >>> enc["numeric_values"]  # float32 [2, seq], 0.0 except at <NUM> positions
+        >>> ntok.batch_decode(enc["input_ids"], enc["numeric_values"], skip_special_tokens=True)
+        ['3 boxes of 12 eggs', '-4.5 C']
+    """
+
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        num_token: str = "<NUM>",
+        num_token_id: int | None = None,
+        *,
+        padding_side: str | None = None,
+    ) -> None:
+        if not isinstance(tokenizer, PreTrainedTokenizerBase):
+            raise ValueError(
+                f"tokenizer must be a transformers PreTrainedTokenizerBase, "
+                f"got {type(tokenizer).__name__}"
+            )
+        if not isinstance(num_token, str) or not num_token:
+            raise ValueError(f"num_token must be a non-empty str, got {num_token!r}")
+        self.tokenizer = tokenizer
+        self.num_token = num_token
+        self.padding_side = padding_side
+        self.num_token_added = False
+        vocab = tokenizer.get_vocab()
+        if num_token_id is None:
+            if num_token in vocab:
+                num_token_id = vocab[num_token]
+            else:
+                tokenizer.add_tokens(
+                    [AddedToken(num_token, special=True, normalized=False)], special_tokens=True
+                )
+                num_token_id = tokenizer.convert_tokens_to_ids(num_token)
+                self.num_token_added = True
+        else:
+            if isinstance(num_token_id, bool) or not isinstance(num_token_id, int):
+                raise ValueError(f"num_token_id must be an int or None, got {num_token_id!r}")
+            if num_token_id < 0:
+                raise ValueError(f"num_token_id must be >= 0, got {num_token_id}")
+            if num_token in vocab and vocab[num_token] != num_token_id:
+                raise ValueError(
+                    f"num_token_id={num_token_id} but the tokenizer already maps {num_token!r} to "
+                    f"{vocab[num_token]}"
+                )
+        self.num_token_id: int = int(num_token_id)
+        self._check_num_id()
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def padding_side(self) -> str:
+        """``"left"`` or ``"right"``: the wrapper's setting, else the wrapped tokenizer's."""
+        return self._padding_side or getattr(self.tokenizer, "padding_side", "right")
+
+    @padding_side.setter
+    def padding_side(self, side: str | None) -> None:
+        if side not in (None, "left", "right"):
+            raise ValueError(f"padding_side must be 'left', 'right' or None, got {side!r}")
+        self._padding_side = side
+
+    @property
+    def pad_token_id(self) -> int | None:
+        """The wrapped tokenizer's pad id (None when it has no pad token)."""
+        return self.tokenizer.pad_token_id
+
+    @property
+    def bos_token_id(self) -> int | None:
+        """The wrapped tokenizer's bos id (None when it has none)."""
+        return self.tokenizer.bos_token_id
+
+    @property
+    def eos_token_id(self) -> int | None:
+        """The wrapped tokenizer's eos id (None when it has none)."""
+        return self.tokenizer.eos_token_id
+
+    def __len__(self) -> int:
+        """Ids the model must embed: ``max(len(tokenizer), num_token_id + 1)``."""
+        return max(len(self.tokenizer), self.num_token_id + 1)
+
+    def __repr__(self) -> str:
+        """Short description with the wrapped tokenizer's class and the ``<NUM>`` id."""
+        return (
+            f"NumericTokenizer({type(self.tokenizer).__name__}, num_token={self.num_token!r}, "
+            f"num_token_id={self.num_token_id}, padding_side={self.padding_side!r})"
+        )
+
+    def _check_num_id(self) -> None:
+        k = self.num_token_id
+        if k < len(self.tokenizer):
+            token = self.tokenizer.convert_ids_to_tokens(k)
+            if token != self.num_token:
+                raise ValueError(
+                    f"num_token_id={k} is the id of the token {token!r} in the wrapped tokenizer, "
+                    f"not of {self.num_token!r}; pass num_token={token!r} to use that token as "
+                    f"<NUM>, or an id >= len(tokenizer)={len(self.tokenizer)}"
+                )
+
+    def _special_affixes(self) -> tuple[list[int], list[int]]:
+        """The ids the wrapped tokenizer puts before and after a text with special tokens on."""
+        tok = self.tokenizer
+        probe = "a"
+        plain = tok(probe, add_special_tokens=False, verbose=False)["input_ids"]
+        full = tok(probe, add_special_tokens=True, verbose=False)["input_ids"]
+        n = len(plain)
+        for i in range(len(full) - n + 1):
+            if full[i : i + n] == plain:
+                return list(full[:i]), list(full[i + n :])
+        return list(tok("", add_special_tokens=True, verbose=False)["input_ids"]), []
+
+    # ------------------------------------------------------------------ encoding
+
+    def __call__(
+        self,
+        text: str | Sequence[str],
+        *,
+        add_special_tokens: bool = True,
+        padding: bool | str = False,
+        truncation: bool | str | None = None,
+        max_length: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_tensors: str | None = None,
+        return_attention_mask: bool = True,
+        return_number_texts: bool = False,
+    ) -> BatchEncoding:
+        """Tokenize one text or a batch, numbers replaced by ``<NUM>`` and their values kept.
+
+        Args:
+            text: a ``str`` or a non-empty list/tuple of ``str``.
+            add_special_tokens: add the wrapped tokenizer's special tokens (e.g. bos) at the
+                sequence ends, as it would for the whole text.
+            padding: ``False``/``"do_not_pad"``, ``True``/``"longest"``, or ``"max_length"``.
+            truncation: truthy (``True``, ``"longest_first"``, ``"only_first"``) cuts each
+                sequence to ``max_length`` (default: the wrapped tokenizer's ``model_max_length``)
+                including its special tokens, on the wrapped tokenizer's ``truncation_side``.
+            max_length: the length for truncation and ``padding="max_length"``.
+            pad_to_multiple_of: round padded lengths up to a multiple of this.
+            padding_side: ``"left"``/``"right"``; default :attr:`padding_side`.
+            return_tensors: None (Python lists), ``"pt"`` (torch) or ``"np"`` (NumPy).
+            return_attention_mask: include ``attention_mask``.
+            return_number_texts: include ``number_texts``: the original spelling of each number
+                that made it into ``input_ids``, in order (a list per text; never a tensor). Pass
+                it to :meth:`decode` for an exact round trip; leave it off when the encoding goes
+                to a model as ``**kwargs``.
+
+        Returns:
+            A ``BatchEncoding`` with ``input_ids`` (int64 ``[batch, seq]`` for ``"pt"``),
+            ``numeric_values`` (float32, same shape, the value at each ``<NUM>``, 0.0 elsewhere and
+            at padding), ``attention_mask`` and optionally ``number_texts``. A single ``str`` with
+            ``return_tensors=None`` gives flat lists; with tensors a batch dimension of 1.
+
+        Raises:
+            ValueError: for text that is not a str or list of str, an unknown padding or
+                return_tensors option, padding without a pad token, ``padding="max_length"``
+                without ``max_length``, a ``max_length`` too small for the special tokens, ragged
+                sequences with tensors and no padding, or text containing the literal
+                ``num_token`` when the wrapped tokenizer knows it as a token.
+
+        Example:
+            >>> enc = ntok("The price rose from 4.50 to 5.00 dollars", return_number_texts=True)
+            >>> enc["number_texts"]  # doctest: +SKIP
+            ['4.50', '5.00']
+        """
+        single = isinstance(text, str)
+        if single:
+            texts = [text]
+        elif isinstance(text, (list, tuple)):
+            if not text:
+                raise ValueError("text must be a str or a non-empty list of str, got an empty list")
+            for i, t in enumerate(text):
+                if not isinstance(t, str):
+                    raise ValueError(f"text[{i}] must be a str, got {type(t).__name__}")
+            texts = list(text)
+        else:
+            raise ValueError(f"text must be a str or a list of str, got {type(text).__name__}")
+        if return_tensors not in (None, "pt", "np"):
+            raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {return_tensors!r}")
+        self._check_num_id()
+
+        # 1. split every text; tokenize all non-empty segments in one call of the wrapped tokenizer
+        split = [split_numbers(t) for t in texts]
+        flat = [seg for segments, _ in split for seg in segments if seg]
+        seg_ids = (
+            self.tokenizer(flat, add_special_tokens=False, verbose=False)["input_ids"]
+            if flat
+            else []
+        )
+        prefix, suffix = self._special_affixes() if add_special_tokens else ([], [])
+
+        # 2. assemble ids / values / number texts per text, truncate
+        do_truncate = bool(truncation) and truncation != "do_not_truncate"
+        if do_truncate and max_length is None:
+            model_max = getattr(self.tokenizer, "model_max_length", None)
+            max_length = model_max if model_max is not None and model_max < _NO_LIMIT else None
+        if max_length is not None and (isinstance(max_length, bool) or max_length < 1):
+            raise ValueError(f"max_length must be a positive int, got {max_length!r}")
+        k = self.num_token_id
+        features: list[dict[str, list]] = []
+        it = iter(seg_ids)
+        for (segments, numbers), source in zip(split, texts, strict=True):
+            ids: list[int] = []
+            values: list[float] = []
+            for j, seg in enumerate(segments):
+                if seg:
+                    piece = list(next(it))
+                    if k in piece:
+                        raise ValueError(
+                            f"text contains the literal num_token {self.num_token!r} (or text the "
+                            f"wrapped tokenizer maps to its id {k}): {source[:80]!r}; remove it "
+                            f"or choose another num_token"
+                        )
+                    ids.extend(piece)
+                    values.extend([0.0] * len(piece))
+                if j < len(numbers):
+                    ids.append(k)
+                    values.append(numbers[j].value)
+            spellings = [n.text for n in numbers]
+            if do_truncate and max_length is not None:
+                budget = max_length - len(prefix) - len(suffix)
+                if budget < 0:
+                    raise ValueError(
+                        f"max_length={max_length} is shorter than the {len(prefix) + len(suffix)} "
+                        f"special tokens the wrapped tokenizer adds"
+                    )
+                if len(ids) > budget:
+                    if getattr(self.tokenizer, "truncation_side", "right") == "left":
+                        cut = len(ids) - budget
+                        dropped = ids[:cut].count(k)
+                        ids, values = ids[cut:], values[cut:]
+                        spellings = spellings[dropped:]
+                    else:
+                        ids, values = ids[:budget], values[:budget]
+                        spellings = spellings[: ids.count(k)]
+            ids = prefix + ids + suffix
+            values = [0.0] * len(prefix) + values + [0.0] * len(suffix)
+            feature: dict[str, list] = {"input_ids": ids, "numeric_values": values}
+            if return_attention_mask:
+                feature["attention_mask"] = [1] * len(ids)
+            if return_number_texts:
+                feature["number_texts"] = spellings
+            features.append(feature)
+
+        # 3. pad and convert
+        if padding is False or padding == "do_not_pad" or padding is None:
+            if return_tensors is not None and len({len(f["input_ids"]) for f in features}) > 1:
+                raise ValueError(
+                    "sequences have different lengths: pass padding=True to return tensors"
+                )
+            if pad_to_multiple_of is not None:
+                padding = True
+        if padding is False or padding == "do_not_pad" or padding is None:
+            if return_tensors is None:
+                out = {key: [f[key] for f in features] for key in features[0]}
+                if single:
+                    out = {key: v[0] for key, v in out.items()}
+                return BatchEncoding(out)
+            padding = True  # equal lengths: padding is a no-op that builds the tensors
+        enc = self.pad(
+            features,
+            padding=padding,
+            max_length=max_length,
+            pad_to_multiple_of=pad_to_multiple_of,
+            padding_side=padding_side,
+            return_tensors=return_tensors,
+        )
+        if single and return_tensors is None:
+            enc = BatchEncoding({key: v[0] for key, v in enc.items()})
+        return enc
+
+    def pad(
+        self,
+        features: Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]],
+        *,
+        padding: bool | str = True,
+        max_length: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_tensors: str | None = "pt",
+        pad_values: Mapping[str, float | int] | None = None,
+    ) -> BatchEncoding:
+        """Pad already-tokenized examples to one length (a data collator for the HF Trainer).
+
+        Per-position fields are padded with: ``input_ids`` the pad id, ``attention_mask`` 0,
+        ``numeric_values`` 0.0, ``labels`` -100, ``target_values`` 0.0 (override or extend with
+        ``pad_values``). ``number_texts`` is passed through as a list. A missing
+        ``attention_mask`` is created.
+
+        Args:
+            features: a list of examples (dicts of per-position lists / 1-D tensors) or a dict of
+                lists of them.
+            padding: ``True``/``"longest"`` or ``"max_length"``.
+            max_length: the target length for ``"max_length"``.
+            pad_to_multiple_of: round the padded length up to a multiple of this.
+            padding_side: ``"left"``/``"right"``; default :attr:`padding_side`.
+            return_tensors: ``"pt"`` (default), ``"np"`` or None (lists).
+            pad_values: extra or overriding padding values per field name.
+
+        Returns:
+            A ``BatchEncoding`` of ``[batch, seq]`` fields (int64, or float32 for
+            ``numeric_values`` / ``target_values`` and any field padded with a float).
+
+        Raises:
+            ValueError: for an empty batch, fields of mismatched length within an example, an
+                unknown per-position field, no pad token, bad ``padding`` / ``padding_side`` /
+                ``return_tensors``, or ``"max_length"`` without ``max_length``.
+
+        Example:
+            >>> batch = ntok.pad([ntok("3 eggs"), ntok("12 eggs and 4 more")])  # doctest: +SKIP
+            >>> batch["numeric_values"].shape  # doctest: +SKIP
+            torch.Size([2, 6])
+        """
+        if isinstance(features, Mapping):
+            keys = list(features)
+            n = len(features[keys[0]]) if keys else 0
+            features = [{key: features[key][i] for key in keys} for i in range(n)]
+        if not isinstance(features, Sequence) or len(features) == 0:
+            raise ValueError("features must be a non-empty list of examples")
+        side = padding_side or self.padding_side
+        if side not in ("left", "right"):
+            raise ValueError(f"padding_side must be 'left' or 'right', got {side!r}")
+        if return_tensors not in (None, "pt", "np"):
+            raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {return_tensors!r}")
+        if padding is True or padding == "longest":
+            strategy = "longest"
+        elif padding == "max_length":
+            if max_length is None:
+                raise ValueError("padding='max_length' needs max_length")
+            strategy = "max_length"
+        else:
+            raise ValueError(f"padding must be True, 'longest' or 'max_length', got {padding!r}")
+        fill = {"input_ids": self.pad_token_id, **_DEFAULT_PAD_VALUES, **(pad_values or {})}
+
+        rows: list[dict[str, list]] = []
+        for b, feature in enumerate(features):
+            if "input_ids" not in feature:
+                raise ValueError(f"features[{b}] has no 'input_ids'")
+            ids = _to_int_list(feature["input_ids"], f"features[{b}]['input_ids']")
+            row: dict[str, list] = {}
+            for key, value in feature.items():
+                if key == "number_texts":
+                    row[key] = list(value)
+                    continue
+                if key not in fill:
+                    raise ValueError(
+                        f"features[{b}] has the field {key!r} with no padding value; "
+                        f"pass pad_values={{{key!r}: ...}}"
+                    )
+                if key in _FLOAT_FIELDS or isinstance(fill[key], float):
+                    seq = _to_float_list(value, f"features[{b}][{key!r}]")
+                else:
+                    seq = _to_int_list(value, f"features[{b}][{key!r}]")
+                if len(seq) != len(ids):
+                    raise ValueError(
+                        f"features[{b}][{key!r}] has length {len(seq)}, input_ids {len(ids)}"
+                    )
+                row[key] = seq
+            row.setdefault("attention_mask", [1] * len(ids))
+            rows.append(row)
+        keys = list(rows[0])
+        for b, row in enumerate(rows):
+            if list(row) != keys and set(row) != set(keys):
+                raise ValueError(f"features[{b}] has fields {sorted(row)}, features[0] {keys}")
+
+        longest = max(len(r["input_ids"]) for r in rows)
+        target = longest if strategy == "longest" else max(max_length, longest)
+        if pad_to_multiple_of:
+            target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
+        if target > min(len(r["input_ids"]) for r in rows) and fill["input_ids"] is None:
+            raise ValueError(
+                "padding needs a pad token but the wrapped tokenizer has none; set e.g. "
+                "tokenizer.pad_token = tokenizer.eos_token"
+            )
+        out: dict[str, Any] = {key: [] for key in keys}
+        for row in rows:
+            gap = target - len(row["input_ids"])
+            for key in keys:
+                if key == "number_texts":
+                    out[key].append(row[key])
+                    continue
+                pad = [fill[key]] * gap
+                out[key].append(pad + row[key] if side == "left" else row[key] + pad)
+        if return_tensors is not None:
+            for key in keys:
+                if key == "number_texts":
+                    continue
+                is_float = key in _FLOAT_FIELDS or isinstance(fill[key], float)
+                if return_tensors == "pt":
+                    dtype = torch.float32 if is_float else torch.long
+                    out[key] = torch.tensor(out[key], dtype=dtype)
+                else:
+                    import numpy as np
+
+                    out[key] = np.asarray(out[key], dtype=np.float32 if is_float else np.int64)
+        return BatchEncoding(out)
+
+    # ------------------------------------------------------------------ decoding
+
+    def decode(
+        self,
+        input_ids: Any,
+        numeric_values: Any = None,
+        *,
+        number_texts: Sequence[str | None] | None = None,
+        attention_mask: Any = None,
+        skip_special_tokens: bool = False,
+        **kwargs: Any,
+    ) -> str:
+        """Decode one sequence, writing each ``<NUM>`` back as a number.
+
+        Each ``<NUM>`` position becomes, in order of preference: its entry of ``number_texts``
+        (when given and not None), :func:`~cauchylin_hf.numbers.format_number` of its value in
+        ``numeric_values``, or — with neither — the ``num_token`` string (dropped when
+        ``skip_special_tokens``). The other ids are decoded with the wrapped tokenizer, run by run
+        between ``<NUM>`` positions, with ``clean_up_tokenization_spaces=False`` unless given.
+
+        Args:
+            input_ids: ``[seq]`` ids (list, 1-D tensor or array).
+            numeric_values: ``[seq]`` values aligned with ``input_ids``, or None.
+            number_texts: one entry per ``<NUM>`` position (after ``attention_mask`` is applied),
+                a spelling or None (use the value).
+            attention_mask: ``[seq]``; positions with 0 (padding) are dropped first.
+            skip_special_tokens: drop the wrapped tokenizer's special tokens (bos, eos, pad).
+            **kwargs: passed to the wrapped tokenizer's ``decode``.
+
+        Returns:
+            The text.
+
+        Raises:
+            ValueError: for non-integer or non-1-D ``input_ids`` (use :meth:`batch_decode` for a
+                batch), ``numeric_values`` / ``attention_mask`` of another length, a
+                ``number_texts`` whose length differs from the number of ``<NUM>`` positions, or a
+                nan/inf value at a ``<NUM>`` position that has no spelling.
+
+        Example:
+            >>> ntok.decode([ntok.num_token_id, 17], [4.5, 0.0])  # doctest: +SKIP
+            '4.5 eggs'
+        """
+        ids = _to_int_list(input_ids, "input_ids")
+        values = None
+        if numeric_values is not None:
+            values = _to_float_list(numeric_values, "numeric_values")
+            if len(values) != len(ids):
+                raise ValueError(
+                    f"numeric_values has length {len(values)} but input_ids has {len(ids)}"
+                )
+        if attention_mask is not None:
+            mask = _to_int_list(attention_mask, "attention_mask")
+            if len(mask) != len(ids):
+                raise ValueError(
+                    f"attention_mask has length {len(mask)} but input_ids has {len(ids)}"
+                )
+            keep = [i for i, m in enumerate(mask) if m]
+            ids = [ids[i] for i in keep]
+            if values is not None:
+                values = [values[i] for i in keep]
+        k = self.num_token_id
+        positions = [i for i, t in enumerate(ids) if t == k]
+        if number_texts is not None:
+            if isinstance(number_texts, str) or not isinstance(number_texts, Sequence):
+                raise ValueError(
+                    f"number_texts must be a list of str or None, got {type(number_texts).__name__}"
+                )
+            if len(number_texts) != len(positions):
+                raise ValueError(
+                    f"number_texts has {len(number_texts)} entries but input_ids has "
+                    f"{len(positions)} <NUM> positions"
+                )
+        pieces: list[str | None] = []  # None: a placeholder for the next decoded segment
+        segments: list[list[int]] = []
+        start = 0
+        for n, pos in enumerate([*positions, len(ids)]):
+            if pos > start:
+                segments.append(ids[start:pos])
+                pieces.append(None)
+            if pos == len(ids):
+                break
+            spelling = number_texts[n] if number_texts is not None else None
+            if spelling is not None:
+                if not isinstance(spelling, str):
+                    raise ValueError(
+                        f"number_texts[{n}] must be a str or None, got {type(spelling).__name__}"
+                    )
+                pieces.append(spelling)
+            elif values is not None:
+                v = values[pos]
+                if not math.isfinite(v):
+                    raise ValueError(
+                        f"numeric_values holds {v} at the <NUM> position {pos}; a number must be "
+                        f"finite to be written into text"
+                    )
+                pieces.append(format_number(v))
+            elif number_texts is not None:
+                raise ValueError(
+                    f"number_texts[{n}] is None and no numeric_values were given to format it"
+                )
+            else:
+                pieces.append("" if skip_special_tokens else self.num_token)
+            start = pos + 1
+        kwargs.setdefault("clean_up_tokenization_spaces", False)
+        decoded = (
+            self.tokenizer.batch_decode(segments, skip_special_tokens=skip_special_tokens, **kwargs)
+            if segments
+            else []
+        )
+        it = iter(decoded)
+        return "".join(next(it) if p is None else p for p in pieces)
+
+    def batch_decode(
+        self,
+        sequences: Any,
+        numeric_values: Any = None,
+        *,
+        number_texts: Sequence[Sequence[str | None] | None] | None = None,
+        attention_mask: Any = None,
+        skip_special_tokens: bool = False,
+        **kwargs: Any,
+    ) -> list[str]:
+        """Decode a batch; each row as in :meth:`decode`.
+
+        Args:
+            sequences: ``[batch, seq]`` ids (2-D tensor / array, or a list of id lists).
+            numeric_values: ``[batch, seq]`` values, or None.
+            number_texts: one list (or None) per row, as ``decode``'s ``number_texts``.
+            attention_mask: ``[batch, seq]``, or None.
+            skip_special_tokens: drop the wrapped tokenizer's special tokens.
+            **kwargs: passed to the wrapped tokenizer's ``decode``.
+
+        Returns:
+            One text per row.
+
+        Raises:
+            ValueError: when a batch argument has another number of rows than ``sequences``, or
+                for any error of :meth:`decode` in a row.
+
+        Example:
+            >>> enc = ntok(["3 eggs", "-4.5 C"], padding=True, return_tensors="pt")  # doctest: +SKIP
+            >>> ntok.batch_decode(enc["input_ids"], enc["numeric_values"],
+            ...                   attention_mask=enc["attention_mask"])
+            ['3 eggs', '-4.5 C']
+        """
+        rows = _rows(sequences, "sequences")
+        others = {}
+        for name, arg in (
+            ("numeric_values", numeric_values),
+            ("number_texts", number_texts),
+            ("attention_mask", attention_mask),
+        ):
+            if arg is None:
+                others[name] = [None] * len(rows)
+                continue
+            arg_rows = _rows(arg, name) if name != "number_texts" else list(arg)
+            if len(arg_rows) != len(rows):
+                raise ValueError(f"{name} has {len(arg_rows)} rows but sequences has {len(rows)}")
+            others[name] = arg_rows
+        return [
+            self.decode(
+                row,
+                others["numeric_values"][b],
+                number_texts=others["number_texts"][b],
+                attention_mask=others["attention_mask"][b],
+                skip_special_tokens=skip_special_tokens,
+                **kwargs,
+            )
+            for b, row in enumerate(rows)
+        ]
+
+    # ------------------------------------------------------------------ save / load
+
+    def save_pretrained(self, save_directory: str | os.PathLike) -> tuple[str, ...]:
+        """Save the wrapped tokenizer and the wrapper's settings to a folder.
+
+        Args:
+            save_directory: the folder (created if missing).
+
+        Returns:
+            The paths of the written files.
+
+        Raises:
+            ValueError: when ``save_directory`` is an existing file.
+
+        Example:
+            >>> ntok.save_pretrained("out/tokenizer")  # doctest: +SKIP
+        """
+        if os.path.isfile(save_directory):
+            raise ValueError(f"save_directory must be a folder, got the file {save_directory!r}")
+        os.makedirs(save_directory, exist_ok=True)
+        files = tuple(str(p) for p in self.tokenizer.save_pretrained(save_directory))
+        path = os.path.join(save_directory, NUMERIC_TOKENIZER_CONFIG)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(
+                {
+                    "num_token": self.num_token,
+                    "num_token_id": self.num_token_id,
+                    "padding_side": self._padding_side,
+                },
+                f,
+                indent=2,
+            )
+        return (*files, path)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | os.PathLike,
+        **kwargs: Any,
+    ) -> NumericTokenizer:
+        """Load a wrapper saved with :meth:`save_pretrained` (or wrap any local tokenizer folder).
+
+        Args:
+            path: a local folder with a tokenizer (and optionally the wrapper's settings file).
+            **kwargs: passed to ``AutoTokenizer.from_pretrained``.
+
+        Returns:
+            The ``NumericTokenizer``; without a settings file, the default ``<NUM>`` policy.
+
+        Raises:
+            ValueError: when ``path`` is not an existing folder.
+
+        Example:
+            >>> ntok = NumericTokenizer.from_pretrained("out/tokenizer")  # doctest: +SKIP
+        """
+        if not os.path.isdir(path):
+            raise ValueError(f"path must be an existing tokenizer folder, got {str(path)!r}")
+        tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
+        settings: dict[str, Any] = {}
+        config = os.path.join(path, NUMERIC_TOKENIZER_CONFIG)
+        if os.path.isfile(config):
+            with open(config, encoding="utf-8") as f:
+                settings = json.load(f)
+        return cls(
+            tokenizer,
+            num_token=settings.get("num_token", "<NUM>"),
+            num_token_id=settings.get("num_token_id"),
+            padding_side=settings.get("padding_side"),
+        )
