@@ -81,7 +81,7 @@ def _conversion(r: random.Random) -> str:
         k = r.randint(1, 40) / 2
         return f"{format_number(k)} km is {format_number(k * 1000)} m."
     if kind == 1:
-        h = r.randint(1, 24)
+        h = r.randint(2, 24)
         return f"{h} hours is {h * 60} minutes."
     if kind == 2:
         kg = r.randint(1, 40) / 4
