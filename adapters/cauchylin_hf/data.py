@@ -56,7 +56,7 @@ def _as_1d(value: Any, dtype: torch.dtype, where: str) -> torch.Tensor:
             ) from exc
     if t.dim() != 1:
         raise ValueError(f"{where} must be 1-D, got shape {tuple(t.shape)}")
-    if dtype != torch.float32 and (t.is_floating_point() or t.is_complex()):
+    if t.numel() and dtype != torch.float32 and (t.is_floating_point() or t.is_complex()):
         raise ValueError(f"{where} must hold integers, got dtype {t.dtype}")
     return t.to(dtype)
 

@@ -1,0 +1,622 @@
+"""Train the causal language model with the Hugging Face ``Trainer``.
+
+The plain ``transformers.Trainer`` does the work; this module supplies what it needs:
+
+* :func:`make_training_arguments`: ``TrainingArguments`` with the settings the model needs
+  (``remove_unused_columns=False`` so ``numeric_values`` / ``target_values`` reach ``forward``,
+  ``label_names=["labels"]``, no reporting integrations, CPU + gloo when there is no GPU).
+* :class:`LossPartsCallback`: records both loss parts (``cls_loss``, ``reg_loss``) per logging
+  step, averaged over the micro-batches of the step and over data-parallel ranks exactly as the
+  Trainer averages ``loss``, and adds them to the Trainer's logs (progress bar, ``log_history``).
+* :func:`make_trainer`: a ``Trainer`` with the :class:`~cauchylin_hf.data.NumericDataCollator` and
+  the callback.
+* :func:`evaluate_model`: the held-out metrics of seed 000 §5 through
+  :func:`cauchylin.metrics.compute_metrics`, plus the mean loss parts.
+* :func:`train`: texts in, trained model, loss history and metrics out (the CLI and the demo call
+  it). Under ``torchrun`` / ``accelerate launch`` it trains data-parallel without changes.
+
+The loss the Trainer optimises is the model's ``loss`` (``cls_loss + lambda * reg_loss``), a mean
+over counted positions of each micro-batch. Under data parallelism every rank computes that mean on
+its own shard and the gradients are averaged over ranks, as for any HF causal LM.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer_callback import TrainerControl, TrainerState
+
+from .data import NumericDataCollator, NumericDataset
+from .tokenizer import NumericTokenizer
+
+__all__ = [
+    "LossPartsCallback",
+    "TrainResult",
+    "evaluate_model",
+    "make_trainer",
+    "make_training_arguments",
+    "train",
+]
+
+LOSS_PARTS = ("cls_loss", "reg_loss")
+"""The loss parts of the model's output that :class:`LossPartsCallback` records."""
+
+
+# --------------------------------------------------------------------------------------------
+# Training arguments
+
+
+def make_training_arguments(
+    output_dir: str | os.PathLike[str] = "cauchylin_output", **overrides: Any
+) -> TrainingArguments:
+    """``TrainingArguments`` with the defaults the causal language model needs.
+
+    Defaults (each can be overridden by keyword): ``remove_unused_columns=False`` (the
+    ``numeric_values`` and ``target_values`` columns must reach ``forward``),
+    ``label_names=["labels"]``, ``report_to="none"``, ``save_strategy="no"``,
+    ``logging_steps=10``, ``per_device_train_batch_size=16``, ``learning_rate=1e-3`` (the heads
+    train from an exact initialisation; lower it for LoRA or a full fine-tune),
+    ``warmup_steps=0``, ``dataloader_num_workers=0``, ``use_cpu=True`` when no CUDA device is
+    visible, and ``ddp_backend="gloo"`` on CPU under a distributed launcher (``WORLD_SIZE`` > 1).
+
+    Args:
+        output_dir: where the Trainer writes checkpoints and logs.
+        **overrides: any ``TrainingArguments`` field.
+
+    Returns:
+        The arguments.
+
+    Raises:
+        ValueError: when ``remove_unused_columns=True`` is asked for (it would drop
+            ``numeric_values`` from some datasets), or when ``TrainingArguments`` rejects a value.
+
+    Example:
+        >>> args = make_training_arguments("out", max_steps=10, logging_steps=1)
+        >>> args.remove_unused_columns, args.label_names
+        (False, ['labels'])
+    """
+    if overrides.get("remove_unused_columns"):
+        raise ValueError(
+            "remove_unused_columns=True would drop the numeric_values / target_values columns; "
+            "leave it False"
+        )
+    use_cpu = overrides.get("use_cpu", not torch.cuda.is_available())
+    defaults: dict[str, Any] = {
+        "remove_unused_columns": False,
+        "label_names": ["labels"],
+        "report_to": "none",
+        "save_strategy": "no",
+        "logging_steps": 10,
+        "per_device_train_batch_size": 16,
+        "per_device_eval_batch_size": 16,
+        "learning_rate": 1e-3,
+        "warmup_steps": 0,
+        "dataloader_num_workers": 0,
+        "use_cpu": use_cpu,
+    }
+    if use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        # torchrun / accelerate launch on CPU: gloo (in one process a backend would make
+        # accelerate expect a process group).
+        defaults["ddp_backend"] = "gloo"
+    return TrainingArguments(output_dir=str(output_dir), **{**defaults, **overrides})
+
+
+# --------------------------------------------------------------------------------------------
+# Loss parts
+
+
+class _Accumulator:
+    """Sums of the loss parts over micro-batches since the last reset."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.sums = [0.0] * len(LOSS_PARTS)
+        self.count = 0
+
+    def add(self, values: Sequence[float]) -> None:
+        for i, v in enumerate(values):
+            self.sums[i] += v
+        self.count += 1
+
+    def mean(self, device: torch.device | str = "cpu") -> dict[str, float] | None:
+        """The mean of each part, over the micro-batches of all data-parallel ranks."""
+        t = torch.tensor([*self.sums, float(self.count)], dtype=torch.float64)
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            if torch.distributed.get_world_size() > 1:
+                # NCCL needs the tensor on the device; gloo takes CPU tensors.
+                dev = torch.device(device)
+                t = t.to(dev if dev.type != "cpu" else "cpu")
+                torch.distributed.all_reduce(t)
+                t = t.cpu()
+        self.reset()
+        if t[-1] <= 0:
+            return None
+        return {name: float(t[i] / t[-1]) for i, name in enumerate(LOSS_PARTS)}
+
+
+class LossPartsCallback(TrainerCallback):
+    """Record both loss parts of every logging step (and of every evaluation).
+
+    A forward hook on the model reads ``cls_loss`` and ``reg_loss`` of each forward pass that
+    computed a loss; at each logging step the callback averages them over the micro-batches since
+    the previous log and over data-parallel ranks (the same averaging the Trainer applies to
+    ``loss``), adds them to the logs (so they appear in the progress bar and in
+    ``trainer.state.log_history``) and appends a row to :attr:`history`. Forward passes in eval
+    mode go to the evaluation log instead, as ``eval_cls_loss`` / ``eval_reg_loss`` next to
+    ``eval_loss``, and a row of :attr:`eval_history`.
+
+    Works with the plain ``Trainer`` (and its subclasses): pass it in ``callbacks``; the hook is
+    attached when the Trainer is built or when training starts. :func:`make_trainer` adds one.
+
+    Attributes:
+        history: one dict per training log: ``step``, ``epoch``, ``loss`` (the Trainer's),
+            ``cls_loss``, ``reg_loss``, ``learning_rate`` and ``grad_norm`` when logged.
+        eval_history: one dict per evaluation: ``step``, ``eval_loss``, ``eval_cls_loss``,
+            ``eval_reg_loss``.
+
+    Example:
+        >>> cb = LossPartsCallback()
+        >>> trainer = Trainer(model, args, callbacks=[cb], ...)  # doctest: +SKIP
+        >>> trainer.train()  # doctest: +SKIP
+        >>> [round(r["cls_loss"], 3) for r in cb.history]  # doctest: +SKIP
+    """
+
+    def __init__(self) -> None:
+        self.history: list[dict[str, float]] = []
+        self.eval_history: list[dict[str, float]] = []
+        self._train = _Accumulator()
+        self._eval = _Accumulator()
+        self._handle: torch.utils.hooks.RemovableHandle | None = None
+        self._model: nn.Module | None = None
+
+    # -- hook
+    def attach(self, model: nn.Module) -> None:
+        """Hook ``model`` (the module whose output has ``cls_loss`` / ``reg_loss``).
+
+        Args:
+            model: the model the Trainer trains (a PEFT wrapper around it is fine).
+        """
+        if self._model is model and self._handle is not None:
+            return
+        self.detach()
+        self._model = model
+        self._handle = model.register_forward_hook(self._record)
+
+    def detach(self) -> None:
+        """Remove the forward hook."""
+        if self._handle is not None:
+            self._handle.remove()
+        self._handle = None
+        self._model = None
+
+    def _record(self, module: nn.Module, args: Any, output: Any) -> None:
+        parts = [getattr(output, name, None) for name in LOSS_PARTS]
+        if any(p is None for p in parts):
+            return
+        values = [float(p.detach().float().mean()) for p in parts]
+        (self._train if module.training else self._eval).add(values)
+
+    # -- events
+    def on_init_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        """Attach the hook to the Trainer's model."""
+        if kwargs.get("model") is not None:
+            self.attach(kwargs["model"])
+
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        """Attach the hook (if not yet) and start from empty sums."""
+        if kwargs.get("model") is not None:
+            self.attach(kwargs["model"])
+        self._train.reset()
+        self._eval.reset()
+
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        """Forget eval-mode forward passes made outside an evaluation (e.g. by other callbacks)."""
+        self._eval.reset()
+
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, float] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Add the averaged loss parts to a training or evaluation log and record them."""
+        if logs is None:
+            return
+        entry = state.log_history[-1] if state.log_history else {}
+        if "loss" in logs:
+            parts = self._train.mean(args.device)
+            if parts is not None:
+                logs.update(parts)
+                entry.update(parts)
+                row = {"step": float(state.global_step), "loss": float(logs["loss"]), **parts}
+                for key in ("epoch", "learning_rate", "grad_norm"):
+                    if logs.get(key) is not None:
+                        row[key] = float(logs[key])
+                self.history.append(row)
+        if "eval_loss" in logs:
+            parts = self._eval.mean(args.device)
+            if parts is not None:
+                named = {f"eval_{k}": v for k, v in parts.items()}
+                logs.update(named)
+                entry.update(named)
+                self.eval_history.append(
+                    {
+                        "step": float(state.global_step),
+                        "eval_loss": float(logs["eval_loss"]),
+                        **named,
+                    }
+                )
+
+
+def _loss_parts_callback(trainer: Trainer) -> LossPartsCallback | None:
+    for cb in trainer.callback_handler.callbacks:
+        if isinstance(cb, LossPartsCallback):
+            return cb
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Trainer
+
+
+def _as_dataset(
+    data: Dataset | Iterable[str] | None,
+    tokenizer: NumericTokenizer,
+    name: str,
+    max_length: int | None,
+) -> Dataset | None:
+    """A dataset from texts (encoded) or a dataset (checked non-empty)."""
+    if data is None:
+        return None
+    if isinstance(data, Dataset):
+        try:
+            n = len(data)  # type: ignore[arg-type]
+        except TypeError:
+            return data  # an IterableDataset: its length is unknown
+        if n == 0:
+            raise ValueError(f"{name} is empty: the dataset needs at least one example")
+        return data
+    return NumericDataset.from_texts(data, tokenizer, max_length=max_length, name=name)
+
+
+def make_trainer(
+    model: nn.Module,
+    tokenizer: NumericTokenizer | None,
+    train_dataset: Dataset | None = None,
+    eval_dataset: Dataset | None = None,
+    *,
+    args: TrainingArguments | None = None,
+    data_collator: Callable[[list[Mapping[str, Any]]], dict[str, torch.Tensor]] | None = None,
+    callbacks: Sequence[TrainerCallback] = (),
+    **arg_overrides: Any,
+) -> Trainer:
+    """A plain ``transformers.Trainer`` set up for the causal language model.
+
+    The Trainer gets a :class:`~cauchylin_hf.data.NumericDataCollator` (right padding), a
+    :class:`LossPartsCallback` and arguments from :func:`make_training_arguments`. The model's loss
+    is taken as a per-micro-batch mean: when the model does not declare ``accepts_loss_kwargs``
+    the Trainer is told it does not normalise by ``num_items_in_batch`` (otherwise a ``forward``
+    with ``**kwargs`` would make the Trainer skip the division by the gradient accumulation steps
+    and multiply the loss by the number of data-parallel ranks).
+
+    Args:
+        model: a ``CauchyLMForCausalLM`` (or a PEFT model wrapping one).
+        tokenizer: the numeric tokenizer (pad id and side for the collator), or None with an
+            explicit ``data_collator``.
+        train_dataset: encoded training examples, e.g. a :class:`~cauchylin_hf.data.NumericDataset`.
+        eval_dataset: encoded evaluation examples (for ``eval_strategy="steps"``).
+        args: ``TrainingArguments``; default ``make_training_arguments(**arg_overrides)``.
+        data_collator: the collator; default ``NumericDataCollator(tokenizer, padding_side="right")``.
+        callbacks: more callbacks.
+        **arg_overrides: ``TrainingArguments`` fields (only without ``args``).
+
+    Returns:
+        The Trainer. Its :class:`LossPartsCallback` is ``trainer.loss_parts``.
+
+    Raises:
+        ValueError: for an empty dataset, both ``args`` and overrides, or no tokenizer and no
+            collator.
+
+    Example:
+        >>> trainer = make_trainer(model, ntok, NumericDataset.from_texts(texts, ntok),
+        ...                        output_dir="out", max_steps=20)  # doctest: +SKIP
+        >>> trainer.train()  # doctest: +SKIP
+        >>> trainer.loss_parts.history[-1]["reg_loss"]  # doctest: +SKIP
+    """
+    if args is not None and arg_overrides:
+        raise ValueError(
+            f"pass either args or TrainingArguments overrides, not both: {sorted(arg_overrides)}"
+        )
+    if args is None:
+        args = make_training_arguments(**arg_overrides)
+    for name, ds in (("train_dataset", train_dataset), ("eval_dataset", eval_dataset)):
+        if ds is not None and hasattr(ds, "__len__") and len(ds) == 0:  # type: ignore[arg-type]
+            raise ValueError(f"{name} is empty: the dataset needs at least one example")
+    if data_collator is None:
+        if tokenizer is None:
+            raise ValueError("make_trainer needs a tokenizer or an explicit data_collator")
+        data_collator = NumericDataCollator(tokenizer, padding_side="right")
+    callback = LossPartsCallback()
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        data_collator=data_collator,
+        callbacks=[callback, *callbacks],
+    )
+    callback.attach(trainer.model)
+    _declare_mean_loss(trainer)
+    trainer.loss_parts = callback  # type: ignore[attr-defined]
+    return trainer
+
+
+def _declare_mean_loss(trainer: Trainer) -> None:
+    """Tell the Trainer the model's loss is a per-micro-batch mean (unless the model says more)."""
+    inner = trainer.model
+    base = getattr(inner, "get_base_model", None)
+    if callable(base):  # PEFT
+        inner = base()
+    if not hasattr(inner, "accepts_loss_kwargs"):
+        trainer.model_accepts_loss_kwargs = False
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation
+
+
+@torch.no_grad()
+def evaluate_model(
+    model: nn.Module,
+    tokenizer: NumericTokenizer,
+    data: Dataset | Iterable[str],
+    *,
+    batch_size: int = 16,
+    max_length: int | None = None,
+    progress: bool = False,
+) -> dict[str, float]:
+    """Metrics of the model on held-out data (seed 000 §5) and its mean loss parts.
+
+    Runs the model in eval mode (standard mode, no gradients) over ``data`` in batches and passes
+    every batch's distribution parameters to :func:`cauchylin.metrics.compute_metrics`; the loss
+    parts are averaged over batches weighted by their counted positions (``cls_loss``) and
+    ``<NUM>`` targets (``reg_loss``).
+
+    Args:
+        model: the causal language model.
+        tokenizer: the numeric tokenizer (pad id).
+        data: texts or an encoded dataset.
+        batch_size: examples per forward pass.
+        max_length: cut texts to this many tokens (texts only).
+        progress: show a tqdm bar.
+
+    Returns:
+        A dict of floats: the metrics of ``compute_metrics`` and ``loss``, ``cls_loss``,
+        ``reg_loss``.
+
+    Raises:
+        ValueError: for empty data or a bad batch size.
+
+    Example:
+        >>> metrics = evaluate_model(model, ntok, heldout_texts)  # doctest: +SKIP
+        >>> metrics["num_f1"], metrics["reg_median_ae"]  # doctest: +SKIP
+    """
+    from cauchylin.metrics import compute_metrics
+
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    dataset = _as_dataset(data, tokenizer, "data", max_length)
+    collate = NumericDataCollator(tokenizer, padding_side="right")
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=batch_size, shuffle=False, collate_fn=collate
+    )
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    outputs: list[Any] = []
+    try:
+        iterator: Iterable[dict[str, torch.Tensor]] = loader
+        if progress:
+            from tqdm.auto import tqdm
+
+            iterator = tqdm(loader, desc="evaluate", leave=False)
+        for batch in iterator:
+            batch = {k: v.to(device) for k, v in batch.items()}
+            out = model(**batch)
+            outputs.append((batch, out))
+        metrics = dict(_metrics(compute_metrics, outputs, tokenizer))
+    finally:
+        model.train(was_training)
+    return metrics
+
+
+def _metrics(
+    compute_metrics: Callable[..., Any], outputs: list[Any], tokenizer: NumericTokenizer
+) -> dict[str, float]:
+    raise NotImplementedError
+
+
+# --------------------------------------------------------------------------------------------
+# train()
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns.
+
+    Attributes:
+        model: the trained model (the same object that was passed in).
+        trainer: the ``Trainer`` that trained it.
+        history: one dict per logging step: ``step``, ``loss``, ``cls_loss``, ``reg_loss``,
+            ``learning_rate``, ``grad_norm``, ``epoch`` (see :class:`LossPartsCallback`).
+        eval_history: one dict per evaluation during training (``eval_strategy="steps"``).
+        metrics: held-out metrics after training (:func:`evaluate_model`), or None without
+            evaluation texts.
+        initial_metrics: held-out metrics before training (``eval_before=True``), else None.
+        output_dir: where the model and tokenizer were saved, or None (``save=False``).
+        train_runtime: wall-clock seconds of ``trainer.train()``.
+        global_step: optimizer steps taken.
+    """
+
+    model: nn.Module
+    trainer: Trainer
+    history: list[dict[str, float]] = field(default_factory=list)
+    eval_history: list[dict[str, float]] = field(default_factory=list)
+    metrics: dict[str, float] | None = None
+    initial_metrics: dict[str, float] | None = None
+    output_dir: Path | None = None
+    train_runtime: float = 0.0
+    global_step: int = 0
+
+    def series(self, key: str) -> list[float]:
+        """The values of ``key`` over :attr:`history` (e.g. ``"reg_loss"``), in step order."""
+        return [row[key] for row in self.history if key in row]
+
+
+def train(
+    model: nn.Module,
+    tokenizer: NumericTokenizer,
+    train_texts: Dataset | Iterable[str],
+    eval_texts: Dataset | Iterable[str] | None = None,
+    output_dir: str | os.PathLike[str] = "cauchylin_output",
+    *,
+    max_steps: int = -1,
+    num_train_epochs: float = 1.0,
+    batch_size: int = 16,
+    learning_rate: float = 1e-3,
+    logging_steps: int = 10,
+    eval_steps: int | None = None,
+    max_length: int | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    save: bool = True,
+    evaluate: bool = True,
+    eval_before: bool = False,
+    callbacks: Sequence[TrainerCallback] = (),
+    **training_args: Any,
+) -> TrainResult:
+    """Train the causal language model on texts with the HF ``Trainer``.
+
+    Encodes the texts (:class:`~cauchylin_hf.data.NumericDataset`), trains with
+    :func:`make_trainer` (the Trainer's tqdm progress bar unless ``progress=False``), records both
+    loss parts per logging step, evaluates on ``eval_texts`` with :func:`evaluate_model` and saves
+    the model and the tokenizer to ``output_dir``. Launched with ``torchrun --nproc_per_node N``
+    (or ``accelerate launch``) the same call trains data-parallel: ``batch_size`` is per process;
+    only the main process saves.
+
+    Args:
+        model: a ``CauchyLMForCausalLM`` (its trainable parameters train: by default the new
+            heads, the backbone frozen), or a PEFT model wrapping one.
+        tokenizer: the ``NumericTokenizer`` the model was built with.
+        train_texts: training texts or an encoded dataset.
+        eval_texts: held-out texts or dataset, or None.
+        output_dir: where checkpoints, the final model and the tokenizer go.
+        max_steps: optimizer steps; -1 trains ``num_train_epochs`` epochs.
+        num_train_epochs: epochs when ``max_steps`` is -1.
+        batch_size: examples per device per step.
+        learning_rate: peak learning rate (AdamW, linear decay).
+        logging_steps: log the loss and its parts every this many steps.
+        eval_steps: also evaluate the loss (and its parts) on ``eval_texts`` every this many
+            steps during training; None evaluates only at the end.
+        max_length: cut texts to this many tokens.
+        seed: seed of initialisation-free randomness (data order, dropout).
+        progress: show progress bars.
+        save: save the model and the tokenizer to ``output_dir`` at the end.
+        evaluate: compute held-out metrics at the end (needs ``eval_texts``).
+        eval_before: also compute them before training (the untrained baseline).
+        callbacks: more Trainer callbacks.
+        **training_args: any other ``TrainingArguments`` field (e.g.
+            ``gradient_accumulation_steps``, ``lr_scheduler_type``, ``weight_decay``).
+
+    Returns:
+        A :class:`TrainResult`.
+
+    Raises:
+        ValueError: for empty training or evaluation data (named), a text with no tokens, or bad
+            options.
+
+    Example:
+        >>> result = train(model, ntok, splits.train, splits.heldout, "out", max_steps=200)  # doctest: +SKIP
+        >>> result.series("reg_loss")[-1] < result.series("reg_loss")[0]  # doctest: +SKIP
+        True
+    """
+    for name, value in (("batch_size", batch_size), ("logging_steps", logging_steps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if not isinstance(tokenizer, NumericTokenizer):
+        raise ValueError(
+            f"tokenizer must be a cauchylin_hf.tokenizer.NumericTokenizer, got "
+            f"{type(tokenizer).__name__}"
+        )
+    if not (isinstance(learning_rate, (int, float)) and math.isfinite(learning_rate)):
+        raise ValueError(f"learning_rate must be a finite number, got {learning_rate!r}")
+    train_ds = _as_dataset(train_texts, tokenizer, "train_texts", max_length)
+    if train_ds is None:
+        raise ValueError("train_texts is None: pass the training texts")
+    eval_ds = _as_dataset(eval_texts, tokenizer, "eval_texts", max_length)
+    if eval_steps is not None:
+        if eval_ds is None:
+            raise ValueError("eval_steps needs eval_texts")
+        training_args.setdefault("eval_strategy", "steps")
+        training_args.setdefault("eval_steps", eval_steps)
+    args = make_training_arguments(
+        output_dir,
+        max_steps=max_steps,
+        num_train_epochs=num_train_epochs,
+        per_device_train_batch_size=batch_size,
+        per_device_eval_batch_size=training_args.pop("per_device_eval_batch_size", batch_size),
+        learning_rate=float(learning_rate),
+        logging_steps=logging_steps,
+        seed=seed,
+        disable_tqdm=not progress,
+        **training_args,
+    )
+    trainer = make_trainer(
+        model,
+        tokenizer,
+        train_ds,
+        eval_ds if eval_steps is not None else None,
+        args=args,
+        callbacks=callbacks,
+    )
+    result = TrainResult(model=model, trainer=trainer)
+    if eval_before and evaluate and eval_ds is not None:
+        result.initial_metrics = evaluate_model(
+            model, tokenizer, eval_ds, batch_size=args.per_device_eval_batch_size
+        )
+    start = time.perf_counter()
+    out = trainer.train()
+    result.train_runtime = time.perf_counter() - start
+    result.global_step = int(out.global_step)
+    result.history = list(trainer.loss_parts.history)  # type: ignore[attr-defined]
+    result.eval_history = list(trainer.loss_parts.eval_history)  # type: ignore[attr-defined]
+    if evaluate and eval_ds is not None:
+        result.metrics = evaluate_model(
+            model, tokenizer, eval_ds, batch_size=args.per_device_eval_batch_size
+        )
+    if save:
+        trainer.save_model(str(output_dir))
+        if trainer.is_world_process_zero():
+            tokenizer.save_pretrained(str(output_dir))
+        result.output_dir = Path(output_dir)
+    return result
