@@ -954,11 +954,18 @@ class Action(nn.Module):
 
         Raises:
             ValueError: unknown mode (listing :data:`MODES`), bad temperature, ``U`` of the wrong
-                size, or a shared mode whose draw is missing, of the wrong shape or out of range.
+                size, or a shared mode whose draw is missing, of the wrong shape or out of range
+                (checked at every temperature, ``T = 0`` included).
         """
         run = effective_mode(mode, temperature)
         t = _check_temperature(temperature)
         U = self._check_input(U)
+        # The shared modes always check their draw, also at T = 0 where it is not used, so that a
+        # generation loop fails on its first step whatever the temperature.
+        if mode == "shared_individual":
+            eps_seed = self._check_draw("eps_seed", eps_seed, U)
+        elif mode == "shared_noise":
+            eps_noise = self._check_draw("eps_noise", eps_noise, U)
         if run == "causal":
             return U
         if run in ("standard", "compatible"):
@@ -970,8 +977,8 @@ class Action(nn.Module):
             eps = draw_eps_noise(U.shape, generator=generator, device=U.device, dtype=U.dtype)
             return U + (t * noise) * eps
         if run == "shared_noise":
-            eps = self._check_draw("eps_noise", eps_noise, U)
-            return U + (t * noise) * eps.to(U.dtype)
+            assert eps_noise is not None
+            return U + (t * noise) * eps_noise.to(U.dtype)
         loc = U.loc
         if run == "individual":
             if U.is_independent:
@@ -980,8 +987,8 @@ class Action(nn.Module):
             else:
                 u = loc + t * (U.rsample(generator=generator) - loc)
         else:  # shared_individual
-            eps = self._check_draw("eps_seed", eps_seed, U)
-            quantile = _special.icdf_std(eps).to(U.dtype)  # tan(pi (eps - 1/2)), in eps' dtype
+            assert eps_seed is not None
+            quantile = _special.icdf_std(eps_seed).to(U.dtype)  # tan(pi (eps - 1/2)), in eps' dtype
             u = loc + (t * U.scale) * quantile
         return CauchyVector(u, noise.expand(u.shape), validate_args=False)
 
