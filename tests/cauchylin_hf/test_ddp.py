@@ -1,0 +1,154 @@
+"""Data-parallel training: ``torchrun --nproc_per_node 2`` on CPU equals one process.
+
+Two runs of ``ddp_worker.py`` train the same tiny Qwen2 causal language model (seeded init, no
+dropout, one thread per process) with ``transformers.Trainer`` on the same data:
+
+* **data parallel**: ``python -m torch.distributed.run --nproc_per_node 2`` (gloo backend,
+  ``use_cpu=True``), ``per_device_train_batch_size=b``;
+* **one process**: plain ``python``, ``per_device_train_batch_size=2b``.
+
+Why the two trajectories must agree to float32 rounding:
+
+* **Same global batch.** Sampling is sequential (``train_sampling_strategy="sequential"``, no
+  shuffling). Accelerate shards the batch sampler so that at step k rank 0 gets batch 2k and rank 1
+  batch 2k+1 of size b: together exactly the examples ``[2kb, 2kb + 2b)`` that the single process
+  gets as its k-th batch of size 2b.
+* **Same loss average.** The model's loss is a mean over counted positions (``cls_loss``) and a
+  sum over ``<NUM>`` targets divided by their number (``reg_loss``), per rank. DDP averages the
+  gradients of the per-rank means, which equals the gradient of the global mean only when every
+  rank counts the same number of positions and targets. The data therefore comes from one corpus
+  template (``"<a> boxes of <b> eggs hold <c> eggs."``): every example has the same token count and
+  the same number of ``<NUM>`` tokens (the worker checks this), so both ranks count the same.
+  With texts of unequal length the two runs would differ by design, not by a bug.
+* **Same logging.** ``LossPartsCallback`` averages the loss parts of the ranks (all-reduce) just as
+  the Trainer averages ``loss``.
+
+What differs is the order of float32 sums (two half batches plus an all-reduce instead of one
+batch), so the comparison uses a float32 tolerance (rtol 1e-5) on every logged step and on the
+final trainable parameters.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.slow
+
+WORKER = Path(__file__).with_name("ddp_worker.py")
+STEPS = 8
+PER_DEVICE = 4
+TIMEOUT_S = 240
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    # Never let a surrounding launcher's variables leak into the runs.
+    for key in (
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    ):
+        env.pop(key, None)
+    env.pop("ACCELERATE_USE_CPU", None)
+    return env
+
+
+def _run(cmd: list[str], cwd: Path) -> None:
+    proc = subprocess.run(
+        cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+    )
+    if proc.returncode != 0:
+        pytest.fail(
+            f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"
+        )
+
+
+@pytest.mark.skipif(
+    not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
+    reason="torch.distributed with gloo is not available",
+)
+def test_torchrun_two_processes_match_one_process(tmp_path):
+    from cauchylin_hf.corpus import train_corpus_tokenizer
+    from cauchylin_hf.tokenizer import NumericTokenizer
+
+    tok_dir = tmp_path / "tokenizer"
+    NumericTokenizer(train_corpus_tokenizer(vocab_size=300)).save_pretrained(tok_dir)
+    common = ["--tokenizer", str(tok_dir), "--steps", str(STEPS)]
+
+    start = time.perf_counter()
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(_free_port()),
+            str(WORKER),
+            *common,
+            "--per-device-batch",
+            str(PER_DEVICE),
+            "--out",
+            str(tmp_path / "ddp.pt"),
+            "--output-dir",
+            str(tmp_path / "ddp_run"),
+        ],
+        tmp_path,
+    )
+    ddp_s = time.perf_counter() - start
+    _run(
+        [
+            sys.executable,
+            str(WORKER),
+            *common,
+            "--per-device-batch",
+            str(2 * PER_DEVICE),
+            "--out",
+            str(tmp_path / "single.pt"),
+            "--output-dir",
+            str(tmp_path / "single_run"),
+        ],
+        tmp_path,
+    )
+    ddp = torch.load(tmp_path / "ddp.pt", weights_only=False)
+    single = torch.load(tmp_path / "single.pt", weights_only=False)
+    assert ddp["world_size"] == 2 and single["world_size"] == 1
+
+    steps = [row["step"] for row in single["history"]]
+    assert steps == list(range(1, STEPS + 1))
+    assert [row["step"] for row in ddp["history"]] == steps
+    diffs = {}
+    for key in ("loss", "cls_loss", "reg_loss"):
+        a = torch.tensor([row[key] for row in single["history"]], dtype=torch.float64)
+        b = torch.tensor([row[key] for row in ddp["history"]], dtype=torch.float64)
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=lambda m, k=key: f"{k}: {m}")
+        diffs[key] = float((a - b).abs().max())
+    # training happened: the trajectory moves
+    assert single["history"][-1]["loss"] < single["history"][0]["loss"]
+
+    assert single["params"].keys() == ddp["params"].keys() and single["params"]
+    param_diff = 0.0
+    for name, p in single["params"].items():
+        torch.testing.assert_close(ddp["params"][name], p, rtol=1e-5, atol=1e-6)
+        param_diff = max(param_diff, float((ddp["params"][name] - p).abs().max()))
+    print(f"\nDDP run {ddp_s:.1f} s; max |diff| per logged series {diffs}; params {param_diff:.2e}")
