@@ -4,10 +4,12 @@ The kernel behind :func:`cauchylin.losses.ovr_bce_fused`. For counted rows ``x =
 ``s = scale_U`` (``[N, C]``), an ``nn.Linear``-style weight ``W`` (``[V, C]``), a bias ``b`` and
 thresholds ``c`` it computes, per row ``i``,
 
-    L_i = -sum_k log sf(z_ik) + (log sf(z_iy) - log cdf(z_iy)),
+    L_i = -sum_{k != y} log sf(z_ik) - log cdf(z_iy),
     z_ik = (x_i . W_k + b_k - c_k) / (s_i . |W_k|),
 
-where ``sf(z) = 1/2 - atan(z)/pi = 1 - P`` and ``y = y_i`` is the label, in tiles of
+where ``sf(z) = 1/2 - atan(z)/pi = 1 - P``, ``cdf = P`` and ``y = y_i`` is the label (the label's
+entry of the tile is overwritten with ``log cdf`` before the row sum: a scatter of one value per
+row, no one-hot tensor, and no cancellation as in ``-sum_k log sf + (log sf - log cdf)`` at ``y``), in tiles of
 ``token_chunk x vocab_chunk``. The outer loop runs over vocabulary tiles so that ``|W_k|`` and
 ``b_k - c_k`` are formed once per tile; the inner loop runs over token tiles. Every tile reuses
 the same preallocated buffers, so peak extra memory is a few tiles plus the gradient outputs.
@@ -181,10 +183,11 @@ class _Sweep:
                     torch.log(tb, out=tl)
                     tb.neg_().log1p_()
                     torch.lerp(tb, tl, te, out=tb)
-                    loss[r0:r1] -= tb.sum(1)
                     if rows_g is not None and rows_g.numel():
-                        lc, ls = ovr_log_probs_std(z_l)
-                        loss.index_add_(0, rows_g, ls - lc)
+                        # The label's term is log P, swapped in place: no cancellation between
+                        # -log(1 - P_y) and +log(1 - P_y) when the label is confidently right.
+                        tb.index_put_((rr, cc), ovr_log_probs_std(z_l)[0])
+                    loss[r0:r1] -= tb.sum(1)
                 if not grads:
                     continue
                 # u = pi sf(z) = atan2(1, z): the small tail where z > 0, pi minus it elsewhere.

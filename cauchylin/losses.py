@@ -15,8 +15,10 @@ Per position
     L_i = -sum_k [y_ik log P_ik + (1 - y_ik) log(1 - P_ik)]
         = -sum_k log(1 - P_ik) + (log(1 - P_iy) - log P_iy),
 
-where ``y`` is the label; the second form needs one gathered entry per position instead of a
-one-hot tensor. ``log P`` and ``log(1 - P)`` come from :func:`cauchylin._special.ovr_log_probs_std`,
+where ``y`` is the label; the second form needs one entry per position at the label instead of a
+one-hot tensor. It is evaluated as ``-sum_k l_ik`` with ``l_ik = log(1 - P_ik)`` except
+``l_iy = log P_iy`` (one scatter per row), which is the same sum without the floating-point
+cancellation of ``-log(1 - P_iy) + log(1 - P_iy)`` when the label is confidently right. ``log P`` and ``log(1 - P)`` come from :func:`cauchylin._special.ovr_log_probs_std`,
 accurate to an ulp for ``|z|`` up to ``1e30`` and beyond, with finite derivatives.
 
 Half-precision inputs (``float16``, ``bfloat16``) are computed in ``float32`` and the losses are
@@ -157,6 +159,25 @@ def _threshold_tensor(
     raise ValueError(f"threshold must be a float or a tensor, got {type(threshold).__name__}")
 
 
+def _screen_finite(name: str, t: torch.Tensor, *, positive: bool = False) -> None:
+    """Value check that needs one reduction pass and no tensor of ``t``'s size.
+
+    ``aminmax`` propagates NaN, so finite extremes mean every entry is finite; only when the
+    screen fails does the precise (allocating) check run to produce the message.
+    """
+    if t.numel() == 0:
+        return
+    lo, hi = torch.aminmax(t.detach())
+    ok = torch.isfinite(lo) & torch.isfinite(hi)
+    if positive:
+        ok = ok & (lo > 0)
+    if not bool(ok):
+        if positive:
+            check_positive_finite(name, t.detach())
+        else:
+            check_finite(name, t.detach())
+
+
 def _scatter_rows(
     rows: torch.Tensor, index: torch.Tensor | None, shape: tuple[int, ...]
 ) -> torch.Tensor:
@@ -198,7 +219,8 @@ def ovr_bce(
         L_i = -sum_k log(1 - P_ik) + (log(1 - P_iy) - log P_iy),   y = labels[i],
 
     which equals ``-sum_k [y_ik log P_ik + (1 - y_ik) log(1 - P_ik)]`` for the one-hot ``y_ik``
-    (never built). Both logarithms are evaluated in log space, accurate to an ulp for
+    (never built: the label's ``log(1 - P)`` entry is swapped for ``log P`` by one scatter per
+    row, which also avoids cancellation). Both logarithms are evaluated in log space, accurate to an ulp for
     ``|z|`` up to ``1e30`` and beyond, with finite, correctly signed gradients. Positions whose
     label is ``ignore_index`` or whose ``attention_mask`` is 0 do not count: their
     ``per_position`` entry is 0 and they receive zero gradient (only counted rows are gathered,
@@ -257,15 +279,19 @@ def ovr_bce(
         loc, scale, lab = loc[index], scale[index], lab[index]
     _check_label_range(lab, V)
     if is_validating(validate_args):
-        check_finite("loc_S", loc)
-        check_positive_finite("scale_S", scale)
-        check_finite("threshold", thr)
+        _screen_finite("loc_S", loc)
+        _screen_finite("scale_S", scale, positive=True)
+        _screen_finite("threshold", thr)
     n = lab.shape[0]
 
     z = (loc.to(dt) - thr) / scale.to(dt)
     log_p, log_1mp = ovr_log_probs_std(z)
-    y = lab.to(torch.long).unsqueeze(1)
-    rows = -log_1mp.sum(-1) + (log_1mp.gather(1, y) - log_p.gather(1, y)).squeeze(1)
+    # -sum_k log(1 - P_k) + (log(1 - P_y) - log P_y): the label's entry of log(1 - P) is swapped
+    # for log P in place (one scatter per row, no one-hot), so the two log(1 - P_y) terms never
+    # have to cancel in floating point.
+    at_label = (torch.arange(n, device=lab.device), lab.to(torch.long))
+    log_1mp.index_put_(at_label, log_p[at_label])
+    rows = -log_1mp.sum(-1)
     per_position = _scatter_rows(rows, index, batch_shape)
     count = torch.tensor(n, dtype=torch.long, device=loc_S.device)
     return OvRLoss(_mean(rows, n), per_position, count)
@@ -406,12 +432,12 @@ def ovr_bce_fused(
         x, s, lab = x[index], s[index], lab[index]
     _check_label_range(lab, V)
     if is_validating(validate_args):
-        check_finite("loc_U", x)
-        check_positive_finite("scale_U", s)
-        check_finite("weight", weight)
+        _screen_finite("loc_U", x)
+        _screen_finite("scale_U", s, positive=True)
+        _screen_finite("weight", weight)
         if bias is not None:
-            check_finite("bias", bias)
-        check_finite("threshold", thr)
+            _screen_finite("bias", bias)
+        _screen_finite("threshold", thr)
     n = lab.shape[0]
     chunks = _parse_chunks(chunk_size, n, V, device)
 

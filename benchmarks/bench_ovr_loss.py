@@ -1,0 +1,326 @@
+"""Time and peak memory of the OvR loss: plain path, memory-efficient path, softmax CE head.
+
+One training step (forward + backward, gradients to every input) of three heads of the same shape
+(N counted tokens, C features, V classes):
+
+* ``plain``  — materialise ``loc_S = loc_U @ W.T + b`` and ``scale_S = (scale_U + |b_noise|) @
+  |W|.T`` (``[N, V]`` each) and call :func:`cauchylin.losses.ovr_bce`;
+* ``fused``  — :func:`cauchylin.losses.ovr_bce_fused` on the same inputs (never ``[N, V]``);
+* ``ce``     — a standard softmax head, ``F.cross_entropy(z @ W.T, labels)``.
+
+Every variant runs in a fresh ``spawn`` process. Peak extra memory is the peak minus what the
+process holds once its inputs exist: on CUDA ``max_memory_allocated`` minus the allocated bytes
+before the step; on CPU the resident-set high-water mark (``VmHWM``, reset through
+``/proc/self/clear_refs`` right before the step; ``ru_maxrss`` where that is unavailable) minus
+the resident set before the step. The memory step is the first full-size step of the process
+(after a tiny warm-up that initialises the BLAS and autograd), so no freed-but-cached memory hides
+in the baseline. Gradient buffers (``[V, C]`` for the weight, which every head must return) are
+part of the peak; the table also shows the peak net of them.
+
+Times are wall-clock seconds of one step after warm-up steps; the table shows the minimum (the
+least disturbed run) and the median. Ratios use the minimum.
+
+Run:
+    python benchmarks/bench_ovr_loss.py                  # N=256, C=256, V=32768 (2-core CPU)
+    python benchmarks/bench_ovr_loss.py --qwen           # N=1024, C=896, V=151936
+    python benchmarks/bench_ovr_loss.py --device cuda --qwen
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import resource
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+VARIANTS = ("plain", "fused", "ce")
+MIB = 1024.0 * 1024.0
+
+
+# --------------------------------------------------------------------------------------------
+# memory probes
+# --------------------------------------------------------------------------------------------
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _reset_hwm() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _hwm_bytes(reset_ok: bool) -> int:
+    if reset_ok:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+# --------------------------------------------------------------------------------------------
+# the three heads
+# --------------------------------------------------------------------------------------------
+
+
+def _make_inputs(cfg, n, c, v, device):
+    import torch
+
+    g = torch.Generator().manual_seed(cfg["seed"])
+    dt = getattr(torch, cfg["dtype"])
+
+    def leaf(t):
+        return t.to(device=device, dtype=dt).requires_grad_()
+
+    inp = {
+        "loc_U": leaf(torch.randn(n, c, generator=g)),
+        "scale_U": leaf(torch.rand(n, c, generator=g) + 0.5),
+        "b_noise": leaf(torch.full((c,), 0.1)),
+        "W": leaf(torch.randn(v, c, generator=g) / c**0.5),
+        "b": leaf(torch.zeros(v)),
+        "labels": torch.randint(0, v, (n,), generator=g).to(device),
+    }
+    if cfg["learnable_threshold"]:
+        inp["threshold"] = leaf(torch.zeros(v))
+    else:
+        inp["threshold"] = 0.0
+    return inp
+
+
+def _step(variant, inp, cfg):
+    import torch
+    import torch.nn.functional as F
+
+    from cauchylin.losses import ovr_bce, ovr_bce_fused
+
+    validate = cfg["validate"]
+    if variant == "plain":
+        loc_S = torch.addmm(inp["b"], inp["loc_U"], inp["W"].t())
+        scale_S = (inp["scale_U"] + inp["b_noise"].abs()) @ inp["W"].abs().t()
+        loss = ovr_bce(loc_S, scale_S, inp["labels"], inp["threshold"], validate_args=validate).mean
+        del loc_S, scale_S
+    elif variant == "fused":
+        chunk = tuple(cfg["chunk"]) if cfg["chunk"] else None
+        loss = ovr_bce_fused(
+            inp["loc_U"],
+            inp["scale_U"] + inp["b_noise"].abs(),
+            inp["W"],
+            inp["b"],
+            inp["threshold"],
+            inp["labels"],
+            chunk_size=chunk,
+            validate_args=validate,
+        ).mean
+    elif variant == "ce":
+        loss = F.cross_entropy(inp["loc_U"] @ inp["W"].t(), inp["labels"])
+    else:
+        raise ValueError(variant)
+    loss.backward()
+    return float(loss.detach())
+
+
+def _clear_grads(inp):
+    for t in inp.values():
+        if hasattr(t, "grad"):
+            t.grad = None
+
+
+def _grad_bytes(inp):
+    total = 0
+    for t in inp.values():
+        if getattr(t, "grad", None) is not None:
+            total += t.grad.numel() * t.grad.element_size()
+    return total
+
+
+def _sync(device):
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _worker(variant, cfg, measure_memory, queue):
+    try:
+        import torch
+
+        if cfg["threads"]:
+            torch.set_num_threads(cfg["threads"])
+        device = cfg["device"]
+        # Tiny warm-up: BLAS, OpenMP pools and autograd initialise outside the measured step.
+        tiny = _make_inputs(cfg, 8, 16, 64, device)
+        _step(variant, tiny, cfg)
+        del tiny
+        inp = _make_inputs(cfg, cfg["n"], cfg["c"], cfg["v"], device)
+        _sync(device)
+        out = {"variant": variant, "threads": torch.get_num_threads()}
+        if measure_memory:
+            if device.startswith("cuda"):
+                torch.cuda.empty_cache()
+                base = torch.cuda.memory_allocated()
+                torch.cuda.reset_peak_memory_stats()
+                out["loss"] = _step(variant, inp, cfg)
+                _sync(device)
+                peak = torch.cuda.max_memory_allocated()
+                out["probe"] = "cuda max_memory_allocated"
+            else:
+                base = _rss_bytes()
+                ok = _reset_hwm()
+                out["loss"] = _step(variant, inp, cfg)
+                peak = _hwm_bytes(ok)
+                out["probe"] = "VmHWM" if ok else "ru_maxrss"
+            out["peak_extra"] = peak - base
+            out["grad_bytes"] = _grad_bytes(inp)
+            _clear_grads(inp)
+        times = []
+        for i in range(cfg["warmup"] + cfg["repeats"]):
+            _clear_grads(inp)
+            _sync(device)
+            t0 = time.perf_counter()
+            _step(variant, inp, cfg)
+            _sync(device)
+            if i >= cfg["warmup"]:
+                times.append(time.perf_counter() - t0)
+        out["times"] = times
+        queue.put(out)
+    except BaseException as exc:  # report, never hang the parent
+        queue.put({"variant": variant, "error": repr(exc)})
+
+
+def _run_variant(variant, cfg, measure_memory):
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_worker, args=(variant, cfg, measure_memory, q))
+    p.start()
+    res = q.get()
+    p.join()
+    if "error" in res:
+        raise RuntimeError(f"{variant} failed: {res['error']}")
+    return res
+
+
+# --------------------------------------------------------------------------------------------
+# main
+# --------------------------------------------------------------------------------------------
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=256, help="tokens (all counted)")
+    ap.add_argument("--c", type=int, default=256, help="causal size C")
+    ap.add_argument("--v", type=int, default=32768, help="classes V")
+    ap.add_argument(
+        "--qwen", action="store_true", help="Qwen2.5-0.5B head: N=1024, C=896, V=151936"
+    )
+    ap.add_argument("--device", default="cpu", help="cpu or cuda[:i]")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma list of plain,fused,ce")
+    ap.add_argument("--repeats", type=int, default=None, help="timed steps per round")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed steps before timing")
+    ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds (fresh processes)")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+    ap.add_argument("--chunk", type=int, nargs=2, metavar=("TOKENS", "CLASSES"), default=None)
+    ap.add_argument("--learnable-threshold", action="store_true", help="per-class thresholds")
+    ap.add_argument("--validate", action="store_true", help="value checks on (default off)")
+    ap.add_argument("--no-memory", action="store_true", help="skip the memory step")
+    ap.add_argument("--json", default=None, help="also write the results to this file")
+    args = ap.parse_args(argv)
+    if args.qwen:
+        args.n, args.c, args.v = 1024, 896, 151936
+    if args.repeats is None:
+        args.repeats = 3 if args.qwen else 5
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    for v in variants:
+        if v not in VARIANTS:
+            ap.error(f"unknown variant {v!r}; choose from {VARIANTS}")
+    cfg = {
+        "n": args.n,
+        "c": args.c,
+        "v": args.v,
+        "device": args.device,
+        "dtype": args.dtype,
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "threads": args.threads,
+        "chunk": args.chunk,
+        "learnable_threshold": args.learnable_threshold,
+        "validate": args.validate,
+        "seed": 0,
+    }
+    print(
+        f"OvR loss benchmark: N={args.n} C={args.c} V={args.v} device={args.device} "
+        f"dtype={args.dtype} threshold={'per-class learnable' if args.learnable_threshold else 'scalar fixed'} "
+        f"validate={args.validate} cpus={os.cpu_count()}"
+    )
+    results = {v: {"times": []} for v in variants}
+    for r in range(args.rounds):
+        for v in variants:
+            res = _run_variant(v, cfg, measure_memory=(r == 0 and not args.no_memory))
+            results[v]["times"] += res["times"]
+            for k in ("peak_extra", "grad_bytes", "loss", "probe", "threads"):
+                if k in res:
+                    results[v][k] = res[k]
+            print(f"  round {r + 1}: {v:<5} times " + " ".join(f"{t:.3f}" for t in res["times"]))
+
+    header = (
+        f"{'variant':<8}{'min s':>9}{'median s':>10}{'peak extra MiB':>16}{'grads MiB':>11}"
+        f"{'peak-grads MiB':>16}{'loss':>14}"
+    )
+    print()
+    print(header)
+    print("-" * len(header))
+    for v in variants:
+        r = results[v]
+        r["min"] = min(r["times"])
+        r["median"] = statistics.median(r["times"])
+        pe = r.get("peak_extra")
+        gb = r.get("grad_bytes")
+        mem = f"{pe / MIB:16.1f}{gb / MIB:11.1f}{(pe - gb) / MIB:16.1f}" if pe is not None else ""
+        loss = f"{r['loss']:14.6g}" if "loss" in r else ""
+        print(f"{v:<8}{r['min']:9.3f}{r['median']:10.3f}{mem}{loss}")
+    print()
+
+    def ratio(a, b, key):
+        return results[a][key] / results[b][key]
+
+    checks = []
+    if "fused" in results and "plain" in results:
+        t = ratio("fused", "plain", "min")
+        checks.append(("time fused / plain", t, 1.3, t <= 1.3))
+        if "peak_extra" in results["fused"]:
+            m = ratio("fused", "plain", "peak_extra")
+            checks.append(("peak extra fused / plain", m, 1 / 20, m <= 1 / 20))
+            fp = results["fused"]["peak_extra"] - results["fused"]["grad_bytes"]
+            pp = results["plain"]["peak_extra"] - results["plain"]["grad_bytes"]
+            checks.append(("  same, net of gradient buffers", fp / pp, 1 / 20, fp / pp <= 1 / 20))
+    if "fused" in results and "ce" in results:
+        t = ratio("fused", "ce", "min")
+        checks.append(("time fused / softmax CE", t, 2.3, t <= 2.3))
+    if "plain" in results and "ce" in results:
+        t = ratio("plain", "ce", "min")
+        checks.append(("time plain / softmax CE", t, None, None))
+    for name, val, target, ok in checks:
+        tgt = "" if target is None else f"  target <= {target:.4g}  {'met' if ok else 'MISSED'}"
+        print(f"{name:<34}{val:9.4f}{tgt}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"config": cfg, "results": results, "checks": checks}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,417 @@
+"""Losses: OvR BCE against independent references, counting rules, gated regression, total."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import pytest
+import torch
+import torch.nn.functional as F
+
+from cauchylin.losses import (
+    CausalLMLoss,
+    OvRLoss,
+    RegLoss,
+    causal_lm_loss,
+    gated_regression_loss,
+    ovr_bce,
+    ovr_bce_fused,
+)
+
+mpmath.mp.dps = 50
+
+
+# --------------------------------------------------------------------------------------------
+# independent references
+# --------------------------------------------------------------------------------------------
+
+
+def _mp_P(z: float) -> mpmath.mpf:
+    return mpmath.mpf(1) / 2 + mpmath.atan(mpmath.mpf(z)) / mpmath.pi
+
+
+def _mp_bce_row(loc_row, scale_row, thr_row, label) -> float:
+    """-sum_k [y log P + (1 - y) log(1 - P)] with the one-hot y, in 50-digit arithmetic."""
+    total = mpmath.mpf(0)
+    for k, (m, s, c) in enumerate(zip(loc_row, scale_row, thr_row, strict=True)):
+        z = (mpmath.mpf(m) - mpmath.mpf(c)) / mpmath.mpf(s)
+        p = _mp_P(z)
+        total -= mpmath.log(p) if k == label else mpmath.log(1 - p)
+    return float(total)
+
+
+def _mp_dL_dz(z: float, is_label: bool) -> float:
+    """d/dz of -log P (label) or -log(1 - P) (other classes), P = 1/2 + atan(z)/pi."""
+    zz = mpmath.mpf(z)
+    pdf = 1 / (mpmath.pi * (1 + zz**2))
+    p = _mp_P(zz)
+    return float(-pdf / p if is_label else pdf / (1 - p))
+
+
+def _random_case(gen, shape, V, dtype=torch.float64, spread=3.0):
+    loc = torch.randn(*shape, V, generator=gen, dtype=dtype) * spread
+    scale = torch.rand(*shape, V, generator=gen, dtype=dtype) * 2 + 0.1
+    labels = torch.randint(0, V, shape, generator=gen)
+    return loc, scale, labels
+
+
+# --------------------------------------------------------------------------------------------
+# ovr_bce: values
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("per_class", [False, True])
+def test_ovr_bce_matches_mpmath(per_class):
+    gen = torch.Generator().manual_seed(1)
+    V = 7
+    loc, scale, labels = _random_case(gen, (2, 3), V)
+    thr = torch.randn(V, generator=gen, dtype=torch.float64) if per_class else 0.7
+    out = ovr_bce(loc, scale, labels, thr)
+    thr_row = thr.tolist() if per_class else [thr] * V
+    ref = torch.tensor(
+        [
+            [
+                _mp_bce_row(loc[b, s].tolist(), scale[b, s].tolist(), thr_row, int(labels[b, s]))
+                for s in range(3)
+            ]
+            for b in range(2)
+        ],
+        dtype=torch.float64,
+    )
+    torch.testing.assert_close(out.per_position, ref, rtol=1e-13, atol=0)
+    torch.testing.assert_close(out.mean, ref.mean(), rtol=1e-13, atol=0)
+    assert int(out.count) == 6
+
+
+def test_ovr_bce_matches_torch_binary_cross_entropy_values_and_grads():
+    gen = torch.Generator().manual_seed(2)
+    V = 11
+    loc, scale, labels = _random_case(gen, (4, 5), V, spread=1.5)
+    thr = torch.randn(V, generator=gen, dtype=torch.float64)
+    loc.requires_grad_()
+    scale.requires_grad_()
+    thr.requires_grad_()
+    ours = ovr_bce(loc, scale, labels, thr)
+    g_ours = torch.autograd.grad(ours.mean, (loc, scale, thr))
+
+    P = 0.5 + torch.atan((loc - thr) / scale) / math.pi
+    onehot = F.one_hot(labels, V).to(torch.float64)
+    ref_rows = F.binary_cross_entropy(P, onehot, reduction="none").sum(-1)
+    g_ref = torch.autograd.grad(ref_rows.mean(), (loc, scale, thr))
+    torch.testing.assert_close(ours.per_position, ref_rows, rtol=1e-12, atol=1e-12)
+    for a, b in zip(g_ours, g_ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_ovr_bce_gradcheck_float64():
+    gen = torch.Generator().manual_seed(3)
+    loc, scale, labels = _random_case(gen, (3,), 5)
+    thr = torch.randn(5, generator=gen, dtype=torch.float64)
+    args = [t.clone().requires_grad_() for t in (loc, scale, thr)]
+    assert torch.autograd.gradcheck(
+        lambda a, b, c: ovr_bce(a, b, labels, c).per_position, args, eps=1e-6, atol=1e-7
+    )
+
+
+@pytest.mark.parametrize("z", [-1e30, -1e10, -3.0, 0.0, 2.5, 1e10, 1e30])
+def test_ovr_bce_extreme_z_float32_matches_mpmath(z):
+    """(loc - C)/scale from -1e30 to 1e30: finite losses equal to mpmath, finite signed grads."""
+    V = 4
+    # Row 0: the label sits at the extreme z; row 1: another class does.
+    loc = torch.tensor([[z, 0.0, -1.0, 1.0], [0.5, z, z, -0.5]], dtype=torch.float32)
+    scale = torch.ones_like(loc)
+    labels = torch.tensor([0, 3])
+    loc.requires_grad_()
+    scale.requires_grad_()
+    out = ovr_bce(loc, scale, labels, 0.0)
+    ref = [
+        _mp_bce_row(loc[i].tolist(), scale[i].tolist(), [0.0] * V, int(labels[i])) for i in range(2)
+    ]
+    assert torch.isfinite(out.per_position).all()
+    torch.testing.assert_close(
+        out.per_position, torch.tensor(ref, dtype=torch.float32), rtol=2e-6, atol=1e-30
+    )
+    g_loc, g_scale = torch.autograd.grad(out.per_position.sum(), (loc, scale))
+    assert torch.isfinite(g_loc).all() and torch.isfinite(g_scale).all()
+    for i in range(2):
+        for k in range(V):
+            zk = float(loc[i, k].detach())
+            ref_g = _mp_dL_dz(zk, k == int(labels[i]))
+            got = float(g_loc[i, k])
+            # correct sign always (0 allowed only where the true value underflows float32)
+            assert got * ref_g >= 0 and (got != 0 or abs(ref_g) < 1e-37)
+            if abs(ref_g) > 1e-37:
+                assert got == pytest.approx(ref_g, rel=1e-5)
+            # d/dscale = -z dL/dz at scale 1
+            if abs(ref_g * zk) > 1e-37:
+                assert float(g_scale[i, k]) == pytest.approx(-zk * ref_g, rel=1e-5)
+
+
+# --------------------------------------------------------------------------------------------
+# ovr_bce: counting rules
+# --------------------------------------------------------------------------------------------
+
+
+def test_ignore_index_and_attention_mask_and_mean():
+    gen = torch.Generator().manual_seed(4)
+    V = 6
+    loc, scale, labels = _random_case(gen, (2, 4), V)
+    labels[0, 1] = -100
+    mask = torch.ones(2, 4, dtype=torch.long)
+    mask[1, 3] = 0
+    full = ovr_bce(loc, scale, labels.clamp(min=0), 0.0).per_position
+    out = ovr_bce(loc, scale, labels, 0.0, attention_mask=mask)
+    counted = (labels != -100) & (mask != 0)
+    assert int(out.count) == 6
+    torch.testing.assert_close(out.per_position, torch.where(counted, full, 0.0))
+    torch.testing.assert_close(out.mean, full[counted].mean())
+
+
+def test_custom_ignore_index():
+    gen = torch.Generator().manual_seed(5)
+    loc, scale, labels = _random_case(gen, (5,), 4)
+    labels[2] = 3
+    out = ovr_bce(loc, scale, labels, 0.0, ignore_index=3)
+    assert int(out.count) == int((labels != 3).sum())
+    assert (out.per_position[labels == 3] == 0).all()
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_nan_at_uncounted_positions_does_not_leak(fused):
+    gen = torch.Generator().manual_seed(6)
+    C, V = 3, 5
+    loc_U = torch.randn(4, C, generator=gen, dtype=torch.float64)
+    scale_U = torch.rand(4, C, generator=gen, dtype=torch.float64) + 0.5
+    W = torch.randn(V, C, generator=gen, dtype=torch.float64)
+    loc_U[1] = float("nan")
+    scale_U[2] = float("nan")
+    labels = torch.tensor([0, 1, 2, 3])
+    mask = torch.tensor([1, 0, 0, 1])
+    loc_U.requires_grad_()
+    scale_U.requires_grad_()
+    if fused:
+        out = ovr_bce_fused(loc_U, scale_U, W, None, 0.0, labels, attention_mask=mask)
+    else:
+        out = ovr_bce(loc_U @ W.T, scale_U @ W.abs().T, labels, 0.0, attention_mask=mask)
+    assert torch.isfinite(out.mean) and torch.isfinite(out.per_position).all()
+    g1, g2 = torch.autograd.grad(out.mean, (loc_U, scale_U))
+    assert torch.isfinite(g1).all() and torch.isfinite(g2).all()
+    assert (g1[1:3] == 0).all() and (g2[1:3] == 0).all()
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_all_ignored_batch_is_zero_with_zero_grads(fused):
+    C, V = 3, 5
+    loc_U = torch.randn(2, 3, C, requires_grad=True)
+    scale_U = (torch.rand(2, 3, C) + 0.5).requires_grad_()
+    W = torch.randn(V, C, requires_grad=True)
+    thr = torch.zeros(V, requires_grad=True)
+    labels = torch.full((2, 3), -100)
+    if fused:
+        out = ovr_bce_fused(loc_U, scale_U, W, None, thr, labels)
+    else:
+        out = ovr_bce(loc_U @ W.T, scale_U @ W.abs().T, labels, thr)
+    assert int(out.count) == 0
+    assert out.mean.item() == 0.0
+    assert (out.per_position == 0).all() and out.per_position.shape == (2, 3)
+    out.mean.backward()
+    for t in (loc_U, scale_U, W, thr):
+        assert t.grad is None or (t.grad == 0).all()
+
+
+# --------------------------------------------------------------------------------------------
+# ovr_bce: argument validation and dtypes
+# --------------------------------------------------------------------------------------------
+
+
+def test_ovr_bce_rejects_bad_arguments():
+    loc, scale = torch.zeros(2, 3, 5), torch.ones(2, 3, 5)
+    labels = torch.zeros(2, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match="scale_S shape"):
+        ovr_bce(loc, torch.ones(2, 3, 4), labels, 0.0)
+    with pytest.raises(ValueError, match="labels shape"):
+        ovr_bce(loc, scale, torch.zeros(2, 4, dtype=torch.long), 0.0)
+    with pytest.raises(ValueError, match="attention_mask shape"):
+        ovr_bce(loc, scale, labels, 0.0, attention_mask=torch.ones(3, 2))
+    with pytest.raises(ValueError, match=r"threshold .*\(5,\).*\(4,\)"):
+        ovr_bce(loc, scale, labels, torch.zeros(4))
+    with pytest.raises(ValueError, match="threshold"):
+        ovr_bce(loc, scale, labels, torch.zeros(1, 5))
+    with pytest.raises(ValueError, match=r"labels .*\[0, 5\).*found 5"):
+        ovr_bce(loc, scale, torch.full((2, 3), 5), 0.0)
+    with pytest.raises(ValueError, match="found -1"):
+        ovr_bce(loc, scale, torch.full((2, 3), -1), 0.0)
+    with pytest.raises(ValueError, match="integer"):
+        ovr_bce(loc, scale, labels.float(), 0.0)
+    bad = scale.clone()
+    bad[1, 2, 0] = 0.0
+    with pytest.raises(ValueError, match="scale_S"):
+        ovr_bce(loc, bad, labels, 0.0, validate_args=True)
+    ovr_bce(loc, bad, labels, 0.0, validate_args=False)  # no check when switched off
+    nan_loc = loc.clone()
+    nan_loc[0, 0, 1] = float("nan")
+    with pytest.raises(ValueError, match="loc_S"):
+        ovr_bce(nan_loc, scale, labels, 0.0, validate_args=True)
+    # a bad value at an ignored position is not inspected
+    ok_labels = labels.clone()
+    ok_labels[1, 2] = -100
+    assert torch.isfinite(ovr_bce(loc, bad, ok_labels, 0.0, validate_args=True).mean)
+
+
+def test_ovr_bce_threshold_forms_agree():
+    gen = torch.Generator().manual_seed(7)
+    loc, scale, labels = _random_case(gen, (6,), 4)
+    a = ovr_bce(loc, scale, labels, 0.25).per_position
+    b = ovr_bce(loc, scale, labels, torch.tensor(0.25, dtype=torch.float64)).per_position
+    c = ovr_bce(loc, scale, labels, torch.full((4,), 0.25, dtype=torch.float64)).per_position
+    d = ovr_bce(loc - 0.25, scale, labels, 0.0).per_position
+    torch.testing.assert_close(a, b)
+    torch.testing.assert_close(a, c)
+    torch.testing.assert_close(a, d)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_ovr_bce_half_precision_computes_in_float32(dtype):
+    gen = torch.Generator().manual_seed(8)
+    loc, scale, labels = _random_case(gen, (3, 2), 9, dtype=torch.float32)
+    lo, sc = loc.to(dtype), scale.to(dtype)
+    out = ovr_bce(lo, sc, labels, 0.5)
+    ref = ovr_bce(lo.float(), sc.float(), labels, 0.5)
+    assert out.mean.dtype == torch.float32
+    torch.testing.assert_close(out.per_position, ref.per_position)
+    # extreme half-precision inputs stay finite
+    big = torch.full((1, 9), 6.0e4, dtype=torch.float16)
+    tiny = torch.full((1, 9), 6.0e-5, dtype=torch.float16)
+    assert torch.isfinite(ovr_bce(big, tiny, torch.tensor([0]), 0.0).mean)
+
+
+def test_result_types():
+    out = ovr_bce(torch.zeros(2, 3), torch.ones(2, 3), torch.tensor([0, 1]), 0.0)
+    assert isinstance(out, OvRLoss) and out.count.dtype == torch.long
+    mean, per_position, count = out
+    assert mean.shape == () and per_position.shape == (2,) and count.shape == ()
+
+
+# --------------------------------------------------------------------------------------------
+# gated regression
+# --------------------------------------------------------------------------------------------
+
+
+def _mp_cauchy_nll(y: float, m: float, s: float) -> float:
+    yy, mm, ss = mpmath.mpf(y), mpmath.mpf(m), mpmath.mpf(s)
+    return float(mpmath.log(mpmath.pi * ss) + mpmath.log(1 + ((yy - mm) / ss) ** 2))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 1.0])
+def test_gated_regression_matches_mpmath_and_gate(alpha):
+    gen = torch.Generator().manual_seed(9)
+    shape = (3, 4)
+    loc = torch.randn(shape, generator=gen, dtype=torch.float64) * 5
+    scale = torch.rand(shape, generator=gen, dtype=torch.float64) * 3 + 0.05
+    y = torch.randn(shape, generator=gen, dtype=torch.float64) * 10
+    mask = torch.rand(shape, generator=gen) < 0.5
+    mask[0, 0] = True
+    p_num = torch.rand(shape, generator=gen, dtype=torch.float64) * 0.98 + 0.01
+    out = gated_regression_loss(loc, scale, y, mask, p_num.log(), alpha=alpha)
+    expected = torch.zeros(shape, dtype=torch.float64)
+    for idx in zip(*torch.nonzero(mask, as_tuple=True), strict=True):
+        i, j = int(idx[0]), int(idx[1])
+        gate = alpha + (1 - alpha) * float(p_num[i, j])
+        expected[i, j] = gate * _mp_cauchy_nll(float(y[i, j]), float(loc[i, j]), float(scale[i, j]))
+    torch.testing.assert_close(out.per_position, expected, rtol=1e-12, atol=1e-14)
+    assert int(out.count) == int(mask.sum())
+    torch.testing.assert_close(out.mean, expected.sum() / mask.sum(), rtol=1e-12, atol=0)
+
+
+def test_gated_regression_nll_matches_torch_cauchy_and_extremes():
+    loc = torch.tensor([0.0, 1.0, -3.0, 0.0, 0.0], dtype=torch.float32)
+    scale = torch.tensor([1.0, 0.5, 2.0, 1e-20, 1.0], dtype=torch.float32)
+    y = torch.tensor([0.3, -2.0, 4.0, 1e10, 3e38], dtype=torch.float32)
+    mask = torch.ones(5, dtype=torch.bool)
+    out = gated_regression_loss(loc, scale, y, mask)  # no log_p_num: ungated
+    ref = -torch.distributions.Cauchy(loc[:3].double(), scale[:3].double()).log_prob(y[:3].double())
+    torch.testing.assert_close(out.per_position[:3].double(), ref, rtol=1e-6, atol=1e-6)
+    # (y - loc)/scale = 1e30 and ~3e38: no overflow, matches mpmath
+    for i in (3, 4):
+        mp = _mp_cauchy_nll(float(y[i]), float(loc[i]), float(scale[i]))
+        assert float(out.per_position[i]) == pytest.approx(mp, rel=1e-6)
+
+
+def test_gated_regression_gradcheck_float64():
+    gen = torch.Generator().manual_seed(10)
+    loc = torch.randn(6, generator=gen, dtype=torch.float64)
+    scale = torch.rand(6, generator=gen, dtype=torch.float64) + 0.2
+    lp = -torch.rand(6, generator=gen, dtype=torch.float64) - 0.1
+    y = torch.randn(6, generator=gen, dtype=torch.float64)
+    mask = torch.tensor([1, 0, 1, 1, 0, 1])
+    args = [t.clone().requires_grad_() for t in (loc, scale, lp)]
+    assert torch.autograd.gradcheck(
+        lambda a, b, c: gated_regression_loss(a, b, y, mask, c, alpha=0.3).mean, args
+    )
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_gated_regression_no_num_targets_is_exactly_zero(alpha):
+    loc = torch.randn(2, 3, requires_grad=True)
+    scale = (torch.rand(2, 3) + 0.1).requires_grad_()
+    lp = (-torch.rand(2, 3)).requires_grad_()
+    y = torch.full((2, 3), float("nan"))
+    out = gated_regression_loss(loc, scale, y, torch.zeros(2, 3, dtype=torch.bool), lp, alpha=alpha)
+    assert out.mean.item() == 0.0 and int(out.count) == 0
+    out.mean.backward()
+    for t in (loc, scale):
+        assert t.grad is not None and (t.grad == 0).all()
+    # alpha = 1 does not read P_num at all: no gradient (None) is the same as a zero one
+    assert (lp.grad is None and alpha == 1.0) or (lp.grad == 0).all()
+
+
+def test_gated_regression_nan_targets_at_masked_positions_do_not_leak():
+    loc = torch.randn(4, requires_grad=True)
+    scale = (torch.rand(4) + 0.1).requires_grad_()
+    lp = torch.tensor([-0.1, float("-inf"), -0.5, float("nan")], requires_grad=True)
+    y = torch.tensor([1.0, float("nan"), -2.0, float("inf")])
+    mask = torch.tensor([True, False, True, False])
+    out = gated_regression_loss(loc, scale, y, mask, lp, alpha=0.2)
+    assert torch.isfinite(out.mean) and torch.isfinite(out.per_position).all()
+    out.mean.backward()
+    for t in (loc, scale, lp):
+        assert torch.isfinite(t.grad).all()
+        assert (t.grad[~mask] == 0).all()
+    assert (loc.grad[mask] != 0).all()
+
+
+def test_gated_regression_rejects_bad_arguments():
+    z, o = torch.zeros(3), torch.ones(3)
+    m = torch.ones(3, dtype=torch.bool)
+    with pytest.raises(ValueError, match="scale_Y shape"):
+        gated_regression_loss(z, torch.ones(4), z, m)
+    with pytest.raises(ValueError, match="num_mask shape"):
+        gated_regression_loss(z, o, z, torch.ones(2, dtype=torch.bool))
+    with pytest.raises(ValueError, match="log_p_num shape"):
+        gated_regression_loss(z, o, z, m, torch.zeros(2))
+    with pytest.raises(ValueError, match="alpha"):
+        gated_regression_loss(z, o, z, m, alpha=1.5)
+    with pytest.raises(ValueError, match="scale_Y"):
+        gated_regression_loss(z, torch.tensor([1.0, -1.0, 1.0]), z, m, validate_args=True)
+
+
+# --------------------------------------------------------------------------------------------
+# total
+# --------------------------------------------------------------------------------------------
+
+
+def test_causal_lm_loss_combines_parts():
+    loc = torch.zeros(2, 3, requires_grad=True)
+    cls = ovr_bce(loc, torch.ones(2, 3), torch.tensor([0, 2]), 0.0)
+    reg_loc = torch.zeros(2, requires_grad=True)
+    reg = gated_regression_loss(reg_loc, torch.ones(2), torch.ones(2), torch.tensor([True, False]))
+    out = causal_lm_loss(cls, reg, reg_weight=0.5)
+    assert isinstance(out, CausalLMLoss) and isinstance(out.reg, RegLoss)
+    expected = 3 * math.log(2) + 0.5 * (math.log(math.pi) + math.log(2))
+    assert out.total.item() == pytest.approx(expected, rel=1e-6)
+    assert out.cls is cls and out.reg is reg
+    out.total.backward()
+    assert loc.grad is not None and reg_loc.grad is not None
+    with pytest.raises(ValueError, match="cls"):
+        causal_lm_loss(reg, reg)  # type: ignore[arg-type]
