@@ -295,12 +295,22 @@ class CauchyVector:
     def is_independent(self) -> bool:
         """True when all entries (components and batch) are mutually independent.
 
-        This holds for a leaf and for element-wise combinations of distinct leaves of the full
-        shape; it is ``False`` after a mixing linear map, a broadcast or a repeated index.
+        Decided from the structure, conservatively: every source entry must feed at most one
+        entry of the vector. This holds for a leaf, element-wise combinations of distinct leaves,
+        a component slice, and a ``cat`` of distinct leaves along the components; it is ``False``
+        after a mixing linear map, a broadcast (``expand``) or a repeated index. A ``False`` never
+        makes an answer wrong; it only makes :meth:`to_distribution` refuse.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> u = CauchyVector(torch.zeros(3), torch.ones(3))
+            >>> u.is_independent, u.linear(torch.ones(2, 3)).is_independent
+            (True, False)
         """
         seen: set[int] = set()
         for term in self._terms:
-            if id(term.source) in seen or term.matrix is not None:
+            if id(term.source) in seen:
                 return False
             seen.add(id(term.source))
             read_shape = term.view.shape if term.view is not None else term.source.batch_shape
@@ -310,6 +320,11 @@ class CauchyVector:
                 return False
             if term.select is not None and term.select.unique().numel() != term.select.numel():
                 return False
+            if term.matrix is not None:
+                # At most one non-zero per column (per batch element): each source component
+                # feeds at most one output component.
+                if int((term.matrix != 0).sum(-2).max()) > 1:
+                    return False
         return True
 
     # ------------------------------------------------------------------ marginals
@@ -510,10 +525,27 @@ class CauchyVector:
         return self.__mul__(factor)
 
     def __truediv__(self, divisor: torch.Tensor | Number) -> CauchyVector:
+        """``X / a`` for a number or tensor ``a`` (locations over ``a``, scales over ``|a|``).
+
+        Raises:
+            NotImplementedError: ``divisor`` is a ``CauchyVector`` (no closed form).
+            ValueError: ``divisor`` is zero somewhere (when validating) or does not broadcast.
+        """
+        if isinstance(divisor, CauchyVector):
+            raise NotImplementedError(
+                "the ratio of two Cauchy vectors is not an affine function of their sources and "
+                "has no closed form here"
+            )
         d = _as_tensor(divisor, self._terms[0].source.loc, "divisor")
-        if bool((d == 0).any()):
-            raise ValueError("divisor must be non-zero")
+        if is_validating(self._validate) and bool((d == 0).any()):
+            raise ValueError(f"divisor must be non-zero (shape {tuple(d.shape)})")
         return self * d.reciprocal()
+
+    def __rtruediv__(self, other: torch.Tensor | Number) -> CauchyVector:
+        raise NotImplementedError(
+            "a / X for a Cauchy vector X is not an affine function of its sources; the joint law "
+            "has no closed form here"
+        )
 
     # ------------------------------------------------------------------ views
     def _map_batch(
@@ -572,20 +604,35 @@ class CauchyVector:
         return out
 
     def _select_components(self, comp_key: slice | torch.Tensor) -> CauchyVector:
+        if isinstance(comp_key, torch.Tensor) and comp_key.dtype == torch.bool:
+            if comp_key.shape != (self.event_size,):
+                raise IndexError(
+                    f"a boolean mask on the component dimension must have shape "
+                    f"({self.event_size},); got {tuple(comp_key.shape)}"
+                )
         index = torch.arange(self.event_size, device=self.device)[comp_key]
         if index.ndim != 1:
-            raise ValueError("the component dimension takes a slice or a 1-D list of indices")
+            raise IndexError("the component dimension takes a slice or a 1-D list of indices")
+        # Maps shared between terms stay shared objects, so marginals remain one GEMM per map.
+        memo: dict[tuple[int, int], torch.Tensor] = {}
+
+        def pick(t: torch.Tensor, dim: int) -> torch.Tensor:
+            key = (id(t), dim)
+            if key not in memo:
+                full = t.expand(*t.shape[:-1], self.event_size) if dim == -1 else t
+                memo[key] = full.index_select(dim, index)
+            return memo[key]
+
         terms = []
         for term in self._terms:
             if term.matrix is not None:
-                new = replace(term, matrix=term.matrix.index_select(-2, index))
+                new = replace(term, matrix=pick(term.matrix, -2))
             elif term.select is not None:
-                new = replace(term, select=term.select.index_select(0, index))
+                new = replace(term, select=pick(term.select, 0))
             else:
                 new = replace(term, select=index)
             if term.row_scale is not None:
-                row = term.row_scale.expand(*term.row_scale.shape[:-1], self.event_size)
-                new = replace(new, row_scale=row.index_select(-1, index))
+                new = replace(new, row_scale=pick(term.row_scale, -1))
             terms.append(new)
         offset = None
         if self._offset is not None:
@@ -672,61 +719,241 @@ class CauchyVector:
         return self._rebuild(terms, conv(self._offset))
 
     # ------------------------------------------------------------------ element-wise marginals
-    def _z(self, x: torch.Tensor | Number, name: str = "x") -> torch.Tensor:
+    def _displacement(
+        self, x: torch.Tensor | Number, name: str, toward: str = "x"
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(x - loc, scale)`` (``toward="x"``) or ``(loc - x, scale)`` in the working dtype."""
         loc, scale = self.loc, self.scale
         x = _as_tensor(x, loc, name)
         broadcast_shapes_or_raise(**{name: x.shape, "vector": self._shape})
+        if is_validating(self._validate) and bool(torch.isnan(x).any()):
+            raise ValueError(f"{name} holds NaN (shape {tuple(x.shape)})")
         dtype = _special.working_dtype(x, loc)
-        return (x.to(dtype) - loc.to(dtype)) / scale.to(dtype)
+        x, loc, scale = x.to(dtype), loc.to(dtype), scale.to(dtype)
+        d = x - loc if toward == "x" else loc - x
+        return d, scale
+
+    def _check_density(self, scale: torch.Tensor) -> None:
+        if is_validating(self._validate) and not bool((scale > 0).all()):
+            raise ValueError(
+                "log_prob of a degenerate component: some marginal scales are 0 (a point mass, "
+                f"e.g. after u.linear(W) - u.linear(W)), which has no density (vector shape "
+                f"{tuple(self._shape)}); use cdf/log_cdf, or disable validation to get -inf off "
+                "the atom and NaN on it"
+            )
 
     def log_prob(self, x: torch.Tensor | Number) -> torch.Tensor:
-        """Marginal log-density ``-log(pi scale) - log(1 + z^2)``, ``z = (x - loc)/scale``, per component."""
-        z = self._z(x)
-        return _special.log_pdf_std(z) - torch.log(self.scale.to(z.dtype))
+        r"""Marginal log-density of each component.
 
-    def cdf(self, x: torch.Tensor | Number) -> torch.Tensor:
-        """Marginal ``P(X <= x) = 1/2 + atan(z)/pi``, computed as ``atan2(1, -z)/pi``."""
-        return _special.cdf_std(self._z(x))
+        .. math:: \log p(x) = -\log(\pi\,\gamma) - \log\big(1 + ((x - \mu)/\gamma)^2\big)
 
-    def sf(self, x: torch.Tensor | Number) -> torch.Tensor:
-        """Marginal ``P(X > x) = atan2(1, z)/pi``."""
-        return _special.sf_std(self._z(x))
+        evaluated as ``-log(pi) - 2 log(hypot(sqrt(scale), |x - loc| / sqrt(scale)))``: one
+        ``log``, no overflow, a few ulp in float32 for ``|x - loc| / scale`` up to ``1e30``.
 
-    def log_cdf(self, x: torch.Tensor | Number) -> torch.Tensor:
-        """``log P(X <= x)``, accurate to a few ulp for ``|z|`` up to 1e30 and beyond."""
-        return _special.log_cdf_std(self._z(x))
+        Args:
+            x: values, broadcastable with the vector's shape ``[..., C]``.
 
-    def log_sf(self, x: torch.Tensor | Number) -> torch.Tensor:
-        """``log P(X > x)``, accurate to a few ulp for ``|z|`` up to 1e30 and beyond."""
-        return _special.log_sf_std(self._z(x))
-
-    def icdf(self, q: torch.Tensor | Number) -> torch.Tensor:
-        """Marginal quantile ``loc + scale tan(pi (q - 1/2))``; exactly ``-inf``/``+inf`` at 0 and 1.
+        Returns:
+            The broadcast log-densities ``[..., C]`` (float32 for half-precision parameters).
 
         Raises:
-            ValueError: ``q`` outside ``[0, 1]`` (when validating).
+            ValueError: ``x`` does not broadcast; when validating, ``x`` holds NaN or a component
+                is degenerate (scale 0, a point mass without density).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> CauchyVector(torch.zeros(2), torch.ones(2)).log_prob(torch.tensor([0.0, 1e30]))
+            tensor([  -1.1447, -139.2998])
+        """
+        d, s = self._displacement(x, "x")
+        self._check_density(s)
+        return _special.log_pdf(d, s)
+
+    def cdf(self, x: torch.Tensor | Number) -> torch.Tensor:
+        r"""Marginal ``P(X <= x) = 1/2 + atan((x - loc)/scale)/pi``, as ``atan2(scale, loc - x)/pi``.
+
+        Args:
+            x: values, broadcastable with ``[..., C]``.
+
+        Returns:
+            Probabilities ``[..., C]``; a degenerate component (scale 0) gives the step
+            ``1[x >= loc]``.
+
+        Raises:
+            ValueError: ``x`` does not broadcast, or holds NaN (when validating).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> CauchyVector(torch.zeros(1), torch.ones(1)).cdf(torch.tensor([1.0]))
+            tensor([0.7500])
+        """
+        d, s = self._displacement(x, "x")
+        return _special.cdf(d, s)
+
+    def sf(self, x: torch.Tensor | Number) -> torch.Tensor:
+        r"""Marginal survival function ``P(X > x) = atan2(scale, x - loc)/pi``.
+
+        Args:
+            x: values, broadcastable with ``[..., C]``.
+
+        Returns:
+            Probabilities ``[..., C]`` (no cancellation in the right tail).
+
+        Raises:
+            ValueError: ``x`` does not broadcast, or holds NaN (when validating).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> CauchyVector(torch.zeros(1), torch.ones(1)).sf(torch.tensor([1.0]))
+            tensor([0.2500])
+        """
+        d, s = self._displacement(x, "x")
+        return _special.sf(d, s)
+
+    def log_cdf(self, x: torch.Tensor | Number) -> torch.Tensor:
+        r"""``log P(X <= x)``, accurate to a few ulp in float32 for ``|x - loc|/scale`` up to ``1e30``.
+
+        The smaller tail ``t = atan2(scale, |x - loc|)/pi`` is computed directly; the result is
+        ``log t`` for ``x < loc`` and ``log(1 - t)`` (through an exact two-term ``1 - t``) for
+        ``x >= loc``. No ``log(P + eps)`` tricks; always ``<= 0``.
+
+        Args:
+            x: values, broadcastable with ``[..., C]``.
+
+        Returns:
+            ``[..., C]`` log-probabilities (float32 for half-precision parameters).
+
+        Raises:
+            ValueError: ``x`` does not broadcast, or holds NaN (when validating).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> CauchyVector(torch.zeros(1), torch.ones(1)).log_cdf(torch.tensor([-1e30]))
+            tensor([-70.2223])
+        """
+        d, s = self._displacement(x, "x")
+        return _special.log_cdf(d, s)
+
+    def log_sf(self, x: torch.Tensor | Number) -> torch.Tensor:
+        r"""``log P(X > x)``, accurate to a few ulp in float32 for ``|x - loc|/scale`` up to ``1e30``.
+
+        Args:
+            x: values, broadcastable with ``[..., C]``.
+
+        Returns:
+            ``[..., C]`` log-probabilities, ``<= 0``.
+
+        Raises:
+            ValueError: ``x`` does not broadcast, or holds NaN (when validating).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> CauchyVector(torch.zeros(1), torch.ones(1)).log_sf(torch.tensor([1e30]))
+            tensor([-70.2223])
+        """
+        d, s = self._displacement(x, "x")
+        return _special.log_sf(d, s)
+
+    def icdf(self, q: torch.Tensor | Number) -> torch.Tensor:
+        r"""Marginal quantile ``loc + scale tan(pi (q - 1/2))``; exactly ``-inf``/``+inf`` at 0 and 1.
+
+        Args:
+            q: probabilities in ``[0, 1]``, broadcastable with ``[..., C]``.
+
+        Returns:
+            Quantiles ``[..., C]`` (float32 for half-precision parameters); a degenerate
+            component (scale 0) gives ``loc`` for ``0 < q < 1``.
+
+        Raises:
+            ValueError: ``q`` does not broadcast, or lies outside ``[0, 1]`` / is NaN (when
+                validating).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> CauchyVector(torch.zeros(3), torch.ones(3)).icdf(torch.tensor([0.0, 0.75, 1.0]))
+            tensor([-inf, 1., inf])
         """
         loc = self.loc
         q = _as_tensor(q, loc, "q")
+        broadcast_shapes_or_raise(q=q.shape, vector=self._shape)
         if is_validating(self._validate) and bool(((q < 0) | (q > 1) | torch.isnan(q)).any()):
             raise ValueError(f"q must lie in [0, 1] (shape {tuple(q.shape)})")
         z = _special.icdf_std(q)
-        # loc + scale * z would turn 0 * inf into NaN only for scale == 0, which cannot happen.
-        return loc.to(z.dtype) + self.scale.to(z.dtype) * z
+        loc, scale = loc.to(z.dtype), self.scale.to(z.dtype)
+        out = loc + scale * z
+        # A degenerate component has scale 0: 0 * inf would be NaN at q in {0, 1}.
+        return torch.where(torch.isinf(z), z.expand_as(out), out)
 
     def entropy(self) -> torch.Tensor:
-        """Marginal differential entropy ``log(4 pi scale)`` per component."""
-        return torch.log(4 * math.pi * self.scale.to(_special.working_dtype(self.scale)))
+        r"""Marginal differential entropy ``log(4 pi scale)`` per component.
+
+        Returns:
+            ``[..., C]`` entropies in nats (``-inf`` for a degenerate component).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> CauchyVector(torch.zeros(1), torch.ones(1)).entropy()
+            tensor([2.5310])
+        """
+        scale = self.scale
+        return torch.log(scale.to(_special.working_dtype(scale))) + math.log(4 * math.pi)
 
     def ovr_prob(self, threshold: torch.Tensor | Number = 0.0) -> torch.Tensor:
-        """One-vs-rest probability ``P(X > threshold) = 1/2 + atan((loc - threshold)/scale)/pi``."""
-        return _special.cdf_std(-self._z(threshold, "threshold"))
+        r"""One-vs-rest probability ``P(X > threshold) = 1/2 + atan((loc - threshold)/scale)/pi``.
+
+        Args:
+            threshold: ``C_k``, broadcastable with ``[..., C]`` (a number, ``[C]`` per class, ...).
+
+        Returns:
+            ``[..., C]`` probabilities, computed as ``atan2(scale, threshold - loc)/pi``.
+
+        Raises:
+            ValueError: ``threshold`` does not broadcast, or holds NaN (when validating).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> CauchyVector(torch.ones(1), torch.ones(1)).ovr_prob(0.0)
+            tensor([0.7500])
+        """
+        d, s = self._displacement(threshold, "threshold")
+        return _special.sf(d, s)
 
     def ovr_log_prob(
         self, threshold: torch.Tensor | Number = 0.0
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(log P, log(1 - P))`` of ``P = P(X > threshold)``, both ``<= 0`` and accurate in the tails."""
-        return _special.ovr_log_probs_std(-self._z(threshold, "threshold"))
+        r"""``(log P, log(1 - P))`` of ``P = P(X > threshold)``, both ``<= 0``, accurate in the tails.
+
+        ``log P = log sf(threshold)`` and ``log(1 - P) = log cdf(threshold)``, each a few ulp in
+        float32 for ``|threshold - loc| / scale`` up to ``1e30``; the gradients are finite and
+        correctly signed everywhere ``scale > 0``.
+
+        Args:
+            threshold: ``C_k``, broadcastable with ``[..., C]``.
+
+        Returns:
+            Two ``[..., C]`` tensors (float32 for half-precision parameters).
+
+        Raises:
+            ValueError: ``threshold`` does not broadcast, or holds NaN (when validating).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> log_p, log_1mp = CauchyVector(torch.zeros(1), torch.ones(1)).ovr_log_prob(1e30)
+            >>> log_p, log_1mp
+            (tensor([-70.2223]), tensor([-3.1831e-31]))
+        """
+        d, s = self._displacement(threshold, "threshold")
+        log_cdf, log_sf = _special.log_cdf_sf(d, s)
+        return log_sf, log_cdf
 
     # ------------------------------------------------------------------ sampling
     def rsample(
@@ -990,6 +1217,8 @@ def cat(vectors: Sequence[CauchyVector], dim: int = -1) -> CauchyVector:
         raise ValueError(
             f"vectors must have the same number of dimensions; got {[tuple(v.shape) for v in vectors]}"
         )
+    if not -ndim <= dim < ndim:
+        raise ValueError(f"dim {dim} is out of range for vectors with {ndim} dimensions")
     d = dim % ndim
     if d == ndim - 1:
         return _cat_components(vectors)
@@ -997,9 +1226,13 @@ def cat(vectors: Sequence[CauchyVector], dim: int = -1) -> CauchyVector:
 
 
 def _cat_components(vectors: list[CauchyVector]) -> CauchyVector:
-    batch = broadcast_shapes_or_raise(
-        **{f"vectors[{i}]": v.batch_shape for i, v in enumerate(vectors)}
-    )
+    try:
+        batch = torch.broadcast_shapes(*[v.batch_shape for v in vectors])
+    except RuntimeError:
+        raise ValueError(
+            "cat along the component dimension needs broadcastable batch shapes; got vectors of "
+            f"shapes {[tuple(v.shape) for v in vectors]}"
+        ) from None
     sizes = [v.event_size for v in vectors]
     total = sum(sizes)
     ref = vectors[0]._terms[0].source.loc
