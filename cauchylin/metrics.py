@@ -1,0 +1,507 @@
+"""Training and evaluation metrics of the causal language model (seed 000 §5).
+
+Plain functions over tensors, each returning Python floats, plus :func:`compute_metrics`, which
+gathers them under the names of seed 000 §5:
+
+=================================== ==========================================================
+name                                what
+=================================== ==========================================================
+``train/accuracy``                  token accuracy on a training batch
+``eval/accuracy``                   token accuracy on an evaluation batch
+``eval/num_precision``              precision of predicting ``<NUM>``
+``eval/num_recall``                 recall of ``<NUM>``
+``eval/num_f1``                     F1 of ``<NUM>``
+``eval/reg_mae``                    mean absolute error of ``loc_Y`` at ``<NUM>`` targets
+``eval/reg_mdae``                   median absolute error of ``loc_Y`` at ``<NUM>`` targets
+``dist/U_loc_{mean,median,std,iqr}``   statistics of ``loc_U`` over valid positions
+``dist/U_scale_{mean,median,std,iqr}`` statistics of ``scale_U`` over valid positions
+``dist/ovr_prob_sum_median_standard``  median over positions of ``sum_k P_k`` (standard mode)
+``dist/ovr_prob_sum_median_causal``    the same in individual (causal) sampling
+=================================== ==========================================================
+
+Conventions: *counted* positions are those whose label is not ``ignore_index`` and whose
+``attention_mask`` (if given) is non-zero; *valid* positions (for the ``dist/`` statistics) are
+those whose ``attention_mask`` is non-zero (all positions without a mask). Predictions and labels
+are aligned: ``predictions[i]`` is the model's guess for ``labels[i]``. Medians and quantiles
+interpolate linearly (as ``numpy.percentile``'s default); the standard deviation is the
+population one (``ddof = 0``). A metric with no data is ``nan``, except precision / recall / F1,
+which are ``0.0`` when their denominator is 0 (the usual ``zero_division = 0`` convention: a model
+that never predicts ``<NUM>`` has precision 0).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+
+from cauchylin.vector import CauchyVector
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cauchylin.nn import Action
+
+__all__ = [
+    "compute_metrics",
+    "counted_positions",
+    "distribution_stats",
+    "num_precision_recall_f1",
+    "ovr_prob_sum_median",
+    "ovr_prob_sums",
+    "quantiles",
+    "regression_errors",
+    "token_accuracy",
+]
+
+
+def _require_tensor(name: str, t: object) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    return t
+
+
+def _same_shape(**named: torch.Tensor | None) -> None:
+    items = [(k, v) for k, v in named.items() if v is not None]
+    first_name, first = items[0]
+    for name, t in items[1:]:
+        if tuple(t.shape) != tuple(first.shape):
+            raise ValueError(
+                f"{name} shape {tuple(t.shape)} must equal {first_name} shape {tuple(first.shape)}"
+            )
+
+
+def counted_positions(
+    labels: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    ignore_index: int = -100,
+) -> torch.Tensor:
+    """Boolean ``[...]`` mask of the positions that count: ``labels != ignore_index`` and mask on.
+
+    Args:
+        labels: ``[...]`` integer labels.
+        attention_mask: optional ``[...]``; 0 marks padding.
+        ignore_index: the label of positions without a target.
+
+    Returns:
+        ``BoolTensor`` of ``labels``' shape.
+
+    Raises:
+        ValueError: mismatched shapes or a non-tensor argument.
+
+    Example:
+        >>> import torch
+        >>> counted_positions(torch.tensor([3, -100, 5]), torch.tensor([1, 1, 0]))
+        tensor([ True, False, False])
+    """
+    _require_tensor("labels", labels)
+    counted = labels != ignore_index
+    if attention_mask is not None:
+        _require_tensor("attention_mask", attention_mask)
+        _same_shape(labels=labels, attention_mask=attention_mask)
+        counted = counted & (attention_mask != 0)
+    return counted
+
+
+def token_accuracy(
+    predictions: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    attention_mask: torch.Tensor | None = None,
+    ignore_index: int = -100,
+) -> float:
+    """Fraction of counted positions where ``predictions == labels``.
+
+    Args:
+        predictions: ``[...]`` predicted token ids (e.g. ``ActionOutput.predict()``).
+        labels: ``[...]`` true token ids, ``ignore_index`` where there is none.
+        attention_mask: optional ``[...]``.
+        ignore_index: label of positions that do not count.
+
+    Returns:
+        ``#correct / #counted``; ``nan`` when nothing is counted.
+
+    Raises:
+        ValueError: mismatched shapes.
+
+    Example:
+        >>> import torch
+        >>> token_accuracy(torch.tensor([1, 2, 3, 4]), torch.tensor([1, 0, 3, -100]))
+        0.6666666666666666
+    """
+    _require_tensor("predictions", predictions)
+    _same_shape(labels=labels, predictions=predictions)
+    counted = counted_positions(labels, attention_mask, ignore_index=ignore_index)
+    n = int(counted.sum())
+    if n == 0:
+        return math.nan
+    correct = int(((predictions == labels) & counted).sum())
+    return correct / n
+
+
+def num_precision_recall_f1(
+    predictions: torch.Tensor,
+    labels: torch.Tensor,
+    num_token_id: int,
+    *,
+    attention_mask: torch.Tensor | None = None,
+    ignore_index: int = -100,
+) -> tuple[float, float, float]:
+    """Precision, recall and F1 of the ``<NUM>`` decision over counted positions.
+
+    With ``tp = #(pred = NUM and label = NUM)``: precision ``= tp / #(pred = NUM)``,
+    recall ``= tp / #(label = NUM)``, F1 ``= 2 P R / (P + R)`` (each 0 when its denominator is 0).
+
+    Args:
+        predictions: ``[...]`` predicted ids.
+        labels: ``[...]`` true ids.
+        num_token_id: the id of ``<NUM>``.
+        attention_mask: optional ``[...]``.
+        ignore_index: label of positions that do not count.
+
+    Returns:
+        ``(precision, recall, f1)``.
+
+    Raises:
+        ValueError: mismatched shapes.
+
+    Example:
+        >>> import torch
+        >>> pred = torch.tensor([9, 9, 1, 9])
+        >>> lab = torch.tensor([9, 2, 9, 9])
+        >>> num_precision_recall_f1(pred, lab, 9)  # tp 2, predicted 3, true 3
+        (0.6666666666666666, 0.6666666666666666, 0.6666666666666666)
+    """
+    _require_tensor("predictions", predictions)
+    _same_shape(labels=labels, predictions=predictions)
+    counted = counted_positions(labels, attention_mask, ignore_index=ignore_index)
+    pred_num = (predictions == num_token_id) & counted
+    true_num = (labels == num_token_id) & counted
+    tp = int((pred_num & true_num).sum())
+    n_pred, n_true = int(pred_num.sum()), int(true_num.sum())
+    precision = tp / n_pred if n_pred else 0.0
+    recall = tp / n_true if n_true else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    return precision, recall, f1
+
+
+def quantiles(values: torch.Tensor, qs: tuple[float, ...]) -> list[float]:
+    """Linearly interpolated quantiles of all entries (``numpy.quantile``'s default method).
+
+    Works on any size (``torch.quantile`` refuses inputs above 2**24 elements): one sort in
+    float64, then ``x[floor(h)] + (h - floor(h)) (x[ceil(h)] - x[floor(h)])`` with
+    ``h = q (n - 1)``.
+
+    Args:
+        values: any shape; flattened.
+        qs: quantile levels in ``[0, 1]``.
+
+    Returns:
+        One float per level; ``nan`` for every level when ``values`` is empty.
+
+    Raises:
+        ValueError: a level outside ``[0, 1]``.
+
+    Example:
+        >>> import torch
+        >>> quantiles(torch.tensor([4.0, 1.0, 3.0, 2.0]), (0.5, 0.25))
+        [2.5, 1.75]
+    """
+    for q in qs:
+        if not 0.0 <= float(q) <= 1.0:
+            raise ValueError(f"quantile levels must lie in [0, 1], got {q!r}")
+    x = _require_tensor("values", values).detach().reshape(-1).to(torch.float64)
+    n = x.numel()
+    if n == 0:
+        return [math.nan for _ in qs]
+    x = x.sort().values
+    out = []
+    for q in qs:
+        h = float(q) * (n - 1)
+        lo = math.floor(h)
+        hi = min(lo + 1, n - 1)
+        a, b = float(x[lo]), float(x[hi])
+        out.append(a + (h - lo) * (b - a))
+    return out
+
+
+def regression_errors(
+    pred_values: torch.Tensor,
+    target_values: torch.Tensor,
+    labels: torch.Tensor,
+    num_token_id: int,
+    *,
+    attention_mask: torch.Tensor | None = None,
+    ignore_index: int = -100,
+) -> tuple[float, float]:
+    """Mean and median absolute error of the regression prediction at ``<NUM>`` targets.
+
+    Args:
+        pred_values: ``[...]`` predicted values (``loc_Y``, the Cauchy median).
+        target_values: ``[...]`` true values (read only at ``<NUM>`` targets).
+        labels: ``[...]`` true ids; the positions with ``labels == num_token_id`` (and counted)
+            are scored.
+        num_token_id: the id of ``<NUM>``.
+        attention_mask: optional ``[...]``.
+        ignore_index: label of positions that do not count.
+
+    Returns:
+        ``(mae, mdae)``; ``(nan, nan)`` without ``<NUM>`` targets.
+
+    Raises:
+        ValueError: mismatched shapes.
+
+    Example:
+        >>> import torch
+        >>> regression_errors(torch.tensor([1.0, 5.0, 0.0]), torch.tensor([2.0, 0.0, 4.0]),
+        ...                   torch.tensor([7, 3, 7]), 7)
+        (2.5, 2.5)
+    """
+    _require_tensor("pred_values", pred_values)
+    _require_tensor("target_values", target_values)
+    _same_shape(labels=labels, pred_values=pred_values, target_values=target_values)
+    m = counted_positions(labels, attention_mask, ignore_index=ignore_index) & (
+        labels == num_token_id
+    )
+    err = (pred_values.detach().double()[m] - target_values.detach().double()[m]).abs()
+    if err.numel() == 0:
+        return math.nan, math.nan
+    return float(err.mean()), quantiles(err, (0.5,))[0]
+
+
+def distribution_stats(
+    values: torch.Tensor, attention_mask: torch.Tensor | None = None
+) -> dict[str, float]:
+    """Mean, median, standard deviation (ddof 0) and IQR of ``values`` over valid positions.
+
+    Every component at every valid position is one observation.
+
+    Args:
+        values: ``[..., C]`` (e.g. ``loc_U`` or ``scale_U``).
+        attention_mask: optional ``[...]`` (``values`` without its last dimension).
+
+    Returns:
+        ``{"mean", "median", "std", "iqr"}`` (``nan`` each when nothing is valid), with
+        ``iqr = q75 - q25``.
+
+    Raises:
+        ValueError: ``attention_mask`` does not match ``values.shape[:-1]``.
+
+    Example:
+        >>> import torch
+        >>> distribution_stats(torch.tensor([[1.0, 3.0], [100.0, 100.0]]), torch.tensor([1, 0]))
+        {'mean': 2.0, 'median': 2.0, 'std': 1.0, 'iqr': 1.0}
+    """
+    _require_tensor("values", values)
+    x = values.detach().to(torch.float64)
+    if attention_mask is not None:
+        _require_tensor("attention_mask", attention_mask)
+        if tuple(attention_mask.shape) != tuple(values.shape[:-1]):
+            raise ValueError(
+                f"attention_mask shape {tuple(attention_mask.shape)} must equal values' shape "
+                f"without its last dimension, {tuple(values.shape[:-1])}"
+            )
+        x = x[attention_mask.to(values.device) != 0]
+    x = x.reshape(-1)
+    if x.numel() == 0:
+        return {"mean": math.nan, "median": math.nan, "std": math.nan, "iqr": math.nan}
+    mean = float(x.mean())
+    std = float((x - mean).square().mean().sqrt())
+    q25, q50, q75 = quantiles(x, (0.25, 0.5, 0.75))
+    return {"mean": mean, "median": q50, "std": std, "iqr": q75 - q25}
+
+
+def ovr_prob_sums(
+    action: Action,
+    U: CauchyVector,
+    *,
+    mode: str = "standard",
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+    chunk_size: int | None = None,
+) -> torch.Tensor:
+    """Per-position sum of the one-vs-rest probabilities, ``sum_k P_k``, without holding ``[N, V]``.
+
+    The positions are processed in chunks of ``chunk_size`` rows (default: about ``2**22``
+    scores per chunk), each through ``action(U_chunk, mode, temperature)``; the random modes draw
+    chunk by chunk from ``generator``. For one individual whose next token has a single true
+    value the sum should be close to 1 (seed 000 §5.4).
+
+    Args:
+        action: the :class:`~cauchylin.nn.Action` layer.
+        U: ``[..., C]`` the Abduction output.
+        mode: ``"standard"``, ``"individual"`` (causal sampling), or any non-shared mode.
+        temperature: the mode's temperature.
+        generator: optional ``torch.Generator`` for the random modes.
+        chunk_size: positions per chunk.
+
+    Returns:
+        ``[...]`` float64 sums (``U``'s batch shape).
+
+    Raises:
+        ValueError: a shared mode (it needs a draw; use the Action directly), a bad mode or a
+            bad ``chunk_size``.
+    """
+    if mode in ("shared_individual", "shared_noise"):
+        raise ValueError(f"ovr_prob_sums does not take the shared mode {mode!r}")
+    if not isinstance(U, CauchyVector):
+        raise ValueError(f"U must be a CauchyVector, got {type(U).__name__}")
+    batch = U.batch_shape
+    flat = U.reshape(-1, U.event_size)
+    n = flat.batch_shape[0]
+    if chunk_size is None:
+        chunk_size = max(1, 2**22 // max(action.num_classes, 1))
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    sums = []
+    with torch.no_grad():
+        for start in range(0, n, chunk_size):
+            part = flat[start : start + chunk_size]
+            out = action(part, mode, temperature, generator=generator)
+            sums.append(out.ovr_probs().to(torch.float64).sum(-1))
+    total = torch.cat(sums) if sums else torch.zeros(0, dtype=torch.float64, device=U.device)
+    return total.reshape(batch)
+
+
+def ovr_prob_sum_median(sums: torch.Tensor, attention_mask: torch.Tensor | None = None) -> float:
+    """Median over valid positions of per-position OvR probability sums (see :func:`ovr_prob_sums`).
+
+    Args:
+        sums: ``[...]`` per-position sums.
+        attention_mask: optional ``[...]``.
+
+    Returns:
+        The median (``nan`` without valid positions).
+
+    Example:
+        >>> import torch
+        >>> round(ovr_prob_sum_median(torch.tensor([0.9, 1.4, 7.0]), torch.tensor([1, 1, 0])), 6)
+        1.15
+    """
+    _require_tensor("sums", sums)
+    x = sums.detach()
+    if attention_mask is not None:
+        _same_shape(sums=sums, attention_mask=attention_mask)
+        x = x[attention_mask != 0]
+    return quantiles(x, (0.5,))[0]
+
+
+def compute_metrics(
+    *,
+    labels: torch.Tensor | None = None,
+    predictions: torch.Tensor | None = None,
+    attention_mask: torch.Tensor | None = None,
+    ignore_index: int = -100,
+    num_token_id: int | None = None,
+    pred_values: torch.Tensor | None = None,
+    target_values: torch.Tensor | None = None,
+    loc_U: torch.Tensor | None = None,
+    scale_U: torch.Tensor | None = None,
+    action: Action | None = None,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+    chunk_size: int | None = None,
+    train_predictions: torch.Tensor | None = None,
+    train_labels: torch.Tensor | None = None,
+    train_attention_mask: torch.Tensor | None = None,
+) -> dict[str, float]:
+    """All metrics of seed 000 §5 that the given inputs allow, under their logging names.
+
+    The ``eval/`` metrics should come from deterministic inference (standard mode,
+    ``predictions = ActionOutput.predict()``, ``pred_values = loc_Y``), seed 000 §5.1.
+
+    * ``train/accuracy`` — needs ``train_predictions`` and ``train_labels``
+      (``train_attention_mask`` optional);
+    * ``eval/accuracy`` — needs ``predictions`` and ``labels``;
+    * ``eval/num_precision``, ``eval/num_recall``, ``eval/num_f1`` — also ``num_token_id``;
+    * ``eval/reg_mae``, ``eval/reg_mdae`` — also ``pred_values`` and ``target_values``;
+    * ``dist/U_loc_*`` / ``dist/U_scale_*`` (``mean``, ``median``, ``std``, ``iqr``) — ``loc_U`` /
+      ``scale_U`` (``[..., C]``) over positions with ``attention_mask != 0``;
+    * ``dist/ovr_prob_sum_median_standard`` and ``dist/ovr_prob_sum_median_causal`` — also
+      ``action`` (standard mode at ``temperature``; individual sampling at ``temperature`` with
+      ``generator``).
+
+    Args:
+        labels: ``[...]`` evaluation labels (``ignore_index`` where none).
+        predictions: ``[...]`` predicted ids aligned with ``labels``.
+        attention_mask: optional ``[...]`` of the evaluation batch.
+        ignore_index: label of positions that do not count.
+        num_token_id: id of ``<NUM>``.
+        pred_values: ``[...]`` regression predictions (``loc_Y``).
+        target_values: ``[...]`` true values.
+        loc_U: ``[..., C]``.
+        scale_U: ``[..., C]``.
+        action: the Action layer, for the OvR probability sums.
+        temperature: temperature of those modes.
+        generator: generator of the individual draws.
+        chunk_size: positions per chunk for the probability sums.
+        train_predictions: ``[...]`` predictions on a training batch.
+        train_labels: ``[...]`` its labels.
+        train_attention_mask: its optional mask.
+
+    Returns:
+        ``dict`` from metric name to float.
+
+    Raises:
+        ValueError: mismatched shapes.
+
+    Example:
+        >>> import torch
+        >>> m = compute_metrics(labels=torch.tensor([5, 7, 7]), predictions=torch.tensor([5, 7, 1]),
+        ...                     num_token_id=7)
+        >>> m["eval/accuracy"], m["eval/num_recall"]
+        (0.6666666666666666, 0.5)
+    """
+    out: dict[str, float] = {}
+    if train_predictions is not None and train_labels is not None:
+        out["train/accuracy"] = token_accuracy(
+            train_predictions,
+            train_labels,
+            attention_mask=train_attention_mask,
+            ignore_index=ignore_index,
+        )
+    if predictions is not None and labels is not None:
+        out["eval/accuracy"] = token_accuracy(
+            predictions, labels, attention_mask=attention_mask, ignore_index=ignore_index
+        )
+        if num_token_id is not None:
+            p, r, f = num_precision_recall_f1(
+                predictions,
+                labels,
+                num_token_id,
+                attention_mask=attention_mask,
+                ignore_index=ignore_index,
+            )
+            out["eval/num_precision"], out["eval/num_recall"], out["eval/num_f1"] = p, r, f
+    if (
+        labels is not None
+        and num_token_id is not None
+        and pred_values is not None
+        and target_values is not None
+    ):
+        mae, mdae = regression_errors(
+            pred_values,
+            target_values,
+            labels,
+            num_token_id,
+            attention_mask=attention_mask,
+            ignore_index=ignore_index,
+        )
+        out["eval/reg_mae"], out["eval/reg_mdae"] = mae, mdae
+    for name, values in (("U_loc", loc_U), ("U_scale", scale_U)):
+        if values is not None:
+            for stat, v in distribution_stats(values, attention_mask).items():
+                out[f"dist/{name}_{stat}"] = v
+    if action is not None and loc_U is not None and scale_U is not None:
+        U = CauchyVector(loc_U.detach(), scale_U.detach())
+        for key, mode in (("standard", "standard"), ("causal", "individual")):
+            sums = ovr_prob_sums(
+                action,
+                U,
+                mode=mode,
+                temperature=temperature,
+                generator=generator,
+                chunk_size=chunk_size,
+            )
+            out[f"dist/ovr_prob_sum_median_{key}"] = ovr_prob_sum_median(sums, attention_mask)
+    return out
