@@ -1,0 +1,273 @@
+"""``CauchyLMConfig``: the configuration of a causal language model built on a Hugging Face decoder.
+
+The config holds two things:
+
+* the **base decoder's config** (``base_config``, any config that ``AutoModel.from_config`` turns
+  into a decoder: Qwen2, Llama, Mistral, GPT-2, ...), kept as a nested config object and written
+  into ``config.json`` as a plain dict, plus where the base came from
+  (``base_model_name_or_path``, used by heads-only checkpoints);
+* the **causal settings** of the heads (seed 000, seed 002, SPEC §3-§5): the causal size, the
+  initial Abduction scale ``gamma_init``, the exogenous noise ``b_noise_init``, the OvR thresholds,
+  the regression gate ``alpha`` and weight ``reg_weight`` (lambda), the class set of the OvR sum,
+  the ``<NUM>`` token, the training mode and temperature, backbone freezing, the ``w_num`` init
+  and the dtype the heads compute in.
+
+Everything that is derived from the base (hidden size, number of embedding rows) is read from
+``base_config`` through read-only properties, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import torch
+from transformers import AutoConfig, PreTrainedConfig
+from transformers.configuration_utils import SubConfigSpec
+
+__all__ = ["HEAD_DTYPES", "OVR_CLASS_SETS", "TRAINING_MODES", "W_NUM_INITS", "CauchyLMConfig"]
+
+OVR_CLASS_SETS = ("all", "tokenizer")
+"""Values of ``ovr_classes``: every embedding row, or the tokenizer's tokens plus ``<NUM>``."""
+
+TRAINING_MODES = ("standard", "causal")
+"""Values of ``training_mode``: ``U' = Cauchy(loc_U, scale_U + T|b_noise|)`` or ``T = 0``."""
+
+W_NUM_INITS = ("random_unit", "normal", "zeros")
+"""Values of ``w_num_init`` (see :class:`cauchylin.nn.NumericEmbedding`): a random unit direction
+(seed 002, default), ``N(0, 1/H)`` entries (seed 000) or zeros."""
+
+HEAD_DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+"""Names accepted by ``head_dtype`` and the torch dtypes they stand for."""
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class CauchyLMConfig(PreTrainedConfig):
+    """Configuration of :class:`~cauchylin_hf.model.CauchyLMForCausalLM`.
+
+    Args:
+        base_config: the base decoder's config (a ``PretrainedConfig`` or its ``to_dict()``; a
+            dict must carry ``model_type``). Required to build a model; ``None`` only for an empty
+            config object.
+        base_model_name_or_path: where the base weights live (a local folder or a Hub name);
+            recorded by :meth:`~cauchylin_hf.model.CauchyLMForCausalLM.from_base` and used by
+            heads-only loading.
+        base_vocab_size: number of embedding rows of the unchanged base (before a ``<NUM>`` row
+            was added by resizing); set by ``from_base``. Defaults to the base config's
+            ``vocab_size``.
+        causal_size: C, the size of the individual representation U; ``None`` means
+            ``hidden_size`` (C = H, the only setting where the init is exact).
+        gamma_init: initial Abduction scale gamma_0 > 0 (scale_U = gamma_0 at init).
+        b_noise_init: initial value of every component of the exogenous noise b_noise.
+        threshold: initial OvR threshold C_k (finite).
+        threshold_per_class: one threshold per class instead of one shared scalar.
+        learnable_threshold: make the thresholds a trainable parameter (else a fixed buffer).
+        alpha: gate floor of the regression loss, in [0, 1]
+            (gate = num_mask * (alpha + (1 - alpha) P_<NUM>)).
+        reg_weight: lambda >= 0 in ``L = L_cls + lambda * L_reg``.
+        ovr_classes: ``"all"`` (every embedding row is an OvR class, seed 000) or
+            ``"tokenizer"`` (classes ``0 .. tokenizer_size - 1``: the tokenizer's tokens plus
+            ``<NUM>``; spare rows are never predicted).
+        tokenizer_size: number of ids the tokenizer (with ``<NUM>``) uses; required when
+            ``ovr_classes="tokenizer"``.
+        num_token: the ``<NUM>`` token's text.
+        num_token_id: the ``<NUM>`` id, or ``None`` for a model without numeric input (the
+            regression loss is then always 0).
+        training_mode: ``"standard"`` (U' = Cauchy(loc_U, scale_U + T|b_noise|), SPEC §5) or
+            ``"causal"`` (T = 0) for the training loss.
+        temperature: T >= 0 of the training loss and the default temperature of ``forward``.
+        freeze_backbone: freeze the base decoder's parameters (seed 000 §2.2; default True).
+        w_num_init: ``"random_unit"`` (seed 002), ``"normal"`` (seed 000) or ``"zeros"``.
+        head_dtype: dtype of the heads and of the hidden states they read: ``"float32"``
+            (default), ``"float64"``, ``"bfloat16"`` or ``"float16"``.
+        **kwargs: the usual ``PretrainedConfig`` arguments.
+
+    Raises:
+        ValueError: for a setting outside its domain (named in the message).
+
+    Example:
+        >>> from transformers import Qwen2Config
+        >>> base = Qwen2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        ...                    num_key_value_heads=2, intermediate_size=64, vocab_size=300)
+        >>> cfg = CauchyLMConfig(base_config=base, num_token_id=299)
+        >>> cfg.hidden_size, cfg.causal_hidden_size, cfg.num_classes
+        (32, 32, 300)
+    """
+
+    model_type = "cauchy_lm"
+    sub_configs_defaults: ClassVar[dict[str, SubConfigSpec]] = {
+        "base_config": SubConfigSpec(config_class=AutoConfig, model_type="qwen2", optional=True),
+    }
+
+    base_config: dict | PreTrainedConfig | None = None
+    base_model_name_or_path: str | None = None
+    base_vocab_size: int | None = None
+    causal_size: int | None = None
+    gamma_init: float = 10.0
+    b_noise_init: float = 0.1
+    threshold: float = 100.0
+    threshold_per_class: bool = False
+    learnable_threshold: bool = False
+    alpha: float = 0.0
+    reg_weight: float = 1.0
+    ovr_classes: str = "all"
+    tokenizer_size: int | None = None
+    num_token: str = "<NUM>"
+    num_token_id: int | None = None
+    training_mode: str = "standard"
+    temperature: float = 1.0
+    freeze_backbone: bool = True
+    w_num_init: str = "random_unit"
+    head_dtype: str = "float32"
+    # The heads are never tied to the embeddings (W_cls is a copy that trains on its own).
+    tie_word_embeddings: bool = False
+
+    def __post_init__(self, **kwargs: Any) -> None:
+        if isinstance(self.base_config, dict) and "model_type" not in self.base_config:
+            raise ValueError(
+                "base_config must carry 'model_type' (use base_model.config.to_dict()), got keys "
+                f"{sorted(self.base_config)[:8]}"
+            )
+        if self.base_config is not None and not isinstance(
+            self.base_config, (dict, PreTrainedConfig)
+        ):
+            raise ValueError(
+                f"base_config must be a PretrainedConfig, a dict or None, got "
+                f"{type(self.base_config).__name__}"
+            )
+        super().__post_init__(**kwargs)
+        self._validate_settings()
+
+    # ------------------------------------------------------------------ validation
+
+    def _validate_settings(self) -> None:
+        def positive_int_or_none(name: str) -> None:
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+                raise ValueError(f"{name} must be a positive int or None, got {v!r}")
+
+        def real(name: str, low: float | None = None, high: float | None = None) -> None:
+            v = getattr(self, name)
+            if not _is_real(v):
+                raise ValueError(f"{name} must be a finite real number, got {v!r}")
+            if (low is not None and v < low) or (high is not None and v > high):
+                lo = "-inf" if low is None else low
+                hi = "inf" if high is None else high
+                raise ValueError(f"{name} must lie in [{lo}, {hi}], got {v!r}")
+
+        def choice(name: str, allowed: tuple[str, ...] | dict[str, Any]) -> None:
+            v = getattr(self, name)
+            if v not in allowed:
+                raise ValueError(f"{name} must be one of {sorted(allowed)}, got {v!r}")
+
+        def flag(name: str) -> None:
+            v = getattr(self, name)
+            if not isinstance(v, bool):
+                raise ValueError(f"{name} must be a bool, got {v!r}")
+
+        positive_int_or_none("causal_size")
+        positive_int_or_none("tokenizer_size")
+        positive_int_or_none("base_vocab_size")
+        real("gamma_init")
+        if self.gamma_init <= 0:
+            raise ValueError(f"gamma_init must be > 0, got {self.gamma_init!r}")
+        real("b_noise_init")
+        real("threshold")
+        real("alpha", 0.0, 1.0)
+        real("reg_weight", 0.0)
+        real("temperature", 0.0)
+        for name in ("threshold_per_class", "learnable_threshold", "freeze_backbone"):
+            flag(name)
+        choice("ovr_classes", OVR_CLASS_SETS)
+        choice("training_mode", TRAINING_MODES)
+        choice("w_num_init", W_NUM_INITS)
+        choice("head_dtype", HEAD_DTYPES)
+        if not isinstance(self.num_token, str) or not self.num_token:
+            raise ValueError(f"num_token must be a non-empty str, got {self.num_token!r}")
+        k = self.num_token_id
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 0):
+            raise ValueError(f"num_token_id must be a non-negative int or None, got {k!r}")
+        if self.ovr_classes == "tokenizer" and self.tokenizer_size is None:
+            raise ValueError("ovr_classes='tokenizer' needs tokenizer_size (len of the tokenizer)")
+        if self.base_config is None:
+            return
+        rows = self.vocab_size
+        if rows is None:
+            raise ValueError(
+                f"base_config ({self.base_config.model_type}) has no vocab_size: not a text decoder"
+            )
+        if k is not None and k >= rows:
+            raise ValueError(
+                f"num_token_id={k} is outside the embedding matrix ({rows} rows); resize the "
+                "embeddings first (CauchyLMForCausalLM.from_base does this)"
+            )
+        if self.ovr_classes == "tokenizer":
+            if self.tokenizer_size > rows:
+                raise ValueError(
+                    f"tokenizer_size={self.tokenizer_size} exceeds the {rows} embedding rows"
+                )
+            if k is not None and k >= self.tokenizer_size:
+                raise ValueError(
+                    f"num_token_id={k} is not among the tokenizer_size={self.tokenizer_size} "
+                    "OvR classes"
+                )
+
+    # ------------------------------------------------------------------ derived values
+
+    @property
+    def hidden_size(self) -> int | None:
+        """H, the base decoder's hidden size (None without a base config)."""
+        if self.base_config is None:
+            return None
+        return getattr(self.base_config, "hidden_size", None)
+
+    @property
+    def vocab_size(self) -> int | None:
+        """Number of embedding rows of the backbone (the base's, plus any added ``<NUM>`` row)."""
+        if self.base_config is None:
+            return None
+        return getattr(self.base_config, "vocab_size", None)
+
+    @property
+    def num_hidden_layers(self) -> int | None:
+        """Number of decoder layers of the base (for tools that size caches from the config)."""
+        if self.base_config is None:
+            return None
+        return getattr(self.base_config, "num_hidden_layers", None)
+
+    @property
+    def causal_hidden_size(self) -> int | None:
+        """C: ``causal_size``, or H when it is None."""
+        return self.causal_size if self.causal_size is not None else self.hidden_size
+
+    @property
+    def num_classes(self) -> int | None:
+        """Number of OvR classes: ``vocab_size`` (``"all"``) or ``tokenizer_size``."""
+        if self.ovr_classes == "tokenizer":
+            return self.tokenizer_size
+        return self.vocab_size
+
+    @property
+    def torch_head_dtype(self) -> torch.dtype:
+        """``head_dtype`` as a ``torch.dtype``."""
+        return HEAD_DTYPES[self.head_dtype]
+
+    @property
+    def loss_temperature(self) -> float:
+        """Temperature of the training loss: 0 in ``"causal"`` mode, else ``temperature``."""
+        return 0.0 if self.training_mode == "causal" else float(self.temperature)
+
+    def get_text_config(self, decoder: bool | None = None, encoder: bool | None = None) -> Any:
+        """The base decoder's config: generation, caches and resizing read the text model there.
+
+        Returns ``self`` when no base config is set.
+        """
+        return self.base_config if self.base_config is not None else self

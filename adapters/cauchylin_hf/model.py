@@ -1,0 +1,1171 @@
+r"""``CauchyLMForCausalLM``: any Hugging Face decoder turned into the seeds' causal language model.
+
+Architecture (seed 000 §2, SPEC §4). Four submodules with fixed names:
+
+* ``backbone`` — the base decoder *without* its language-model head (``Qwen2Model``,
+  ``LlamaModel``, ``MistralModel``, ``GPT2Model``, ...: whatever ``AutoModel`` builds from the base
+  config). It yields the last hidden state ``z`` (after the final norm); the base logits are never
+  computed and the base ``lm_head`` is not kept, so no parameter goes unused (FSDP and DeepSpeed
+  need that).
+* ``numeric_embedding`` — :class:`CauchyNumericEmbedding`: the base token embedding plus
+  ``sign(v) ln(1 + |v|) w_num`` (and a trainable offset of the ``<NUM>`` row, see below).
+* ``abduction`` — :class:`cauchylin.nn.Abduction`: ``U ~ Cauchy(loc_U, scale_U)`` from ``z``.
+* ``action`` — :class:`cauchylin.nn.Action`: class scores ``S = W_cls U' + b_cls`` over the OvR
+  classes and the regression value ``Y``; its ``loss`` is the memory-efficient training objective.
+
+Initialisation (seed 002): ``C = H``, Abduction identity (``loc_U = z``, ``scale_U = gamma_0``),
+``W_cls`` = the base ``lm_head`` weight (the embedding matrix for tied bases), ``b_cls`` = the base
+head's bias (0 for every supported architecture). Then ``loc_S`` equals the base logits: ``verify``
+measures it.
+
+The ``<NUM>`` token (SPEC §4): when the base has embedding rows beyond the tokenizer (Qwen2.5:
+151936 rows, 151665 tokens) ``<NUM>`` is the first spare row (id ``len(tokenizer)``) and inherits
+its embedding and head row; otherwise one row is added (embedding and head row = the mean of the
+existing rows). Either way ``numeric_embedding.num_token_delta`` (``[H]``, init 0) is added to the
+``<NUM>`` embedding, so the ``<NUM>`` input embedding trains even when the backbone is frozen (the
+default) or LoRA-wrapped, and a heads-only checkpoint carries it.
+
+Next-token shift — the one place where labels are aligned: inside :meth:`forward`, position ``i``
+predicts ``labels[:, i + 1]``; ``target_values`` (aligned with the input positions like
+``numeric_values``) shift with the labels. Pass labels unshifted (``labels = input_ids`` with
+``-100`` at padding, as :class:`~cauchylin_hf.data.NumericDataCollator` does).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import nn
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GenerationMixin,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+from transformers import initialization as hf_init
+from transformers.models.auto.modeling_auto import MODEL_MAPPING
+from transformers.utils import ModelOutput
+
+from cauchylin import CauchyVector
+from cauchylin.nn import Abduction, Action, ActionOutput, NumericEmbedding
+
+from .config import CauchyLMConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .tokenizer import NumericTokenizer
+
+__all__ = [
+    "HEAD_MODULES",
+    "CauchyLMForCausalLM",
+    "CauchyLMOutput",
+    "CauchyNumericEmbedding",
+    "split_causal_lm",
+]
+
+logger = logging.getLogger(__name__)
+
+HEAD_MODULES = ("numeric_embedding", "abduction", "action")
+"""Names of the new submodules (the ones PEFT's ``modules_to_save`` and heads-only files hold)."""
+
+# Config attributes of bases whose logits are post-processed after the lm_head (so that loc_S can
+# not equal them exactly): soft-capping, logit scaling.
+_LOGIT_POSTPROCESSING = ("final_logit_softcapping", "logit_scale", "logits_scaling")
+
+# Entries given to an all-zero head row so that its scale_S is positive (see _head_matrix).
+_ZERO_ROW_FILL = 1e-9
+
+
+def _flagged(t: torch.Tensor) -> bool:
+    """True when transformers marked ``t`` as loaded/initialised (``_is_hf_initialized``)."""
+    return bool(getattr(t, "_is_hf_initialized", False))
+
+
+# ============================================================================================
+# Output
+# ============================================================================================
+
+
+@dataclass
+class CauchyLMOutput(ModelOutput):
+    """Output of :meth:`CauchyLMForCausalLM.forward`.
+
+    Distribution fields cover the positions kept by ``logits_to_keep`` (all by default), in the
+    heads' dtype. In a training forward (``labels`` given) the class-score fields ``logits``,
+    ``loc_S``, ``scale_S``, ``loc_Y``, ``scale_Y`` are ``None`` unless ``return_distributions=True``:
+    the loss never materialises ``[N, V]`` tensors.
+
+    Attributes:
+        loss: scalar ``L = L_cls + reg_weight * L_reg`` (only when ``labels`` are given).
+        cls_loss: scalar OvR loss (mean over counted positions).
+        reg_loss: scalar gated regression loss (0 when no ``<NUM>`` target).
+        cls_count: number of positions the OvR loss counted (int64 scalar).
+        reg_count: number of ``<NUM>`` targets (int64 scalar).
+        logits: ``[B, S', K]`` = ``loc_S`` (for tools that expect logits; ``K`` = OvR classes).
+        loc_S: ``[B, S', K]`` class-score locations.
+        scale_S: ``[B, S', K]`` class-score scales (of the requested mode).
+        loc_Y: ``[B, S']`` regression-value location (the regression prediction).
+        scale_Y: ``[B, S']`` regression-value scale.
+        loc_U: ``[B, S', C]`` location of the individual representation U.
+        scale_U: ``[B, S', C]`` scale of U.
+        past_key_values: the backbone's cache (when ``use_cache``).
+        hidden_states: the backbone's hidden states (``output_hidden_states=True``).
+        attentions: the backbone's attentions (``output_attentions=True``).
+    """
+
+    loss: torch.Tensor | None = None
+    cls_loss: torch.Tensor | None = None
+    reg_loss: torch.Tensor | None = None
+    cls_count: torch.Tensor | None = None
+    reg_count: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    loc_S: torch.Tensor | None = None
+    scale_S: torch.Tensor | None = None
+    loc_Y: torch.Tensor | None = None
+    scale_Y: torch.Tensor | None = None
+    loc_U: torch.Tensor | None = None
+    scale_U: torch.Tensor | None = None
+    past_key_values: Any = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+# ============================================================================================
+# Numeric embedding with a trainable <NUM> row offset
+# ============================================================================================
+
+
+class CauchyNumericEmbedding(NumericEmbedding):
+    r""":class:`cauchylin.nn.NumericEmbedding` plus a trainable offset of the ``<NUM>`` embedding.
+
+    .. math::
+
+        e_i = \mathrm{base}_i + [x_i = \mathrm{NUM}]\,\delta + \operatorname{sign}(v_i)
+        \ln(1 + |v_i|)\, w_\mathrm{num}
+
+    ``delta`` (``num_token_delta``, ``[H]``) starts at 0, so at initialisation the embedding equals
+    the base embedding bit for bit. It lets the ``<NUM>`` input embedding learn while the backbone
+    (and its embedding matrix) is frozen or LoRA-wrapped.
+
+    Args:
+        hidden_size: ``H``.
+        init: initial ``w_num`` (``"random_unit"``, ``"normal"``, ``"zeros"``).
+        dtype: parameter dtype.
+        device: parameter device.
+
+    Attributes:
+        w_num: ``[H]`` numeric direction.
+        num_token_delta: ``[H]`` offset added to the ``<NUM>`` embedding.
+
+    Example:
+        >>> import torch
+        >>> emb = CauchyNumericEmbedding(4, init="zeros")
+        >>> base = torch.ones(1, 2, 4)
+        >>> torch.equal(emb(base, torch.zeros(1, 2), torch.tensor([[True, False]])), base)
+        True
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        *,
+        init: str = "random_unit",
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__(hidden_size, init=init, dtype=dtype, device=device)
+        self.num_token_delta = nn.Parameter(torch.zeros(hidden_size, dtype=dtype, device=device))
+
+    def forward(
+        self,
+        base_embeds: torch.Tensor,
+        numeric_values: torch.Tensor | None = None,
+        num_token_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The enhanced embedding.
+
+        Args:
+            base_embeds: ``[B, S, H]`` token embeddings of the backbone.
+            numeric_values: ``[B, S]`` values (0 where there is no number), or None.
+            num_token_mask: ``[B, S]`` bool, True at ``<NUM>`` positions, or None.
+
+        Returns:
+            ``[B, S, H]`` in ``base_embeds``' dtype.
+
+        Raises:
+            ValueError: shapes that do not match ``base_embeds`` (see the parent class).
+        """
+        out = base_embeds
+        if num_token_mask is not None:
+            if tuple(num_token_mask.shape) != tuple(base_embeds.shape[:-1]):
+                raise ValueError(
+                    f"num_token_mask shape {tuple(num_token_mask.shape)} must equal base_embeds "
+                    f"without its last dimension, {tuple(base_embeds.shape[:-1])}"
+                )
+            delta = (
+                num_token_mask.unsqueeze(-1).to(self.num_token_delta.dtype) * self.num_token_delta
+            )
+            dtype = torch.promote_types(delta.dtype, out.dtype)
+            out = (out.to(dtype) + delta.to(dtype)).to(base_embeds.dtype)
+        if numeric_values is not None:
+            out = super().forward(out, numeric_values)
+        return out
+
+
+# ============================================================================================
+# Helpers: base models, tokenizers, <NUM>
+# ============================================================================================
+
+
+def split_causal_lm(model: Any) -> tuple[PreTrainedModel, torch.Tensor, torch.Tensor | None]:
+    """Split a loaded causal LM into its decoder and its head weights.
+
+    Args:
+        model: a ``PreTrainedModel`` loaded with ``AutoModelForCausalLM`` (e.g.
+            ``Qwen2ForCausalLM``, ``GPT2LMHeadModel``).
+
+    Returns:
+        ``(backbone, head_weight [V, H], head_bias [V] or None)``: the decoder module (shared,
+        not copied) and the language-model head's parameters.
+
+    Raises:
+        ValueError: ``model`` is not a ``PreTrainedModel``, is an encoder-decoder, has no
+            language-model head, no separate decoder, or a decoder that ``AutoModel`` cannot
+            rebuild from its config.
+
+    Example:
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> backbone, w, b = split_causal_lm(tiny_base_model("gpt2"))
+        >>> type(backbone).__name__, tuple(w.shape), b is None
+        ('GPT2Model', (300, 32), True)
+    """
+    name = type(model).__name__
+    if isinstance(model, CauchyLMForCausalLM):
+        raise ValueError(f"{name} is already a causal model; pass its base model")
+    if not isinstance(model, PreTrainedModel):
+        raise ValueError(f"base must be a transformers PreTrainedModel, got {name}")
+    if getattr(model.config, "is_encoder_decoder", False):
+        raise ValueError(f"{name} is an encoder-decoder model; a decoder-only causal LM is needed")
+    head = model.get_output_embeddings()
+    backbone = model.base_model
+    if head is None or backbone is model:
+        raise ValueError(
+            f"{name} has no language-model head and separate decoder: load the base with "
+            "AutoModelForCausalLM (e.g. Qwen2ForCausalLM, not Qwen2Model)"
+        )
+    weight = getattr(head, "weight", None)
+    hidden = backbone.config.hidden_size
+    if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or weight.shape[1] != hidden:
+        raise ValueError(f"{name}'s output head is not a [vocab, {hidden}] linear map")
+    bias = getattr(head, "bias", None)
+    expected = MODEL_MAPPING.get(type(backbone.config), None)
+    if expected is not type(backbone):
+        raise ValueError(
+            f"{name}'s decoder {type(backbone).__name__} is not what AutoModel builds from its "
+            f"config ({type(backbone.config).__name__}); this architecture is not supported"
+        )
+    if backbone.get_input_embeddings() is None:
+        raise ValueError(f"{name}'s decoder has no input embeddings")
+    return backbone, weight, bias if isinstance(bias, torch.Tensor) else None
+
+
+def _looks_like_path(s: str) -> bool:
+    """True for strings that can only be a filesystem path (not a Hub name like ``org/model``)."""
+    if os.path.isabs(s) or s.startswith((".", "~")) or s.count("/") > 1:
+        return True
+    return os.sep != "/" and os.sep in s
+
+
+def _load_base(
+    base: str | os.PathLike | PreTrainedModel, base_kwargs: dict[str, Any] | None
+) -> tuple[PreTrainedModel, str | None]:
+    """The base causal LM and the folder (or Hub name) it came from (None for an object)."""
+    if isinstance(base, (str, os.PathLike)):
+        path = os.fspath(base)
+        if not os.path.isdir(path) and _looks_like_path(path):
+            raise ValueError(f"base checkpoint folder {path!r} does not exist")
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path, **(base_kwargs or {}))
+        except (OSError, ValueError, KeyError) as exc:
+            raise ValueError(
+                f"could not load {path!r} with AutoModelForCausalLM (a decoder-only causal LM "
+                f"checkpoint is needed): {exc}"
+            ) from exc
+        return model, path
+    if isinstance(base, PreTrainedModel):
+        if base_kwargs:
+            raise ValueError("base_kwargs only apply when base is a checkpoint folder")
+        return base, None
+    raise ValueError(
+        f"base must be a checkpoint folder or a PreTrainedModel, got {type(base).__name__}"
+    )
+
+
+def _load_tokenizer(
+    tokenizer: Any,
+    base_path: str | None,
+) -> tuple[PreTrainedTokenizerBase | None, NumericTokenizer | None]:
+    """Resolve the ``tokenizer`` argument of ``from_base`` to (plain tokenizer, numeric one)."""
+    from .tokenizer import NumericTokenizer
+
+    if tokenizer is False:
+        return None, None
+    if isinstance(tokenizer, NumericTokenizer):
+        return tokenizer.tokenizer, tokenizer
+    if isinstance(tokenizer, PreTrainedTokenizerBase):
+        return tokenizer, None
+    if isinstance(tokenizer, (str, os.PathLike)):
+        path = os.fspath(tokenizer)
+        if not os.path.isdir(path) and _looks_like_path(path):
+            raise ValueError(f"tokenizer folder {path!r} does not exist")
+        try:
+            return AutoTokenizer.from_pretrained(path), None
+        except (OSError, ValueError, TypeError) as exc:
+            raise ValueError(f"could not load a tokenizer from {path!r}: {exc}") from exc
+    if tokenizer is None:
+        if base_path is None or not os.path.isdir(base_path):
+            return None, None
+        files = os.listdir(base_path)
+        if not any(f.startswith(("tokenizer", "vocab", "spiece")) for f in files):
+            return None, None
+        try:
+            return AutoTokenizer.from_pretrained(base_path), None
+        except (OSError, ValueError, TypeError) as exc:
+            logger.warning("no usable tokenizer in %s (%s); continuing without one", base_path, exc)
+            return None, None
+    raise ValueError(
+        "tokenizer must be None, False, a folder, a PreTrainedTokenizerBase or a NumericTokenizer, "
+        f"got {type(tokenizer).__name__}"
+    )
+
+
+def _resolve_num_token(
+    tokenizer: PreTrainedTokenizerBase | None,
+    numeric: NumericTokenizer | None,
+    rows: int,
+    num_token: str,
+    num_token_id: int | None,
+) -> int | None:
+    """The ``<NUM>`` id: explicit, the numeric tokenizer's, in the vocabulary, or the first spare
+    row (``len(tokenizer)``); None without a tokenizer or id."""
+    if num_token_id is not None:
+        if isinstance(num_token_id, bool) or not isinstance(num_token_id, int) or num_token_id < 0:
+            raise ValueError(f"num_token_id must be a non-negative int, got {num_token_id!r}")
+        if num_token_id > rows:
+            raise ValueError(
+                f"num_token_id={num_token_id} leaves a gap after the {rows} embedding rows; use an "
+                f"id < {rows} (a spare row) or {rows} (a new row)"
+            )
+        return num_token_id
+    if numeric is not None:
+        return numeric.num_token_id
+    if tokenizer is None:
+        return None
+    vocab = tokenizer.get_vocab()
+    if num_token in vocab:
+        return int(vocab[num_token])
+    return len(tokenizer)
+
+
+# ============================================================================================
+# The model
+# ============================================================================================
+
+
+class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
+    r"""A Hugging Face decoder with the Abduction/Action heads of the causal language model.
+
+    Build one with :meth:`from_base` (from a local checkpoint folder or a loaded causal LM),
+    reload a saved one with :meth:`from_pretrained`, or load heads-only files on top of an
+    unchanged base with :meth:`from_heads`.
+
+    Args:
+        config: :class:`~cauchylin_hf.config.CauchyLMConfig` (with ``base_config``).
+        backbone: optional already-built decoder to use as ``backbone`` (shared, not copied;
+            used by :meth:`from_base`). Default: ``AutoModel.from_config(config.base_config)``.
+
+    Attributes:
+        backbone: the base decoder without its head.
+        numeric_embedding: :class:`CauchyNumericEmbedding`.
+        abduction: :class:`cauchylin.nn.Abduction` (``H -> C``).
+        action: :class:`cauchylin.nn.Action` (``C -> K`` classes and the regression value).
+
+    Raises:
+        ValueError: a config without ``base_config``, or a ``backbone`` that does not match it.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> base = tiny_base_model("qwen2")
+        >>> model = CauchyLMForCausalLM.from_base(base, num_token_id=299)
+        >>> ids = torch.tensor([[5, 6, 7]])
+        >>> out = model(ids)
+        >>> bool((out.loc_S - base(ids).logits).abs().max() < 1e-4)
+        True
+    """
+
+    config_class = CauchyLMConfig
+    config: CauchyLMConfig
+    base_model_prefix = "backbone"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_flex_attn = True
+    _supports_attention_backend = True
+    _skip_keys_device_placement: ClassVar[list[str]] = ["past_key_values"]
+    # The loss is a per-batch mean (OvR mean over counted positions, regression mean over <NUM>
+    # targets): the Trainer scales it for gradient accumulation and passes no num_items_in_batch.
+    accepts_loss_kwargs = False
+
+    def __init__(self, config: CauchyLMConfig, backbone: PreTrainedModel | None = None) -> None:
+        if not isinstance(config, CauchyLMConfig):
+            raise ValueError(f"config must be a CauchyLMConfig, got {type(config).__name__}")
+        if config.base_config is None:
+            raise ValueError(
+                "config.base_config is None: build the model with CauchyLMForCausalLM.from_base("
+                "base) or give the config the base decoder's config"
+            )
+        super().__init__(config)
+        if backbone is None:
+            backbone_cls = MODEL_MAPPING.get(type(config.base_config), None)
+            if backbone_cls is None:
+                raise ValueError(
+                    f"AutoModel has no decoder class for base model_type "
+                    f"{config.base_config.model_type!r}"
+                )
+            backbone = backbone_cls._from_config(config.base_config)
+        else:
+            self._check_backbone(backbone, config)
+            # The injected decoder is loaded: keep transformers' init from touching it.
+            for t in [*backbone.parameters(), *backbone.buffers()]:
+                t._is_hf_initialized = True
+            for m in backbone.modules():
+                m._is_hf_initialized = True
+        self.backbone = backbone
+        # One config object for the backbone and config.base_config (resizing updates both).
+        self.config.base_config = backbone.config
+        H = config.hidden_size
+        C = config.causal_hidden_size
+        dtype = config.torch_head_dtype
+        self.numeric_embedding = CauchyNumericEmbedding(H, init=config.w_num_init, dtype=dtype)
+        if torch.get_default_device().type == "meta":
+            # from_pretrained builds on the meta device; Abduction's init computes its bias
+            # value with .item(), which a meta tensor cannot give: build it on the CPU, then
+            # move it to meta like the rest (the checkpoint fills it).
+            with torch.device("cpu"):
+                self.abduction = Abduction(H, C, gamma_init=config.gamma_init, dtype=dtype)
+            self.abduction.to("meta")
+        else:
+            self.abduction = Abduction(H, C, gamma_init=config.gamma_init, dtype=dtype)
+        self.action = Action(
+            C,
+            config.num_classes,
+            threshold=config.threshold,
+            threshold_per_class=config.threshold_per_class,
+            learnable_threshold=config.learnable_threshold,
+            b_noise_init=config.b_noise_init,
+            dtype=dtype,
+        )
+        self._no_split_modules = list(getattr(backbone, "_no_split_modules", None) or [])
+        if dtype == torch.float32:
+            # Loading with dtype=bfloat16/float16 keeps the heads in float32.
+            self._keep_in_fp32_modules_strict = list(HEAD_MODULES)
+        self.post_init()
+        self.set_backbone_trainable(not config.freeze_backbone)
+
+    @staticmethod
+    def _check_backbone(backbone: Any, config: CauchyLMConfig) -> None:
+        if not isinstance(backbone, PreTrainedModel):
+            raise ValueError(f"backbone must be a PreTrainedModel, got {type(backbone).__name__}")
+        rows = backbone.get_input_embeddings().weight.shape[0]
+        if backbone.config.hidden_size != config.hidden_size or rows != config.vocab_size:
+            raise ValueError(
+                f"backbone (hidden {backbone.config.hidden_size}, {rows} embedding rows) does not "
+                f"match the config (hidden {config.hidden_size}, {config.vocab_size} rows)"
+            )
+
+    # ------------------------------------------------------------------ transformers plumbing
+
+    def get_input_embeddings(self) -> nn.Module:
+        """The backbone's token embedding (``[vocab_size, H]``)."""
+        return self.backbone.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        """Replace the backbone's token embedding."""
+        self.backbone.set_input_embeddings(value)
+
+    def get_output_embeddings(self) -> None:
+        """None: there is no softmax head to tie (``action.classifier`` is ``W_cls``, untied)."""
+        return None
+
+    def get_decoder(self) -> PreTrainedModel:
+        """The backbone."""
+        return self.backbone
+
+    def set_decoder(self, decoder: PreTrainedModel) -> None:
+        """Replace the backbone (no checks)."""
+        self.backbone = decoder
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """The documented initialisation of the heads (seed 002), for weights not yet loaded.
+
+        transformers calls this after ``from_pretrained`` for every module whose weights were
+        missing from the checkpoint, and at construction. Every write goes through
+        ``transformers.initialization`` (or checks ``_is_hf_initialized`` first), so a loaded
+        tensor is never overwritten; the backbone is initialised by its own class.
+        """
+        if isinstance(module, CauchyNumericEmbedding):
+            if not _flagged(module.w_num):
+                module.reset_parameters()
+            hf_init.zeros_(module.num_token_delta)
+        elif isinstance(module, Abduction):
+            w = module.loc_net.weight
+            ref = Abduction(
+                module.in_features, module.causal_size, gamma_init=module.gamma_init, dtype=w.dtype
+            )
+            for name, p in module.named_parameters():
+                hf_init.copy_(p, ref.get_parameter(name).to(p.device))
+        elif isinstance(module, Action):
+            W = module.classifier.weight
+            if not _flagged(W):
+                emb = self.get_input_embeddings().weight
+                hf_init.copy_(W, self._head_matrix(emb, None, W.shape[0], W.shape[1])[0])
+            hf_init.zeros_(module.classifier.bias)
+            hf_init.normal_(module.regressor.weight, 0.0, 1.0 / math.sqrt(module.causal_size))
+            hf_init.zeros_(module.regressor.bias)
+            hf_init.constant_(module.b_noise, module.b_noise_init)
+            hf_init.constant_(module.threshold, module.threshold_init)
+
+    @staticmethod
+    def _head_matrix(
+        weight: torch.Tensor, bias: torch.Tensor | None, rows: int, cols: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[rows, cols]`` copy of a ``[V, H]`` head (extra rows: the mean row; extra columns: 0)."""
+        w = weight.detach()
+        out = torch.zeros(rows, cols, dtype=torch.float32, device=w.device)
+        r, c = min(rows, w.shape[0]), min(cols, w.shape[1])
+        out[:r, :c] = w[:r, :c].float()
+        b = torch.zeros(rows, dtype=torch.float32, device=w.device)
+        if bias is not None:
+            b[:r] = bias.detach()[:r].float()
+        if rows > w.shape[0]:
+            out[r:, :c] = w[:, :c].float().mean(0)
+            if bias is not None:
+                b[r:] = bias.detach().float().mean()
+        # An all-zero row (e.g. a zeroed padding embedding of a tied head) would give the class
+        # a zero scale_S, a degenerate Cauchy score; _ZERO_ROW_FILL keeps scale_S > 0 and moves
+        # loc_S by at most _ZERO_ROW_FILL * ||z||_1 (1e-6 for ||z||_1 = 1000).
+        out[(out == 0).all(dim=1)] = _ZERO_ROW_FILL
+        return out, b
+
+    def set_backbone_trainable(self, trainable: bool) -> None:
+        """Freeze (``False``) or unfreeze (``True``) every backbone parameter.
+
+        The heads (including ``numeric_embedding.num_token_delta``) are not touched.
+
+        Args:
+            trainable: the new ``requires_grad`` of the backbone's parameters.
+        """
+        self.backbone.requires_grad_(bool(trainable))
+
+    @classmethod
+    def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
+        """``PreTrainedModel.from_pretrained``, then the config's backbone freezing is applied.
+
+        Loading never re-initialises the heads: every head tensor found in the checkpoint is
+        kept as saved (see :meth:`_init_weights`).
+        """
+        out = super().from_pretrained(*args, **kwargs)
+        model = out[0] if isinstance(out, tuple) else out
+        if isinstance(model, CauchyLMForCausalLM):
+            model.set_backbone_trainable(not model.config.freeze_backbone)
+        return out
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def num_token_id(self) -> int | None:
+        """The ``<NUM>`` id (``config.num_token_id``)."""
+        return self.config.num_token_id
+
+    @property
+    def head_dtype(self) -> torch.dtype:
+        """dtype the heads actually hold (normally ``config.head_dtype``)."""
+        return self.abduction.loc_net.weight.dtype
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def from_base(
+        cls,
+        base: str | os.PathLike | PreTrainedModel,
+        tokenizer: Any = None,
+        *,
+        num_token: str = "<NUM>",
+        num_token_id: int | None = None,
+        return_tokenizer: bool = False,
+        base_kwargs: dict[str, Any] | None = None,
+        **settings: Any,
+    ) -> CauchyLMForCausalLM | tuple[CauchyLMForCausalLM, NumericTokenizer | None]:
+        r"""Attach the causal heads to a base causal LM, initialised so that ``loc_S`` = base logits.
+
+        Steps: load the base (``AutoModelForCausalLM.from_pretrained(path, **base_kwargs)`` for a
+        folder), take its decoder as ``backbone`` (shared, not copied), choose the ``<NUM>`` id
+        (explicit ``num_token_id``; the tokenizer's ``num_token`` if it has one; else the first
+        spare row ``len(tokenizer)``), add an embedding row if that id is not a row yet (new row
+        = mean of the rows), build the heads per seed 002 and copy the base head into ``W_cls``
+        (+ its bias when it has one; the mean head row for an added ``<NUM>`` row).
+
+        A base passed as an object is taken over, not copied: training the causal model changes
+        it, and an added ``<NUM>`` row resizes its input embeddings. Pass ``copy.deepcopy(base)``
+        to keep it untouched.
+
+        Args:
+            base: a local checkpoint folder (what ``AutoModelForCausalLM.from_pretrained``
+                reads, e.g. ``"/models/Qwen2.5-0.5B"``) or a loaded causal LM.
+            tokenizer: ``None`` (load the tokenizer from the base folder when it has one), a
+                folder, a ``PreTrainedTokenizerBase``, a
+                :class:`~cauchylin_hf.tokenizer.NumericTokenizer`, or ``False`` (none). Never
+                modified.
+            num_token: the ``<NUM>`` token text.
+            num_token_id: explicit ``<NUM>`` id (``< rows``: an existing/spare row; ``== rows``:
+                a new row). Without it and without a tokenizer the model has no ``<NUM>`` (the
+                regression loss is 0).
+            return_tokenizer: also return the numeric tokenizer (or None without a tokenizer).
+            base_kwargs: extra arguments of ``from_pretrained`` for a folder (``dtype``,
+                ``attn_implementation``, ...).
+            **settings: :class:`~cauchylin_hf.config.CauchyLMConfig` causal settings
+                (``gamma_init``, ``b_noise_init``, ``threshold``, ``ovr_classes``, ...).
+
+        Returns:
+            The model in eval mode, or ``(model, numeric_tokenizer)`` with
+            ``return_tokenizer=True``.
+
+        Raises:
+            ValueError: a folder that does not exist or does not hold a causal LM, a model that
+                is not a decoder-only causal LM, an unknown setting, a bad ``num_token_id``, or
+                ``ovr_classes="tokenizer"`` without a tokenizer.
+
+        Example:
+            >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+            >>> tok = tiny_tokenizer(300)
+            >>> base = tiny_base_model("llama", vocab_size=300, spare_rows=4)
+            >>> model, ntok = CauchyLMForCausalLM.from_base(base, tok, return_tokenizer=True)
+            >>> model.config.num_token_id, ntok.num_token_id, model.config.vocab_size
+            (300, 300, 304)
+        """
+        unknown = sorted(set(settings) - _SETTINGS)
+        if unknown:
+            raise ValueError(f"unknown settings {unknown}; known: {sorted(_SETTINGS)}")
+        model_in, base_path = _load_base(base, base_kwargs)
+        backbone, head_w, head_b = split_causal_lm(model_in)
+        for attr in _LOGIT_POSTPROCESSING:
+            if getattr(model_in.config, attr, None) not in (None, 0, 1, 1.0, 0.0):
+                logger.warning(
+                    "%s post-processes its logits (%s=%s): loc_S will not equal them exactly",
+                    type(model_in).__name__,
+                    attr,
+                    getattr(model_in.config, attr),
+                )
+        plain_tok, numeric_tok = _load_tokenizer(tokenizer, base_path)
+        rows = backbone.get_input_embeddings().weight.shape[0]
+        k = _resolve_num_token(plain_tok, numeric_tok, rows, num_token, num_token_id)
+        # The decoder gets its own config object: resizing must not edit the base's config.
+        backbone.config = copy.deepcopy(backbone.config)
+        if k is not None and k >= rows:
+            _grow_embeddings(backbone, k + 1)
+        if numeric_tok is None and plain_tok is not None:
+            from .tokenizer import NumericTokenizer
+
+            numeric_tok = NumericTokenizer(plain_tok, num_token=num_token, num_token_id=k)
+        if k is None:
+            logger.warning(
+                "no tokenizer and no num_token_id: the model has no <NUM> token (the regression "
+                "loss is always 0)"
+            )
+        settings = dict(settings)
+        if settings.get("ovr_classes") == "tokenizer" and settings.get("tokenizer_size") is None:
+            if numeric_tok is None:
+                raise ValueError("ovr_classes='tokenizer' needs a tokenizer (or tokenizer_size)")
+            settings["tokenizer_size"] = len(numeric_tok)
+        name = base_path or getattr(model_in, "name_or_path", None) or None
+        config = CauchyLMConfig(
+            base_config=backbone.config,
+            base_model_name_or_path=name,
+            base_vocab_size=rows,
+            num_token=num_token,
+            num_token_id=k,
+            **settings,
+        )
+        model = cls(config, backbone=backbone)
+        w, b = cls._head_matrix(head_w, head_b, config.num_classes, config.causal_hidden_size)
+        model.action.copy_base_head(
+            w.to(model.action.classifier.weight.dtype), b.to(model.action.classifier.bias.dtype)
+        )
+        gen = getattr(model_in, "generation_config", None)
+        if gen is not None:
+            model.generation_config = copy.deepcopy(gen)
+        model.to(backbone.get_input_embeddings().weight.device)
+        model.eval()
+        if return_tokenizer:
+            return model, numeric_tok
+        return model
+
+    # ------------------------------------------------------------------ resizing
+
+    def resize_token_embeddings(
+        self,
+        new_num_tokens: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        mean_resizing: bool = True,
+    ) -> nn.Embedding:
+        """Resize the backbone's token embedding (and the OvR classes when ``ovr_classes="all"``).
+
+        New embedding rows and new ``W_cls`` rows are the mean of the existing ones (not a random
+        draw, unlike transformers' ``mean_resizing``); new ``b_cls`` entries the mean bias; new
+        per-class thresholds the initial threshold. Shrinking drops the last rows.
+
+        Args:
+            new_num_tokens: the new number of rows (None: only ``pad_to_multiple_of``).
+            pad_to_multiple_of: round the size up to a multiple of this.
+            mean_resizing: new rows = mean rows (True) or transformers' default init (False).
+
+        Returns:
+            The new input embedding module.
+
+        Raises:
+            ValueError: a size below the ``<NUM>`` id or below ``tokenizer_size``.
+        """
+        emb = self.get_input_embeddings()
+        target = emb.weight.shape[0] if new_num_tokens is None else int(new_num_tokens)
+        if pad_to_multiple_of:
+            target = math.ceil(target / pad_to_multiple_of) * pad_to_multiple_of
+        k = self.config.num_token_id
+        if k is not None and target <= k:
+            raise ValueError(f"cannot shrink to {target} rows: <NUM> has id {k}")
+        if self.config.ovr_classes == "tokenizer" and target < self.config.tokenizer_size:
+            raise ValueError(f"cannot shrink below tokenizer_size={self.config.tokenizer_size}")
+        _grow_embeddings(self.backbone, target, mean_resizing=mean_resizing)
+        if self.config.ovr_classes == "all":
+            _resize_action_classes(self.action, target)
+        return self.get_input_embeddings()
+
+    # ------------------------------------------------------------------ forward pass
+
+    def encode(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        numeric_values: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: Any = None,
+        use_cache: bool | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, Any]:
+        """The features ``z``: numeric-aware embeddings through the backbone, last hidden state.
+
+        The base embedding of ``input_ids`` (or ``inputs_embeds``) plus the ``<NUM>`` offset and
+        ``sign(v) ln(1+|v|) w_num`` is passed to the backbone as ``inputs_embeds``; the output is
+        the backbone's last hidden state (after its final norm). The base logits are never
+        computed.
+
+        Args:
+            input_ids: ``[B, S]`` token ids.
+            numeric_values: ``[B, S]`` values at ``<NUM>`` positions (0 elsewhere), or None.
+            attention_mask: ``[B, S_past + S]`` 1 for tokens, 0 for padding.
+            past_key_values: the backbone's cache.
+            use_cache: return the updated cache.
+            position_ids: ``[B, S]`` positions (the backbone's default when None).
+            inputs_embeds: ``[B, S, H]`` base embeddings instead of ``input_ids`` (the ``<NUM>``
+                offset then needs ``input_ids`` and is skipped).
+            **kwargs: passed to the backbone (e.g. ``output_hidden_states``).
+
+        Returns:
+            ``(hidden [B, S, H] in the heads' dtype, past_key_values or None)``.
+
+        Raises:
+            ValueError: neither or both of ``input_ids``/``inputs_embeds``, or
+                ``numeric_values`` of another shape.
+        """
+        hidden, out = self._encode(
+            input_ids,
+            numeric_values,
+            attention_mask,
+            past_key_values,
+            use_cache,
+            position_ids,
+            inputs_embeds,
+            **kwargs,
+        )
+        return hidden, getattr(out, "past_key_values", None)
+
+    def _encode(
+        self,
+        input_ids: torch.LongTensor | None,
+        numeric_values: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        past_key_values: Any,
+        use_cache: bool | None,
+        position_ids: torch.LongTensor | None,
+        inputs_embeds: torch.Tensor | None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, Any]:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids or inputs_embeds")
+        if inputs_embeds is None:
+            if input_ids.dim() != 2:
+                raise ValueError(f"input_ids must be [batch, seq], got {tuple(input_ids.shape)}")
+            inputs_embeds = self.get_input_embeddings()(input_ids)
+        positions = tuple(inputs_embeds.shape[:-1])
+        if numeric_values is not None:
+            if not isinstance(numeric_values, torch.Tensor):
+                raise ValueError(
+                    f"numeric_values must be a tensor, got {type(numeric_values).__name__}"
+                )
+            if tuple(numeric_values.shape) != positions:
+                raise ValueError(
+                    f"numeric_values shape {tuple(numeric_values.shape)} must equal the input "
+                    f"shape {positions}"
+                )
+        mask = None
+        if input_ids is not None and self.config.num_token_id is not None:
+            mask = input_ids == self.config.num_token_id
+        embeds = self.numeric_embedding(inputs_embeds, numeric_values, mask)
+        kwargs.pop("num_items_in_batch", None)
+        out = self.backbone(
+            inputs_embeds=embeds,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        hidden = out[0] if isinstance(out, tuple) else out.last_hidden_state
+        return hidden.to(self.head_dtype), out
+
+    def heads(
+        self,
+        hidden: torch.Tensor,
+        mode: str = "standard",
+        temperature: float | None = None,
+        *,
+        generator: torch.Generator | None = None,
+        eps_seed: torch.Tensor | None = None,
+        eps_noise: torch.Tensor | None = None,
+    ) -> tuple[CauchyVector, ActionOutput]:
+        """Abduction and Action on features: the seam for generation loops.
+
+        Args:
+            hidden: ``[..., H]`` features from :meth:`encode`.
+            mode: an inference mode of :data:`cauchylin.nn.MODES`.
+            temperature: ``T >= 0`` (default ``config.temperature``).
+            generator: random generator of the sampling modes.
+            eps_seed: fixed draw of ``shared_individual``.
+            eps_noise: fixed draw of ``shared_noise``.
+
+        Returns:
+            ``(U, action_output)``: ``U`` ``[..., C]`` and the
+            :class:`cauchylin.nn.ActionOutput` (``loc_S``, ``scale_S``, ``predict()``, ...).
+
+        Raises:
+            ValueError: an unknown mode or a bad temperature / draw.
+        """
+        t = self.config.temperature if temperature is None else temperature
+        U = self.abduction(hidden)
+        out = self.action(U, mode, t, generator=generator, eps_seed=eps_seed, eps_noise=eps_noise)
+        return U, out
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        numeric_values: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        target_values: torch.Tensor | None = None,
+        past_key_values: Any = None,
+        use_cache: bool | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        mode: str | None = None,
+        temperature: float | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        return_distributions: bool | None = None,
+        return_dict: bool | None = None,
+        generator: torch.Generator | None = None,
+        eps_seed: torch.Tensor | None = None,
+        eps_noise: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> CauchyLMOutput | tuple[Any, ...]:
+        r"""Distributions of the next token and value at every position, and the training loss.
+
+        **Labels and the shift.** ``labels`` and ``target_values`` are aligned with the input
+        positions (unshifted; ``labels = input_ids`` with ``-100`` at padding). Here, and only
+        here, they are shifted: position ``i`` predicts ``labels[:, i + 1]``, its regression
+        target is ``target_values[:, i + 1]`` (``numeric_values`` when ``target_values`` is None,
+        i.e. the value of the next input ``<NUM>``). A position counts when its label is not
+        ``-100`` and both position ``i`` and ``i + 1`` have ``attention_mask`` 1 (left or right
+        padding). The loss is :meth:`cauchylin.nn.Action.loss` in the config's training mode and
+        temperature: no ``[N, V]`` tensor is formed, and the class-score fields of the output stay
+        None unless ``return_distributions=True``.
+
+        Args:
+            input_ids: ``[B, S]`` token ids (``<NUM>`` where numbers were).
+            numeric_values: ``[B, S]`` float values at ``<NUM>`` positions, 0 elsewhere.
+            attention_mask: ``[B, S_past + S]`` 1 for tokens, 0 for padding.
+            labels: ``[B, S]`` unshifted target ids, ``-100`` to ignore.
+            target_values: ``[B, S]`` unshifted regression targets (default ``numeric_values``).
+            past_key_values: the backbone's cache.
+            use_cache: return the cache (default: False with labels, else the base's default).
+            position_ids: ``[B, S]`` positions.
+            inputs_embeds: ``[B, S, H]`` base embeddings instead of ``input_ids``.
+            mode: inference mode of the returned distributions (default ``"standard"``).
+            temperature: ``T`` of those distributions (default ``config.temperature``).
+            logits_to_keep: compute the distributions only for the last ``k`` positions (``0``:
+                all) or for the given position indices, as in transformers.
+            return_distributions: with labels, also return the class scores (``[B, S, K]``).
+            return_dict: return a :class:`CauchyLMOutput` (default) or a tuple.
+            generator: random generator of the sampling modes.
+            eps_seed: fixed draw of ``shared_individual``.
+            eps_noise: fixed draw of ``shared_noise``.
+            **kwargs: passed to the backbone (``output_hidden_states``, ``output_attentions``).
+
+        Returns:
+            :class:`CauchyLMOutput` (or its tuple).
+
+        Raises:
+            ValueError: bad shapes, labels outside the OvR classes, an unknown mode.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
+            >>> ids = torch.tensor([[5, 299, 7]])
+            >>> vals = torch.tensor([[0.0, 3.5, 0.0]])
+            >>> out = model(ids, numeric_values=vals, labels=ids)
+            >>> out.loss.shape, out.loc_S is None, tuple(out.loc_U.shape)
+            (torch.Size([]), True, (1, 3, 32))
+        """
+        cfg = self.config
+        return_dict = cfg.return_dict if return_dict is None else return_dict
+        if labels is not None and use_cache is None:
+            use_cache = False
+        hidden, bb = self._encode(
+            input_ids,
+            numeric_values,
+            attention_mask,
+            past_key_values,
+            use_cache,
+            position_ids,
+            inputs_embeds,
+            **kwargs,
+        )
+        out = CauchyLMOutput(
+            past_key_values=getattr(bb, "past_key_values", None),
+            hidden_states=getattr(bb, "hidden_states", None),
+            attentions=getattr(bb, "attentions", None),
+        )
+        want_dists = labels is None or bool(return_distributions)
+        if labels is not None:
+            U_all = self.abduction(hidden)
+            loss = self._shifted_loss(U_all, labels, target_values, numeric_values, attention_mask)
+            out.loss = loss.total
+            out.cls_loss = loss.cls.mean
+            out.reg_loss = loss.reg.mean
+            out.cls_count = loss.cls.count
+            out.reg_count = loss.reg.count
+            if not want_dists:
+                out.loc_U, out.scale_U = U_all.loc, U_all.scale
+        if want_dists:
+            kept = _slice_positions(hidden, logits_to_keep)
+            U, act = self.heads(
+                kept,
+                mode or "standard",
+                temperature,
+                generator=generator,
+                eps_seed=eps_seed,
+                eps_noise=eps_noise,
+            )
+            out.loc_U, out.scale_U = U.loc, U.scale
+            out.loc_S = act.loc_S
+            out.scale_S = act.scale_S
+            out.logits = out.loc_S
+            out.loc_Y = act.loc_Y
+            out.scale_Y = act.scale_Y
+        return out if return_dict else out.to_tuple()
+
+    def _shifted_loss(
+        self,
+        U_all: CauchyVector,
+        labels: torch.Tensor,
+        target_values: torch.Tensor | None,
+        numeric_values: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+    ) -> Any:
+        """The next-token shift and the memory-efficient loss (see :meth:`forward`)."""
+        B, S = U_all.batch_shape
+        if not isinstance(labels, torch.Tensor) or tuple(labels.shape) != (B, S):
+            shape = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels)
+            raise ValueError(f"labels must have the input shape {(B, S)}, got {shape}")
+        targets = target_values if target_values is not None else numeric_values
+        if targets is not None and tuple(targets.shape) != (B, S):
+            raise ValueError(
+                f"target_values must have the input shape {(B, S)}, got {tuple(targets.shape)}"
+            )
+        mask = None
+        if attention_mask is not None:
+            if tuple(attention_mask.shape) != (B, S):
+                raise ValueError(
+                    f"attention_mask must have shape {(B, S)} in a training forward, got "
+                    f"{tuple(attention_mask.shape)}"
+                )
+            m = attention_mask != 0
+            mask = m[:, 1:] & m[:, :-1]
+        # Position i predicts token i + 1: drop the last position and the first label.
+        U = CauchyVector(U_all.loc[:, :-1], U_all.scale[:, :-1], validate_args=False)
+        cfg = self.config
+        return self.action.loss(
+            U,
+            labels[:, 1:],
+            targets[:, 1:] if targets is not None else None,
+            num_token_id=cfg.num_token_id,
+            attention_mask=mask,
+            alpha=cfg.alpha,
+            reg_weight=cfg.reg_weight,
+            ignore_index=-100,
+            temperature=cfg.loss_temperature,
+        )
+
+    # ------------------------------------------------------------------ heads-only files
+
+    def save_heads(self, save_directory: str | os.PathLike) -> dict[str, int]:
+        """Save only the new layers (plus ``<NUM>`` row changes and the base's name/path).
+
+        See :func:`cauchylin_hf.heads_io.save_heads`.
+
+        Args:
+            save_directory: folder to write (created if needed).
+
+        Returns:
+            ``{file name: size in bytes}`` of the files written.
+        """
+        from .heads_io import save_heads
+
+        return save_heads(self, save_directory)
+
+    @classmethod
+    def from_heads(
+        cls,
+        heads_directory: str | os.PathLike,
+        base: str | os.PathLike | PreTrainedModel | None = None,
+        *,
+        base_kwargs: dict[str, Any] | None = None,
+    ) -> CauchyLMForCausalLM:
+        """Load heads-only files on top of an unchanged base.
+
+        See :func:`cauchylin_hf.heads_io.load_heads`.
+
+        Args:
+            heads_directory: a folder written by :meth:`save_heads`.
+            base: the base (folder or loaded causal LM); default the recorded
+                ``base_model_name_or_path``.
+            base_kwargs: extra ``from_pretrained`` arguments for a base folder.
+
+        Returns:
+            The model in eval mode.
+        """
+        from .heads_io import load_heads
+
+        return load_heads(heads_directory, base, base_kwargs=base_kwargs, model_class=cls)
+
+
+# ============================================================================================
+# Resizing helpers
+# ============================================================================================
+
+_SETTINGS = frozenset(
+    {
+        "causal_size",
+        "gamma_init",
+        "b_noise_init",
+        "threshold",
+        "threshold_per_class",
+        "learnable_threshold",
+        "alpha",
+        "reg_weight",
+        "ovr_classes",
+        "tokenizer_size",
+        "training_mode",
+        "temperature",
+        "freeze_backbone",
+        "w_num_init",
+        "head_dtype",
+    }
+)
+
+
+def _slice_positions(hidden: torch.Tensor, logits_to_keep: int | torch.Tensor) -> torch.Tensor:
+    """``hidden[:, -k:]`` for an int ``k > 0``; all positions for 0; given indices for a tensor."""
+    if isinstance(logits_to_keep, torch.Tensor):
+        if logits_to_keep.dtype == torch.bool:
+            return hidden[logits_to_keep]
+        if logits_to_keep.dim() == 1:
+            return hidden[:, logits_to_keep]
+        return torch.gather(
+            hidden, 1, logits_to_keep.unsqueeze(-1).expand(-1, -1, hidden.shape[-1])
+        )
+    k = int(logits_to_keep)
+    if k < 0:
+        raise ValueError(f"logits_to_keep must be >= 0, got {k}")
+    return hidden if k == 0 else hidden[:, -k:]
+
+
+@torch.no_grad()
+def _grow_embeddings(backbone: PreTrainedModel, rows: int, mean_resizing: bool = True) -> None:
+    """Resize ``backbone``'s input embedding to ``rows`` (new rows: the mean row)."""
+    old = backbone.get_input_embeddings().weight
+    n = old.shape[0]
+    if rows == n:
+        return
+    mean = old.detach().float().mean(0)
+    backbone.resize_token_embeddings(rows, mean_resizing=False)
+    new = backbone.get_input_embeddings().weight
+    if rows > n and mean_resizing:
+        new[n:] = mean.to(new.dtype)
+    backbone.config.vocab_size = rows
+
+
+@torch.no_grad()
+def _resize_action_classes(action: Action, classes: int) -> None:
+    """Resize the OvR classes of ``action`` in place (new rows: mean weight row, mean bias)."""
+    old = action.classifier
+    n = old.weight.shape[0]
+    if classes == n:
+        return
+    new = nn.Linear(old.in_features, classes, dtype=old.weight.dtype, device=old.weight.device)
+    r = min(n, classes)
+    new.weight[:r] = old.weight[:r]
+    new.bias[:r] = old.bias[:r]
+    if classes > n:
+        new.weight[n:] = old.weight.mean(0)
+        new.bias[n:] = old.bias.mean()
+    new.weight.requires_grad_(old.weight.requires_grad)
+    new.bias.requires_grad_(old.bias.requires_grad)
+    action.classifier = new
+    action.num_classes = classes
+    if action.threshold.ndim == 1:
+        thr = torch.full((classes,), action.threshold_init, dtype=action.threshold.dtype)
+        thr = thr.to(action.threshold.device)
+        thr[:r] = action.threshold[:r]
+        if isinstance(action.threshold, nn.Parameter):
+            action.threshold = nn.Parameter(thr, requires_grad=action.threshold.requires_grad)
+        else:
+            action.threshold = thr
