@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.utils.data import Dataset
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import TrainerControl, TrainerState
 
 from .data import NumericDataCollator, NumericDataset
@@ -268,13 +268,6 @@ class LossPartsCallback(TrainerCallback):
                 )
 
 
-def _loss_parts_callback(trainer: Trainer) -> LossPartsCallback | None:
-    for cb in trainer.callback_handler.callbacks:
-        if isinstance(cb, LossPartsCallback):
-            return cb
-    return None
-
-
 # --------------------------------------------------------------------------------------------
 # Trainer
 
@@ -393,47 +386,70 @@ def evaluate_model(
     *,
     batch_size: int = 16,
     max_length: int | None = None,
+    seed: int = 0,
     progress: bool = False,
 ) -> dict[str, float]:
-    """Metrics of the model on held-out data (seed 000 §5) and its mean loss parts.
+    """Held-out metrics of seed 000 §5 and the mean loss parts of the model.
 
-    Runs the model in eval mode (standard mode, no gradients) over ``data`` in batches and passes
-    every batch's distribution parameters to :func:`cauchylin.metrics.compute_metrics`; the loss
-    parts are averaged over batches weighted by their counted positions (``cls_loss``) and
-    ``<NUM>`` targets (``reg_loss``).
+    One forward pass per batch (eval mode, no gradients) gives the loss parts and the individual
+    representation U at every position. Position ``i`` is scored against token ``i + 1`` (the
+    model's shift) where both positions are real tokens. Predictions are ``argmax_k P_k`` in
+    standard mode at the model's temperature and the regression prediction is ``loc_Y``,
+    computed in chunks of positions so that no ``[batch, seq, vocab]`` tensor is formed.
+    :func:`cauchylin.metrics.compute_metrics` then gives token accuracy, ``<NUM>``
+    precision / recall / F1, regression MAE and median absolute error, statistics of ``loc_U``
+    and ``scale_U``, and the median OvR probability sums (standard and causal sampling, the latter
+    drawn with a generator seeded by ``seed``).
 
     Args:
-        model: the causal language model.
+        model: the causal language model (a ``CauchyLMForCausalLM``).
         tokenizer: the numeric tokenizer (pad id).
-        data: texts or an encoded dataset.
+        data: held-out texts or an encoded dataset.
         batch_size: examples per forward pass.
         max_length: cut texts to this many tokens (texts only).
+        seed: seed of the causal-sampling draws of the probability sums.
         progress: show a tqdm bar.
 
     Returns:
-        A dict of floats: the metrics of ``compute_metrics`` and ``loss``, ``cls_loss``,
-        ``reg_loss``.
+        A dict of floats: the ``eval/...`` and ``dist/...`` metrics of ``compute_metrics``, plus
+        ``eval/loss``, ``eval/cls_loss``, ``eval/reg_loss`` (weighted by the counted positions and
+        ``<NUM>`` targets of each batch, i.e. the loss of the whole set), ``eval/positions``
+        (counted positions) and ``eval/num_targets`` (``<NUM>`` targets).
 
     Raises:
         ValueError: for empty data or a bad batch size.
 
     Example:
         >>> metrics = evaluate_model(model, ntok, heldout_texts)  # doctest: +SKIP
-        >>> metrics["num_f1"], metrics["reg_median_ae"]  # doctest: +SKIP
+        >>> metrics["eval/num_f1"], metrics["eval/reg_mdae"]  # doctest: +SKIP
     """
     from cauchylin.metrics import compute_metrics
+    from cauchylin.vector import CauchyVector
 
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     dataset = _as_dataset(data, tokenizer, "data", max_length)
-    collate = NumericDataCollator(tokenizer, padding_side="right")
     loader = torch.utils.data.DataLoader(
-        dataset, batch_size=batch_size, shuffle=False, collate_fn=collate
+        dataset,
+        batch_size=batch_size,
+        shuffle=False,
+        collate_fn=NumericDataCollator(tokenizer, padding_side="right"),
     )
+    inner = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    config = inner.config
+    action = inner.action
+    temperature = float(config.temperature)
+    num_token_id = config.num_token_id
+    device = next(model.parameters()).device
+    chunk = max(1, 2**22 // max(int(action.num_classes), 1))
+
     was_training = model.training
     model.eval()
-    device = next(model.parameters()).device
-    outputs: list[Any] = []
+    keep: dict[str, list[torch.Tensor]] = {
+        k: [] for k in ("labels", "predictions", "pred_values", "target_values", "loc_U", "scale_U")
+    }
+    cls_sum = reg_sum = 0.0
+    cls_n = reg_n = 0
     try:
         iterator: Iterable[dict[str, torch.Tensor]] = loader
         if progress:
@@ -443,17 +459,73 @@ def evaluate_model(
         for batch in iterator:
             batch = {k: v.to(device) for k, v in batch.items()}
             out = model(**batch)
-            outputs.append((batch, out))
-        metrics = dict(_metrics(compute_metrics, outputs, tokenizer))
+            n_cls = _count(out, "cls_count", batch, num_token_id)
+            n_reg = _count(out, "reg_count", batch, num_token_id)
+            cls_sum += float(out.cls_loss) * n_cls
+            reg_sum += float(out.reg_loss) * n_reg
+            cls_n += n_cls
+            reg_n += n_reg
+            # position i predicts token i + 1: keep the pairs where both are real tokens
+            mask = batch["attention_mask"] != 0
+            pair = mask[:, :-1] & mask[:, 1:]
+            loc_u = out.loc_U[:, :-1][pair]
+            scale_u = out.scale_U[:, :-1][pair]
+            keep["labels"].append(batch["labels"][:, 1:][pair].cpu())
+            keep["target_values"].append(batch["target_values"][:, 1:][pair].cpu())
+            keep["loc_U"].append(loc_u.float().cpu())
+            keep["scale_U"].append(scale_u.float().cpu())
+            for start in range(0, loc_u.shape[0], chunk):
+                U = CauchyVector(loc_u[start : start + chunk], scale_u[start : start + chunk])
+                act = action(U, "standard", temperature)
+                keep["predictions"].append(act.predict().cpu())
+                keep["pred_values"].append(act.loc_Y.float().cpu())
+        cat = {k: torch.cat(v) for k, v in keep.items()}
+        generator = torch.Generator(device=device).manual_seed(seed)
+        metrics = compute_metrics(
+            labels=cat["labels"],
+            predictions=cat["predictions"],
+            num_token_id=num_token_id,
+            pred_values=cat["pred_values"],
+            target_values=cat["target_values"],
+            loc_U=cat["loc_U"].to(device),
+            scale_U=cat["scale_U"].to(device),
+            action=action,
+            temperature=temperature,
+            generator=generator,
+        )
     finally:
         model.train(was_training)
+    cls_mean = cls_sum / cls_n if cls_n else math.nan
+    reg_mean = reg_sum / reg_n if reg_n else 0.0
+    reg_weight = float(getattr(config, "reg_weight", 1.0))
+    metrics.update(
+        {
+            "eval/loss": cls_mean + reg_weight * reg_mean,
+            "eval/cls_loss": cls_mean,
+            "eval/reg_loss": reg_mean,
+            "eval/positions": float(cls_n),
+            "eval/num_targets": float(reg_n),
+        }
+    )
     return metrics
 
 
-def _metrics(
-    compute_metrics: Callable[..., Any], outputs: list[Any], tokenizer: NumericTokenizer
-) -> dict[str, float]:
-    raise NotImplementedError
+def _count(
+    out: Any,
+    name: str,
+    batch: Mapping[str, torch.Tensor],
+    num_token_id: int | None,
+) -> int:
+    """A loss count of the model output (``cls_count`` / ``reg_count``), else from the batch."""
+    value = getattr(out, name, None)
+    if value is not None:
+        return int(value)
+    labels = batch["labels"][:, 1:]
+    mask = batch["attention_mask"]
+    counted = (labels != -100) & (mask[:, 1:] != 0) & (mask[:, :-1] != 0)
+    if name == "reg_count":
+        counted = counted & (labels == num_token_id)
+    return int(counted.sum())
 
 
 # --------------------------------------------------------------------------------------------
@@ -540,7 +612,7 @@ def train(
             steps during training; None evaluates only at the end.
         max_length: cut texts to this many tokens.
         seed: seed of initialisation-free randomness (data order, dropout).
-        progress: show progress bars.
+        progress: show the Trainer's progress bar (and its log lines); False trains silently.
         save: save the model and the tokenizer to ``output_dir`` at the end.
         evaluate: compute held-out metrics at the end (needs ``eval_texts``).
         eval_before: also compute them before training (the untrained baseline).
@@ -599,6 +671,8 @@ def train(
         args=args,
         callbacks=callbacks,
     )
+    if not progress:
+        trainer.remove_callback(PrinterCallback)  # no log lines either
     result = TrainResult(model=model, trainer=trainer)
     if eval_before and evaluate and eval_ds is not None:
         result.initial_metrics = evaluate_model(

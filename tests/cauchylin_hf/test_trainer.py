@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 from cauchylin_hf.corpus import generate_sentences, make_splits, train_corpus_tokenizer
-from cauchylin_hf.data import NumericDataset
+from cauchylin_hf.data import NumericDataCollator, NumericDataset
 from cauchylin_hf.tokenizer import NumericTokenizer
 from cauchylin_hf.training import (
     LossPartsCallback,
@@ -103,8 +103,11 @@ def test_numeric_columns_reach_forward(ntok, tmp_path):
     def pre_hook(module, args, kwargs):
         seen.append({k: v for k, v in kwargs.items() if isinstance(v, torch.Tensor)})
 
-    handle = model.register_forward_pre_hook(pre_hook, with_kwargs=True)
     ds = NumericDataset.from_texts(generate_sentences(8, seed=1), ntok)
+    # the loss parts of the first batch before the update (sequential sampling: examples 0..7)
+    with torch.no_grad():
+        expected = model(**NumericDataCollator(ntok)([ds[i] for i in range(8)]))
+    handle = model.register_forward_pre_hook(pre_hook, with_kwargs=True)
     trainer = make_trainer(
         model,
         ntok,
@@ -127,14 +130,10 @@ def test_numeric_columns_reach_forward(ntok, tmp_path):
     assert torch.equal(kw["target_values"], kw["numeric_values"])
     assert (kw["labels"][kw["attention_mask"] == 0] == -100).all()
     # the first logged loss parts are those of a direct forward on the same batch
-    with torch.no_grad():
-        model.eval()
-        batch = trainer.data_collator([ds[i] for i in range(8)])
-        out = model(**batch)
     row = trainer.loss_parts.history[0]
-    assert row["cls_loss"] == pytest.approx(out.cls_loss.item(), rel=1e-5)
-    assert row["reg_loss"] == pytest.approx(out.reg_loss.item(), rel=1e-5)
-    assert row["loss"] == pytest.approx(out.loss.item(), rel=1e-5)
+    assert row["cls_loss"] == pytest.approx(expected.cls_loss.item(), rel=1e-5)
+    assert row["reg_loss"] == pytest.approx(expected.reg_loss.item(), rel=1e-5)
+    assert row["loss"] == pytest.approx(expected.loss.item(), rel=1e-5)
     logged = trainer.state.log_history[0]
     assert {"cls_loss", "reg_loss", "loss"} <= set(logged)
 
@@ -205,8 +204,8 @@ def test_train_evaluates_saves_and_reloads(ntok, tmp_path):
         assert all(math.isfinite(v) for v in row.values())
     assert result.metrics is not None and result.initial_metrics is not None
     for key in ("loss", "cls_loss", "reg_loss"):
-        assert math.isfinite(result.metrics[key])
-    assert result.metrics["loss"] != result.initial_metrics["loss"]
+        assert math.isfinite(result.metrics[f"eval/{key}"])
+    assert result.metrics["eval/loss"] != result.initial_metrics["eval/loss"]
 
     reloaded = CauchyLMForCausalLM.from_pretrained(out_dir)
     rtok = NumericTokenizer.from_pretrained(out_dir)
@@ -219,7 +218,7 @@ def test_train_evaluates_saves_and_reloads(ntok, tmp_path):
     torch.testing.assert_close(b.loc_S, a.loc_S)
     torch.testing.assert_close(b.loc_Y, a.loc_Y)
     again = evaluate_model(reloaded, rtok, splits.heldout, batch_size=8)
-    assert again["loss"] == pytest.approx(result.metrics["loss"], rel=1e-5)
+    assert again["eval/loss"] == pytest.approx(result.metrics["eval/loss"], rel=1e-5)
 
 
 def test_loss_parts_callback_with_a_plain_trainer(ntok, tmp_path):
