@@ -24,7 +24,6 @@ summed before the GEMM, so ``(scale_U + |b_noise|) @ |W|.T`` is one GEMM.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -43,17 +42,22 @@ from cauchylin._validation import (
 __all__ = ["CauchyVector", "cat", "kl_divergence"]
 
 Number = int | float
-_MAX_SHARED_VIEWS = 6
 
 
 class _Source:
-    """An independent Cauchy leaf: every entry of ``loc``/``scale`` ([*batch, C]) is its own variable."""
+    """An independent Cauchy leaf: every entry of ``loc``/``scale`` ([*batch, C]) is its own variable.
 
-    __slots__ = ("loc", "scale")
+    ``key`` identifies the random variable. ``.to()`` and ``.detach()`` build new ``_Source``
+    objects (new parameter tensors) with the *same* key: the same random variable, so
+    ``u.detach() - u`` is exactly 0 and samples share their draws.
+    """
 
-    def __init__(self, loc: torch.Tensor, scale: torch.Tensor) -> None:
+    __slots__ = ("key", "loc", "scale")
+
+    def __init__(self, loc: torch.Tensor, scale: torch.Tensor, key: object | None = None) -> None:
         self.loc = loc
         self.scale = scale
+        self.key = object() if key is None else key
 
     @property
     def batch_shape(self) -> torch.Size:
@@ -276,8 +280,19 @@ class CauchyVector:
 
     @property
     def dtype(self) -> torch.dtype:
-        """Floating dtype of the parameters."""
-        return self._terms[0].source.loc.dtype
+        """Floating dtype of the parameters (promoted over all sources and maps)."""
+        return _float_dtype(*[t.source.loc for t in self._terms])
+
+    def _widest_source_param(self, key: object) -> torch.Tensor:
+        """A parameter tensor of the widest dtype among the copies of the source ``key``."""
+        best = None
+        for t in self._terms:
+            if t.source.key is key and (
+                best is None or torch.promote_types(best.dtype, t.source.loc.dtype) != best.dtype
+            ):
+                best = t.source.loc
+        assert best is not None
+        return best
 
     @property
     def device(self) -> torch.device:
@@ -310,9 +325,9 @@ class CauchyVector:
         """
         seen: set[int] = set()
         for term in self._terms:
-            if id(term.source) in seen:
+            if id(term.source.key) in seen:
                 return False
-            seen.add(id(term.source))
+            seen.add(id(term.source.key))
             read_shape = term.view.shape if term.view is not None else term.source.batch_shape
             if read_shape != self.batch_shape:
                 return False  # broadcast: one source entry feeds several batch entries
@@ -369,7 +384,7 @@ class CauchyVector:
     def _compute_scale(self) -> torch.Tensor:
         by_source: dict[int, list[_Term]] = {}
         for term in self._terms:
-            by_source.setdefault(id(term.source), []).append(term)
+            by_source.setdefault(id(term.source.key), []).append(term)
         shared = [ts for ts in by_source.values() if len(ts) > 1]
         if not shared:
             total: torch.Tensor | None = None
@@ -706,7 +721,7 @@ class CauchyVector:
         for term in self._terms:
             src = term.source
             if id(src) not in sources:
-                sources[id(src)] = _Source(conv(src.loc), conv(src.scale))
+                sources[id(src)] = _Source(conv(src.loc), conv(src.scale), key=src.key)
             terms.append(
                 _Term(
                     sources[id(src)],
@@ -971,13 +986,19 @@ class CauchyVector:
             A tensor of shape ``[*sample_shape, ..., C]``; gradients flow to every parameter.
         """
         sample_shape = torch.Size(sample_shape)
+        # One standard draw per random variable (source key), shared by its dtype/detached copies.
+        eps_by_key: dict[int, torch.Tensor] = {}
         draws: dict[int, torch.Tensor] = {}
         total: torch.Tensor | None = None
         for term in self._terms:
             src = term.source
             if id(src) not in draws:
-                eps = standard_cauchy(sample_shape + src.loc.shape, src.loc, generator)
-                draws[id(src)] = src.loc + src.scale * eps
+                key = id(src.key)
+                if key not in eps_by_key:
+                    eps_by_key[key] = standard_cauchy(
+                        sample_shape + src.loc.shape, self._widest_source_param(src.key), generator
+                    )
+                draws[id(src)] = src.loc + src.scale * eps_by_key[key].to(src.loc.dtype)
             read = term.read(draws[id(src)])
             # Right-align the term's batch with the full batch, behind the sample dimensions.
             missing = len(self.batch_shape) - (read.ndim - len(sample_shape) - 1)
@@ -1102,37 +1123,58 @@ def _sum_broadcast(values: Sequence[torch.Tensor]) -> torch.Tensor:
 
 
 def _shared_source_scale(terms: Sequence[_Term]) -> torch.Tensor:
-    """Exact marginal scales when one source is read through several different batch views.
+    """Exact marginal scales when one random variable (source key) is read by several terms.
 
-    At each output position the terms split into groups that read the same source element; within
-    a group the maps add before the absolute value, across groups the scales add. Every possible
-    grouping is evaluated (at most ``2**k - 1`` subsets for ``k`` views).
+    At each output position the terms split into classes that read the same source element;
+    within a class the maps add before the absolute value, across classes the scales add. A class
+    is encoded by the bit pattern of its members; only the patterns that occur are evaluated
+    (one matrix product each), so the cost grows with the number of distinct patterns, not
+    ``2**k``.
     """
     k = len(terms)
-    if k > _MAX_SHARED_VIEWS:
+    if k > 62:
         raise NotImplementedError(
-            f"one source is read through {k} different batch views; exact marginals are supported "
-            f"for at most {_MAX_SHARED_VIEWS}"
+            f"one source is read by {k} terms; exact marginals are supported for at most 62"
         )
     src = terms[0].source
+    device = src.loc.device
     batch = torch.broadcast_shapes(*[t.batch_shape() for t in terms])
-    flat_index = torch.arange(math.prod(src.batch_shape), device=src.loc.device).reshape(
-        src.batch_shape
-    )
+    flat_index = torch.arange(math.prod(src.batch_shape), device=device).reshape(src.batch_shape)
     idx = [(t.view if t.view is not None else flat_index).expand(batch) for t in terms]
+    # pattern[j]: bit i set where term i reads the same element as term j; rep[j]: j is the
+    # lowest member of its class (the class representative) at that position.
+    patterns = []
+    reps = []
+    for j in range(k):
+        pattern = torch.zeros(batch, dtype=torch.int64, device=device)
+        rep = torch.ones(batch, dtype=torch.bool, device=device)
+        for i in range(k):
+            same = idx[i] == idx[j]
+            pattern = pattern | (same.to(torch.int64) << i)
+            if i < j:
+                rep = rep & ~same
+        patterns.append(pattern)
+        reps.append(rep)
     total: torch.Tensor | None = None
-    for size in range(1, k + 1):
-        for group in itertools.combinations(range(k), size):
-            first = idx[group[0]]
-            mask = torch.ones(batch, dtype=torch.bool, device=first.device)
-            for j in range(k):
-                same = idx[j] == first
-                mask = mask & (same if j in group else ~same)
-            if not bool(mask.any()):
-                continue
-            dense = _sum_broadcast([terms[j].dense() for j in group])
-            scale_in = terms[group[0]].read(src.scale)
-            part = _apply_matrix(dense.abs(), scale_in) * mask.unsqueeze(-1)
+    for j in range(k):
+        present = torch.unique(patterns[j][reps[j]])
+        for value in present.tolist():
+            members = [i for i in range(k) if (value >> i) & 1]
+            mask = reps[j] & (patterns[j] == value)
+            if all(terms[i].source is terms[j].source for i in members):
+                dense = _sum_broadcast([terms[i].dense() for i in members])
+                part = _apply_matrix(dense.abs(), terms[j].read(terms[j].source.scale))
+            else:
+                # Copies of one variable with different parameter tensors (``.detach()``,
+                # ``.to()``): weight each map by its own copy's scale before the absolute value.
+                weighted = _sum_broadcast(
+                    [
+                        terms[i].dense() * terms[i].read(terms[i].source.scale).unsqueeze(-2)
+                        for i in members
+                    ]
+                )
+                part = weighted.abs().sum(-1)
+            part = part * mask.unsqueeze(-1)
             total = part if total is None else total + part
     assert total is not None
     return total
