@@ -3,21 +3,21 @@
 Plain functions over tensors, each returning Python floats, plus :func:`compute_metrics`, which
 gathers them under the names of seed 000 §5:
 
-=================================== ==========================================================
-name                                what
-=================================== ==========================================================
-``train/accuracy``                  token accuracy on a training batch
-``eval/accuracy``                   token accuracy on an evaluation batch
-``eval/num_precision``              precision of predicting ``<NUM>``
-``eval/num_recall``                 recall of ``<NUM>``
-``eval/num_f1``                     F1 of ``<NUM>``
-``eval/reg_mae``                    mean absolute error of ``loc_Y`` at ``<NUM>`` targets
-``eval/reg_mdae``                   median absolute error of ``loc_Y`` at ``<NUM>`` targets
-``dist/U_loc_{mean,median,std,iqr}``   statistics of ``loc_U`` over valid positions
-``dist/U_scale_{mean,median,std,iqr}`` statistics of ``scale_U`` over valid positions
-``dist/ovr_prob_sum_median_standard``  median over positions of ``sum_k P_k`` (standard mode)
-``dist/ovr_prob_sum_median_causal``    the same in individual (causal) sampling
-=================================== ==========================================================
+======================================= =======================================================
+name                                    what
+======================================= =======================================================
+``train/accuracy``                      token accuracy on a training batch
+``eval/accuracy``                       token accuracy on an evaluation batch
+``eval/num_precision``                  precision of predicting ``<NUM>``
+``eval/num_recall``                     recall of ``<NUM>``
+``eval/num_f1``                         F1 of ``<NUM>``
+``eval/reg_mae``                        mean absolute error of ``loc_Y`` at ``<NUM>`` targets
+``eval/reg_mdae``                       median absolute error of ``loc_Y`` at ``<NUM>`` targets
+``dist/U_loc_{mean,median,std,iqr}``    statistics of ``loc_U`` over valid positions
+``dist/U_scale_{mean,median,std,iqr}``  statistics of ``scale_U`` over valid positions
+``dist/ovr_prob_sum_median_standard``   median over positions of ``sum_k P_k`` (standard mode)
+``dist/ovr_prob_sum_median_causal``     the same in individual (causal) sampling
+======================================= =======================================================
 
 Conventions: *counted* positions are those whose label is not ``ignore_index`` and whose
 ``attention_mask`` (if given) is non-zero; *valid* positions (for the ``dist/`` statistics) are
