@@ -107,12 +107,34 @@ def _cauchy_kl(
     """Element-wise ``KL(Cauchy(m1, g1) || Cauchy(m2, g2))`` in the overflow-free form.
 
     ``log(((g1+g2)^2 + (m1-m2)^2) / (4 g1 g2)) = log1p(r^2)`` with
-    ``r = hypot(g1 - g2, m1 - m2) / (2 sqrt(g1) sqrt(g2))``: never negative, exact near zero.
+    ``r = hypot(g1 - g2, m1 - m2) / (2 sqrt(g1) sqrt(g2))``: never negative, exact near zero,
+    and finite in float32 even where ``r`` itself would overflow.
     """
     dtype = _special.working_dtype(m1, g1, m2, g2)
     m1, g1, m2, g2 = (t.to(dtype) for t in (m1, g1, m2, g2))
-    r = torch.hypot(g1 - g2, m1 - m2) / (2.0 * torch.sqrt(g1) * torch.sqrt(g2))
-    return _special.log1p_square(r)
+    h = torch.hypot(g1 - g2, m1 - m2)
+    den = 2.0 * torch.sqrt(g1) * torch.sqrt(g2)
+    h, den = torch.broadcast_tensors(h, den)
+    # r = h/den can overflow (e.g. h = 1e30, den = 2e-15); for r > 1 use
+    # log1p(r^2) = 2 (log h - log den) + log1p((den/h)^2), where den/h cannot overflow.
+    big = h > den
+    h_big = torch.where(big, h, torch.ones_like(h))
+    den_small = torch.where(big, torch.ones_like(den), den)
+    small = _special.log1p_square(torch.where(big, torch.zeros_like(h), h) / den_small)
+    inv = torch.where(big, den, torch.zeros_like(den)) / h_big
+    large = 2.0 * (torch.log(h_big) - torch.log(den)) + torch.log1p(inv.square())
+    return torch.where(big, large, small)
+
+
+def _logits(z: torch.Tensor) -> torch.Tensor:
+    """OvR logits ``log p - log(1 - p)`` of ``p = 1/2 + atan(z)/pi`` without cancellation."""
+    log_p, log_q = _special.ovr_log_probs_std(z)
+    z = z.to(log_p.dtype)
+    near = z.abs() <= 1.0
+    z_near = torch.where(near, z, torch.zeros_like(z))
+    q_near = _special.sf_std(z_near)
+    centre = torch.log1p(2.0 * torch.atan(z_near) / (math.pi * q_near))
+    return torch.where(near, centre, log_p - log_q)
 
 
 # ----------------------------------------------------------------------------- IndependentCauchy
@@ -434,9 +456,13 @@ class OvR(TorchDistribution):
 
     @property
     def logits(self) -> torch.Tensor:
-        """``log p_k - log(1 - p_k)`` from the two stable logs (finite for ``|z| <= 1e30``)."""
-        log_p, log_q = self.log_probs()
-        return log_p - log_q
+        """``log p_k - log(1 - p_k)``, accurate to a few ulp (relative) for every ``z``.
+
+        For ``|z| > 1`` the difference of the two stable logs (at least ``log 3`` in magnitude, so
+        no cancellation); for ``|z| <= 1`` the cancellation-free form
+        ``log1p((p - q)/q) = log1p(2 atan(z) / (pi q))`` with ``q = 1 - p``.
+        """
+        return _logits(self._z())
 
     @property
     def mean(self) -> torch.Tensor:
@@ -533,9 +559,10 @@ class OvR(TorchDistribution):
                     f"index must lie in [0, {num_classes}) (the number of classes V), but it "
                     f"holds {index.min().item()}..{index.max().item()} (shape {tuple(index.shape)})"
                 )
-        log_p, log_q = self.log_probs()
+        z = self._z()
+        log_q = _special.ovr_log_probs_std(z)[1]
         batch = broadcast_shapes_or_raise(index=index.shape, batch_shape=self.batch_shape)
-        logit = (log_p - log_q).expand(*batch, num_classes)
+        logit = _logits(z).expand(*batch, num_classes)
         picked = logit.gather(-1, index.long().expand(batch).unsqueeze(-1)).squeeze(-1)
         return log_q.sum(-1) + picked
 
