@@ -1,6 +1,7 @@
 """NumericTokenizer: round trips, values, batching, padding, truncation, ids policy, errors."""
 
 import math
+import unicodedata
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from cauchylin_hf.tokenizer import NUMERIC_TOKENIZER_CONFIG, NumericTokenizer
 from hypothesis import given
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import GPT2TokenizerFast, PreTrainedTokenizerFast
+from transformers import GPT2TokenizerFast, PreTrainedTokenizerFast, Qwen2Tokenizer
 
 from .test_numbers import AFTER, BEFORE, NO_DIGIT_TEXT, np_float32, number_strings, same_float
 
@@ -70,6 +71,12 @@ def bos_eos_style():
     )
 
 
+def qwen2_style():
+    """Qwen2's tokenizer class (byte-level BPE with an NFC normalizer) on a byte-only vocabulary."""
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    return Qwen2Tokenizer(vocab={c: i for i, c in enumerate(alphabet)}, merges=[])
+
+
 def corpus_style(num_token="<NUM>"):
     return train_corpus_tokenizer(vocab_size=512, num_token=num_token)
 
@@ -79,6 +86,7 @@ NTOKS = {
     "corpus": NumericTokenizer(corpus_style()),
     "gpt2": NumericTokenizer(gpt2_style()),
     "bos_eos": NumericTokenizer(bos_eos_style()),
+    "qwen2": NumericTokenizer(qwen2_style()),
 }
 
 
@@ -130,6 +138,22 @@ def test_round_trip_spliced_numbers(name, parts, tail):
 def test_round_trip_arbitrary_unicode(name, parts, tail):
     text = "".join(c + n for c, n in parts) + tail
     check_encoding(NTOKS[name], text, [s.text for s in find_numbers(text)])
+
+
+@given(
+    parts=st.lists(st.tuples(st.text(max_size=12), number_strings()), max_size=5), tail=st.text()
+)
+def test_round_trip_qwen2_tokenizer_on_nfc_text(parts, tail):
+    """Qwen2's tokenizer NFC-normalizes: the round trip holds for NFC text (documented)."""
+    text = unicodedata.normalize("NFC", "".join(c + n for c, n in parts) + tail)
+    check_encoding(NTOKS["qwen2"], text, [s.text for s in find_numbers(text)])
+
+
+def test_qwen2_tokenizer_normalizes_non_nfc_text():
+    ntok = NTOKS["qwen2"]
+    enc = ntok("e\u0301 3", return_number_texts=True)
+    out = ntok.decode(enc["input_ids"], enc["numeric_values"], number_texts=enc["number_texts"])
+    assert out == "\u00e9 3" != "e\u0301 3"
 
 
 @pytest.mark.parametrize(
