@@ -767,7 +767,9 @@ class Action(nn.Module):
         learnable_threshold: the thresholds are an ``nn.Parameter`` (else a buffer).
         b_noise_init: the constant initial value of ``b_noise`` (default 0.1).
         device: device of the parameters.
-        dtype: dtype of the parameters.
+        dtype: dtype of the parameters. Half-precision parameters are computed in float32: the
+            heads are cast on every call (a copy of ``W_cls``; keep float32 master weights for
+            speed), and the fused loss reads them tile by tile.
 
     Attributes:
         classifier: ``nn.Linear(C, V)``; ``weight`` is ``W_cls [V, C]``, ``bias`` is ``b_cls [V]``.
@@ -876,8 +878,22 @@ class Action(nn.Module):
                 f"U has {U.event_size} components, expected causal_size {self.causal_size} "
                 f"(U shape {tuple(U.shape)})"
             )
-        dtype = self.classifier.weight.dtype
+        dtype = self._dtype()
         return U if U.dtype == dtype else U.to(dtype)
+
+    def _dtype(self) -> torch.dtype:
+        """The compute dtype: the parameters' dtype, float32 for half-precision parameters."""
+        return _compute_dtype(self.classifier.weight.dtype)
+
+    def _heads(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``W_cls, b_cls, W_reg, b_reg`` in the compute dtype (a no-op unless half precision)."""
+        dtype = self._dtype()
+        return (
+            self.classifier.weight.to(dtype),
+            self.classifier.bias.to(dtype),
+            self.regressor.weight.to(dtype),
+            self.regressor.bias.to(dtype),
+        )
 
     def _check_draw(self, name: str, eps: Any, U: CauchyVector) -> torch.Tensor:
         if eps is None:
@@ -1043,8 +1059,9 @@ class Action(nn.Module):
             eps_seed=eps_seed,
             eps_noise=eps_noise,
         )
-        S = u_prime.linear(self.classifier.weight, self.classifier.bias)
-        Y = u_prime.linear(self.regressor.weight, self.regressor.bias)
+        W, b, w_reg, b_reg = self._heads()
+        S = u_prime.linear(W, b)
+        Y = u_prime.linear(w_reg, b_reg)
         return ActionOutput(
             S=S,
             Y=Y,
@@ -1109,7 +1126,11 @@ class Action(nn.Module):
 
         t = _check_temperature(temperature)
         U = self._check_input(U)
-        W, b = self.classifier.weight, self.classifier.bias
+        W, b = (
+            self.classifier.weight,
+            self.classifier.bias,
+        )  # the fused path reads half tiles itself
+        _, _, w_reg, b_reg = self._heads()
         if not isinstance(labels, torch.Tensor):
             raise ValueError(f"labels must be a torch.Tensor, got {type(labels).__name__}")
         if tuple(labels.shape) != tuple(U.batch_shape):
@@ -1132,7 +1153,7 @@ class Action(nn.Module):
                 chunk_size=chunk_size,
             )
         else:
-            S = u_prime.linear(W, b)
+            S = u_prime.linear(W.to(U.dtype), b.to(U.dtype))
             cls = losses.ovr_bce(
                 S.loc,
                 S.scale,
@@ -1141,7 +1162,7 @@ class Action(nn.Module):
                 ignore_index=ignore_index,
                 attention_mask=attention_mask,
             )
-        Y = u_prime.linear(self.regressor.weight, self.regressor.bias)
+        Y = u_prime.linear(w_reg, b_reg)
         loc_Y, scale_Y = Y.loc[..., 0], Y.scale[..., 0]
         counted = labels != ignore_index
         if attention_mask is not None:
@@ -1156,12 +1177,20 @@ class Action(nn.Module):
                     f"num_token_id must lie in [0, {self.num_classes}), got {num_token_id!r}"
                 )
             num_mask = counted & (labels == num_token_id)
-            targets = target_values.to(device=loc_Y.device)
-            if targets.is_floating_point():
-                targets = torch.where(num_mask, targets, torch.zeros_like(targets))
+            if not isinstance(target_values, torch.Tensor):
+                raise ValueError(
+                    f"target_values must be a torch.Tensor, got {type(target_values).__name__}"
+                )
+            if tuple(target_values.shape) != tuple(labels.shape):
+                raise ValueError(
+                    f"target_values shape {tuple(target_values.shape)} must equal the labels "
+                    f"shape {tuple(labels.shape)}"
+                )
+            targets = target_values.to(device=loc_Y.device, dtype=loc_Y.dtype)
+            targets = torch.where(num_mask, targets, torch.zeros_like(targets))
             if float(alpha) < 1.0:
                 k = int(num_token_id)
-                s_num = u_prime.linear(W[k : k + 1], b[k : k + 1])
+                s_num = u_prime.linear(W[k : k + 1].to(U.dtype), b[k : k + 1].to(U.dtype))
                 thr = self.threshold if self.threshold.ndim == 0 else self.threshold[k : k + 1]
                 log_p_num = s_num.ovr_log_prob(thr)[0][..., 0]
         reg = losses.gated_regression_loss(

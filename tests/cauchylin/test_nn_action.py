@@ -374,3 +374,38 @@ def test_loss_argument_errors():
         act.loss(U, torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3), num_token_id=99)
     with pytest.raises(ValueError, match="alpha"):
         act.loss(U, torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3), num_token_id=1, alpha=2)
+
+
+def test_half_precision_parameters_compute_in_float32():
+    act = randomised_action()
+    half = randomised_action()
+    half.to(torch.bfloat16)
+    loc, scale = random_U((2, 3, 5))
+    U = CauchyVector(loc.detach(), scale.detach())
+    out = half(U)
+    assert out.loc_S.dtype == torch.float32 and bool(torch.isfinite(out.scale_S).all())
+    # the same as a float32 layer holding the bf16-rounded weights
+    with torch.no_grad():
+        for p32, p16 in zip(act.parameters(), half.parameters(), strict=True):
+            p32.copy_(p16.float())
+    ref = act(U)
+    torch.testing.assert_close(out.loc_S, ref.loc_S)
+    torch.testing.assert_close(out.scale_S, ref.scale_S)
+    labels = torch.tensor([[4, 1, 2], [4, 0, 3]])
+    loss = half.loss(U, labels, torch.randn(2, 3), num_token_id=4)
+    ref_loss = act.loss(U, labels, torch.randn(2, 3), num_token_id=4)
+    torch.testing.assert_close(loss.cls.mean, ref_loss.cls.mean, rtol=1e-5, atol=1e-5)
+    loss.total.backward()
+    assert half.b_noise.grad is not None and half.b_noise.grad.dtype == torch.bfloat16
+
+
+def test_loss_target_values_shape_is_checked():
+    act = randomised_action()
+    loc, scale = random_U((2, 3, 5))
+    with pytest.raises(ValueError, match="target_values"):
+        act.loss(
+            CauchyVector(loc, scale),
+            torch.zeros(2, 3, dtype=torch.long),
+            torch.zeros(3),
+            num_token_id=1,
+        )
