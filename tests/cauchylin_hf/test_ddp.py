@@ -5,7 +5,7 @@ dropout, one thread per process) with ``transformers.Trainer`` on the same data:
 
 * **data parallel**: ``python -m torch.distributed.run --nproc_per_node 2`` (gloo backend,
   ``use_cpu=True``), ``per_device_train_batch_size=b``;
-* **one process**: plain ``python``, ``per_device_train_batch_size=2b``.
+* **one process**: the worker's ``run`` in the test process, ``per_device_train_batch_size=2b``.
 
 Why the two trajectories must agree to float32 rounding:
 
@@ -30,12 +30,14 @@ final trainable parameters.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -68,6 +70,13 @@ def _env() -> dict[str, str]:
         env.pop(key, None)
     env.pop("ACCELERATE_USE_CPU", None)
     return env
+
+
+def _load_worker() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("cauchylin_ddp_worker", WORKER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _run(cmd: list[str], cwd: Path) -> None:
@@ -116,22 +125,12 @@ def test_torchrun_two_processes_match_one_process(tmp_path):
         tmp_path,
     )
     ddp_s = time.perf_counter() - start
-    _run(
-        [
-            sys.executable,
-            str(WORKER),
-            *common,
-            "--per-device-batch",
-            str(2 * PER_DEVICE),
-            "--out",
-            str(tmp_path / "single.pt"),
-            "--output-dir",
-            str(tmp_path / "single_run"),
-        ],
-        tmp_path,
+    # The one-process run needs no launcher: run the worker's function in this process (same
+    # code, saves a Python start-up and the imports).
+    single = _load_worker().run(
+        str(tok_dir), None, 2 * PER_DEVICE, STEPS, str(tmp_path / "single_run")
     )
     ddp = torch.load(tmp_path / "ddp.pt", weights_only=False)
-    single = torch.load(tmp_path / "single.pt", weights_only=False)
     assert ddp["world_size"] == 2 and single["world_size"] == 1
 
     steps = [row["step"] for row in single["history"]]
