@@ -155,7 +155,7 @@ class NumericEmbedding(nn.Module):
             if self.init == "zeros":
                 self.w_num.zero_()
                 return
-            draw = torch.randn(h, dtype=torch.float64, generator=generator)
+            draw = torch.randn(h, dtype=torch.float64, device="cpu", generator=generator)
             if self.init == "random_unit":
                 draw = draw / torch.linalg.vector_norm(draw)
             else:
@@ -288,23 +288,24 @@ def inverse_softplus(gamma: float) -> float:
     return g + math.log(-math.expm1(-g))
 
 
-def _best_bias(gamma: float, dtype: torch.dtype, device: torch.device | None) -> torch.Tensor:
+def _best_bias(gamma: float, dtype: torch.dtype) -> float:
     """The value of ``dtype`` nearest ``softplus^-1(gamma)`` whose ``softplus`` is closest to gamma.
 
     ``softplus^-1`` is computed in float64 and rounded to ``dtype``; the few neighbouring
     representable values are then tried with torch's own ``softplus`` in that dtype (the one the
     forward pass uses) and the best is kept. This removes the extra rounding of the bias, so
     ``scale_U`` after initialisation is ``gamma`` to the rounding of ``dtype`` wherever that value
-    is reachable.
+    is reachable. Everything runs on the CPU, so parameters on any device (``meta`` included) can
+    be filled with the result.
     """
-    x = torch.tensor(inverse_softplus(gamma), dtype=torch.float64)
+    x = torch.tensor(inverse_softplus(gamma), dtype=torch.float64, device="cpu")
     work = _compute_dtype(dtype)
     best = x.to(work)
     if work not in (torch.float32, torch.float64):
-        return best.to(device=device, dtype=dtype)
+        return float(best)
     candidates = [best]
-    up = torch.tensor(math.inf, dtype=work)
-    down = torch.tensor(-math.inf, dtype=work)
+    up = torch.tensor(math.inf, dtype=work, device="cpu")
+    down = torch.tensor(-math.inf, dtype=work, device="cpu")
     lo = hi = best
     for _ in range(4):
         lo = torch.nextafter(lo, down)
@@ -313,8 +314,7 @@ def _best_bias(gamma: float, dtype: torch.dtype, device: torch.device | None) ->
     cand = torch.stack(candidates)
     err = (torch.nn.functional.softplus(cand).to(torch.float64) - gamma).abs()
     # Ties go to the first candidate: the correctly rounded inverse.
-    best = cand[int(torch.argmin(err))]
-    return best.to(device=device, dtype=dtype)
+    return float(cand[int(torch.argmin(err))])
 
 
 class Abduction(nn.Module):
@@ -393,7 +393,7 @@ class Abduction(nn.Module):
             self.loc_net.bias.zero_()
             self.scale_net.weight.zero_()
             bias = self.scale_net.bias
-            bias.fill_(_best_bias(self.gamma_init, bias.dtype, bias.device).item())
+            bias.fill_(_best_bias(self.gamma_init, bias.dtype))
 
     def forward(self, z: torch.Tensor) -> CauchyVector:
         """Infer ``U`` from the features.

@@ -166,3 +166,15 @@ def test_bad_arguments():
         abd(torch.zeros(2, 4))
     with pytest.raises(ValueError, match="z"):
         abd(torch.zeros(2, 3, dtype=torch.long))
+
+
+def test_layers_can_be_built_on_the_meta_device():
+    """from_pretrained-style construction: nothing in the initialisation reads a value back."""
+    from cauchylin.nn import Action, NumericEmbedding
+
+    with torch.device("meta"):
+        layers = [Abduction(4, 4), Action(4, 10), NumericEmbedding(4)]
+    for layer in layers:
+        assert all(p.device.type == "meta" for p in layer.parameters())
+    # and the CPU initialisation is unchanged by the CPU-side computation of the bias
+    assert torch.equal(Abduction(4, 4).scale_net.bias, Abduction(4, 4).scale_net.bias)
