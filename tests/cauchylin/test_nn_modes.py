@@ -594,3 +594,34 @@ def test_sample_compatible_greedy_shapes_and_errors():
     for kwargs in ({"temperature": -1.0}, {"top_k": 0}, {"top_p": 0.0}, {"top_p": 1.5}):
         with pytest.raises(ValueError):
             sample_compatible(logits, **kwargs)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_every_mode_runs_on_cuda_and_matches_the_cpu():
+    dev = torch.device("cuda")
+    act_cpu, U_cpu = make_action(), make_U()
+    act = make_action().to(dev)
+    U = CauchyVector(U_cpu.loc.to(dev), U_cpu.scale.to(dev))
+    draws = {
+        "eps_seed": draw_eps_seed((C,), generator=torch.Generator(dev).manual_seed(0), device=dev),
+        "eps_noise": draw_eps_noise(
+            (C,), generator=torch.Generator(dev).manual_seed(1), device=dev
+        ),
+    }
+    for mode in MODES:
+        out = act(U, mode, 0.9, generator=torch.Generator(dev).manual_seed(2), **draws)
+        assert out.loc_S.device.type == "cuda" and bool(torch.isfinite(out.scale_S).all())
+        out.next_token(generator=torch.Generator(dev).manual_seed(3))
+    for mode in ("causal", "standard", "compatible", "shared_individual", "shared_noise"):
+        kw = {k: v.cpu() for k, v in draws.items()}
+        ref = act_cpu(U_cpu, mode, 0.9, **kw)
+        got = act(U, mode, 0.9, **draws)
+        torch.testing.assert_close(got.loc_S.cpu(), ref.loc_S, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(got.scale_S.cpu(), ref.scale_S, rtol=1e-4, atol=1e-4)
+    labels = torch.tensor([[1, 3], [3, 0]])
+    targets = torch.randn(2, 2)
+    U2_cpu = CauchyVector(torch.randn(2, 2, C), torch.rand(2, 2, C) + 0.1)
+    U2 = CauchyVector(U2_cpu.loc.to(dev), U2_cpu.scale.to(dev))
+    got = act.loss(U2, labels.to(dev), targets.to(dev), num_token_id=3)
+    ref = act_cpu.loss(U2_cpu, labels, targets, num_token_id=3)
+    torch.testing.assert_close(got.total.cpu(), ref.total, rtol=1e-4, atol=1e-4)
