@@ -223,6 +223,15 @@ class NumericEmbedding(nn.Module):
             ValueError: the last dimension of ``base_embeds`` is not ``H``, ``numeric_values`` does
                 not broadcast to ``base_embeds.shape[:-1]``, or non-finite values (see
                 :meth:`encode`).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin.nn import NumericEmbedding
+            >>> emb = NumericEmbedding(3, generator=torch.Generator().manual_seed(0))
+            >>> base = torch.randn(2, 4, 3, dtype=torch.bfloat16)
+            >>> out = emb(base, torch.tensor([[0.0, 1.5, 0.0, 0.0], [0.0, 0.0, 0.0, -2e3]]))
+            >>> out.dtype, bool(torch.equal(out[0, 0], base[0, 0]))
+            (torch.bfloat16, True)
         """
         if not isinstance(base_embeds, torch.Tensor) or base_embeds.ndim < 1:
             raise ValueError("base_embeds must be a tensor of shape [..., H]")
@@ -409,6 +418,13 @@ class Abduction(nn.Module):
         Raises:
             ValueError: ``z`` is not a floating tensor with last dimension ``H``; or (while
                 validating) ``z`` produces a non-finite location.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin.nn import Abduction
+            >>> U = Abduction(8, 8, gamma_init=1.0)(torch.randn(2, 8, dtype=torch.bfloat16))
+            >>> U.shape, U.dtype, round(U.scale[0, 0].item(), 4)
+            (torch.Size([2, 8]), torch.float32, 1.0)
         """
         if not isinstance(z, torch.Tensor) or not z.is_floating_point() or z.ndim < 1:
             raise ValueError("z must be a floating-point tensor of shape [..., in_features]")
@@ -647,6 +663,14 @@ class ActionOutput:
         temperature: the temperature ``T`` it ran with (the softmax temperature in compatible
             mode).
         U_prime: the decision input ``U'`` (``[..., C]``), e.g. to read the drawn individual.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin import CauchyVector
+        >>> from cauchylin.nn import Action
+        >>> out = Action(3, 5, threshold=0.0)(CauchyVector(torch.zeros(2, 3), torch.ones(2, 3)))
+        >>> out.loc_S.shape, out.loc_Y.shape, round(out.normalised_ovr_probs()[0].sum().item(), 4)
+        (torch.Size([2, 5]), torch.Size([2]), 1.0)
     """
 
     S: CauchyVector | None
@@ -851,6 +875,16 @@ class Action(nn.Module):
 
         Raises:
             ValueError: the shapes differ from the classifier's.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin.nn import Abduction, Action
+            >>> lm_head = torch.nn.Linear(4, 7, bias=False)
+            >>> act = Action(4, 7)
+            >>> act.copy_base_head(lm_head.weight)
+            >>> z = torch.randn(3, 4)
+            >>> bool(torch.equal(act(Abduction(4, 4)(z)).logits, lm_head(z)))
+            True
         """
         w = self.classifier.weight
         if tuple(weight.shape) != tuple(w.shape):
@@ -1121,6 +1155,18 @@ class Action(nn.Module):
         Raises:
             ValueError: shape mismatches, labels out of range, bad ``alpha`` (from
                 :mod:`cauchylin.losses`), or a bad ``U``/temperature.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin.nn import Abduction, Action
+            >>> abd, act = Abduction(8, 8, gamma_init=1.0), Action(8, 20, threshold=0.0)
+            >>> U = abd(torch.randn(2, 5, 8))
+            >>> labels = torch.tensor([[3, 19, 4, 19, -100], [1, 2, 19, 0, 5]])  # 19 = <NUM>
+            >>> values = torch.tensor([[0.0, 12.5, 0.0, -3.0, 0.0], [0.0, 0.0, 7.0, 0.0, 0.0]])
+            >>> out = act.loss(U, labels, values, num_token_id=19)
+            >>> out.total.backward()
+            >>> int(out.cls.count), int(out.reg.count), act.b_noise.grad.shape
+            (9, 3, torch.Size([8]))
         """
         from cauchylin import losses
 

@@ -289,3 +289,12 @@ def test_compute_metrics_names_and_values():
         f"dist/U_loc_{s}" for s in ("mean", "median", "std", "iqr")
     }
     assert compute_metrics() == {}
+
+
+def test_docstring_examples_of_the_metrics_run():
+    import doctest
+
+    import cauchylin.metrics
+
+    result = doctest.testmod(cauchylin.metrics, optionflags=doctest.ELLIPSIS, verbose=False)
+    assert result.attempted > 10 and result.failed == 0

@@ -409,3 +409,12 @@ def test_loss_target_values_shape_is_checked():
             torch.zeros(3),
             num_token_id=1,
         )
+
+
+def test_docstring_examples_of_the_layers_run():
+    import doctest
+
+    import cauchylin.nn
+
+    result = doctest.testmod(cauchylin.nn, optionflags=doctest.ELLIPSIS, verbose=False)
+    assert result.attempted > 20 and result.failed == 0
