@@ -676,23 +676,49 @@ class CauchyVector:
         return self._map_batch(lambda t: t.reshape(new_batch), new_batch)
 
     def expand(self, *shape: int | Sequence[int]) -> CauchyVector:
-        """Broadcast to a larger batch shape. The expanded entries are the *same* random variables.
+        """Broadcast to a larger shape. The expanded entries are the *same* random variables.
 
-        Like ``Tensor.expand``, this is a view: ``u.expand(2, C).rsample()`` has two identical rows.
-        (Independent copies are ``CauchyVector(u.loc.expand(...), u.scale.expand(...))`` for a leaf.)
+        Like ``Tensor.expand`` this is a view: ``u.expand(2, C).rsample()`` has two identical
+        rows, and a single component (``C = 1``) may be broadcast to ``C'`` identical components.
+        Independent copies of a leaf are ``CauchyVector(u.loc.expand(...), u.scale.expand(...))``.
+
+        Args:
+            *shape: the new shape ``[..., C]`` (``-1`` keeps a dimension), as ints or one sequence.
+
+        Returns:
+            A ``CauchyVector`` of the new shape sharing this vector's sources.
+
+        Raises:
+            ValueError: the shape does not broadcast from the current one.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> x = CauchyVector(torch.zeros(3), torch.ones(3)).expand(2, 3).rsample()
+            >>> bool((x[0] == x[1]).all())
+            True
         """
         target = _shape_arg(shape)
-        if len(target) == 0 or target[-1] not in (-1, self.event_size):
+        new_c = self.event_size if len(target) > 0 and target[-1] == -1 else None
+        if len(target) > 0 and new_c is None:
+            new_c = target[-1]
+        if len(target) == 0 or (new_c != self.event_size and self.event_size != 1):
             raise ValueError(
-                f"expand keeps the component dimension C={self.event_size}; got shape {tuple(target)}"
+                f"cannot expand a vector of shape {tuple(self._shape)} to {tuple(target)}: the "
+                f"component dimension C={self.event_size} can only be kept (or broadcast from 1)"
             )
         try:
             new_batch = torch.empty(self.batch_shape, device="meta").expand(target[:-1]).shape
         except RuntimeError as err:
             raise ValueError(
-                f"cannot expand batch {tuple(self.batch_shape)} to {tuple(target[:-1])}"
+                f"cannot expand a vector of shape {tuple(self._shape)} to {tuple(target)}"
             ) from err
-        return self._map_batch(lambda t: t.expand(new_batch), new_batch)
+        out = self._map_batch(lambda t: t.expand(new_batch), new_batch)
+        if new_c != self.event_size:
+            out = out._select_components(
+                torch.zeros(int(new_c), dtype=torch.long, device=self.device)
+            )
+        return out
 
     def to(self, *args: Any, **kwargs: Any) -> CauchyVector:
         """Move or cast every parameter like ``Tensor.to`` (dependence structure is kept)."""
