@@ -272,15 +272,21 @@ class LossPartsCallback(TrainerCallback):
 # Trainer
 
 
+Data = Dataset | Iterable[str] | os.PathLike[str]
+"""Training or evaluation data: an encoded dataset, texts, or a dataset file (``Path``)."""
+
+
 def _as_dataset(
-    data: Dataset | Iterable[str] | None,
+    data: Data | None,
     tokenizer: NumericTokenizer,
     name: str,
     max_length: int | None,
 ) -> Dataset | None:
-    """A dataset from texts (encoded) or a dataset (checked non-empty)."""
+    """A dataset from texts or a file (encoded) or a dataset (checked non-empty)."""
     if data is None:
         return None
+    if isinstance(data, os.PathLike):
+        return NumericDataset.from_jsonl(data, tokenizer, max_length=max_length, name=str(data))
     if isinstance(data, Dataset):
         try:
             n = len(data)  # type: ignore[arg-type]
@@ -382,7 +388,7 @@ def _declare_mean_loss(trainer: Trainer) -> None:
 def evaluate_model(
     model: nn.Module,
     tokenizer: NumericTokenizer,
-    data: Dataset | Iterable[str],
+    data: Data,
     *,
     batch_size: int = 16,
     max_length: int | None = None,
@@ -404,7 +410,8 @@ def evaluate_model(
     Args:
         model: the causal language model (a ``CauchyLMForCausalLM``).
         tokenizer: the numeric tokenizer (pad id).
-        data: held-out texts or an encoded dataset.
+        data: held-out texts, a dataset file (a ``Path``: JSONL with a ``"text"`` field or one
+            text per line), or an encoded dataset.
         batch_size: examples per forward pass.
         max_length: cut texts to this many tokens (texts only).
         seed: seed of the causal-sampling draws of the probability sums.
@@ -568,8 +575,8 @@ class TrainResult:
 def train(
     model: nn.Module,
     tokenizer: NumericTokenizer,
-    train_texts: Dataset | Iterable[str],
-    eval_texts: Dataset | Iterable[str] | None = None,
+    train_texts: Data,
+    eval_texts: Data | None = None,
     output_dir: str | os.PathLike[str] = "cauchylin_output",
     *,
     max_steps: int = -1,
@@ -600,8 +607,10 @@ def train(
         model: a ``CauchyLMForCausalLM`` (its trainable parameters train: by default the new
             heads, the backbone frozen), or a PEFT model wrapping one.
         tokenizer: the ``NumericTokenizer`` the model was built with.
-        train_texts: training texts or an encoded dataset.
-        eval_texts: held-out texts or dataset, or None.
+        train_texts: training texts, a dataset file (a ``pathlib.Path``: JSONL with a ``"text"``
+            field, or plain text with one example per line; see
+            :func:`~cauchylin_hf.data.read_texts`) or an encoded dataset.
+        eval_texts: held-out texts, file or dataset, or None.
         output_dir: where checkpoints, the final model and the tokenizer go.
         max_steps: optimizer steps; -1 trains ``num_train_epochs`` epochs.
         num_train_epochs: epochs when ``max_steps`` is -1.
@@ -624,8 +633,9 @@ def train(
         A :class:`TrainResult`.
 
     Raises:
-        ValueError: for empty training or evaluation data (named), a text with no tokens, or bad
-            options.
+        ValueError: for empty training or evaluation data (named), a text with no tokens, a
+            malformed dataset file, or bad options.
+        FileNotFoundError: for a dataset file that does not exist.
 
     Example:
         >>> result = train(model, ntok, splits.train, splits.heldout, "out", max_steps=200)  # doctest: +SKIP

@@ -6,6 +6,7 @@ frozen: the new heads train) on the synthetic numeric corpus and its BPE tokeniz
 
 from __future__ import annotations
 
+import json
 import math
 import time
 
@@ -180,13 +181,15 @@ def test_train_evaluates_saves_and_reloads(ntok, tmp_path):
     from cauchylin_hf.model import CauchyLMForCausalLM
 
     splits = make_splits(64, 16, seed=3)
+    heldout_file = tmp_path / "heldout.jsonl"  # a dataset file works as well as a list of texts
+    heldout_file.write_text("".join(json.dumps({"text": t}) + "\n" for t in splits.heldout))
     model = tiny_model(ntok)
     out_dir = tmp_path / "trained"
     result = train(
         model,
         ntok,
         splits.train,
-        splits.heldout,
+        heldout_file,
         out_dir,
         max_steps=6,
         batch_size=8,
@@ -256,6 +259,8 @@ def test_errors(ntok, tmp_path):
         train(model, ntok, ["3 eggs."], None, tmp_path, eval_steps=2, progress=False)
     with pytest.raises(ValueError, match="NumericTokenizer"):
         train(model, ntok.tokenizer, ["3 eggs."], None, tmp_path, progress=False)
+    with pytest.raises(FileNotFoundError, match=r"missing\.jsonl"):
+        train(model, ntok, tmp_path / "missing.jsonl", None, tmp_path, progress=False)
     with pytest.raises(ValueError, match="batch_size"):
         train(model, ntok, ["3 eggs."], None, tmp_path, batch_size=0, progress=False)
     with pytest.raises(ValueError, match="remove_unused_columns"):
