@@ -62,43 +62,44 @@ def _broadcast_params(
     """Broadcast named parameters to a common shape and floating dtype; ``ValueError`` on mismatch."""
     like = next((v for v in named.values() if isinstance(v, torch.Tensor)), None)
     tensors = {k: _to_tensor(v, like) for k, v in named.items()}
-    shape = broadcast_shapes_or_raise(**{k: t.shape for k, t in tensors.items()})
+    dtype = None
+    for t in tensors.values():
+        if t.is_floating_point():
+            dtype = t.dtype if dtype is None else torch.promote_types(dtype, t.dtype)
+    dtype = dtype or torch.get_default_dtype()
+    try:  # broadcast_tensors is a cheap C++ call; it only fails on incompatible shapes
+        out = torch.broadcast_tensors(*(t.to(dtype) for t in tensors.values()))
+    except RuntimeError:
+        broadcast_shapes_or_raise(**{k: t.shape for k, t in tensors.items()})
+        raise
+    shape = out[0].shape
     if len(shape) == 0:
         listed = ", ".join(f"{k} {tuple(t.shape)}" for k, t in tensors.items())
         raise ValueError(
             "the parameters must have at least one dimension (the event dimension, last); "
             f"got {listed}"
         )
-    dtype = None
-    for t in tensors.values():
-        if t.is_floating_point():
-            dtype = t.dtype if dtype is None else torch.promote_types(dtype, t.dtype)
-    dtype = dtype or torch.get_default_dtype()
-    return [t.to(dtype).expand(shape) for t in tensors.values()], shape
+    return list(out), shape
 
 
 def _log_density(value: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """Element-wise Cauchy log-density ``-log(pi) - log(scale) - log(1 + ((x - loc)/scale)^2)``.
 
-    Evaluated through ``_special.log_pdf_std`` for ``|x - loc| <= scale`` and, for
-    ``|x - loc| > scale``, as ``-log(pi) + log(scale) - 2 log|x - loc| - log1p((scale/|x-loc|)^2)``
-    so that the standardised value ``(x - loc)/scale`` is never formed where it could overflow.
+    With ``d = |x - loc|``, ``m = max(d, scale)`` and ``n = min(d, scale)`` the identity
+    ``scale^2 + d^2 = m^2 (1 + (n/m)^2)`` gives the branch-free, overflow-free form
+
+        log p = -log(pi) + log(scale) - 2 log(m) - log1p((n/m)^2),
+
+    which never forms ``(x - loc)/scale`` (it may overflow) and keeps ``log1p`` accuracy for
+    ``d << scale`` and ``d >> scale``. Its gradient is exact everywhere (both one-sided formulas
+    agree at ``d = scale``).
     """
     dtype = _special.working_dtype(value, loc, scale)
     d = (value.to(dtype) - loc.to(dtype)).abs()
     s = scale.to(dtype)
-    d, s = torch.broadcast_tensors(d, s)
-    big = d > s
-    d_big = torch.where(big, d, torch.ones_like(d))
-    s_small = torch.where(big, torch.ones_like(s), s)
-    small = _special.log_pdf_std(torch.where(big, torch.zeros_like(d), d) / s_small) - torch.log(s)
-    large = (
-        -_special.LOG_PI
-        + torch.log(s)
-        - 2.0 * torch.log(d_big)
-        - torch.log1p((torch.where(big, s, torch.zeros_like(s)) / d_big).square())
-    )
-    return torch.where(big, large, small)
+    m = torch.maximum(d, s)
+    n = torch.minimum(d, s)
+    return (torch.log(s) - 2.0 * torch.log(m)) - torch.log1p((n / m).square()) - _special.LOG_PI
 
 
 def _cauchy_kl(
@@ -126,9 +127,14 @@ def _cauchy_kl(
     return torch.where(big, large, small)
 
 
-def _logits(z: torch.Tensor) -> torch.Tensor:
-    """OvR logits ``log p - log(1 - p)`` of ``p = 1/2 + atan(z)/pi`` without cancellation."""
-    log_p, log_q = _special.ovr_log_probs_std(z)
+def _logits(
+    z: torch.Tensor, log_pair: tuple[torch.Tensor, torch.Tensor] | None = None
+) -> torch.Tensor:
+    """OvR logits ``log p - log(1 - p)`` of ``p = 1/2 + atan(z)/pi`` without cancellation.
+
+    ``log_pair`` is ``_special.ovr_log_probs_std(z)`` when the caller already has it.
+    """
+    log_p, log_q = _special.ovr_log_probs_std(z) if log_pair is None else log_pair
     z = z.to(log_p.dtype)
     near = z.abs() <= 1.0
     z_near = torch.where(near, z, torch.zeros_like(z))
@@ -560,10 +566,15 @@ class OvR(TorchDistribution):
                     f"holds {index.min().item()}..{index.max().item()} (shape {tuple(index.shape)})"
                 )
         z = self._z()
-        log_q = _special.ovr_log_probs_std(z)[1]
-        batch = broadcast_shapes_or_raise(index=index.shape, batch_shape=self.batch_shape)
-        logit = _logits(z).expand(*batch, num_classes)
-        picked = logit.gather(-1, index.long().expand(batch).unsqueeze(-1)).squeeze(-1)
+        log_pair = _special.ovr_log_probs_std(z)
+        log_q = log_pair[1]
+        try:
+            index, _ = torch.broadcast_tensors(index, log_q[..., 0])
+        except RuntimeError:
+            broadcast_shapes_or_raise(index=index.shape, batch_shape=self.batch_shape)
+            raise
+        logit = _logits(z, log_pair).expand(*index.shape, num_classes)
+        picked = logit.gather(-1, index.long().unsqueeze(-1)).squeeze(-1)
         return log_q.sum(-1) + picked
 
     def entropy(self) -> torch.Tensor:
