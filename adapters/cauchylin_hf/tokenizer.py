@@ -14,6 +14,13 @@ add_special_tokens=False).input_ids) == seg``): true for byte-level BPE tokenize
 normalizer (GPT-2 style, the corpus tokenizer of :mod:`cauchylin_hf.corpus`); Qwen2's tokenizer
 NFC-normalizes, so there it holds for NFC text; SentencePiece tokenizers that add a prefix space
 do not round-trip whitespace.
+
+Special strings written in the text: a literal ``num_token`` (``"<NUM>"``) is cut into ``"<"`` and
+``"NUM>"`` before the wrapped tokenizer sees it, so it stays text and round-trips. Other special
+tokens of the wrapped tokenizer written in the text (``"<|endoftext|>"``) become their ids, as with
+the wrapped tokenizer itself; ``skip_special_tokens=True`` then drops them, so for such text the
+exact round trip is ``decode(..., skip_special_tokens=False)`` of an encoding made with
+``add_special_tokens=False``.
 """
 
 from __future__ import annotations
@@ -242,6 +249,22 @@ class NumericTokenizer:
                 return list(full[:i]), list(full[i + n :])
         return list(tok("", add_special_tokens=True, verbose=False)["input_ids"]), []
 
+    def _pieces(self, segment: str) -> list[str]:
+        """Cut a literal ``num_token`` in a text segment so the wrapped tokenizer reads it as text.
+
+        When the wrapped tokenizer knows ``num_token`` as a token, ``"<NUM>"`` written in the text
+        would become the ``<NUM>`` id; it is tokenized as ``"<"`` and ``"NUM>"`` instead (like
+        ``split_special_tokens``), so it stays text and round-trips.
+        """
+        token = self.num_token
+        if len(token) < 2 or token not in segment or self.num_token_id >= len(self.tokenizer):
+            return [segment]
+        parts = segment.split(token)
+        out = [parts[0]]
+        for part in parts[1:]:
+            out += [token[:1], token[1:], part]
+        return [p for p in out if p]
+
     # ------------------------------------------------------------------ encoding
 
     def __call__(
@@ -288,8 +311,9 @@ class NumericTokenizer:
             ValueError: for text that is not a str or list of str, an unknown padding or
                 return_tensors option, padding without a pad token, ``padding="max_length"``
                 without ``max_length``, a ``max_length`` too small for the special tokens, ragged
-                sequences with tensors and no padding, or text containing the literal
-                ``num_token`` when the wrapped tokenizer knows it as a token.
+                sequences with tensors and no padding, or text that the wrapped tokenizer maps
+                to the ``<NUM>`` id (a literal ``num_token`` in the text is not such text: it is
+                cut so that it stays text, see the module docstring).
 
         Example:
             >>> enc = ntok("The price rose from 4.50 to 5.00 dollars", return_number_texts=True)
@@ -314,12 +338,14 @@ class NumericTokenizer:
 
         # 1. split every text; tokenize all non-empty segments in one call of the wrapped tokenizer
         split = [split_numbers(t) for t in texts]
-        flat = [seg for segments, _ in split for seg in segments if seg]
-        seg_ids = (
+        pieces = [self._pieces(seg) for segments, _ in split for seg in segments if seg]
+        flat = [p for seg_pieces in pieces for p in seg_pieces]
+        flat_ids = iter(
             self.tokenizer(flat, add_special_tokens=False, verbose=False)["input_ids"]
             if flat
             else []
         )
+        seg_ids = [[t for _ in seg_pieces for t in next(flat_ids)] for seg_pieces in pieces]
         prefix, suffix = self._special_affixes() if add_special_tokens else ([], [])
 
         # 2. assemble ids / values / number texts per text, truncate
@@ -340,9 +366,8 @@ class NumericTokenizer:
                     piece = list(next(it))
                     if k in piece:
                         raise ValueError(
-                            f"text contains the literal num_token {self.num_token!r} (or text the "
-                            f"wrapped tokenizer maps to its id {k}): {source[:80]!r}; remove it "
-                            f"or choose another num_token"
+                            f"text contains text the wrapped tokenizer maps to the <NUM> id {k} "
+                            f"({self.num_token!r}): {source[:80]!r}; choose another num_token"
                         )
                     ids.extend(piece)
                     values.extend([0.0] * len(piece))

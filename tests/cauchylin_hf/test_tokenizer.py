@@ -94,8 +94,21 @@ def num_positions(ntok, ids):
     return [i for i, t in enumerate(ids) if t == ntok.num_token_id]
 
 
+def has_special_strings(ntok, text):
+    return any(t in text for t in ntok.tokenizer.all_special_tokens)
+
+
 def check_encoding(ntok, text, expected_texts):
     """Encode; check values, alignment, exact and canonical round trips."""
+    # without special tokens on either side the round trip holds for every text (even one that
+    # spells "<bos>" or "<NUM>")
+    raw = ntok(text, add_special_tokens=False, return_number_texts=True)
+    assert (
+        ntok.decode(raw["input_ids"], raw["numeric_values"], number_texts=raw["number_texts"])
+        == text
+    )
+    if has_special_strings(ntok, text):
+        return
     enc = ntok(text, return_number_texts=True)
     ids, vals = enc["input_ids"], enc["numeric_values"]
     assert len(ids) == len(vals) == len(enc["attention_mask"])
@@ -168,6 +181,7 @@ def test_qwen2_tokenizer_normalizes_non_nfc_text():
         "nan inf -inf 1e39 1e309 -1e400 Infinity",
         "١٢٣ ３ mixed 7٣ 東京 5🙂6",
         "abc12def  -7\r\n",
+        "<bos>spelled <NUM> 3<NUM> <|endoftext|> <s>4</s><pad>",
     ],
 )
 def test_round_trip_examples(text):
@@ -243,8 +257,15 @@ def test_num_token_added_when_missing():
     assert len(tok) == n + 1 == len(ntok)
     assert ntok.num_token_id == n
     assert tok.convert_ids_to_tokens(n) == "<NUM>"
+    # a literal "<NUM>" in the text stays text (it is not the <NUM> id) and round-trips
+    enc = ntok("the literal <NUM> token and 5<NUM>6<NUM>", return_number_texts=True)
+    assert enc["input_ids"].count(n) == 2 and enc["number_texts"] == ["5", "6"]
+    out = ntok.decode(enc["input_ids"], enc["numeric_values"], number_texts=enc["number_texts"])
+    assert out == "the literal <NUM> token and 5<NUM>6<NUM>"
+    # a one-character num_token cannot be cut: text that maps to its id is an error
+    one = NumericTokenizer(gpt2_style(), num_token="§")
     with pytest.raises(ValueError, match="num_token"):
-        ntok("the literal <NUM> token")
+        one("costs § 5")
 
 
 def test_explicit_num_token_id_beyond_vocab():
