@@ -116,31 +116,33 @@ def make_training_arguments(
 
 
 class _Accumulator:
-    """Sums of the loss parts over micro-batches since the last reset."""
+    """Weighted sums of the loss parts over forward passes since the last reset.
+
+    The sums stay tensors on the model's device (no host sync per micro-batch); :meth:`mean`
+    reduces them over data-parallel ranks at logging time.
+    """
 
     def __init__(self) -> None:
-        self.reset()
+        self.sums: torch.Tensor | None = None  # [len(LOSS_PARTS) + 1]: weighted parts, weight
 
     def reset(self) -> None:
-        self.sums = [0.0] * len(LOSS_PARTS)
-        self.count = 0
+        self.sums = None
 
-    def add(self, values: Sequence[float]) -> None:
-        for i, v in enumerate(values):
-            self.sums[i] += v
-        self.count += 1
+    def add(self, parts: Sequence[torch.Tensor], weight: float) -> None:
+        values = [p.detach().float().mean() * weight for p in parts]
+        row = torch.stack([*values, values[0].new_tensor(float(weight))]).double()
+        self.sums = row if self.sums is None else self.sums + row.to(self.sums.device)
 
     def mean(self, device: torch.device | str = "cpu") -> dict[str, float] | None:
-        """The mean of each part, over the micro-batches of all data-parallel ranks."""
-        t = torch.tensor([*self.sums, float(self.count)], dtype=torch.float64)
+        """The weighted mean of each part over the forward passes of all data-parallel ranks."""
+        dev = torch.device(device)
+        t = self.sums if self.sums is not None else torch.zeros(len(LOSS_PARTS) + 1)
+        self.reset()
+        t = t.to(dev, torch.float64)
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             if torch.distributed.get_world_size() > 1:
-                # NCCL needs the tensor on the device; gloo takes CPU tensors.
-                dev = torch.device(device)
-                t = t.to(dev if dev.type != "cpu" else "cpu")
-                torch.distributed.all_reduce(t)
-                t = t.cpu()
-        self.reset()
+                torch.distributed.all_reduce(t)  # every rank logs at the same steps
+        t = t.cpu()
         if t[-1] <= 0:
             return None
         return {name: float(t[i] / t[-1]) for i, name in enumerate(LOSS_PARTS)}
@@ -152,7 +154,8 @@ class LossPartsCallback(TrainerCallback):
     A forward hook on the model reads ``cls_loss`` and ``reg_loss`` of each forward pass that
     computed a loss; at each logging step the callback averages them over the micro-batches since
     the previous log and over data-parallel ranks (the same averaging the Trainer applies to
-    ``loss``), adds them to the logs (so they appear in the progress bar and in
+    ``loss``; evaluation batches are weighted by their number of examples, as for
+    ``eval_loss``), adds them to the logs (so they appear in the progress bar and in
     ``trainer.state.log_history``) and appends a row to :attr:`history`. Forward passes in eval
     mode go to the evaluation log instead, as ``eval_cls_loss`` / ``eval_reg_loss`` next to
     ``eval_loss``, and a row of :attr:`eval_history`.
@@ -192,7 +195,7 @@ class LossPartsCallback(TrainerCallback):
             return
         self.detach()
         self._model = model
-        self._handle = model.register_forward_hook(self._record)
+        self._handle = model.register_forward_hook(self._record, with_kwargs=True)
 
     def detach(self) -> None:
         """Remove the forward hook."""
@@ -201,12 +204,24 @@ class LossPartsCallback(TrainerCallback):
         self._handle = None
         self._model = None
 
-    def _record(self, module: nn.Module, args: Any, output: Any) -> None:
+    def _record(
+        self,
+        module: nn.Module,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        output: Any,
+    ) -> None:
         parts = [getattr(output, name, None) for name in LOSS_PARTS]
-        if any(p is None for p in parts):
+        if any(not isinstance(p, torch.Tensor) for p in parts):
             return
-        values = [float(p.detach().float().mean()) for p in parts]
-        (self._train if module.training else self._eval).add(values)
+        if module.training:
+            # The Trainer's logged loss is the plain mean over micro-batches.
+            self._train.add(parts, 1.0)
+        else:
+            # Its eval_loss weights each batch by its number of examples.
+            ids = kwargs.get("input_ids", args[0] if args else None)
+            rows = ids.shape[0] if isinstance(ids, torch.Tensor) and ids.dim() > 1 else 1
+            self._eval.add(parts, float(rows))
 
     # -- events
     def on_init_end(

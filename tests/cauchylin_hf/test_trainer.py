@@ -195,6 +195,7 @@ def test_train_evaluates_saves_and_reloads(ntok, tmp_path):
         batch_size=8,
         logging_steps=2,
         eval_steps=3,
+        per_device_eval_batch_size=5,  # 16 held-out texts: batches of 5, 5, 5, 1
         eval_before=True,
         progress=False,
         log_level="warning",
@@ -205,6 +206,9 @@ def test_train_evaluates_saves_and_reloads(ntok, tmp_path):
     for row in result.eval_history:
         assert {"eval_loss", "eval_cls_loss", "eval_reg_loss"} <= set(row)
         assert all(math.isfinite(v) for v in row.values())
+        # the parts are averaged as the Trainer averages eval_loss (reg_weight = 1)
+        total = row["eval_cls_loss"] + row["eval_reg_loss"]
+        assert total == pytest.approx(row["eval_loss"], rel=1e-5)
     assert result.metrics is not None and result.initial_metrics is not None
     for key in ("loss", "cls_loss", "reg_loss"):
         assert math.isfinite(result.metrics[f"eval/{key}"])
