@@ -143,7 +143,14 @@ class CauchyLMConfig(PreTrainedConfig):
                 f"base_config must be a PretrainedConfig, a dict or None, got "
                 f"{type(self.base_config).__name__}"
             )
+        # PretrainedConfig sets the attention implementation of every sub-config to this
+        # config's (None unless attn_implementation is given): keep the base's own choice.
+        base_impl = None
+        if isinstance(self.base_config, PreTrainedConfig) and "attn_implementation" not in kwargs:
+            base_impl = self.base_config._attn_implementation
         super().__post_init__(**kwargs)
+        if base_impl is not None:
+            self.base_config._attn_implementation = base_impl
         self._validate_settings()
 
     # ------------------------------------------------------------------ validation

@@ -451,6 +451,8 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         self.backbone = backbone
         # One config object for the backbone and config.base_config (resizing updates both).
         self.config.base_config = backbone.config
+        if backbone.config._attn_implementation is None:
+            backbone.config._attn_implementation = self.config._attn_implementation
         H = config.hidden_size
         C = config.causal_hidden_size
         dtype = config.torch_head_dtype
@@ -968,22 +970,20 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             inputs_embeds,
             **kwargs,
         )
-        out = CauchyLMOutput(
-            past_key_values=getattr(bb, "past_key_values", None),
-            hidden_states=getattr(bb, "hidden_states", None),
-            attentions=getattr(bb, "attentions", None),
-        )
+        fields: dict[str, Any] = {}
         want_dists = labels is None or bool(return_distributions)
         if labels is not None:
             U_all = self.abduction(hidden)
             loss = self._shifted_loss(U_all, labels, target_values, numeric_values, attention_mask)
-            out.loss = loss.total
-            out.cls_loss = loss.cls.mean
-            out.reg_loss = loss.reg.mean
-            out.cls_count = loss.cls.count
-            out.reg_count = loss.reg.count
+            fields.update(
+                loss=loss.total,
+                cls_loss=loss.cls.mean,
+                reg_loss=loss.reg.mean,
+                cls_count=loss.cls.count,
+                reg_count=loss.reg.count,
+            )
             if not want_dists:
-                out.loc_U, out.scale_U = U_all.loc, U_all.scale
+                fields.update(loc_U=U_all.loc, scale_U=U_all.scale)
         if want_dists:
             kept = _slice_positions(hidden, logits_to_keep)
             U, act = self.heads(
@@ -994,12 +994,23 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
                 eps_seed=eps_seed,
                 eps_noise=eps_noise,
             )
-            out.loc_U, out.scale_U = U.loc, U.scale
-            out.loc_S = act.loc_S
-            out.scale_S = act.scale_S
-            out.logits = out.loc_S
-            out.loc_Y = act.loc_Y
-            out.scale_Y = act.scale_Y
+            loc_S = act.loc_S
+            fields.update(
+                logits=loc_S,
+                loc_S=loc_S,
+                scale_S=act.scale_S,
+                loc_Y=act.loc_Y,
+                scale_Y=act.scale_Y,
+                loc_U=U.loc,
+                scale_U=U.scale,
+            )
+        # Built once, so that the tuple form follows the field order (loss, ..., logits, ...).
+        out = CauchyLMOutput(
+            **fields,
+            past_key_values=getattr(bb, "past_key_values", None),
+            hidden_states=getattr(bb, "hidden_states", None),
+            attentions=getattr(bb, "attentions", None),
+        )
         return out if return_dict else out.to_tuple()
 
     def _shifted_loss(

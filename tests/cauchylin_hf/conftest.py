@@ -1,0 +1,57 @@
+"""Fixtures of the Hugging Face adapter tests: tiny tokenizers, base models and checkpoint folders.
+
+Everything is built locally from configs with transformers' own classes (no download): hidden 32,
+2 layers, 300 tokens. ``ARCH_CASES`` lists every supported architecture with tied and untied
+embeddings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from cauchylin_hf.testing import ARCHITECTURES, save_tiny_base, tiny_base_model, tiny_tokenizer
+
+VOCAB = 300
+"""Tokens of the tiny tokenizer (ids 0..299)."""
+
+ARCH_CASES = [(arch, tied) for arch in ARCHITECTURES for tied in (True, False)]
+"""(architecture, tie_word_embeddings) pairs: every architecture, tied and untied."""
+
+ARCH_IDS = [f"{arch}-{'tied' if tied else 'untied'}" for arch, tied in ARCH_CASES]
+
+
+@pytest.fixture(scope="session")
+def tiny_tok():
+    """A 300-token byte-level tokenizer (shared; tests must not modify it)."""
+    return tiny_tokenizer(VOCAB)
+
+
+@pytest.fixture
+def make_base():
+    """Factory ``make_base(arch="qwen2", tied=None, spare_rows=3, seed=0, **kw)`` of tiny bases."""
+
+    def make(arch: str = "qwen2", tied: bool | None = None, spare_rows: int = 3, **kw):
+        return tiny_base_model(
+            arch, tie_word_embeddings=tied, vocab_size=VOCAB, spare_rows=spare_rows, **kw
+        )
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def qwen_folder(tmp_path_factory) -> Path:
+    """A local Qwen2-architecture checkpoint folder with 3 spare embedding rows and a tokenizer."""
+    return save_tiny_base(tmp_path_factory.mktemp("qwen_base"), "qwen2", spare_rows=3)
+
+
+@pytest.fixture
+def batch():
+    """A right-padded batch: ``(input_ids [2, 10], attention_mask)``; row 1 has 3 pad tokens."""
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, VOCAB, (2, 10), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, -3:] = 0
+    ids[1, -3:] = 0
+    return ids, mask

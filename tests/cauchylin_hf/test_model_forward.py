@@ -1,0 +1,419 @@
+"""``CauchyLMForCausalLM.forward``: outputs, the next-token shift, padding, modes, cache, training.
+
+The loss is checked against an independent float64 reference built from the materialised
+distributions (``return_distributions=True``): the OvR binary cross-entropy summed over the
+classes and the gated Cauchy regression NLL, with the shift written out by hand.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+from cauchylin_hf import CauchyLMForCausalLM, CauchyLMOutput
+from cauchylin_hf.testing import tiny_base_model
+
+from .conftest import VOCAB
+
+NUM = VOCAB  # the <NUM> id of models built with the tiny tokenizer and spare rows
+
+
+@pytest.fixture
+def model(make_base, tiny_tok):
+    torch.manual_seed(0)
+    m = CauchyLMForCausalLM.from_base(make_base("qwen2", spare_rows=3), tiny_tok)
+    return m
+
+
+def numeric_batch():
+    """``(ids, values, mask)``: right-padded, with <NUM> tokens (and their values) inside."""
+    ids = torch.tensor(
+        [
+            [5, 17, NUM, 40, 41, NUM, 9, 12, 13, 2],
+            [7, NUM, 33, 34, NUM, NUM, 60, 0, 0, 0],
+        ]
+    )
+    values = torch.zeros(ids.shape)
+    values[ids == NUM] = torch.tensor([3.5, -120.0, 0.25, 7.0, 1e4])
+    mask = torch.ones_like(ids)
+    mask[1, 7:] = 0
+    return ids, values, mask
+
+
+def reference_loss(out, ids, labels, targets, mask, num_id, alpha=0.0, reg_weight=1.0, thr=100.0):
+    """float64 OvR + gated regression loss from materialised distributions, shifted by hand."""
+    loc_S, scale_S = out.loc_S.double(), out.scale_S.double()
+    z = (loc_S - thr) / scale_S
+    P = 0.5 + torch.atan(z) / math.pi
+    B, S = ids.shape
+    cls_terms, reg_terms, n_cls, n_num = [], [], 0, 0
+    for b in range(B):
+        for i in range(S - 1):
+            y = int(labels[b, i + 1])
+            if y == -100 or not (mask[b, i] and mask[b, i + 1]):
+                continue
+            n_cls += 1
+            p = P[b, i]
+            cls_terms.append(-torch.log1p(-p).sum() + torch.log1p(-p[y]) - torch.log(p[y]))
+            if y == num_id:
+                n_num += 1
+                loc, scale = out.loc_Y[b, i].double(), out.scale_Y[b, i].double()
+                r = (float(targets[b, i + 1]) - loc) / scale
+                nll = torch.log(math.pi * scale) + torch.log1p(r * r)
+                gate = alpha + (1 - alpha) * p[num_id]
+                reg_terms.append(gate * nll)
+    cls = torch.stack(cls_terms).sum() / n_cls
+    reg = torch.stack(reg_terms).sum() / n_num if n_num else torch.tensor(0.0, dtype=torch.float64)
+    return cls, reg, cls + reg_weight * reg, n_cls, n_num
+
+
+def perturb_heads(model, scale=0.05, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name in ("numeric_embedding", "abduction", "action"):
+            for p in getattr(model, name).parameters():
+                p.add_(scale * torch.randn(p.shape, generator=g))
+
+
+# ------------------------------------------------------------------ outputs
+
+
+def test_inference_output_fields_and_shapes(model):
+    ids, values, mask = numeric_batch()
+    out = model(ids, numeric_values=values, attention_mask=mask)
+    assert isinstance(out, CauchyLMOutput) and out.loss is None and out.cls_loss is None
+    K, C = model.config.num_classes, model.config.causal_hidden_size
+    for name, shape in [
+        ("loc_S", (2, 10, K)),
+        ("scale_S", (2, 10, K)),
+        ("loc_Y", (2, 10)),
+        ("scale_Y", (2, 10)),
+        ("loc_U", (2, 10, C)),
+        ("scale_U", (2, 10, C)),
+    ]:
+        assert tuple(out[name].shape) == shape, name
+    assert out.logits is out.loc_S
+    assert (out.scale_S > 0).all() and (out.scale_Y > 0).all() and (out.scale_U > 0).all()
+    tup = model(ids, numeric_values=values, attention_mask=mask, return_dict=False)
+    assert isinstance(tup, tuple) and torch.equal(tup[0], out.logits)
+
+
+def test_training_output_keeps_class_scores_unless_asked(model):
+    ids, values, mask = numeric_batch()
+    out = model(ids, numeric_values=values, attention_mask=mask, labels=ids)
+    assert out.loss.shape == () and out.cls_loss.shape == () and out.reg_loss.shape == ()
+    for name in ("logits", "loc_S", "scale_S", "loc_Y", "scale_Y"):
+        assert getattr(out, name) is None, name
+    assert out.loc_U.shape == (2, 10, 32) and out.scale_U.shape == (2, 10, 32)
+    full = model(
+        ids, numeric_values=values, attention_mask=mask, labels=ids, return_distributions=True
+    )
+    plain = model(ids, numeric_values=values, attention_mask=mask)
+    torch.testing.assert_close(full.loss, out.loss)
+    for name in ("loc_S", "scale_S", "loc_Y", "scale_Y", "loc_U", "scale_U"):
+        torch.testing.assert_close(full[name], plain[name])
+
+
+def test_training_forward_never_saves_an_N_by_V_tensor(make_base, tiny_tok):
+    """The memory-efficient path: no tensor of N x V elements is kept for the backward pass."""
+    model = CauchyLMForCausalLM.from_base(make_base(spare_rows=3), tiny_tok)
+    model.train()
+    ids = torch.randint(3, VOCAB, (2, 40), generator=torch.Generator().manual_seed(0))
+    N, V = ids.numel(), model.config.num_classes
+    sizes = []
+
+    def pack(t):
+        sizes.append(t.numel())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model(ids, labels=ids)
+    out.loss.backward()
+    assert max(sizes) < (N - 2) * V, f"a saved tensor has {max(sizes)} >= N*V elements"
+    assert model.action.classifier.weight.grad is not None
+
+
+# ------------------------------------------------------------------ the loss and the shift
+
+
+@pytest.mark.parametrize(("alpha", "reg_weight"), [(0.0, 1.0), (0.3, 2.5)])
+def test_loss_matches_a_shifted_float64_reference(make_base, tiny_tok, alpha, reg_weight):
+    torch.manual_seed(0)
+    model = CauchyLMForCausalLM.from_base(
+        make_base(spare_rows=3), tiny_tok, alpha=alpha, reg_weight=reg_weight, threshold=2.0
+    )
+    perturb_heads(model)  # make P_<NUM> and the regression head non-trivial
+    ids, values, mask = numeric_batch()
+    labels = ids.masked_fill(mask == 0, -100)
+    out = model(
+        ids, numeric_values=values, attention_mask=mask, labels=labels, return_distributions=True
+    )
+    cls, reg, total, n_cls, n_num = reference_loss(
+        out, ids, labels, values, mask, NUM, alpha=alpha, reg_weight=reg_weight, thr=2.0
+    )
+    assert int(out.cls_count) == n_cls == 15 and int(out.reg_count) == n_num == 5
+    torch.testing.assert_close(out.cls_loss.double(), cls, rtol=2e-5, atol=1e-5)
+    torch.testing.assert_close(out.reg_loss.double(), reg, rtol=2e-5, atol=1e-5)
+    torch.testing.assert_close(out.loss.double(), total, rtol=2e-5, atol=1e-5)
+
+
+def test_target_values_shift_with_the_labels(model):
+    perturb_heads(model)
+    ids, values, mask = numeric_batch()
+    base = model(ids, numeric_values=values, attention_mask=mask, labels=ids)
+    same = model(ids, numeric_values=values, attention_mask=mask, labels=ids, target_values=values)
+    torch.testing.assert_close(base.loss, same.loss)  # default targets = numeric_values
+    other = values.clone()
+    other[0, 0] = 99.0  # position 0 is never a target (nothing predicts it)
+    other[0, 3] = 99.0  # not a <NUM> target
+    unchanged = model(
+        ids, numeric_values=values, attention_mask=mask, labels=ids, target_values=other
+    )
+    torch.testing.assert_close(unchanged.loss, base.loss)
+    other[0, 2] = 99.0  # the <NUM> at position 2 is the target of position 1
+    changed = model(
+        ids, numeric_values=values, attention_mask=mask, labels=ids, target_values=other
+    )
+    assert not torch.allclose(changed.reg_loss, base.reg_loss)
+    torch.testing.assert_close(changed.cls_loss, base.cls_loss)
+
+
+def test_padding_and_ignore_index_do_not_count(model):
+    perturb_heads(model)
+    ids, values, mask = numeric_batch()
+    labels = ids.masked_fill(mask == 0, -100)
+    out = model(ids, numeric_values=values, attention_mask=mask, labels=labels)
+    # Whatever sits at the padded positions does not matter.
+    ids2, values2, labels2 = ids.clone(), values.clone(), labels.clone()
+    ids2[1, 7:] = torch.tensor([NUM, 44, 45])
+    values2[1, 7:] = 5.0
+    labels2[1, 7:] = torch.tensor([NUM, 44, 45])  # masked by attention_mask anyway
+    out2 = model(ids2, numeric_values=values2, attention_mask=mask, labels=labels2)
+    torch.testing.assert_close(out2.loss, out.loss)
+    assert int(out2.cls_count) == int(out.cls_count)
+    # ignore_index drops exactly the positions whose next label is -100.
+    labels3 = labels.clone()
+    labels3[0, 4] = -100
+    out3 = model(ids, numeric_values=values, attention_mask=mask, labels=labels3)
+    assert int(out3.cls_count) == int(out.cls_count) - 1
+
+
+def test_left_and_right_padding_give_the_same_loss(model):
+    perturb_heads(model)
+    seqs = [[5, 17, NUM, 40, 41, 9], [7, NUM, 33]]
+    vals = [[0, 0, 2.5, 0, 0, 0], [0, -3.0, 0]]
+    L = max(map(len, seqs))
+    outs = {}
+    for side in ("left", "right"):
+        ids = torch.zeros(2, L, dtype=torch.long)
+        values = torch.zeros(2, L)
+        mask = torch.zeros(2, L, dtype=torch.long)
+        for b, (s, v) in enumerate(zip(seqs, vals, strict=True)):
+            sl = slice(L - len(s), L) if side == "left" else slice(0, len(s))
+            ids[b, sl], values[b, sl], mask[b, sl] = torch.tensor(s), torch.tensor(v), 1
+        pos = (mask.cumsum(-1) - 1).clamp_min(0)
+        labels = ids.masked_fill(mask == 0, -100)
+        outs[side] = model(
+            ids, numeric_values=values, attention_mask=mask, labels=labels, position_ids=pos
+        )
+    torch.testing.assert_close(outs["left"].loss, outs["right"].loss, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(outs["left"].reg_loss, outs["right"].reg_loss, rtol=1e-5, atol=1e-5)
+    assert int(outs["left"].cls_count) == int(outs["right"].cls_count) == 7
+
+
+def test_numeric_values_and_the_num_offset_act_only_where_they_should(model):
+    ids = torch.tensor([[5, NUM, 7, 8]])
+    zero = model(ids, numeric_values=torch.zeros(1, 4))
+    none = model(ids)
+    torch.testing.assert_close(zero.loc_S, none.loc_S, rtol=0, atol=0)
+    shifted = model(ids, numeric_values=torch.tensor([[0.0, 42.0, 0.0, 0.0]]))
+    assert torch.equal(shifted.loc_S[:, 0], none.loc_S[:, 0])  # causal: before the number
+    assert not torch.allclose(shifted.loc_S[:, 1:], none.loc_S[:, 1:])
+    with torch.no_grad():
+        model.numeric_embedding.num_token_delta.fill_(0.5)
+    moved = model(ids)
+    assert torch.equal(moved.loc_S[:, 0], none.loc_S[:, 0])
+    assert not torch.allclose(moved.loc_S[:, 1], none.loc_S[:, 1])
+
+
+# ------------------------------------------------------------------ modes, positions, cache
+
+
+def test_logits_to_keep(model):
+    ids, values, mask = numeric_batch()
+    full = model(ids, numeric_values=values, attention_mask=mask)
+    last = model(ids, numeric_values=values, attention_mask=mask, logits_to_keep=1)
+    assert last.loc_S.shape == (2, 1, model.config.num_classes)
+    torch.testing.assert_close(last.loc_S, full.loc_S[:, -1:])
+    torch.testing.assert_close(last.loc_U, full.loc_U[:, -1:])
+    picked = model(
+        ids, attention_mask=mask, numeric_values=values, logits_to_keep=torch.tensor([0, 3])
+    )
+    torch.testing.assert_close(picked.scale_S, full.scale_S[:, [0, 3]])
+
+
+def test_modes_and_temperature(model):
+    ids = torch.tensor([[5, 6, 7]])
+    std = model(ids)
+    causal = model(ids, mode="causal")
+    torch.testing.assert_close(causal.loc_S, std.loc_S)
+    assert (causal.scale_S < std.scale_S).all()  # no |b_noise| term
+    torch.testing.assert_close(model(ids, temperature=0.0).scale_S, causal.scale_S)
+    draws = [
+        model(ids, mode="sampling", generator=torch.Generator().manual_seed(3)).loc_S
+        for _ in range(2)
+    ]
+    assert torch.equal(draws[0], draws[1]) and not torch.equal(draws[0], std.loc_S)
+    with pytest.raises(ValueError, match="mode"):
+        model(ids, mode="greedy")
+
+
+def test_kv_cache_steps_match_the_full_forward(model):
+    ids = torch.tensor([[5, 6, NUM, 8, 9], [10, 11, 12, 13, 14]])
+    values = torch.zeros(ids.shape)
+    values[0, 2] = 12.5
+    full = model(ids, numeric_values=values)
+    first = model(ids[:, :3], numeric_values=values[:, :3], use_cache=True)
+    assert first.past_key_values is not None
+    cache = first.past_key_values
+    for t in (3, 4):
+        step = model(
+            ids[:, t : t + 1],
+            numeric_values=values[:, t : t + 1],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        cache = step.past_key_values
+        torch.testing.assert_close(step.loc_S[:, 0], full.loc_S[:, t], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(step.loc_Y[:, 0], full.loc_Y[:, t], rtol=1e-5, atol=1e-5)
+
+
+def test_hf_generate_reproduces_the_base_greedy_tokens(tiny_tok):
+    """Compatible mode (``logits = loc_S``) through transformers' generate: the base's choices."""
+    base = tiny_base_model("gpt2", vocab_size=VOCAB, spare_rows=2)
+    model = CauchyLMForCausalLM.from_base(base, tiny_tok)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    kw = {"max_new_tokens": 5, "do_sample": False, "pad_token_id": 0}
+    assert torch.equal(model.generate(ids, **kw), base.generate(ids, **kw))
+
+
+# ------------------------------------------------------------------ training
+
+
+def test_frozen_backbone_trains_only_the_heads(model):
+    assert all(not p.requires_grad for p in model.backbone.parameters())
+    heads = [p for n, p in model.named_parameters() if not n.startswith("backbone.")]
+    assert heads and all(p.requires_grad for p in heads)
+    ids, values, mask = numeric_batch()
+    model.train()
+    model(ids, numeric_values=values, attention_mask=mask, labels=ids).loss.backward()
+    assert all(p.grad is None for p in model.backbone.parameters())
+    delta = model.numeric_embedding.num_token_delta
+    assert delta.grad is not None and delta.grad.abs().sum() > 0  # the <NUM> row learns
+    assert model.numeric_embedding.w_num.grad.abs().sum() > 0
+    assert model.action.b_noise.grad.abs().sum() > 0
+    model.set_backbone_trainable(True)
+    assert all(p.requires_grad for p in model.backbone.parameters())
+
+
+def test_unfrozen_backbone_gets_gradients(make_base, tiny_tok):
+    model = CauchyLMForCausalLM.from_base(make_base(), tiny_tok, freeze_backbone=False)
+    ids, values, mask = numeric_batch()
+    model(ids, numeric_values=values, attention_mask=mask, labels=ids).loss.backward()
+    assert model.get_input_embeddings().weight.grad is not None
+
+
+def test_a_few_steps_lower_both_loss_parts(make_base, tiny_tok):
+    torch.manual_seed(0)
+    model = CauchyLMForCausalLM.from_base(make_base(), tiny_tok, threshold=5.0)
+    model.train()
+    ids, values, mask = numeric_batch()
+    labels = ids.masked_fill(mask == 0, -100)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=3e-2)
+    history = []
+    for _ in range(15):
+        out = model(ids, numeric_values=values, attention_mask=mask, labels=labels)
+        opt.zero_grad()
+        out.loss.backward()
+        opt.step()
+        history.append((out.cls_loss.item(), out.reg_loss.item()))
+    assert history[-1][0] < history[0][0] and history[-1][1] < history[0][1]
+
+
+@pytest.mark.parametrize("frozen", [True, False], ids=["frozen", "unfrozen"])
+def test_gradient_checkpointing_gives_the_same_loss_and_grads(make_base, tiny_tok, frozen):
+    def run(checkpointing):
+        torch.manual_seed(0)
+        model = CauchyLMForCausalLM.from_base(
+            make_base("llama", tied=False), tiny_tok, freeze_backbone=frozen
+        )
+        model.train()
+        if checkpointing:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)  # deprecated alias in v5
+                model.gradient_checkpointing_enable()
+            assert model.backbone.is_activation_checkpointing
+        ids, values, mask = numeric_batch()
+        out = model(ids, numeric_values=values, attention_mask=mask, labels=ids)
+        out.loss.backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        return out.loss.detach(), grads
+
+    loss0, g0 = run(False)
+    loss1, g1 = run(True)
+    torch.testing.assert_close(loss1, loss0)
+    assert g0.keys() == g1.keys()
+    assert any(n.startswith("backbone.") for n in g0) == (not frozen)
+    for name in g0:
+        torch.testing.assert_close(g1[name], g0[name], rtol=1e-5, atol=1e-6)
+
+
+def test_resize_token_embeddings_grows_the_classes_too(model):
+    old_rows = model.config.vocab_size
+    W = model.action.classifier.weight.detach().clone()
+    model.resize_token_embeddings(old_rows + 2)
+    assert model.get_input_embeddings().weight.shape[0] == old_rows + 2
+    assert model.config.vocab_size == model.config.num_classes == old_rows + 2
+    assert model.action.classifier.weight.shape[0] == old_rows + 2
+    torch.testing.assert_close(model.action.classifier.weight[old_rows], W.mean(0))
+    ids = torch.tensor([[old_rows + 1, 5]])
+    assert model(ids).loc_S.shape == (1, 2, old_rows + 2)
+    with pytest.raises(ValueError, match="NUM"):
+        model.resize_token_embeddings(NUM)
+
+
+# ------------------------------------------------------------------ errors and dtypes
+
+
+def test_bad_inputs_raise_value_errors(model):
+    ids = torch.tensor([[5, 6, 7]])
+    with pytest.raises(ValueError, match="numeric_values"):
+        model(ids, numeric_values=torch.zeros(1, 4))
+    with pytest.raises(ValueError, match="labels"):
+        model(ids, labels=torch.tensor([[5, 6]]))
+    with pytest.raises(ValueError, match="exactly one"):
+        model()
+    with pytest.raises(ValueError, match="labels"):
+        model(ids, labels=torch.tensor([[5, 6, 999]]))  # not an OvR class
+
+
+def test_bfloat16_backbone_with_float32_heads(tiny_tok, tmp_path):
+    base = tiny_base_model("qwen2", vocab_size=VOCAB, spare_rows=3, dtype=torch.bfloat16)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():
+        logits = base(ids).logits
+    model = CauchyLMForCausalLM.from_base(base, tiny_tok)
+    assert model.backbone.dtype == torch.bfloat16 and model.head_dtype == torch.float32
+    out = model(ids)
+    assert out.loc_S.dtype == torch.float32
+    # The base rounds its logits to bfloat16; loc_S is the float32 product of the same features.
+    torch.testing.assert_close(
+        out.loc_S[..., : logits.shape[-1]], logits.float(), rtol=2e-2, atol=5e-2
+    )
+    model.save_pretrained(tmp_path)
+    again = CauchyLMForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16)
+    assert again.backbone.dtype == torch.bfloat16
+    assert again.action.classifier.weight.dtype == torch.float32
+    torch.testing.assert_close(again(ids).loc_S, out.loc_S)
