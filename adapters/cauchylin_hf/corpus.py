@@ -196,7 +196,12 @@ def generate_sentences(n: int, seed: int = 0, templates: Sequence[str] | None = 
 
 
 class CorpusSplits(NamedTuple):
-    """Train and held-out sentences; no held-out sentence occurs in the training split."""
+    """Train and held-out sentences; no held-out sentence occurs in the training split.
+
+    Attributes:
+        train: the training sentences (repeats possible).
+        heldout: the held-out sentences, all distinct.
+    """
 
     train: list[str]
     heldout: list[str]

@@ -292,7 +292,7 @@ class NumericTokenizer:
                 sequence to ``max_length`` (default: the wrapped tokenizer's ``model_max_length``)
                 including its special tokens, on the wrapped tokenizer's ``truncation_side``.
             max_length: the length for truncation and ``padding="max_length"``.
-            pad_to_multiple_of: round padded lengths up to a multiple of this.
+            pad_to_multiple_of: with padding, round padded lengths up to a multiple of this.
             padding_side: ``"left"``/``"right"``; default :attr:`padding_side`.
             return_tensors: None (Python lists), ``"pt"`` (torch) or ``"np"`` (NumPy).
             return_attention_mask: include ``attention_mask``.
@@ -406,9 +406,6 @@ class NumericTokenizer:
                 raise ValueError(
                     "sequences have different lengths: pass padding=True to return tensors"
                 )
-            if pad_to_multiple_of is not None:
-                padding = True
-        if padding is False or padding == "do_not_pad" or padding is None:
             if return_tensors is None:
                 out = {key: [f[key] for f in features] for key in features[0]}
                 if single:
@@ -423,6 +420,8 @@ class NumericTokenizer:
             padding_side=padding_side,
             return_tensors=return_tensors,
         )
+        if not return_attention_mask:
+            del enc["attention_mask"]
         if single and return_tensors is None:
             enc = BatchEncoding({key: v[0] for key, v in enc.items()})
         return enc

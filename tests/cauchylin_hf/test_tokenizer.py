@@ -380,6 +380,8 @@ def test_pad_to_multiple_and_max_length_and_numpy():
     assert enc["input_ids"].shape == (4, 40)
     single = ntok("5 eggs", return_tensors="pt")
     assert single["input_ids"].shape == (1, 3) and single["numeric_values"][0, 1] == 5.0
+    no_mask = ntok(BATCH, padding=True, return_attention_mask=False, return_tensors="pt")
+    assert set(no_mask) == {"input_ids", "numeric_values"}
     lists = ntok(BATCH)
     assert [len(x) for x in lists["input_ids"]] == [len(ntok(t)["input_ids"]) for t in BATCH]
 
