@@ -113,16 +113,20 @@ def _cauchy_kl(
     """
     dtype = _special.working_dtype(m1, g1, m2, g2)
     m1, g1, m2, g2 = (t.to(dtype) for t in (m1, g1, m2, g2))
-    h = torch.hypot(g1 - g2, m1 - m2)
-    den = 2.0 * torch.sqrt(g1) * torch.sqrt(g2)
-    h, den = torch.broadcast_tensors(h, den)
-    # r = h/den can overflow (e.g. h = 1e30, den = 2e-15); for r > 1 use
-    # log1p(r^2) = 2 (log h - log den) + log1p((den/h)^2), where den/h cannot overflow.
-    big = h > den
-    h_big = torch.where(big, h, torch.ones_like(h))
-    den_small = torch.where(big, torch.ones_like(den), den)
-    small = _special.log1p_square(torch.where(big, torch.zeros_like(h), h) / den_small)
-    inv = torch.where(big, den, torch.zeros_like(den)) / h_big
+    dg, dm = torch.broadcast_tensors(g1 - g2, m1 - m2)
+    den = (2.0 * torch.sqrt(g1) * torch.sqrt(g2)).expand_as(dg)
+    # r <= 1: log1p(a^2 + b^2) with a = dg/den, b = dm/den (|a|, |b| <= 1, and smooth at p = q,
+    # where the gradient of hypot would be 0/0). r > 1: r = h/den can overflow (h = 1e30,
+    # den = 2e-15), so use log1p(r^2) = 2 (log h - log den) + log1p((den/h)^2).
+    with torch.no_grad():
+        big = torch.hypot(dg, dm) > den
+    zero = torch.zeros_like(dg)
+    a = torch.where(big, zero, dg) / den
+    b = torch.where(big, zero, dm) / den
+    small = torch.log1p(a.square() + b.square())
+    # hypot only on the big entries (elsewhere hypot(1, 0)), so p == q never reaches its 0/0.
+    h_big = torch.hypot(torch.where(big, dg, torch.ones_like(dg)), torch.where(big, dm, zero))
+    inv = torch.where(big, den, zero) / h_big
     large = 2.0 * (torch.log(h_big) - torch.log(den)) + torch.log1p(inv.square())
     return torch.where(big, large, small)
 

@@ -752,6 +752,21 @@ class TestKL:
         assert ((r.mean(0) - kl.double()).abs() <= eps).all()
         assert kl_divergence(p, p).abs().max() == 0
 
+    def test_cauchy_kl_gradients(self):
+        """Finite differences, including p == q in one component (KL is smooth there)."""
+        m1 = torch.tensor([0.3, 0.0, 5.0], dtype=torch.float64, requires_grad=True)
+        g1 = torch.tensor([1.0, 2.0, 1e-3], dtype=torch.float64, requires_grad=True)
+        m2 = torch.tensor([-1.0, 0.0, 0.0], dtype=torch.float64, requires_grad=True)
+        g2 = torch.tensor([0.5, 2.0, 1e3], dtype=torch.float64, requires_grad=True)
+
+        def kl(a, b, c, d):
+            return kl_divergence(IndependentCauchy(a, b), IndependentCauchy(c, d))
+
+        assert torch.autograd.gradcheck(kl, (m1, g1, m2, g2))
+        grads = torch.autograd.grad(kl(m1, g1, m2, g2), (m1, g1))
+        assert all(torch.isfinite(g).all() for g in grads)
+        assert grads[0][1] == 0 and grads[1][1] == 0  # the minimum at p == q
+
     def test_cauchy_kl_event_shape_mismatch(self):
         with pytest.raises(ValueError, match="event shape"):
             kl_divergence(
