@@ -4,9 +4,13 @@ The public API:
 
 * :class:`CauchyVector`, :func:`cat`, :func:`kl_divergence` — the exact algebra;
 * :mod:`cauchylin.distributions` — Pyro distributions (``IndependentCauchy``, ``OvR``);
+* :mod:`cauchylin.nn` — ``NumericEmbedding``, ``Abduction``, ``Action`` and the inference modes;
+* :mod:`cauchylin.losses` — the OvR loss (plain and memory-efficient) and the gated regression;
+* :mod:`cauchylin.metrics` — the monitoring metrics of the seeds;
 * :func:`set_validate_args`, :func:`validation` — switch argument validation.
 """
 
+from cauchylin import distributions, losses, metrics, nn  # noqa: F401  (submodules as attributes)
 from cauchylin._validation import set_validate_args, validation
 from cauchylin.vector import CauchyVector, cat, kl_divergence
 
