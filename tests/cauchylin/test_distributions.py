@@ -813,3 +813,13 @@ class TestKL:
         assert math.isfinite(got)
         assert got == pytest.approx(float(ref), rel=1e-5)
         assert kl_divergence(OvR(l1, 1.0, 0.0), OvR(l1, 1.0, 0.0)).item() == 0
+
+
+def test_docstring_examples_run():
+    """The ``>>>`` examples in the module's docstrings are correct."""
+    import doctest
+
+    import cauchylin.distributions as module
+
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted >= 20

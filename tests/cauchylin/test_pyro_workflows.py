@@ -89,6 +89,10 @@ def test_svi_recovers_cauchy_parameters():
     guide = fit_cauchy(x)
     median = guide.median(x)
     loc_hat, log_scale_hat = median["loc"].detach(), median["log_scale"].detach()
+    print(
+        f"Cauchy SVI: loc {loc_hat.tolist()} (true {true_loc.tolist()}), "
+        f"scale {log_scale_hat.exp().tolist()} (true {true_scale.tolist()})"
+    )
     sd_loc = true_scale * math.sqrt(2 / n)
     sd_log_scale = torch.full((2,), math.sqrt(2 / n))
 
