@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
+export NO_MKDOCS_2_WARNING=1
 
 setup() {
   if ! "$PY" -c "import torch" >/dev/null 2>&1; then
