@@ -18,7 +18,9 @@ registered with :func:`torch.distributions.kl.register_kl` on import, so
 ``torch.distributions.kl_divergence`` (and Pyro's ``TraceMeanField_ELBO``) use them.
 
 Validation follows torch: ``validate_args=None`` uses the global torch/Pyro default
-(``pyro.enable_validation``); when validating, the parameters are checked against
+(``pyro.enable_validation``), and is also off while cauchylin's own switch is off
+(:func:`cauchylin.set_validate_args`, :func:`cauchylin.validation`); an explicit
+``validate_args=True/False`` wins over both. When validating, the parameters are checked against
 ``arg_constraints`` *and* for finiteness, and ``log_prob`` checks its value against ``support``,
 each raising ``ValueError`` that names the argument. Half-precision parameters are computed in
 float32 internally and their log-probabilities are returned in float32.
@@ -36,7 +38,7 @@ from torch.distributions import constraints
 from torch.distributions.kl import register_kl
 
 from cauchylin import _special
-from cauchylin._validation import broadcast_shapes_or_raise, check_finite
+from cauchylin._validation import broadcast_shapes_or_raise, check_finite, is_validating
 from cauchylin.vector import standard_cauchy
 
 __all__ = ["IndependentCauchy", "OvR", "OvRLabel"]
@@ -80,6 +82,14 @@ def _broadcast_params(
             f"got {listed}"
         )
     return list(out), shape
+
+
+def _resolve(validate_args: bool | None) -> bool | None:
+    """``validate_args`` as given; ``None`` stays ``None`` (torch default) unless cauchylin's
+    global switch is off, which turns validation off."""
+    if validate_args is None and not is_validating(None):
+        return False
+    return validate_args
 
 
 def _log_density(value: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -201,7 +211,7 @@ class IndependentCauchy(TorchDistribution):
         validate_args: bool | None = None,
     ) -> None:
         (self.loc, self.scale), shape = _broadcast_params(loc=loc, scale=scale)
-        super().__init__(shape[:-1], shape[-1:], validate_args=validate_args)
+        super().__init__(shape[:-1], shape[-1:], validate_args=_resolve(validate_args))
         if self._validate_args:
             check_finite("loc", self.loc)
             check_finite("scale", self.scale)
@@ -387,7 +397,7 @@ class OvR(TorchDistribution):
         (self.loc, self.scale, self.threshold), shape = _broadcast_params(
             loc=loc, scale=scale, threshold=threshold
         )
-        super().__init__(shape[:-1], shape[-1:], validate_args=validate_args)
+        super().__init__(shape[:-1], shape[-1:], validate_args=_resolve(validate_args))
         if self._validate_args:
             check_finite("loc", self.loc)
             check_finite("scale", self.scale)
@@ -654,6 +664,19 @@ class OvRLabel(TorchDistribution):
     def support(self) -> constraints.Constraint:
         """``integer_interval(0, V - 1)``."""
         return constraints.integer_interval(0, self.ovr.event_shape[0] - 1)
+
+    @classmethod
+    def infer_shapes(
+        cls, loc: _Shape, scale: _Shape, threshold: _Shape = ()
+    ) -> tuple[torch.Size, torch.Size]:
+        """``(batch_shape, event_shape)`` for parameters of the given shapes (event shape ``[]``).
+
+        Example:
+            >>> OvRLabel.infer_shapes(loc=(2, 5), scale=(), threshold=(5,))
+            (torch.Size([2]), torch.Size([]))
+        """
+        shape = broadcast_shapes_or_raise(loc=loc, scale=scale, threshold=threshold)
+        return shape[:-1], torch.Size()
 
     @property
     def num_classes(self) -> int:

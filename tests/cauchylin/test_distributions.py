@@ -312,6 +312,15 @@ class TestIndependentCauchyValidation:
         with pytest.raises(ValueError, match="scale"):
             IndependentCauchy(torch.zeros(2), -torch.ones(2))
 
+    def test_cauchylin_global_validation_switch(self):
+        with cauchylin.validation(False):
+            IndependentCauchy(torch.zeros(2), -torch.ones(2))  # no error
+            OvR(torch.zeros(2), -torch.ones(2))
+            with pytest.raises(ValueError, match="scale"):  # explicit True wins
+                IndependentCauchy(torch.zeros(2), -torch.ones(2), validate_args=True)
+        with pytest.raises(ValueError, match="scale"):
+            OvR(torch.zeros(2), -torch.ones(2))
+
 
 class TestCauchyVectorInterop:
     def test_independent_vector_to_distribution(self):
@@ -655,6 +664,7 @@ class TestOvRLabel:
         loc = torch.tensor([[1.0, -0.5, 2.0, 0.0], [-3.0, -3.0, -3.0, -3.0]], dtype=torch.float64)
         d = OvRLabel(loc, 0.8, torch.tensor([0.0, 0.5, 1.0, -0.2], dtype=torch.float64))
         assert d.batch_shape == (2,) and d.event_shape == () and d.num_classes == 4
+        assert OvRLabel.infer_shapes(loc=(2, 4), scale=(), threshold=(4,)) == ((2,), ())
         y = torch.arange(4).unsqueeze(-1)  # [4, 1] -> broadcast against batch (2,)
         lp = d.log_prob(y)
         assert lp.shape == (4, 2)
