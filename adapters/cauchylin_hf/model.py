@@ -519,32 +519,68 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
     def _init_weights(self, module: nn.Module) -> None:
         """The documented initialisation of the heads (seed 002), for weights not yet loaded.
 
-        transformers calls this after ``from_pretrained`` for every module whose weights were
-        missing from the checkpoint, and at construction. Every write goes through
+        transformers calls this at construction and, after ``from_pretrained``, for the modules
+        whose weights were missing from the checkpoint. For code outside transformers it skips
+        every module whose *own* parameters are all loaded, containers without parameters
+        included, so each head tensor is initialised at the module that holds it: the two
+        ``nn.Linear`` of ``abduction``, ``classifier`` and ``regressor`` of ``action``, ``action``
+        itself (``b_noise``, thresholds) and ``numeric_embedding``. Every write goes through
         ``transformers.initialization`` (or checks ``_is_hf_initialized`` first), so a loaded
         tensor is never overwritten; the backbone is initialised by its own class.
         """
+        abduction = self._modules.get("abduction")
+        action = self._modules.get("action")
         if isinstance(module, CauchyNumericEmbedding):
             if not _flagged(module.w_num):
                 module.reset_parameters()
             hf_init.zeros_(module.num_token_delta)
         elif isinstance(module, Abduction):
-            w = module.loc_net.weight
-            ref = Abduction(
-                module.in_features, module.causal_size, gamma_init=module.gamma_init, dtype=w.dtype
-            )
-            for name, p in module.named_parameters():
-                hf_init.copy_(p, ref.get_parameter(name).to(p.device))
+            self._init_abduction_linear(module, module.loc_net)
+            self._init_abduction_linear(module, module.scale_net)
         elif isinstance(module, Action):
-            W = module.classifier.weight
-            if not _flagged(W):
-                emb = self.get_input_embeddings().weight
-                hf_init.copy_(W, self._head_matrix(emb, None, W.shape[0], W.shape[1])[0])
-            hf_init.zeros_(module.classifier.bias)
-            hf_init.normal_(module.regressor.weight, 0.0, 1.0 / math.sqrt(module.causal_size))
-            hf_init.zeros_(module.regressor.bias)
             hf_init.constant_(module.b_noise, module.b_noise_init)
             hf_init.constant_(module.threshold, module.threshold_init)
+            self._init_classifier(module)
+            self._init_regressor(module)
+        elif isinstance(abduction, Abduction) and module in (
+            abduction.loc_net,
+            abduction.scale_net,
+        ):
+            self._init_abduction_linear(abduction, module)
+        elif isinstance(action, Action) and module is action.classifier:
+            self._init_classifier(action)
+        elif isinstance(action, Action) and module is action.regressor:
+            self._init_regressor(action)
+
+    @staticmethod
+    def _init_abduction_linear(abduction: Abduction, linear: nn.Module) -> None:
+        """Identity ``loc_net`` / constant-scale ``scale_net`` (the values of a fresh Abduction)."""
+        ref = Abduction(
+            abduction.in_features,
+            abduction.causal_size,
+            gamma_init=abduction.gamma_init,
+            dtype=linear.weight.dtype,
+        )
+        source = ref.loc_net if linear is abduction.loc_net else ref.scale_net
+        hf_init.copy_(linear.weight, source.weight.to(linear.weight.device))
+        hf_init.copy_(linear.bias, source.bias.to(linear.bias.device))
+
+    def _init_classifier(self, action: Action) -> None:
+        """``W_cls`` = the input embedding rows (a tied base's head), ``b_cls = 0``.
+
+        ``from_base`` then copies the base's real head over it.
+        """
+        W = action.classifier.weight
+        if not _flagged(W):
+            emb = self.get_input_embeddings().weight
+            hf_init.copy_(W, self._head_matrix(emb, None, W.shape[0], W.shape[1])[0])
+        hf_init.zeros_(action.classifier.bias)
+
+    @staticmethod
+    def _init_regressor(action: Action) -> None:
+        """``W_reg ~ N(0, 1/C)``, ``b_reg = 0`` (seed 002)."""
+        hf_init.normal_(action.regressor.weight, 0.0, 1.0 / math.sqrt(action.causal_size))
+        hf_init.zeros_(action.regressor.bias)
 
     @staticmethod
     def _head_matrix(
