@@ -61,25 +61,49 @@ def _as_1d(value: Any, dtype: torch.dtype, where: str) -> torch.Tensor:
     return t.to(dtype)
 
 
+def _record_text(record: Any, text_field: str, where: str) -> str:
+    """The text of one JSON record (an object with ``text_field``, or a bare string)."""
+    if isinstance(record, str):
+        return record
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    if text_field not in record:
+        raise ValueError(
+            f"{where}: the record has no field {text_field!r} (fields: {sorted(record)}); "
+            f"pass text_field=... to choose another"
+        )
+    text = record[text_field]
+    if not isinstance(text, str):
+        raise ValueError(
+            f"{where}: field {text_field!r} must be a string, got {type(text).__name__}"
+        )
+    return text
+
+
 def read_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> list[str]:
     """Read the texts of a dataset file.
 
-    Format by suffix: ``.jsonl`` / ``.ndjson`` / ``.json`` files hold one JSON object per line and
-    the text is ``record[text_field]``; any other file is plain text with one example per line.
-    Blank lines are skipped in both formats.
+    Format by suffix:
+
+    * ``.jsonl`` / ``.ndjson``: one JSON record per line, the text in ``record[text_field]`` (a
+      record may also be a bare JSON string);
+    * ``.json``: the same line by line, or one JSON array of such records for the whole file;
+    * anything else: plain text, one example per line.
+
+    Blank lines are skipped.
 
     Args:
         path: the file.
-        text_field: the JSON field holding the text (JSONL only).
+        text_field: the JSON field holding the text.
 
     Returns:
         The texts, in file order.
 
     Raises:
         FileNotFoundError: when ``path`` does not exist or is not a file.
-        ValueError: for a line that is not valid JSON or not an object, a record without
-            ``text_field`` or whose field is not a string, or a file with no texts at all; the
-            message names the file and line.
+        ValueError: for a line that is not valid JSON, a record that is neither an object nor a
+            string, a record without ``text_field`` or whose field is not a string, or a file with
+            no texts at all; the message names the file and line (or array index).
 
     Example:
         >>> from pathlib import Path
@@ -90,8 +114,20 @@ def read_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> lis
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"dataset file not found: {str(p)!r}")
+    suffix = p.suffix.lower()
     texts: list[str] = []
-    jsonl = p.suffix.lower() in _JSONL_SUFFIXES
+    if suffix == ".json":
+        content = p.read_text(encoding="utf-8")
+        if content.lstrip().startswith("["):
+            try:
+                records = json.loads(content)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
+            texts = [_record_text(r, text_field, f"{p}[{i}]") for i, r in enumerate(records)]
+            if not texts:
+                raise ValueError(f"dataset file {str(p)!r} is empty: it holds no texts")
+            return texts
+    jsonl = suffix in _JSONL_SUFFIXES
     with p.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
@@ -103,22 +139,7 @@ def read_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> lis
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{p}:{lineno}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(record, dict):
-                raise ValueError(
-                    f"{p}:{lineno}: expected a JSON object per line, got {type(record).__name__}"
-                )
-            if text_field not in record:
-                raise ValueError(
-                    f"{p}:{lineno}: the record has no field {text_field!r} "
-                    f"(fields: {sorted(record)}); pass text_field=... to choose another"
-                )
-            text = record[text_field]
-            if not isinstance(text, str):
-                raise ValueError(
-                    f"{p}:{lineno}: field {text_field!r} must be a string, "
-                    f"got {type(text).__name__}"
-                )
-            texts.append(text)
+            texts.append(_record_text(record, text_field, f"{p}:{lineno}"))
     if not texts:
         raise ValueError(f"dataset file {str(p)!r} is empty: it holds no texts")
     return texts

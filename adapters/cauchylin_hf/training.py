@@ -40,6 +40,7 @@ from .data import NumericDataCollator, NumericDataset
 from .tokenizer import NumericTokenizer
 
 __all__ = [
+    "DataSource",
     "LossPartsCallback",
     "TrainResult",
     "evaluate_model",
@@ -287,12 +288,12 @@ class LossPartsCallback(TrainerCallback):
 # Trainer
 
 
-Data = Dataset | Iterable[str] | os.PathLike[str]
-"""Training or evaluation data: an encoded dataset, texts, or a dataset file (``Path``)."""
+DataSource = Dataset | Iterable[str] | os.PathLike[str]
+"""Training or evaluation data: an encoded dataset, texts, or a dataset file (a ``Path``)."""
 
 
 def _as_dataset(
-    data: Data | None,
+    data: DataSource | None,
     tokenizer: NumericTokenizer,
     name: str,
     max_length: int | None,
@@ -403,7 +404,7 @@ def _declare_mean_loss(trainer: Trainer) -> None:
 def evaluate_model(
     model: nn.Module,
     tokenizer: NumericTokenizer,
-    data: Data,
+    data: DataSource,
     *,
     batch_size: int = 16,
     max_length: int | None = None,
@@ -570,6 +571,11 @@ class TrainResult:
         output_dir: where the model and tokenizer were saved, or None (``save=False``).
         train_runtime: wall-clock seconds of ``trainer.train()``.
         global_step: optimizer steps taken.
+
+    Example:
+        >>> result = train(model, ntok, texts, heldout, "out", max_steps=50)  # doctest: +SKIP
+        >>> steps, reg = [r["step"] for r in result.history], result.series("reg_loss")  # doctest: +SKIP
+        >>> result.metrics["eval/reg_mdae"] < result.initial_metrics["eval/reg_mdae"]  # doctest: +SKIP
     """
 
     model: nn.Module
@@ -590,8 +596,8 @@ class TrainResult:
 def train(
     model: nn.Module,
     tokenizer: NumericTokenizer,
-    train_texts: Data,
-    eval_texts: Data | None = None,
+    train_texts: DataSource,
+    eval_texts: DataSource | None = None,
     output_dir: str | os.PathLike[str] = "cauchylin_output",
     *,
     max_steps: int = -1,

@@ -29,6 +29,11 @@ def test_read_texts_jsonl_and_plain_text(tmp_path):
     q = tmp_path / "d.jsonl"
     q.write_text(json.dumps({"body": "x 1"}) + "\n", encoding="utf-8")
     assert read_texts(q, text_field="body") == ["x 1"]
+    j = tmp_path / "d.json"  # a JSON array of records or strings
+    j.write_text(json.dumps([{"text": "a 1"}, "b 2"]), encoding="utf-8")
+    assert read_texts(j) == ["a 1", "b 2"]
+    j.write_text(json.dumps({"text": "c 3"}) + "\n", encoding="utf-8")  # .json holding JSONL
+    assert read_texts(j) == ["c 3"]
     t = tmp_path / "d.txt"
     t.write_text("first 1\n\nsecond 2.5\r\n", encoding="utf-8")
     assert read_texts(t) == ["first 1", "second 2.5"]
@@ -39,7 +44,7 @@ def test_read_texts_jsonl_and_plain_text(tmp_path):
     [
         ('{"text": "a"}\n{"txt": "b"}\n', r"d\.jsonl:2: the record has no field 'text'"),
         ('{"text": 3}\n', r"field 'text' must be a string"),
-        ("[1, 2]\n", r"expected a JSON object"),
+        ("[1, 2]\n", r"d\.jsonl:1: expected a JSON object, got list"),
         ('{"text": "a"\n', r"d\.jsonl:1: not valid JSON"),
         ("\n  \n", r"is empty"),
     ],
@@ -48,6 +53,19 @@ def test_read_texts_errors_name_file_line_and_field(tmp_path, content, match):
     p = tmp_path / "d.jsonl"
     p.write_text(content, encoding="utf-8")
     with pytest.raises(ValueError, match=match):
+        read_texts(p)
+
+
+def test_read_texts_json_array_errors(tmp_path):
+    p = tmp_path / "d.json"
+    p.write_text(json.dumps([{"text": "a"}, {"body": "b"}]), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"d\.json\[1\]: the record has no field 'text'"):
+        read_texts(p)
+    p.write_text("[]", encoding="utf-8")
+    with pytest.raises(ValueError, match="is empty"):
+        read_texts(p)
+    p.write_text('[{"text": "a"},', encoding="utf-8")
+    with pytest.raises(ValueError, match="not valid JSON"):
         read_texts(p)
 
 
