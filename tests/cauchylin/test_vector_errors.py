@@ -159,7 +159,7 @@ def test_arithmetic_errors(u):
 
 
 def test_indexing_errors_are_index_errors(u):
-    with pytest.raises(IndexError, match="too many indices .* 2 dimensions"):
+    with pytest.raises(IndexError, match=r"too many indices .* 2 dimensions"):
         u[0, 0, 0]
     with pytest.raises(
         IndexError, match=r"integer index on the component dimension.*x\[\.\.\., k:k\+1\]"
