@@ -1,0 +1,464 @@
+r"""Autoregressive generation with the KV cache, in every inference mode, numbers written back.
+
+:func:`generate` is a documented loop of our own (seed 000 §3 and §6 figure 4.2), not HF's
+``GenerationMixin.generate``: the next token is chosen from the OvR probabilities (or from
+``softmax(loc_S / T)`` in compatible mode), and a chosen ``<NUM>`` carries a value, the regression
+prediction ``loc_Y``, that becomes that position's numeric value for every later step.
+
+One step, for a batch of ``B`` rows:
+
+1. **Features.** The first step runs the whole (left-padded) prompt once (the prefill) with
+   ``use_cache=True``; every later step runs only the token chosen last, with the cache
+   (``past_key_values``), so a new token costs one incremental forward. ``position_ids`` are
+   computed from the attention mask (``cumsum(mask) - 1``), so a left-padded prompt gives the
+   same continuation as the same prompt unpadded. The input of a step is the token's embedding
+   plus ``sign(v) ln(1 + |v|) w_num`` for its numeric value ``v`` (0 except at ``<NUM>``).
+2. **Heads.** ``U = Abduction(z_t)`` at the last position, ``U' = Action.decision_input(U, mode,
+   T, ...)`` (SPEC §3: the mode's noise or draw), then the exact marginals
+   ``loc_S = W_cls loc_U' + b_cls``, ``scale_S = |W_cls| scale_U'`` and
+   ``loc_Y = W_reg loc_U' + b_reg`` (``U'`` has independent components, so these are the
+   marginals :meth:`cauchylin.nn.Action.forward` gives; ``|W_cls|`` is computed once and cached).
+3. **Choice.** Compatible mode samples ``softmax(loc_S / T)`` with ``top_k`` / ``top_p``
+   (:func:`cauchylin.nn.sample_compatible`; greedy at ``T = 0``). Every other mode takes
+   ``argmax_k P_k`` with ``P_k = 1/2 + atan((loc_S_k - C_k) / scale_S_k) / pi``, evaluated as the
+   argmax of the standardised score ``(loc_S_k - C_k) / scale_S_k`` (``P_k`` is increasing in it;
+   this also separates scores whose ``P_k`` round to the same float).
+4. **Numbers.** When the choice is ``<NUM>`` (``config.num_token_id``) the row's new numeric value
+   is ``loc_Y`` (rounded to float32; written into the decoded text with
+   :func:`cauchylin_hf.numbers.format_number`, the shortest decimal that reads back to the same
+   float32: ``4.5``, ``1000000``, ``1.5e+20``), else 0.
+5. **Stopping.** A row stops after ``eos_token_id`` or after its decoded continuation contains a
+   stop string; later positions of a stopped row hold the pad id (value 0, attention mask 0 in
+   the output) while the other rows go on. The loop ends when every row stopped or after
+   ``max_new_tokens``.
+
+Sequence-level modes: ``shared_individual`` uses one ``eps_seed ~ Uniform(0, 1)^C`` per row and
+``shared_noise`` one ``eps_noise ~ Cauchy(0, I)^C`` per row, drawn once before the first step (or
+given) and reused at every step; :class:`GenerationOutput` returns the draw, so it can be replayed
+on other prompts (a counterfactual: the same individual in another context).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.nn import functional as F
+
+from cauchylin.nn import MODES, draw_eps_noise, draw_eps_seed, effective_mode, sample_compatible
+
+__all__ = ["GenerationOutput", "generate", "position_ids_from_mask"]
+
+_STEP_FIELDS = ("loc_S", "scale_S", "loc_Y", "scale_Y", "loc_U", "scale_U", "loc_U_prime")
+_F32_MAX = float(torch.finfo(torch.float32).max)
+
+# |W_cls| per classifier weight, reused while the weight is unchanged (same storage and version).
+_ABS_CACHE: weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, torch.Tensor]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+@dataclass
+class GenerationOutput:
+    """What :func:`generate` returns.
+
+    Attributes:
+        sequences: ``[B, S + N]`` the (left-padded) prompt followed by the ``N`` generated ids;
+            positions after a row stopped hold the pad id.
+        numeric_values: ``[B, S + N]`` float32 values aligned with ``sequences`` (the prompt's
+            values, then ``loc_Y`` at every generated ``<NUM>``, 0 elsewhere).
+        attention_mask: ``[B, S + N]`` 1 for real tokens, 0 for padding (left padding of the
+            prompt and the pad ids after a row stopped).
+        prompt_length: ``S``.
+        finished: ``[B]`` bool: the row stopped at EOS or a stop string (False: it ran out of
+            ``max_new_tokens``).
+        texts: per row, the decoded prompt and continuation with numbers written in (special
+            tokens skipped), or None without a tokenizer.
+        new_texts: per row, the decoded continuation only, or None without a tokenizer.
+        eps_seed: ``[B, C]`` the draw of ``shared_individual`` (else None).
+        eps_noise: ``[B, C]`` the draw of ``shared_noise`` (else None).
+        steps: with ``return_distributions=True``, per-step parameters stacked over the steps:
+            ``loc_S``/``scale_S`` ``[B, N, K]``, ``loc_Y``/``scale_Y`` ``[B, N]``,
+            ``loc_U``/``scale_U``/``loc_U_prime`` ``[B, N, C]`` (``scale_S`` of the mode's ``U'``;
+            in compatible mode that of the standard mode at ``T = 1``); else empty.
+    """
+
+    sequences: torch.Tensor
+    numeric_values: torch.Tensor
+    attention_mask: torch.Tensor
+    prompt_length: int
+    finished: torch.Tensor
+    texts: list[str] | None = None
+    new_texts: list[str] | None = None
+    eps_seed: torch.Tensor | None = None
+    eps_noise: torch.Tensor | None = None
+    steps: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    @property
+    def new_tokens(self) -> torch.Tensor:
+        """``[B, N]`` the generated ids (pad ids after a row stopped)."""
+        return self.sequences[:, self.prompt_length :]
+
+    @property
+    def new_values(self) -> torch.Tensor:
+        """``[B, N]`` the numeric values of the generated positions."""
+        return self.numeric_values[:, self.prompt_length :]
+
+
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions that ignore left padding: ``cumsum(mask) - 1``, 1 at padded positions.
+
+    Args:
+        attention_mask: ``[B, S]`` 1 for tokens, 0 for padding.
+
+    Returns:
+        ``LongTensor [B, S]``.
+
+    Example:
+        >>> import torch
+        >>> position_ids_from_mask(torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])).tolist()
+        [[1, 1, 0, 1], [0, 1, 2, 3]]
+    """
+    pos = attention_mask.long().cumsum(-1) - 1
+    return pos.masked_fill(attention_mask == 0, 1)
+
+
+def _abs_weight(classifier: torch.nn.Module, dtype: torch.dtype) -> torch.Tensor:
+    """``|W_cls|`` in ``dtype``, cached while the weight is unchanged."""
+    w = classifier.weight
+    key = (w.data_ptr(), w._version, tuple(w.shape), w.device, dtype)
+    hit = _ABS_CACHE.get(classifier)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    a = w.detach().to(dtype).abs()
+    _ABS_CACHE[classifier] = (key, a)
+    return a
+
+
+def _as_ids(x: Any, name: str) -> torch.Tensor:
+    t = torch.as_tensor(x)
+    if t.ndim == 1:
+        t = t.unsqueeze(0)
+    if t.ndim != 2 or t.shape[1] == 0 or t.dtype.is_floating_point or t.dtype == torch.bool:
+        raise ValueError(f"{name} must be integer ids of shape [batch, seq], seq >= 1")
+    return t.long()
+
+
+def _eos_ids(model: Any, tokenizer: Any, eos_token_id: Any) -> list[int]:
+    if eos_token_id is None:
+        gen = getattr(model, "generation_config", None)
+        eos_token_id = getattr(gen, "eos_token_id", None)
+        if eos_token_id is None and tokenizer is not None:
+            eos_token_id = getattr(tokenizer, "eos_token_id", None)
+    if eos_token_id is None:
+        return []
+    if isinstance(eos_token_id, int):
+        return [eos_token_id]
+    return [int(e) for e in eos_token_id]
+
+
+def _pad_id(model: Any, tokenizer: Any, eos: list[int]) -> int:
+    sources = (
+        tokenizer,
+        getattr(model, "generation_config", None),
+        model.config,
+        getattr(model.config, "base_config", None),
+    )
+    for source in sources:
+        value = getattr(source, "pad_token_id", None) if source is not None else None
+        if isinstance(value, int):
+            return value
+    return eos[0] if eos else 0
+
+
+def _numeric_tokenizer(tokenizer: Any, model: Any) -> Any:
+    from .tokenizer import NumericTokenizer
+
+    if tokenizer is None or isinstance(tokenizer, NumericTokenizer):
+        return tokenizer
+    k = model.config.num_token_id
+    return NumericTokenizer(tokenizer, num_token_id=k)
+
+
+def _draw(
+    name: str,
+    given: torch.Tensor | None,
+    batch: int,
+    size: int,
+    generator: torch.Generator | None,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> torch.Tensor:
+    """The shared draw ``[B, C]``: the given one (``[C]`` or ``[B, C]``) or a fresh one."""
+    if given is None:
+        fn = draw_eps_seed if name == "eps_seed" else draw_eps_noise
+        # float64 draws on the CPU generator when the generator lives there.
+        gen_device = generator.device if generator is not None else device
+        return fn((batch, size), generator=generator, device=gen_device, dtype=dtype).to(device)
+    if not isinstance(given, torch.Tensor) or not given.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor of shape [C] or [B, C]")
+    if given.ndim == 1:
+        given = given.unsqueeze(0).expand(batch, -1)
+    if tuple(given.shape) != (batch, size):
+        raise ValueError(
+            f"{name} has shape {tuple(given.shape)}; expected [C]=[{size}] or [B, C]=[{batch}, {size}]"
+        )
+    return given.to(device=device, dtype=dtype)
+
+
+def _encode_prompts(
+    tokenizer: Any, prompts: Sequence[str], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    enc = tokenizer(list(prompts), padding=True, padding_side="left", return_tensors="pt")
+    return (
+        enc["input_ids"].to(device),
+        enc["numeric_values"].to(device),
+        enc["attention_mask"].to(device),
+    )
+
+
+@torch.no_grad()
+def generate(
+    model: Any,
+    input_ids: torch.Tensor | Sequence[int] | str | Sequence[str],
+    numeric_values: torch.Tensor | None = None,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    mode: str = "standard",
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    max_new_tokens: int = 32,
+    eos_token_id: int | Sequence[int] | None = None,
+    stop_strings: str | Sequence[str] | None = None,
+    tokenizer: Any = None,
+    seed: int | None = None,
+    generator: torch.Generator | None = None,
+    eps_seed: torch.Tensor | None = None,
+    eps_noise: torch.Tensor | None = None,
+    use_cache: bool = True,
+    return_distributions: bool = False,
+) -> GenerationOutput:
+    r"""Generate a continuation of each prompt, with numbers (see the module docstring).
+
+    Args:
+        model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM` (put in eval mode for the call).
+        input_ids: ``[B, S]`` prompt ids, left-padded (a ``[S]`` row is one prompt); or, with a
+            ``tokenizer``, a prompt text or a list of texts (encoded with left padding, numbers
+            as ``<NUM>`` with their values).
+        numeric_values: ``[B, S]`` values of the prompt's ``<NUM>`` positions (0 elsewhere);
+            default zeros.
+        attention_mask: ``[B, S]`` 1 for tokens, 0 for (left) padding; default ones.
+        mode: one of :data:`cauchylin.nn.MODES`: ``causal``, ``standard``, ``sampling``,
+            ``compatible``, ``individual``, ``shared_individual``, ``shared_noise``.
+        temperature: ``T >= 0`` (0: every mode but compatible is causal; compatible is greedy).
+        top_k: compatible mode: keep the ``k`` largest logits.
+        top_p: compatible mode: nucleus filtering.
+        max_new_tokens: at most this many new tokens per row (>= 0).
+        eos_token_id: id or ids that stop a row (default: the model's ``generation_config``,
+            else the tokenizer's eos; none: rows stop only at ``max_new_tokens``).
+        stop_strings: a string or strings; a row stops once its decoded continuation contains
+            one (the text keeps it). Needs ``tokenizer``.
+        tokenizer: a :class:`~cauchylin_hf.tokenizer.NumericTokenizer` (a plain HF tokenizer is
+            wrapped with the model's ``<NUM>`` id) for text prompts, stop strings and the decoded
+            texts.
+        seed: seed of a fresh ``torch.Generator`` for every random draw (reproducible runs).
+        generator: the ``torch.Generator`` to draw from (instead of ``seed``).
+        eps_seed: ``shared_individual``: the draw, ``[C]`` (the same individual in every row) or
+            ``[B, C]``, entries in ``(0, 1)``; default drawn once per row.
+        eps_noise: ``shared_noise``: the draw, ``[C]`` or ``[B, C]``; default drawn once per row.
+        use_cache: run one incremental forward per new token (True) or the whole sequence at
+            every step (False; same result, slower; for checking).
+        return_distributions: also return the per-step distribution parameters (``steps``).
+
+    Returns:
+        :class:`GenerationOutput`.
+
+    Raises:
+        ValueError: an unknown mode, a bad temperature / ``top_k`` / ``top_p`` /
+            ``max_new_tokens``, mismatched shapes, text prompts or stop strings without a
+            tokenizer, both ``seed`` and ``generator``, or a draw of the wrong shape.
+
+    Example:
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
+        >>> out = generate(model, torch.tensor([[5, 299, 7]]), torch.tensor([[0.0, 2.5, 0.0]]),
+        ...                mode="causal", max_new_tokens=4, eos_token_id=[])
+        >>> tuple(out.sequences.shape), tuple(out.new_values.shape)
+        ((1, 7), (1, 4))
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    run = effective_mode(mode, temperature)
+    t = float(temperature)
+    if (
+        isinstance(max_new_tokens, bool)
+        or not isinstance(max_new_tokens, int)
+        or max_new_tokens < 0
+    ):
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    if seed is not None and generator is not None:
+        raise ValueError("pass seed or generator, not both")
+    if isinstance(stop_strings, str):
+        stop_strings = [stop_strings]
+    stops = [s for s in (stop_strings or []) if s]
+    tokenizer = _numeric_tokenizer(tokenizer, model)
+    if stops and tokenizer is None:
+        raise ValueError("stop_strings need a tokenizer to decode the continuation")
+    if top_k is not None or top_p is not None:
+        # validated once here (sample_compatible checks the same on every call)
+        sample_compatible(torch.zeros(1, 1), temperature=1.0, top_k=top_k, top_p=top_p)
+
+    device = next(model.parameters()).device
+    if isinstance(input_ids, str) or (
+        isinstance(input_ids, Sequence) and input_ids and isinstance(input_ids[0], str)
+    ):
+        if tokenizer is None:
+            raise ValueError("text prompts need a tokenizer")
+        if numeric_values is not None or attention_mask is not None:
+            raise ValueError("text prompts carry their own numeric_values and attention_mask")
+        prompts = [input_ids] if isinstance(input_ids, str) else list(input_ids)
+        input_ids, numeric_values, attention_mask = _encode_prompts(tokenizer, prompts, device)
+    ids = _as_ids(input_ids, "input_ids").to(device)
+    B, S = ids.shape
+    values = (
+        torch.zeros(B, S, dtype=torch.float32, device=device)
+        if numeric_values is None
+        else torch.as_tensor(numeric_values, dtype=torch.float32, device=device).reshape(B, -1)
+    )
+    mask = (
+        torch.ones(B, S, dtype=torch.long, device=device)
+        if attention_mask is None
+        else torch.as_tensor(attention_mask, device=device).long().reshape(B, -1)
+    )
+    if values.shape != ids.shape or mask.shape != ids.shape:
+        raise ValueError(
+            f"numeric_values {tuple(values.shape)} and attention_mask {tuple(mask.shape)} must "
+            f"have the shape of input_ids {tuple(ids.shape)}"
+        )
+    if bool((mask.sum(-1) == 0).any()):
+        raise ValueError("every prompt needs at least one token with attention_mask 1")
+    if generator is None and seed is not None:
+        generator = torch.Generator(device=device).manual_seed(int(seed))
+
+    action = model.action
+    C = action.causal_size
+    hdtype = action.classifier.weight.dtype
+    cdtype = torch.float32 if hdtype in (torch.float16, torch.bfloat16) else hdtype
+    eps_seed_t = eps_noise_t = None
+    if mode == "shared_individual":
+        eps_seed_t = _draw("eps_seed", eps_seed, B, C, generator, device, torch.float64)
+    elif mode == "shared_noise":
+        eps_noise_t = _draw("eps_noise", eps_noise, B, C, generator, device, cdtype)
+
+    num_id = model.config.num_token_id
+    eos = _eos_ids(model, tokenizer, eos_token_id)
+    eos_t = torch.tensor(eos, dtype=torch.long, device=device)
+    pad = _pad_id(model, tokenizer, eos)
+    W = action.classifier.weight.to(cdtype)
+    b = action.classifier.bias.to(cdtype)
+    W_reg = action.regressor.weight.to(cdtype)
+    b_reg = action.regressor.bias.to(cdtype)
+    thr = action.threshold.to(cdtype)
+    W_abs = (
+        _abs_weight(action.classifier, cdtype)
+        if (run != "compatible" or return_distributions)
+        else None
+    )
+
+    was_training = model.training
+    model.eval()
+    seq, vals, msk = ids, values, mask
+    out_mask = mask.clone()
+    finished = torch.zeros(B, dtype=torch.bool, device=device)
+    records: dict[str, list[torch.Tensor]] = {k: [] for k in _STEP_FIELDS}
+    past = None
+    try:
+        for step in range(max_new_tokens):
+            if use_cache and step > 0:
+                pos = position_ids_from_mask(msk)[:, -1:]
+                hidden, past = model.encode(
+                    seq[:, -1:],
+                    vals[:, -1:],
+                    msk,
+                    past_key_values=past,
+                    use_cache=True,
+                    position_ids=pos,
+                )
+            else:
+                hidden, past = model.encode(
+                    seq, vals, msk, use_cache=use_cache, position_ids=position_ids_from_mask(msk)
+                )
+            h = hidden[:, -1]
+            U = model.abduction(h)
+            Up = action.decision_input(
+                U, mode, t, generator=generator, eps_seed=eps_seed_t, eps_noise=eps_noise_t
+            )
+            loc_p = Up.loc.to(cdtype)
+            loc_S = F.linear(loc_p, W, b)
+            loc_Y = F.linear(loc_p, W_reg, b_reg)[:, 0]
+            scale_S = None
+            if W_abs is not None:
+                scale_S = F.linear(Up.scale.to(cdtype), W_abs)
+            if run == "compatible":
+                nxt = sample_compatible(
+                    loc_S, temperature=t, top_k=top_k, top_p=top_p, generator=generator
+                )
+            else:
+                nxt = ((loc_S - thr) / scale_S).argmax(dim=-1)
+            if return_distributions:
+                records["loc_S"].append(loc_S)
+                records["scale_S"].append(scale_S)
+                records["loc_Y"].append(loc_Y)
+                records["scale_Y"].append(F.linear(Up.scale.to(cdtype), W_reg.abs())[:, 0])
+                records["loc_U"].append(U.loc)
+                records["scale_U"].append(U.scale)
+                records["loc_U_prime"].append(Up.loc)
+            value = torch.zeros(B, dtype=torch.float32, device=device)
+            if num_id is not None:
+                y = torch.nan_to_num(loc_Y.float(), nan=0.0, posinf=_F32_MAX, neginf=-_F32_MAX)
+                value = torch.where(nxt == num_id, y.clamp(-_F32_MAX, _F32_MAX), value)
+            nxt = nxt.masked_fill(finished, pad)
+            value = value.masked_fill(finished, 0.0)
+            seq = torch.cat([seq, nxt[:, None]], dim=1)
+            vals = torch.cat([vals, value[:, None]], dim=1)
+            msk = torch.cat([msk, torch.ones(B, 1, dtype=msk.dtype, device=device)], dim=1)
+            out_mask = torch.cat([out_mask, (~finished).long()[:, None]], dim=1)
+            if eos:
+                hit = torch.isin(nxt, eos_t) & ~finished
+                finished |= hit
+            if stops:
+                for r in (~finished).nonzero().flatten().tolist():
+                    text = tokenizer.decode(seq[r, S:], vals[r, S:], attention_mask=out_mask[r, S:])
+                    if any(s in text for s in stops):
+                        finished[r] = True
+            if bool(finished.all()):
+                break
+    finally:
+        model.train(was_training)
+
+    texts = new_texts = None
+    if tokenizer is not None:
+        texts = tokenizer.batch_decode(seq, vals, attention_mask=out_mask, skip_special_tokens=True)
+        new_texts = tokenizer.batch_decode(
+            seq[:, S:], vals[:, S:], attention_mask=out_mask[:, S:], skip_special_tokens=True
+        )
+    steps: dict[str, torch.Tensor] = {}
+    if return_distributions and records["loc_S"]:
+        steps = {k: torch.stack(v, dim=1) for k, v in records.items()}
+    return GenerationOutput(
+        sequences=seq,
+        numeric_values=vals,
+        attention_mask=out_mask,
+        prompt_length=S,
+        finished=finished,
+        texts=texts,
+        new_texts=new_texts,
+        eps_seed=eps_seed_t,
+        eps_noise=eps_noise_t,
+        steps=steps,
+    )

@@ -1,0 +1,319 @@
+"""Generation: KV cache, every mode, numbers fed back and written, left padding, stopping, draws."""
+
+from __future__ import annotations
+
+import doctest
+import math
+
+import pytest
+import torch
+from cauchylin_hf import generation
+from cauchylin_hf.generation import generate, position_ids_from_mask
+from cauchylin_hf.model import CauchyLMForCausalLM
+from cauchylin_hf.numbers import format_number
+from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+from cauchylin_hf.tokenizer import NumericTokenizer
+
+from cauchylin.nn import MODES
+
+VOCAB = 300
+NUM = VOCAB  # the first spare row
+ARCHS = ["qwen2", "llama", "gpt2"]
+
+
+def make_model(arch: str = "qwen2", seed: int = 0) -> CauchyLMForCausalLM:
+    base = tiny_base_model(arch, vocab_size=VOCAB, spare_rows=1, seed=seed)
+    return CauchyLMForCausalLM.from_base(base, num_token_id=NUM)
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {arch: make_model(arch) for arch in ARCHS}
+
+
+@pytest.fixture(scope="module")
+def ntok():
+    return NumericTokenizer(tiny_tokenizer(VOCAB), num_token_id=NUM)
+
+
+def prompts(batch: int = 3, length: int = 6, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, VOCAB, (batch, length), generator=g)
+    ids[:, 2] = NUM
+    values = torch.zeros(batch, length)
+    values[:, 2] = torch.tensor([1.5, -20.0, 300.0])[:batch]
+    return ids, values
+
+
+def left_pad(rows, values):
+    """Left-pad a list of 1-D id tensors (and their values) into a batch."""
+    n = max(r.numel() for r in rows)
+    ids = torch.zeros(len(rows), n, dtype=torch.long)
+    vals = torch.zeros(len(rows), n)
+    mask = torch.zeros(len(rows), n, dtype=torch.long)
+    for i, (r, v) in enumerate(zip(rows, values, strict=True)):
+        ids[i, n - r.numel() :] = r
+        vals[i, n - r.numel() :] = v
+        mask[i, n - r.numel() :] = 1
+    return ids, vals, mask
+
+
+def test_docstring_examples():
+    result = doctest.testmod(generation, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def test_position_ids_from_mask():
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    assert position_ids_from_mask(mask)[:, 2:].tolist() == [[0, 1, 2], [2, 3, 4]]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("mode", ["standard", "sampling", "compatible"])
+def test_cached_equals_uncached(models, arch, mode):
+    model = models[arch]
+    ids, values = prompts()
+    kw = dict(mode=mode, max_new_tokens=8, eos_token_id=[], seed=3)
+    a = generate(model, ids, values, use_cache=True, **kw)
+    b = generate(model, ids, values, use_cache=False, **kw)
+    assert torch.equal(a.sequences, b.sequences)
+    torch.testing.assert_close(a.numeric_values, b.numeric_values, rtol=1e-4, atol=1e-4)
+    assert a.new_tokens.shape == (3, 8)
+
+
+def test_cache_runs_one_token_per_step(models, monkeypatch):
+    model = models["qwen2"]
+    lengths = []
+    encode = model.encode
+
+    def spy(input_ids=None, *args, **kwargs):
+        lengths.append(input_ids.shape[1])
+        return encode(input_ids, *args, **kwargs)
+
+    monkeypatch.setattr(model, "encode", spy)
+    ids, values = prompts(length=6)
+    generate(model, ids, values, max_new_tokens=5, eos_token_id=[])
+    assert lengths == [6, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("mode", ["causal", "standard"])
+def test_step_distributions_match_model_forward(models, mode):
+    model = models["llama"]
+    ids, values = prompts()
+    out = generate(
+        model, ids, values, mode=mode, max_new_tokens=3, eos_token_id=[], return_distributions=True
+    )
+    for step in range(3):
+        n = ids.shape[1] + step
+        ref = model(out.sequences[:, :n], out.numeric_values[:, :n], mode=mode)
+        torch.testing.assert_close(out.steps["loc_S"][:, step], ref.loc_S[:, -1])
+        torch.testing.assert_close(out.steps["scale_S"][:, step], ref.scale_S[:, -1])
+        torch.testing.assert_close(out.steps["loc_Y"][:, step], ref.loc_Y[:, -1])
+        _, act = model.heads(
+            model.encode(out.sequences[:, :n], out.numeric_values[:, :n])[0][:, -1], mode
+        )
+        assert torch.equal(out.sequences[:, n], act.predict())
+
+
+def test_num_token_value_fed_back_and_written(ntok):
+    model = make_model("qwen2")
+    with torch.no_grad():
+        model.action.classifier.bias[NUM] = 1e4  # <NUM> wins every step
+    out = generate(
+        model,
+        "3 eggs and",
+        tokenizer=ntok,
+        mode="causal",
+        max_new_tokens=3,
+        eos_token_id=[],
+        return_distributions=True,
+    )
+    assert out.new_tokens.tolist() == [[NUM] * 3]
+    torch.testing.assert_close(out.new_values, out.steps["loc_Y"].float())
+    assert out.new_texts == ["".join(format_number(v) for v in out.new_values[0].tolist())]
+    assert out.texts[0].startswith("3 eggs and")
+    # the fed-back values are what the uncached run sees too
+    again = generate(
+        model, "3 eggs and", tokenizer=ntok, mode="causal", max_new_tokens=3, use_cache=False
+    )
+    torch.testing.assert_close(again.new_values, out.new_values, rtol=1e-5, atol=1e-5)
+    # values change the next step: zero them and the next loc_Y differs
+    ids = out.sequences[:, :-1]
+    vals = out.numeric_values[:, :-1].clone()
+    vals[:, -1] += 100.0
+    moved = generate(model, ids, vals, mode="causal", max_new_tokens=1, return_distributions=True)
+    assert not torch.allclose(moved.steps["loc_Y"][:, 0], out.steps["loc_Y"][:, -1])
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_left_padding_gives_same_continuation(models, arch):
+    model = models[arch]
+    g = torch.Generator().manual_seed(5)
+    rows = [torch.randint(3, VOCAB, (n,), generator=g) for n in (7, 3, 5)]
+    rows[0][1] = NUM
+    vals = [torch.zeros(r.numel()) for r in rows]
+    vals[0][1] = 42.0
+    ids, values, mask = left_pad(rows, vals)
+    batched = generate(model, ids, values, mask, mode="causal", max_new_tokens=6, eos_token_id=[])
+    assert batched.attention_mask[:, : ids.shape[1]].equal(mask)
+    for i, (r, v) in enumerate(zip(rows, vals, strict=True)):
+        single = generate(model, r[None], v[None], mode="causal", max_new_tokens=6, eos_token_id=[])
+        assert torch.equal(batched.new_tokens[i], single.new_tokens[0])
+        torch.testing.assert_close(batched.new_values[i], single.new_values[0])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_reproducible_with_seed(models, mode):
+    model = models["qwen2"]
+    ids, values = prompts()
+    kw = dict(mode=mode, max_new_tokens=6, eos_token_id=[], temperature=0.9, top_k=50)
+    a = generate(model, ids, values, seed=11, **kw)
+    b = generate(model, ids, values, seed=11, **kw)
+    assert torch.equal(a.sequences, b.sequences)
+    assert torch.equal(a.numeric_values, b.numeric_values)
+    assert a.new_tokens.shape == (3, 6) and a.finished.tolist() == [False] * 3
+
+
+def test_sampling_seeds_differ(models):
+    model = models["qwen2"]
+    with torch.no_grad():
+        model.action.b_noise.fill_(50.0)  # so that the draws move the argmax
+    try:
+        ids, values = prompts()
+        a = generate(model, ids, values, mode="sampling", max_new_tokens=8, seed=1, eos_token_id=[])
+        b = generate(model, ids, values, mode="sampling", max_new_tokens=8, seed=2, eos_token_id=[])
+        assert not torch.equal(a.sequences, b.sequences)
+    finally:
+        with torch.no_grad():
+            model.action.b_noise.fill_(model.action.b_noise_init)
+
+
+def test_shared_individual_draw_is_shared_and_kept(models):
+    model = models["gpt2"]
+    C = model.action.causal_size
+    ids, values = prompts(batch=2)
+    eps = torch.rand(C, dtype=torch.float64).clamp(0.01, 0.99)
+    out = generate(
+        model,
+        ids,
+        values,
+        mode="shared_individual",
+        eps_seed=eps,
+        max_new_tokens=4,
+        eos_token_id=[],
+        return_distributions=True,
+    )
+    assert torch.equal(out.eps_seed[0], out.eps_seed[1])
+    assert torch.equal(out.eps_seed[0], eps)
+    q = torch.tan(math.pi * (eps - 0.5)).float()
+    expect = out.steps["loc_U"] + out.steps["scale_U"] * q  # every step, the same individual
+    torch.testing.assert_close(out.steps["loc_U_prime"], expect, rtol=1e-4, atol=1e-3)
+    # replaying the draw on one prompt alone gives that row's continuation
+    alone = generate(
+        model,
+        ids[1:],
+        values[1:],
+        mode="shared_individual",
+        eps_seed=eps,
+        max_new_tokens=4,
+        eos_token_id=[],
+    )
+    assert torch.equal(alone.new_tokens[0], out.new_tokens[1])
+    a = generate(model, ids, values, mode="shared_individual", seed=1, max_new_tokens=1)
+    b = generate(model, ids, values, mode="shared_individual", seed=2, max_new_tokens=1)
+    assert not torch.equal(a.eps_seed, b.eps_seed)
+    assert not torch.equal(a.eps_seed[0], a.eps_seed[1])  # drawn once per sequence
+
+
+def test_shared_noise_draw_is_shared_and_kept(models):
+    model = models["qwen2"]
+    C = model.action.causal_size
+    ids, values = prompts(batch=2)
+    eps = torch.randn(C)
+    out = generate(
+        model,
+        ids,
+        values,
+        mode="shared_noise",
+        eps_noise=eps,
+        max_new_tokens=4,
+        eos_token_id=[],
+        return_distributions=True,
+    )
+    assert torch.equal(out.eps_noise[0], out.eps_noise[1])
+    noise = model.action.b_noise.detach().abs()
+    torch.testing.assert_close(out.steps["loc_U_prime"], out.steps["loc_U"] + noise * eps)
+    a = generate(model, ids, values, mode="shared_noise", seed=1, max_new_tokens=1)
+    b = generate(model, ids, values, mode="shared_noise", seed=2, max_new_tokens=1)
+    assert not torch.equal(a.eps_noise, b.eps_noise)
+
+
+def test_per_row_eos_does_not_stop_the_others(models):
+    model = models["qwen2"]
+    for seed in range(20):  # a prompt whose row 0 makes a token no other row makes
+        ids, values = prompts(seed=seed)
+        free = generate(model, ids, values, mode="causal", max_new_tokens=6, eos_token_id=[])
+        own = [t for t in free.new_tokens[0, :5].tolist() if t not in free.new_tokens[1:]]
+        if own:
+            break
+    eos = own[0]
+    out = generate(
+        model, ids, values, mode="causal", max_new_tokens=6, eos_token_id=eos, tokenizer=None
+    )
+    first = int((free.new_tokens[0] == eos).nonzero()[0])
+    assert out.finished.tolist() == [True, False, False]
+    assert out.new_tokens.shape == (3, 6)
+    assert torch.equal(out.new_tokens[1:], free.new_tokens[1:])
+    pad = generation._pad_id(model, None, [eos])
+    assert pad == 0  # the base config's pad id
+    assert (out.new_tokens[0, first + 1 :] == pad).all()
+    assert (out.attention_mask[0, ids.shape[1] + first + 1 :] == 0).all()
+
+
+def test_stop_strings_and_all_finished(models, ntok):
+    model = models["llama"]
+    free = generate(
+        model, ["ab", "cd"], tokenizer=ntok, mode="causal", max_new_tokens=8, eos_token_id=[]
+    )
+    text = free.new_texts[0]
+    stop = text[2:4] if len(text) >= 4 else text
+    out = generate(
+        model,
+        ["ab", "cd"],
+        tokenizer=ntok,
+        mode="causal",
+        max_new_tokens=8,
+        eos_token_id=[],
+        stop_strings=stop,
+    )
+    assert out.finished[0]
+    assert stop in out.new_texts[0] and len(out.new_texts[0]) <= len(text)
+    both = generate(
+        model,
+        ["ab", "ab"],
+        tokenizer=ntok,
+        mode="causal",
+        max_new_tokens=8,
+        eos_token_id=[],
+        stop_strings=[stop],
+    )
+    assert both.finished.all() and both.new_tokens.shape[1] < 8
+
+
+def test_errors(models, ntok):
+    model = models["qwen2"]
+    ids, _ = prompts()
+    with pytest.raises(ValueError, match="unknown mode"):
+        generate(model, ids, mode="greedy")
+    with pytest.raises(ValueError, match="tokenizer"):
+        generate(model, ids, stop_strings="x")
+    with pytest.raises(ValueError, match="tokenizer"):
+        generate(model, "text prompt")
+    with pytest.raises(ValueError, match="eps_seed"):
+        generate(model, ids, mode="shared_individual", eps_seed=torch.full((3,), 0.5))
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        generate(model, ids, max_new_tokens=-1)
+    with pytest.raises(ValueError, match="top_k"):
+        generate(model, ids, mode="compatible", top_k=0)
+    with pytest.raises(ValueError, match="seed or generator"):
+        generate(model, ids, seed=1, generator=torch.Generator())
