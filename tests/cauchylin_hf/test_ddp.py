@@ -141,7 +141,9 @@ def test_torchrun_two_processes_match_one_process(tmp_path):
         a = torch.tensor([row[key] for row in single["history"]], dtype=torch.float64)
         b = torch.tensor([row[key] for row in ddp["history"]], dtype=torch.float64)
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=lambda m, k=key: f"{k}: {m}")
-        diffs[key] = float((a - b).abs().max())
+        diffs[key] = (
+            f"abs {float((a - b).abs().max()):.2e}, rel {float(((a - b) / a).abs().max()):.2e}"
+        )
     # training happened: the trajectory moves
     assert single["history"][-1]["loss"] < single["history"][0]["loss"]
 
