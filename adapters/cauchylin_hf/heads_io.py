@@ -240,6 +240,6 @@ def load_heads(
     gen = getattr(model_in, "generation_config", None)
     if gen is not None:
         model.generation_config = copy.deepcopy(gen)
-    model.to(device)
+    model.place_heads()
     model.eval()
     return model

@@ -604,6 +604,15 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         out[(out == 0).all(dim=1)] = _ZERO_ROW_FILL
         return out, b
 
+    def place_heads(self) -> None:
+        """Move the heads to the device of the input embedding (where ``encode`` feeds them).
+
+        Only the heads move, so a backbone spread over devices (``device_map``) stays as it is.
+        """
+        device = self.get_input_embeddings().weight.device
+        for name in HEAD_MODULES:
+            getattr(self, name).to(device)
+
     def set_backbone_trainable(self, trainable: bool) -> None:
         """Freeze (``False``) or unfreeze (``True``) every backbone parameter.
 
@@ -751,7 +760,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         gen = getattr(model_in, "generation_config", None)
         if gen is not None:
             model.generation_config = copy.deepcopy(gen)
-        model.to(backbone.get_input_embeddings().weight.device)
+        model.place_heads()
         model.eval()
         if return_tokenizer:
             return model, numeric_tok
@@ -874,6 +883,10 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
                     f"numeric_values shape {tuple(numeric_values.shape)} must equal the input "
                     f"shape {positions}"
                 )
+        else:
+            # Zeros change nothing (phi(0) = 0 exactly) but keep w_num in every graph, so that
+            # DDP/FSDP never meet an unused trainable parameter.
+            numeric_values = torch.zeros(positions, device=inputs_embeds.device)
         mask = None
         if input_ids is not None and self.config.num_token_id is not None:
             mask = input_ids == self.config.num_token_id
@@ -888,7 +901,9 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             **kwargs,
         )
         hidden = out[0] if isinstance(out, tuple) else out.last_hidden_state
-        return hidden.to(self.head_dtype), out
+        # The heads sit with the input embedding; with a device map the last layer may not.
+        weight = self.abduction.loc_net.weight
+        return hidden.to(device=weight.device, dtype=weight.dtype), out
 
     def heads(
         self,
@@ -918,7 +933,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             ValueError: an unknown mode or a bad temperature / draw.
         """
         t = self.config.temperature if temperature is None else temperature
-        U = self.abduction(hidden)
+        U = self.abduction(hidden.to(self.abduction.loc_net.weight.device))
         out = self.action(U, mode, t, generator=generator, eps_seed=eps_seed, eps_noise=eps_noise)
         return U, out
 

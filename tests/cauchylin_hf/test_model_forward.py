@@ -417,3 +417,19 @@ def test_bfloat16_backbone_with_float32_heads(tiny_tok, tmp_path):
     assert again.backbone.dtype == torch.bfloat16
     assert again.action.classifier.weight.dtype == torch.float32
     torch.testing.assert_close(again(ids).loc_S, out.loc_S)
+
+
+@pytest.mark.parametrize("frozen", [True, False], ids=["frozen", "unfrozen"])
+def test_no_trainable_parameter_goes_unused(make_base, tiny_tok, frozen):
+    """What DDP (find_unused_parameters=False), FSDP and DeepSpeed need: every trainable tensor
+    gets a gradient from the loss, even from a batch without numbers or <NUM> tokens."""
+    model = CauchyLMForCausalLM.from_base(
+        make_base("llama", tied=False), tiny_tok, freeze_backbone=frozen, learnable_threshold=True
+    )
+    assert model._no_split_modules == {"LlamaDecoderLayer"}
+    assert not any("lm_head" in n for n, _ in model.named_parameters())
+    model.train()
+    ids = torch.tensor([[5, 6, 7, 8, 9]])  # no numeric_values, no <NUM>
+    model(ids, labels=ids).loss.backward()
+    unused = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    assert not unused, unused
