@@ -18,7 +18,9 @@ in the baseline. Gradient buffers (``[V, C]`` for the weight, which every head m
 part of the peak; the table also shows the peak net of them.
 
 Times are wall-clock seconds of one step after warm-up steps; the table shows the minimum (the
-least disturbed run) and the median. Ratios use the minimum.
+least disturbed run) and the median, and the minimum process CPU time (all threads; on a shared
+machine it is far less sensitive to other processes than the wall clock). Target ratios use the
+minimum wall-clock time; the CPU-time ratios are printed beside them.
 
 Run:
     python benchmarks/bench_ovr_loss.py                  # N=256, C=256, V=32768 (2-core CPU)
@@ -187,16 +189,18 @@ def _worker(variant, cfg, measure_memory, queue):
             out["peak_extra"] = peak - base
             out["grad_bytes"] = _grad_bytes(inp)
             _clear_grads(inp)
-        times = []
+        times, cpu = [], []
         for i in range(cfg["warmup"] + cfg["repeats"]):
             _clear_grads(inp)
             _sync(device)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             _step(variant, inp, cfg)
             _sync(device)
             if i >= cfg["warmup"]:
                 times.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
         out["times"] = times
+        out["cpu"] = cpu
         queue.put(out)
     except BaseException as exc:  # report, never hang the parent
         queue.put({"variant": variant, "error": repr(exc)})
@@ -262,24 +266,25 @@ def main(argv=None):
         "validate": args.validate,
         "seed": 0,
     }
+    thr_kind = "per-class learnable" if args.learnable_threshold else "scalar fixed"
     print(
         f"OvR loss benchmark: N={args.n} C={args.c} V={args.v} device={args.device} "
-        f"dtype={args.dtype} threshold={'per-class learnable' if args.learnable_threshold else 'scalar fixed'} "
-        f"validate={args.validate} cpus={os.cpu_count()}"
+        f"dtype={args.dtype} threshold={thr_kind} validate={args.validate} cpus={os.cpu_count()}"
     )
-    results = {v: {"times": []} for v in variants}
+    results = {v: {"times": [], "cpu": []} for v in variants}
     for r in range(args.rounds):
         for v in variants:
             res = _run_variant(v, cfg, measure_memory=(r == 0 and not args.no_memory))
             results[v]["times"] += res["times"]
+            results[v]["cpu"] += res["cpu"]
             for k in ("peak_extra", "grad_bytes", "loss", "probe", "threads"):
                 if k in res:
                     results[v][k] = res[k]
             print(f"  round {r + 1}: {v:<5} times " + " ".join(f"{t:.3f}" for t in res["times"]))
 
     header = (
-        f"{'variant':<8}{'min s':>9}{'median s':>10}{'peak extra MiB':>16}{'grads MiB':>11}"
-        f"{'peak-grads MiB':>16}{'loss':>14}"
+        f"{'variant':<8}{'min s':>9}{'median s':>10}{'cpu s':>9}{'peak extra MiB':>16}"
+        f"{'grads MiB':>11}{'peak-grads MiB':>16}{'loss':>14}"
     )
     print()
     print(header)
@@ -288,11 +293,12 @@ def main(argv=None):
         r = results[v]
         r["min"] = min(r["times"])
         r["median"] = statistics.median(r["times"])
+        r["cpu_min"] = min(r["cpu"])
         pe = r.get("peak_extra")
         gb = r.get("grad_bytes")
         mem = f"{pe / MIB:16.1f}{gb / MIB:11.1f}{(pe - gb) / MIB:16.1f}" if pe is not None else ""
         loss = f"{r['loss']:14.6g}" if "loss" in r else ""
-        print(f"{v:<8}{r['min']:9.3f}{r['median']:10.3f}{mem}{loss}")
+        print(f"{v:<8}{r['min']:9.3f}{r['median']:10.3f}{r['cpu_min']:9.3f}{mem}{loss}")
     print()
 
     def ratio(a, b, key):
@@ -314,6 +320,11 @@ def main(argv=None):
     if "plain" in results and "ce" in results:
         t = ratio("plain", "ce", "min")
         checks.append(("time plain / softmax CE", t, None, None))
+    # Process CPU time (all threads): insensitive to other processes on a shared machine, a
+    # fair proxy of the wall-clock ratio on a quiet one (exact with --threads 1).
+    for a, b in (("fused", "plain"), ("fused", "ce")):
+        if a in results and b in results:
+            checks.append((f"cpu time {a} / {b}", ratio(a, b, "cpu_min"), None, None))
     for name, val, target, ok in checks:
         tgt = "" if target is None else f"  target <= {target:.4g}  {'met' if ok else 'MISSED'}"
         print(f"{name:<34}{val:9.4f}{tgt}")

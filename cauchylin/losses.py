@@ -18,8 +18,9 @@ Per position
 where ``y`` is the label; the second form needs one entry per position at the label instead of a
 one-hot tensor. It is evaluated as ``-sum_k l_ik`` with ``l_ik = log(1 - P_ik)`` except
 ``l_iy = log P_iy`` (one scatter per row), which is the same sum without the floating-point
-cancellation of ``-log(1 - P_iy) + log(1 - P_iy)`` when the label is confidently right. ``log P`` and ``log(1 - P)`` come from :func:`cauchylin._special.ovr_log_probs_std`,
-accurate to an ulp for ``|z|`` up to ``1e30`` and beyond, with finite derivatives.
+cancellation of ``-log(1 - P_iy) + log(1 - P_iy)`` when the label is confidently right.
+``log P`` and ``log(1 - P)`` come from :func:`cauchylin._special.ovr_log_probs_std`, accurate to
+an ulp for ``|z|`` up to ``1e30`` and beyond, with finite derivatives.
 
 Half-precision inputs (``float16``, ``bfloat16``) are computed in ``float32`` and the losses are
 returned in ``float32``; ``float64`` inputs give ``float64`` losses.
@@ -220,9 +221,9 @@ def ovr_bce(
 
     which equals ``-sum_k [y_ik log P_ik + (1 - y_ik) log(1 - P_ik)]`` for the one-hot ``y_ik``
     (never built: the label's ``log(1 - P)`` entry is swapped for ``log P`` by one scatter per
-    row, which also avoids cancellation). Both logarithms are evaluated in log space, accurate to an ulp for
-    ``|z|`` up to ``1e30`` and beyond, with finite, correctly signed gradients. Positions whose
-    label is ``ignore_index`` or whose ``attention_mask`` is 0 do not count: their
+    row, which also avoids cancellation). Both logarithms are evaluated in log space, accurate
+    to an ulp for ``|z|`` up to ``1e30`` and beyond, with finite, correctly signed gradients.
+    Positions whose label is ``ignore_index`` or whose ``attention_mask`` is 0 do not count: their
     ``per_position`` entry is 0 and they receive zero gradient (only counted rows are gathered,
     so even NaN there cannot leak). ``mean`` averages over counted positions; an all-ignored
     batch gives ``mean == 0.0`` and ``count == 0`` (no NaN, zero gradients).
@@ -366,7 +367,7 @@ def ovr_bce_fused(
         labels: ``[...]`` integer labels in ``[0, V)`` or ``ignore_index``.
         ignore_index: label value of positions that do not count.
         attention_mask: optional ``[...]``; positions where it is 0 do not count.
-        chunk_size: ``None`` (tiles of about 2**19 elements on CPU), an int (classes per tile)
+        chunk_size: ``None`` (tiles of about 2**20 elements on CPU), an int (classes per tile)
             or a pair ``(tokens per tile, classes per tile)``.
         validate_args: value checks as in :func:`ovr_bce` (on ``loc_U``, ``scale_U``, ``weight``,
             ``bias``, ``threshold``); ``None`` follows the global setting.
