@@ -1,0 +1,32 @@
+"""The embedded demo, shortened (``cauchylin-lm demo --quick``)."""
+
+from __future__ import annotations
+
+import json
+
+from cauchylin_hf import cli
+from cauchylin_hf.demo import MODE_SETTINGS, mean_baseline, metrics_table
+
+
+def test_quick_demo_runs_end_to_end(tmp_path, capsys):
+    out_dir = tmp_path / "demo"
+    assert cli.main(["demo", "--quick", "--output-dir", str(out_dir), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    for mode, _ in MODE_SETTINGS:
+        assert f"-- {mode} (" in printed
+    assert "<NUM> F1" in printed and "train mean" in printed
+    assert "identical in both rows: True" in printed
+    for name in ("loss_curves.png", "predicted_vs_true.png", "ovr_prob_sums.png", "samples.txt"):
+        assert (out_dir / name).stat().st_size > 0
+    saved = json.loads((out_dir / "metrics.json").read_text())
+    trained, untrained, mean = saved["metrics"], saved["untrained"], saved["mean_baseline"]
+    assert trained["eval/loss"] < untrained["eval/loss"]
+    assert trained["eval/reg_mdae"] < mean["eval/reg_mdae"]
+
+
+def test_mean_baseline_and_table():
+    base = mean_baseline(["3 and 5"], ["4 and 10"])
+    assert base["train_mean"] == 4.0
+    assert base["eval/reg_mae"] == 3.0 and base["eval/reg_mdae"] == 3.0
+    table = metrics_table({"a": {"eval/num_f1": 0.5}, "b": {}})
+    assert "0.5" in table and "—" in table
