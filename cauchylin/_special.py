@@ -18,13 +18,18 @@ promoted to ``float32``, see :func:`working_dtype`). The identities used:
   long as ``|z| < 2.7e37`` in float32; beyond that it degrades gracefully to ``0``, i.e. ``-inf``
   in log space).
 * ``log cdf = log t`` for ``d < 0`` and ``log(1 - t)`` for ``d >= 0`` (mirror for ``log sf``).
-  ``1 - t`` is carried as an unevaluated sum ``hi + lo`` (``hi = fl(1 - t)``, ``lo`` the exact
-  rounding error, Fast2Sum), so ``log(1 - t) = log(hi) + lo/hi`` needs a single ``log`` and
-  never rounds ``1 - tiny`` to ``1``. The branch is selected by an exact 0/1 ``lerp`` of the
-  *finite* arguments, so the kernels contain no ``torch.where`` (slow on CPU) and ``-inf`` comes
-  out only where the probability is exactly zero.
-* ``log p = -log(pi) - log(s (1 + z^2)) = -log(pi) - 2 log(hypot(sqrt(s), |d| / sqrt(s)))``:
-  one ``log``, no overflow of ``z^2``.
+  A single output uses one ``log``: ``1 - t`` is carried as an unevaluated sum ``hi + lo``
+  (``hi = fl(1 - t)``, ``lo`` its exact rounding error, Fast2Sum), so
+  ``log(1 - t) = log(hi) + lo/hi`` never rounds ``1 - tiny`` to ``1``. The pair uses ``log t``
+  and ``log1p(-t)``. Branches are selected by exact 0/1 arithmetic (``lerp`` with weights 0
+  and 1, sign tricks) on *finite* values, never by ``torch.where`` (slow on CPU), and ``-inf``
+  comes out only where the probability is exactly zero.
+* ``log p = -log(pi) - log(s (1 + z^2))`` with ``s (1 + z^2) = s + (d / s) d`` (one ``log``) on
+  CPU, or ``2 log(hypot(sqrt(s), |d| / sqrt(s)))``, which cannot overflow, on other devices and
+  wherever the former overflows (``|z|`` beyond about ``1.8e19``).
+
+Every kernel allocates few temporaries and works in place: on CPU the cost of a kernel is
+dominated by its transcendental calls and the number of fresh full-size tensors.
 
 The derivatives are written by hand (``torch.autograd.Function``) because autograd through
 ``abs`` would give a zero gradient at ``d = 0`` and through ``s^2 + d^2`` an overflow in the tails;
@@ -87,6 +92,26 @@ def _as_working(*tensors: torch.Tensor) -> list[torch.Tensor]:
     return [t.to(dtype) for t in tensors]
 
 
+def _apply(fn: type[torch.autograd.Function], d: torch.Tensor, s: torch.Tensor, *extra: Any) -> Any:
+    """``fn.apply`` when a gradient is needed, else its forward directly (no autograd overhead)."""
+    if torch.is_grad_enabled() and (d.requires_grad or s.requires_grad):
+        return fn.apply(d, s, *extra)
+    return fn.forward(_NO_CTX, d, s, *extra)
+
+
+class _NoCtx:
+    """Stands in for the autograd context when only the forward runs."""
+
+    def save_for_backward(self, *tensors: torch.Tensor) -> None:
+        pass
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        pass
+
+
+_NO_CTX = _NoCtx()
+
+
 def _reduce_to(grad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """Sum a broadcast gradient back to the shape (and dtype) of the input it belongs to."""
     if grad.shape != like.shape:
@@ -97,21 +122,39 @@ def _reduce_to(grad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------- log density
 
 
+def _cpu_all_finite(y: torch.Tensor) -> bool:
+    """True when the CPU tensor ``y`` is non-empty and finite (one reduction; CPU: no sync)."""
+    return y.numel() > 0 and math.isfinite(float(y.amax()))
+
+
+def _log_pdf_hypot(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """``-log(pi) - 2 log(hypot(sqrt(s), |d| / sqrt(s)))``: overflow-free for every finite input.
+
+    ``s (1 + z^2) = hypot(sqrt(s), |d| / sqrt(s))^2``. For ``s = 0`` (a point mass)
+    ``|d| / 0 = inf`` off the atom, so ``log p = -inf`` (the limit of the density); on the atom
+    there is no density and the result is NaN.
+    """
+    shape = torch.broadcast_shapes(d.shape, s.shape)
+    r = torch.sqrt(s)
+    h = torch.abs(d).expand(shape).div(r)
+    torch.hypot(r, h, out=h)
+    return h.log_().mul_(-2.0).sub_(LOG_PI)
+
+
 class _LogPdf(torch.autograd.Function):
     """``log p(x) = -log(pi) + log(s) - log(s^2 + d^2)`` as a function of ``(d, s)``."""
 
     @staticmethod
     def forward(ctx: Any, d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-        shape = torch.broadcast_shapes(d.shape, s.shape)
-        # s (1 + z^2) = hypot(sqrt(s), |d| / sqrt(s))^2: no overflow, one log. For s = 0 (a
-        # point mass) h = |d| / 0 = inf off the atom, so log p = -inf, the limit of the density;
-        # on the atom there is no density and the result is NaN.
-        r = torch.sqrt(s)
-        h = torch.abs(d).expand(shape).div(r)
-        torch.hypot(r, h, out=h)
-        out = h.log_().mul_(-2.0).sub_(LOG_PI)
         ctx.save_for_backward(d, s)
-        return out
+        if d.device.type == "cpu":
+            # s (1 + z^2) = s + (d / s) d: three cheap operations and one log. It overflows only
+            # for |z| beyond ~1.8e19 / sqrt(s); a CPU reduction (no device sync) detects that
+            # rare case (and inf/NaN inputs), which then takes the hypot form below.
+            y = torch.div(d, s).mul_(d).add_(s)
+            if _cpu_all_finite(y):
+                return y.log_().neg_().sub_(LOG_PI)
+        return _log_pdf_hypot(d, s)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -145,7 +188,7 @@ def log_pdf(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         tensor([  -1.1447, -139.2998])
     """
     d, s = _as_working(d, s)
-    return _LogPdf.apply(d, s)
+    return _apply(_LogPdf, d, s)
 
 
 def log1p_square(z: torch.Tensor) -> torch.Tensor:
@@ -191,44 +234,77 @@ def log_pdf_std(z: torch.Tensor) -> torch.Tensor:
         tensor([-1.1447])
     """
     (z,) = _as_working(z)
-    return _LogPdf.apply(z, z.new_ones(()))
+    return _apply(_LogPdf, z, z.new_ones(()))
 
 
 # ---------------------------------------------------------------------------- cdf and sf
 
 
-def _small_tail(d: torch.Tensor, s: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """``t = atan2(s, |d|) / pi``, the smaller tail probability, as a fresh tensor of ``shape``."""
-    t = torch.abs(d).expand(shape).contiguous() if d.shape != shape else torch.abs(d)
+def _small_tail(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """``t = atan2(s, |d|) / pi <= 1/2``, the smaller tail probability (a fresh tensor)."""
+    shape = torch.broadcast_shapes(d.shape, s.shape)
+    t = torch.abs(d.expand(shape))
     torch.atan2(s, t, out=t)
     return t.mul_(_INV_PI)
 
 
 def _upper_mask(d: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """1.0 where ``d >= +0`` (the cdf is the larger side), 0.0 where ``d < 0`` or ``d = -0``."""
-    return (
-        torch.copysign(torch.full((), 0.5, dtype=d.dtype, device=d.device), d)
-        .add_(0.5)
-        .expand(shape)
-    )
+    """1.0 where ``d >= +0`` (there the cdf is the larger side), 0.0 where ``d < 0`` or ``d = -0``."""
+    half = torch.full((), 0.5, dtype=d.dtype, device=d.device)
+    return torch.copysign(half, d).add_(0.5).expand(shape)
 
 
-def _log_side(t: torch.Tensor, m: torch.Tensor, large_where_one: bool) -> torch.Tensor:
-    """``log(1 - t)`` where the 0/1 mask ``m`` selects the large side, ``log t`` elsewhere.
+def _cpu_without_zeros(t: torch.Tensor) -> bool:
+    """True on CPU when every ``t`` is positive (a reduction, no device synchronisation).
 
-    ``1 - t = hi + lo`` exactly (``hi = fl(1 - t)``, ``lo = (1 - hi) - t``, Fast2Sum with
-    ``t <= 1/2``); the argument of the single ``log`` is an exact 0/1 ``lerp`` of the finite
-    ``t`` and ``hi``, and ``lo / hi`` is added on the large side only.
+    Then ``log t`` is finite everywhere and the logs themselves can be selected by an exact 0/1
+    ``lerp``; a zero (point mass, infinite ``x``, ``|z| > 1e45``) or a NaN takes the general path.
     """
+    return t.device.type == "cpu" and t.numel() > 0 and float(t.amin()) > 0.0
+
+
+def _hi_lo(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``1 - t = hi + lo`` exactly (``hi = fl(1 - t) >= 1/2``, Fast2Sum); returns ``hi, lo / hi``."""
     hi = torch.rsub(t, 1.0)
-    lo = torch.rsub(hi, 1.0).sub_(t).div_(hi)
-    if large_where_one:
-        arg = torch.lerp(t, hi, m)
-        lo.mul_(m)
-    else:
-        arg = torch.lerp(hi, t, m)
-        lo.mul_(torch.rsub(m, 1.0))
+    return hi, torch.rsub(hi, 1.0).sub_(t).div_(hi)
+
+
+def _log_cdf_forward(d: torch.Tensor, s: torch.Tensor, flip: bool = False) -> torch.Tensor:
+    """``log cdf`` (``flip``: ``log sf``) with a single ``log`` and no ``torch.where``.
+
+    With ``u = sigma t`` (``sigma = copysign(1, d)``, negated for ``flip``) and the 0/1 mask
+    ``m = 1/2 + copysign(1/2, u)`` (1 where the output is the larger side), the argument
+    ``arg = m - u`` is ``t`` exactly (``m = 0``) or ``hi = fl(1 - t)`` (``m = 1``), and
+    ``lo = (m - arg) - u`` is exactly 0 or the rounding error of ``hi`` (Fast2Sum, ``t <= 1/2``).
+    So ``log(arg + lo) = log(arg) + lo / arg``; ``lo / arg`` is NaN only where ``arg = lo = 0``
+    (``t = 0``: a zero probability), where it is replaced by 0 and the result is ``-inf``.
+    """
+    u = _small_tail(d, s)
+    torch.copysign(u, d, out=u)
+    if flip:
+        u.neg_()  # +0 becomes -0: a point mass has sf(loc) = 0 exactly
+    half = torch.full((), 0.5, dtype=u.dtype, device=u.device)
+    arg = torch.copysign(half, u).add_(0.5).sub_(u)
+    lo = torch.copysign(half, u).add_(0.5).sub_(arg).sub_(u)
+    lo.div_(arg).nan_to_num_(nan=0.0)
     return arg.log_().add_(lo)
+
+
+def _log_pair_forward(d: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(log cdf, log sf)`` with the same exact selections as :func:`_log_cdf_forward`."""
+    t = _small_tail(d, s)
+    m = _upper_mask(d, t.shape)
+    if _cpu_without_zeros(t):
+        small = torch.log(t)
+        large = t.neg_().log1p_()
+        log_cdf = torch.lerp(small, large, m)
+        return log_cdf, torch.lerp(large, small, m, out=large)
+    hi, lo_over_hi = _hi_lo(t)
+    arg_cdf = torch.lerp(t, hi, m)
+    arg_sf = torch.lerp(hi, t, m, out=hi)
+    corr_cdf = torch.mul(lo_over_hi, m, out=t)
+    corr_sf = lo_over_hi.sub_(corr_cdf)
+    return arg_cdf.log_().add_(corr_cdf), arg_sf.log_().add_(corr_sf)
 
 
 def _tail_grads(
@@ -264,23 +340,18 @@ class _LogCdfSf(torch.autograd.Function):
     def forward(
         ctx: Any, d: torch.Tensor, s: torch.Tensor, which: str
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        shape = torch.broadcast_shapes(d.shape, s.shape)
-        t = _small_tail(d, s, shape)
-        m = _upper_mask(d, shape)
         ctx.which = which
-        ctx.save_for_backward(d, s, t)
+        ctx.save_for_backward(d, s)
         if which == "cdf":
-            return _log_side(t, m, large_where_one=True)
+            return _log_cdf_forward(d, s)
         if which == "sf":
-            return _log_side(t, m, large_where_one=False)
-        return _log_side(t, m, large_where_one=True), _log_side(t, m, large_where_one=False)
+            return _log_cdf_forward(d, s, flip=True)
+        return _log_pair_forward(d, s)
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
-        d, s, t = ctx.saved_tensors
-        if torch.is_grad_enabled():
-            # create_graph=True: rebuild t from the inputs so that second derivatives see it.
-            t = torch.atan2(s, d.abs()) * _INV_PI
+        d, s = ctx.saved_tensors
+        t = torch.atan2(s, d.abs()) * _INV_PI  # differentiable: second derivatives see it
         small_a, small_s, large_a, large_s = _tail_grads(d, s, t)
         upper = torch.signbit(d).logical_not_()  # d >= +0: cdf is the large side
         # d log cdf / dd is positive (pdf / cdf); d log sf / dd = -pdf / sf.
@@ -330,7 +401,7 @@ def log_cdf_sf(d: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Te
         tensor([-7.0222e+01, -6.9315e-01, -3.1831e-31])
     """
     d, s = _as_working(d, s)
-    return _LogCdfSf.apply(d, s, "both")
+    return _apply(_LogCdfSf, d, s, "both")
 
 
 def log_cdf(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
@@ -349,7 +420,7 @@ def log_cdf(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         tensor([-0.6931])
     """
     d, s = _as_working(d, s)
-    return _LogCdfSf.apply(d, s, "cdf")
+    return _apply(_LogCdfSf, d, s, "cdf")
 
 
 def log_sf(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
@@ -368,7 +439,7 @@ def log_sf(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         tensor([-70.2223])
     """
     d, s = _as_working(d, s)
-    return _LogCdfSf.apply(d, s, "sf")
+    return _apply(_LogCdfSf, d, s, "sf")
 
 
 def cdf(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
@@ -430,7 +501,7 @@ def ovr_log_probs_std(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         (tensor([-0.6931]), tensor([-0.6931]))
     """
     (z,) = _as_working(z)
-    return _LogCdfSf.apply(z, z.new_ones(()), "both")
+    return _apply(_LogCdfSf, z, z.new_ones(()), "both")
 
 
 def log_cdf_std(z: torch.Tensor) -> torch.Tensor:
@@ -442,7 +513,7 @@ def log_cdf_std(z: torch.Tensor) -> torch.Tensor:
         tensor([-70.2223])
     """
     (z,) = _as_working(z)
-    return _LogCdfSf.apply(z, z.new_ones(()), "cdf")
+    return _apply(_LogCdfSf, z, z.new_ones(()), "cdf")
 
 
 def log_sf_std(z: torch.Tensor) -> torch.Tensor:
@@ -454,7 +525,7 @@ def log_sf_std(z: torch.Tensor) -> torch.Tensor:
         tensor([-70.2223])
     """
     (z,) = _as_working(z)
-    return _LogCdfSf.apply(z, z.new_ones(()), "sf")
+    return _apply(_LogCdfSf, z, z.new_ones(()), "sf")
 
 
 def log_tail_std(a: torch.Tensor) -> torch.Tensor:

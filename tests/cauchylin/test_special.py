@@ -97,6 +97,33 @@ def test_standardised_kernels_are_accurate_to_a_few_ulp_from_1e_minus30_to_1e30(
         assert err <= ULP_BOUND, f"{name}: worst error {err:.2f} ulp"
 
 
+@pytest.fixture(params=["cpu_fast", "general"])
+def kernel_path(request, monkeypatch):
+    """Run a test on the CPU fast paths, and again with them switched off (the code other devices
+    run, and the fallback for zeros / overflow)."""
+    if request.param == "general":
+        monkeypatch.setattr(S, "_cpu_without_zeros", lambda t: False)
+        monkeypatch.setattr(S, "_cpu_all_finite", lambda y: False)
+    return request.param
+
+
+def test_every_kernel_path_is_accurate(kernel_path):
+    # |z| <= 1e18: s (1 + z^2) does not overflow, so log_pdf stays on its CPU fast path
+    z = grid32(-30, 18, 241)
+    zs = z.double().tolist()
+    one = torch.ones((), dtype=torch.float32)
+    lc, ls = S.log_cdf_sf(z, one)
+    assert worst_ulp(lc, [ref_log_cdf(v, 1.0) for v in zs]) <= ULP_BOUND
+    assert worst_ulp(ls, [ref_log_sf(v, 1.0) for v in zs]) <= ULP_BOUND
+    assert worst_ulp(S.log_pdf(z, one), [ref_log_pdf(v, 1.0) for v in zs]) <= ULP_BOUND
+    # the exact zeros and infinities on both paths
+    d = torch.tensor([-math.inf, -1.0, 0.0, 2.0, math.inf])
+    s = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0])
+    lc, ls = S.log_cdf_sf(d, s)
+    assert lc.tolist() == [-math.inf, -math.inf, 0.0, 0.0, 0.0]
+    assert ls.tolist() == [0.0, 0.0, -math.inf, -math.inf, -math.inf]
+
+
 @pytest.mark.parametrize("scale", [1e-20, 3.7e-4, 2.0, 6.1e3, 1e20])
 def test_two_argument_kernels_are_accurate_for_any_scale(scale):
     s32 = torch.tensor(scale, dtype=torch.float32)
