@@ -242,8 +242,9 @@ def log_pdf_std(z: torch.Tensor) -> torch.Tensor:
 
 def _small_tail(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """``t = atan2(s, |d|) / pi <= 1/2``, the smaller tail probability (a fresh tensor)."""
-    shape = torch.broadcast_shapes(d.shape, s.shape)
-    t = torch.abs(d.expand(shape))
+    if d.shape != s.shape:
+        d = d.expand(torch.broadcast_shapes(d.shape, s.shape))
+    t = torch.abs(d)
     torch.atan2(s, t, out=t)
     return t.mul_(_INV_PI)
 
@@ -251,7 +252,8 @@ def _small_tail(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
 def _upper_mask(d: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     """1.0 where ``d >= +0`` (there the cdf is the larger side), 0.0 where ``d < 0`` or ``d = -0``."""
     half = torch.full((), 0.5, dtype=d.dtype, device=d.device)
-    return torch.copysign(half, d).add_(0.5).expand(shape)
+    m = torch.copysign(half, d.detach()).add_(0.5)
+    return m if m.shape == shape else m.expand(shape)
 
 
 def _cpu_without_zeros(t: torch.Tensor) -> bool:
@@ -270,16 +272,24 @@ def _hi_lo(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _log_cdf_forward(d: torch.Tensor, s: torch.Tensor, flip: bool = False) -> torch.Tensor:
-    """``log cdf`` (``flip``: ``log sf``) with a single ``log`` and no ``torch.where``.
+    """``log cdf`` (``flip``: ``log sf``) without ``torch.where``.
 
-    With ``u = sigma t`` (``sigma = copysign(1, d)``, negated for ``flip``) and the 0/1 mask
-    ``m = 1/2 + copysign(1/2, u)`` (1 where the output is the larger side), the argument
-    ``arg = m - u`` is ``t`` exactly (``m = 0``) or ``hi = fl(1 - t)`` (``m = 1``), and
-    ``lo = (m - arg) - u`` is exactly 0 or the rounding error of ``hi`` (Fast2Sum, ``t <= 1/2``).
-    So ``log(arg + lo) = log(arg) + lo / arg``; ``lo / arg`` is NaN only where ``arg = lo = 0``
-    (``t = 0``: a zero probability), where it is replaced by 0 and the result is ``-inf``.
+    CPU, no ``t = 0``: ``log t`` and ``log1p(-t)`` selected by an exact 0/1 ``lerp``. Otherwise a
+    single ``log``: with ``u = sigma t`` (``sigma = copysign(1, d)``, negated for ``flip``) and
+    ``m = 1/2 + copysign(1/2, u)`` (1 where the output is the larger side), ``arg = m - u`` is
+    ``t`` exactly (``m = 0``) or ``hi = fl(1 - t)`` (``m = 1``), and ``lo = (m - arg) - u`` is
+    exactly 0 or the rounding error of ``hi`` (Fast2Sum, ``t <= 1/2``); so
+    ``log(arg + lo) = log(arg) + lo / arg``. ``lo / arg`` is NaN only where ``arg = lo = 0``
+    (``t = 0``: a zero probability); it is replaced by 0 there and the result is ``-inf``.
     """
     u = _small_tail(d, s)
+    if _cpu_without_zeros(u):
+        m = _upper_mask(d, u.shape)
+        small = torch.log(u)
+        large = u.neg_().log1p_()
+        if flip:
+            return torch.lerp(large, small, m, out=small)
+        return torch.lerp(small, large, m, out=small)
     torch.copysign(u, d, out=u)
     if flip:
         u.neg_()  # +0 becomes -0: a point mass has sf(loc) = 0 exactly
@@ -308,28 +318,29 @@ def _log_pair_forward(d: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, t
 
 
 def _tail_grads(
-    d: torch.Tensor, s: torch.Tensor, t: torch.Tensor
+    d: torch.Tensor, s: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Partial derivatives of ``log t`` and ``log(1 - t)`` in ``a = |d|`` and ``s``.
 
-    With ``theta = atan2(s, a) = pi t`` and ``h = hypot(a, s)``:
-    ``d log t / da = -(s/h) / (h theta)``, ``d log t / ds = (a/h) / (h theta)``,
-    ``d log(1-t) / da = (s/h) / (h (pi - theta))``, ``d log(1-t) / ds = -(a/h) / (h (pi - theta))``.
-    ``R = (s/h) / theta`` tends to 1 when ``theta`` underflows and is replaced by 1 there, which
-    keeps every derivative finite (``h theta = s / R``).
+    With ``theta = atan2(s, a) = pi t``, ``h = hypot(a, s)``, ``s/h = sin(theta)`` and
+    ``a/h = cos(theta)``:
+    ``d log t / da = -(s/h) / (h theta) = -sinc(t) / h``,
+    ``d log t / ds = (a/h) sinc(t) / s``,
+    ``d log(1-t) / da = (s/h) / (h (pi - theta))`` and
+    ``d log(1-t) / ds = -(a/h) / (h (pi - theta))``.
+    ``sinc(t) = sin(theta) / theta`` tends to 1 where ``theta`` underflows, so every derivative
+    stays finite and correctly signed. ``t`` is recomputed here (differentiably, for second
+    derivatives) instead of being saved by the forward.
     """
     a = d.abs()
+    t = torch.atan2(s, a) * _INV_PI
     h = torch.hypot(a, s)
-    v = s / h
-    u = a / h
-    theta = t * math.pi
-    tiny = torch.finfo(t.dtype).tiny
-    ratio = torch.where(theta >= tiny, v / theta.clamp(min=tiny), torch.ones_like(theta))
-    comp = math.pi - theta
-    small_a = -ratio / h
-    small_s = u * ratio / s
-    large_a = v / (h * comp)
-    large_s = -u / (h * comp)
+    sinc = torch.sinc(t)
+    comp = h * (math.pi - math.pi * t)
+    small_a = -sinc / h
+    small_s = (a / h) * sinc / s
+    large_a = (s / h) / comp
+    large_s = -(a / h) / comp
     return small_a, small_s, large_a, large_s
 
 
@@ -351,14 +362,14 @@ class _LogCdfSf(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
         d, s = ctx.saved_tensors
-        t = torch.atan2(s, d.abs()) * _INV_PI  # differentiable: second derivatives see it
-        small_a, small_s, large_a, large_s = _tail_grads(d, s, t)
-        upper = torch.signbit(d).logical_not_()  # d >= +0: cdf is the large side
-        # d log cdf / dd is positive (pdf / cdf); d log sf / dd = -pdf / sf.
-        cdf_d = torch.where(upper, large_a, -small_a)
-        cdf_s = torch.where(upper, large_s, small_s)
-        sf_d = torch.where(upper, small_a, -large_a)
-        sf_s = torch.where(upper, small_s, large_s)
+        small_a, small_s, large_a, large_s = _tail_grads(d, s)
+        # m = 1 where d >= +0 (the cdf is the large side); exact 0/1 lerps select the branch.
+        m = _upper_mask(d, small_a.shape)
+        # d log cdf / dd = pdf / cdf > 0 and d log sf / dd = -pdf / sf < 0.
+        cdf_d = torch.lerp(-small_a, large_a, m)
+        cdf_s = torch.lerp(small_s, large_s, m)
+        sf_d = torch.lerp(-large_a, small_a, m)
+        sf_s = torch.lerp(large_s, small_s, m)
         if ctx.which == "cdf":
             pairs = [(grads[0], cdf_d, cdf_s)]
         elif ctx.which == "sf":
