@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from cauchylin.losses import ovr_bce, ovr_bce_fused
@@ -91,6 +93,30 @@ def test_fused_equals_plain_float64(per_class, chunk):
     gf = torch.autograd.grad(fused.mean, _leaves(inp))
     gp = torch.autograd.grad(plain.mean, _leaves(inp))
     _assert_grads_close(gf, gp, rtol=1e-11, atol_scale=1e-13)
+
+
+@given(
+    n=st.integers(1, 12),
+    c=st.integers(1, 5),
+    v=st.integers(1, 40),
+    rc=st.integers(1, 15),
+    vc=st.integers(1, 50),
+    per_class=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_fused_equals_plain_any_shape_and_tiling(n, c, v, rc, vc, per_class, seed):
+    inp, labels = _inputs(n, c, v, torch.float64, seed=seed, per_class=per_class)
+    labels[torch.rand(n, generator=torch.Generator().manual_seed(seed)) < 0.25] = -100
+    fused, plain = _both(inp, labels, (rc, vc))
+    assert int(fused.count) == int(plain.count)
+    torch.testing.assert_close(fused.per_position, plain.per_position, rtol=1e-12, atol=1e-12)
+    gf = torch.autograd.grad(fused.mean, _leaves(inp), allow_unused=True)
+    gp = torch.autograd.grad(plain.mean, _leaves(inp), allow_unused=True)
+    for a, b in zip(gf, gp, strict=True):
+        if a is None or b is None:  # nothing counted: no gradient on one side, zero on the other
+            assert int(plain.count) == 0 and (a is None or (a == 0).all())
+            continue
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12 * max(float(b.abs().max()), 1.0))
 
 
 def test_fused_per_position_backward_recomputes_exactly():
