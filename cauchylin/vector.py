@@ -761,9 +761,9 @@ class CauchyVector:
 
     # ------------------------------------------------------------------ element-wise marginals
     def _displacement(
-        self, x: torch.Tensor | Number, name: str, toward: str = "x"
+        self, x: torch.Tensor | Number, name: str
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(x - loc, scale)`` (``toward="x"``) or ``(loc - x, scale)`` in the working dtype."""
+        """``(x - loc, scale)`` in the working dtype (float32 for half precision)."""
         loc, scale = self.loc, self.scale
         x = _as_tensor(x, loc, name)
         broadcast_shapes_or_raise(**{name: x.shape, "vector": self._shape})
@@ -771,8 +771,7 @@ class CauchyVector:
             raise ValueError(f"{name} holds NaN (shape {tuple(x.shape)})")
         dtype = _special.working_dtype(x, loc)
         x, loc, scale = x.to(dtype), loc.to(dtype), scale.to(dtype)
-        d = x - loc if toward == "x" else loc - x
-        return d, scale
+        return x - loc, scale
 
     def _check_density(self, scale: torch.Tensor) -> None:
         if is_validating(self._validate) and not bool((scale > 0).all()):
