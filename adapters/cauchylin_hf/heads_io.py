@@ -140,8 +140,9 @@ def load_heads(
 
     Args:
         heads_directory: a folder written by :func:`save_heads`.
-        base: the base checkpoint folder or loaded causal LM; default the
-            ``base_model_name_or_path`` recorded in the folder.
+        base: the base checkpoint folder or loaded causal LM (its decoder is taken over, not
+            copied, as in ``from_base``); default the ``base_model_name_or_path`` recorded in
+            the folder.
         base_kwargs: extra ``AutoModelForCausalLM.from_pretrained`` arguments for a base folder.
         model_class: the class to build (default :class:`~cauchylin_hf.model.CauchyLMForCausalLM`).
 
