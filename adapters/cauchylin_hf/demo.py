@@ -65,7 +65,7 @@ class DemoSettings:
     hidden_size: int = 128
     num_layers: int = 4
     num_heads: int = 4
-    max_steps: int = 600
+    max_steps: int = 300
     batch_size: int = 32
     learning_rate: float = 3e-3
     max_new_tokens: int = 24
