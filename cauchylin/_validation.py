@@ -42,7 +42,18 @@ def set_validate_args(enabled: bool) -> None:
 
 
 def is_validating(validate_args: bool | None = None) -> bool:
-    """Whether value checks run: the per-object flag when given, else the global default."""
+    """Whether value checks run: the per-object flag when given, else the global default.
+
+    Args:
+        validate_args: a per-object setting, or ``None`` for the global default.
+
+    Returns:
+        ``True`` when value checks should run.
+
+    Example:
+        >>> is_validating(False), is_validating(None)
+        (False, True)
+    """
     return _VALIDATE_DEFAULT if validate_args is None else bool(validate_args)
 
 
@@ -69,14 +80,44 @@ def _describe(t: torch.Tensor) -> str:
 
 
 def check_finite(name: str, t: torch.Tensor) -> None:
-    """Raise ``ValueError`` if ``t`` holds NaN or an infinity."""
+    """Raise ``ValueError`` if ``t`` holds NaN or an infinity.
+
+    Args:
+        name: the argument name used in the message.
+        t: the tensor to check.
+
+    Raises:
+        ValueError: ``t`` is not finite; the message names ``name``, shape and dtype.
+
+    Example:
+        >>> import torch
+        >>> check_finite("loc", torch.tensor([0.0, float("nan")]))
+        Traceback (most recent call last):
+        ...
+        ValueError: loc must be finite, but it holds NaN (shape (2,), dtype torch.float32)
+    """
     if not bool(torch.isfinite(t).all()):
         bad = "NaN" if bool(torch.isnan(t).any()) else "an infinite value"
         raise ValueError(f"{name} must be finite, but it holds {bad} ({_describe(t)})")
 
 
 def check_positive_finite(name: str, t: torch.Tensor) -> None:
-    """Raise ``ValueError`` unless every entry of ``t`` is finite and strictly positive."""
+    """Raise ``ValueError`` unless every entry of ``t`` is finite and strictly positive.
+
+    Args:
+        name: the argument name used in the message.
+        t: the tensor to check.
+
+    Raises:
+        ValueError: ``t`` is not finite or has an entry ``<= 0``.
+
+    Example:
+        >>> import torch
+        >>> check_positive_finite("scale", torch.tensor([1.0, 0.0]))
+        Traceback (most recent call last):
+        ...
+        ValueError: scale must be strictly positive, but its smallest entry is 0.0 (shape (2,), dtype torch.float32)
+    """
     check_finite(name, t)
     if not bool((t > 0).all()):
         smallest = t.min().item()
@@ -86,7 +127,23 @@ def check_positive_finite(name: str, t: torch.Tensor) -> None:
 
 
 def broadcast_shapes_or_raise(**named: Sequence[int] | torch.Size) -> torch.Size:
-    """``torch.broadcast_shapes`` that names the arguments and their shapes when it fails."""
+    """``torch.broadcast_shapes`` that names the arguments and their shapes when it fails.
+
+    Args:
+        **named: shapes by argument name.
+
+    Returns:
+        The broadcast shape.
+
+    Raises:
+        ValueError: the shapes do not broadcast; the message lists every name and shape.
+
+    Example:
+        >>> broadcast_shapes_or_raise(loc=(3,), scale=(2,))
+        Traceback (most recent call last):
+        ...
+        ValueError: shapes do not broadcast: loc (3,), scale (2,)
+    """
     try:
         return torch.broadcast_shapes(*named.values())
     except RuntimeError:

@@ -260,27 +260,62 @@ class CauchyVector:
     # ------------------------------------------------------------------ shape and dtype
     @property
     def shape(self) -> torch.Size:
-        """The full shape ``[..., C]``."""
+        """The full shape ``[..., C]``.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> CauchyVector(torch.zeros(2, 3), torch.ones(3)).shape
+            torch.Size([2, 3])
+        """
         return self._shape
 
     @property
     def batch_shape(self) -> torch.Size:
-        """The shape without the component dimension."""
+        """The shape without the component dimension, ``[...]``.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> CauchyVector(torch.zeros(2, 3), torch.ones(3)).batch_shape
+            torch.Size([2])
+        """
         return self._shape[:-1]
 
     @property
     def event_size(self) -> int:
-        """The number of components ``C`` (the last dimension)."""
+        """The number of components ``C`` (the last dimension).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> CauchyVector(torch.zeros(2, 3), torch.ones(3)).event_size
+            3
+        """
         return self._shape[-1]
 
     @property
     def ndim(self) -> int:
-        """Number of dimensions, the component dimension included."""
+        """Number of dimensions, the component dimension included.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> CauchyVector(torch.zeros(2, 3), torch.ones(3)).ndim
+            2
+        """
         return len(self._shape)
 
     @property
     def dtype(self) -> torch.dtype:
-        """Floating dtype of the parameters (promoted over all sources and maps)."""
+        """Floating dtype of the parameters (promoted over all sources).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> CauchyVector(torch.zeros(3), torch.ones(3)).to(torch.float64).dtype
+            torch.float64
+        """
         return _float_dtype(*[t.source.loc for t in self._terms])
 
     def _widest_source_param(self, key: object) -> torch.Tensor:
@@ -296,13 +331,22 @@ class CauchyVector:
 
     @property
     def device(self) -> torch.device:
-        """Device of the parameters."""
+        """Device of the parameters.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> CauchyVector(torch.zeros(3), torch.ones(3)).device
+            device(type='cpu')
+        """
         return self._terms[0].source.loc.device
 
     def __len__(self) -> int:
+        """Size of the first dimension (like ``len`` of a tensor)."""
         return self._shape[0]
 
     def __repr__(self) -> str:
+        """Shape, dtype and whether the components are independent."""
         kind = "independent" if self.is_independent else f"{len(self._terms)} term(s)"
         return f"CauchyVector(shape={tuple(self._shape)}, dtype={self.dtype}, {kind})"
 
@@ -354,12 +398,33 @@ class CauchyVector:
 
     @property
     def loc(self) -> torch.Tensor:
-        """Marginal locations (medians), shape ``[..., C]``: ``offset + sum_t d_t M_t loc_s``."""
+        """Marginal locations (medians), shape ``[..., C]``: ``offset + sum_t d_t M_t loc_s``.
+
+        Computed once (one GEMM per distinct map) and cached.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> u = CauchyVector(torch.tensor([1.0, 2.0]), torch.ones(2))
+            >>> u.linear(torch.tensor([[1.0, -1.0]]), torch.tensor([5.0])).loc
+            tensor([4.])
+        """
         return self._marginal("loc")
 
     @property
     def scale(self) -> torch.Tensor:
-        """Marginal scales, shape ``[..., C]``: ``sum_s |sum_{t on s} d_t M_t| scale_s``."""
+        """Marginal scales, shape ``[..., C]``: ``sum_s |sum_{t on s} d_t M_t| scale_s``.
+
+        Maps that act on the same source add *before* the absolute value (dependence is exact);
+        different sources add their scales. Computed once and cached.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> u = CauchyVector(torch.zeros(2), torch.tensor([1.0, 3.0]))
+            >>> (u.linear(torch.tensor([[1.0, 1.0]])) - u[..., :1]).scale  # u_1 cancels
+            tensor([3.])
+        """
         return self._marginal("scale")
 
     def _groups(self) -> dict[tuple[int, int, int], list[_Term]]:
@@ -475,6 +540,33 @@ class CauchyVector:
         return self._rebuild(_merge_terms(terms), offset, torch.Size((*batch, out_size)))
 
     def __add__(self, other: CauchyVector | torch.Tensor | Number) -> CauchyVector:
+        """``X + Y`` for a vector ``Y`` (sources tracked), or a shift ``X + t`` by a tensor/number.
+
+        Independent vectors add their scales; terms on shared sources add their maps first, so
+        ``u.linear(W1) + u.linear(W2)`` is exactly ``u.linear(W1 + W2)``. A shift moves the
+        locations only.
+
+        Args:
+            other: a ``CauchyVector`` with the same ``C`` and a broadcastable batch shape, or a
+                tensor/number broadcastable with ``[..., C]``.
+
+        Returns:
+            A ``CauchyVector`` of the broadcast shape.
+
+        Raises:
+            ValueError: different ``C``, shapes that do not broadcast, a shift that would change
+                ``C``, or a non-finite shift (when validating).
+            TypeError: ``other`` is neither a vector, a tensor nor a number.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> u = CauchyVector(torch.zeros(2), torch.ones(2))
+            >>> (u + u).scale, (u + CauchyVector(torch.zeros(2), torch.ones(2))).scale
+            (tensor([2., 2.]), tensor([2., 2.]))
+            >>> (u + torch.tensor([1.0, -1.0])).loc
+            tensor([ 1., -1.])
+        """
         if isinstance(other, CauchyVector):
             if other.event_size != self.event_size:
                 raise ValueError(
@@ -499,19 +591,59 @@ class CauchyVector:
         return self._rebuild(self._terms, _add_optional(self._offset, shift), shape)
 
     def __radd__(self, other: torch.Tensor | Number) -> CauchyVector:
+        """``t + X``: the same as ``X + t``."""
         return self.__add__(other)
 
     def __neg__(self) -> CauchyVector:
+        """``-X``: locations negated, scales unchanged (the same sources, map times -1).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> u = CauchyVector(torch.ones(2), torch.ones(2))
+            >>> (-u).loc, (u + (-u)).scale
+            (tensor([-1., -1.]), tensor([0., 0.]))
+        """
         return self * -1.0
 
     def __sub__(self, other: CauchyVector | torch.Tensor | Number) -> CauchyVector:
+        """``X - Y`` = ``X + (-Y)``; see :meth:`__add__` (``x[0] - x[1]`` of a leaf adds scales).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> x = CauchyVector(torch.zeros(2, 1), torch.tensor([[1.0], [2.0]]))
+            >>> (x[0] - x[1]).scale, (x[0] - x[0]).scale
+            (tensor([3.]), tensor([0.]))
+        """
         return self + (-other)
 
     def __rsub__(self, other: torch.Tensor | Number) -> CauchyVector:
+        """``t - X`` for a tensor or number ``t``."""
         return (-self) + other
 
     def __mul__(self, factor: torch.Tensor | Number) -> CauchyVector:
-        """``a * X``: locations times ``a``, scales times ``|a|`` (element-wise, broadcasting)."""
+        """``a * X``: locations times ``a``, scales times ``|a|`` (element-wise, broadcasting).
+
+        Args:
+            factor: a number or a tensor broadcastable with ``[..., C]`` (zeros allowed: they
+                give point masses).
+
+        Returns:
+            A ``CauchyVector`` of the broadcast shape over the same sources.
+
+        Raises:
+            NotImplementedError: ``factor`` is a ``CauchyVector`` (no closed form).
+            ValueError: the shapes do not broadcast, ``C`` would change, or ``factor`` is not
+                finite (when validating).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> u = CauchyVector(torch.ones(2), torch.ones(2))
+            >>> (torch.tensor([2.0, -3.0]) * u).scale
+            tensor([2., 3.])
+        """
         if isinstance(factor, CauchyVector):
             raise NotImplementedError(
                 "the product of two Cauchy vectors is not Cauchy and has no closed form here"
@@ -537,6 +669,7 @@ class CauchyVector:
         return self._rebuild(terms, offset, shape)
 
     def __rmul__(self, factor: torch.Tensor | Number) -> CauchyVector:
+        """``X * a``: the same as ``a * X``."""
         return self.__mul__(factor)
 
     def __truediv__(self, divisor: torch.Tensor | Number) -> CauchyVector:
@@ -545,6 +678,12 @@ class CauchyVector:
         Raises:
             NotImplementedError: ``divisor`` is a ``CauchyVector`` (no closed form).
             ValueError: ``divisor`` is zero somewhere (when validating) or does not broadcast.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> (CauchyVector(torch.ones(1), torch.ones(1)) / -4.0).scale
+            tensor([0.2500])
         """
         if isinstance(divisor, CauchyVector):
             raise NotImplementedError(
@@ -557,6 +696,7 @@ class CauchyVector:
         return self * d.reciprocal()
 
     def __rtruediv__(self, other: torch.Tensor | Number) -> CauchyVector:
+        """``a / X`` is not affine in the sources: always raises ``NotImplementedError``."""
         raise NotImplementedError(
             "a / X for a Cauchy vector X is not an affine function of its sources; the joint law "
             "has no closed form here"
@@ -607,6 +747,25 @@ class CauchyVector:
         An integer on the component dimension would drop it and is refused: use ``x[..., k:k+1]``.
         Batch indexing keeps track of the sources, so ``x[0] + x[0]`` equals ``2 * x[0]`` in law and
         ``x[0] - x[1]`` of a leaf adds the two scales.
+
+        Args:
+            key: anything a tensor accepts on the batch dimensions (ints, slices, index lists and
+                tensors, boolean masks, ``None``, ``...``); on the component dimension a slice, a
+                1-D index list/tensor (repeats allowed) or a boolean mask of shape ``[C]``.
+
+        Returns:
+            A ``CauchyVector`` over the same sources.
+
+        Raises:
+            IndexError: too many indices, an integer or 2-D index on the component dimension,
+                ``None`` after it, a mask of the wrong shape, or an index out of range.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> x = CauchyVector(torch.zeros(4, 3), torch.ones(4, 3))
+            >>> x[1:3, [0, 0]].shape, (x[0] + x[0]).scale
+            (torch.Size([2, 2]), tensor([2., 2., 2.]))
         """
         batch_key, comp_key = _split_key(key, self.ndim)
         out = self
@@ -659,8 +818,20 @@ class CauchyVector:
     def reshape(self, *shape: int | Sequence[int]) -> CauchyVector:
         """Reshape the batch dimensions; the last entry must stay ``C`` (or be -1).
 
+        Args:
+            *shape: the new shape ``[..., C]`` as ints or one sequence (``-1`` infers a size).
+
+        Returns:
+            A ``CauchyVector`` over the same sources (the same random variables, rearranged).
+
         Raises:
             ValueError: the new shape changes the component dimension or the number of elements.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> CauchyVector(torch.zeros(6, 2), torch.ones(6, 2)).reshape(2, 3, -1).shape
+            torch.Size([2, 3, 2])
         """
         target = _shape_arg(shape)
         if len(target) == 0 or target[-1] not in (-1, self.event_size):
@@ -721,7 +892,26 @@ class CauchyVector:
         return out
 
     def to(self, *args: Any, **kwargs: Any) -> CauchyVector:
-        """Move or cast every parameter like ``Tensor.to`` (dependence structure is kept)."""
+        """Move or cast every parameter like ``Tensor.to``; the result is the *same* random vector.
+
+        The dependence structure is kept, and the moved vector shares its sources with this one:
+        ``(u.to(torch.float64) - u).scale`` is 0 and both sample the same draws.
+
+        Args:
+            *args: as for ``Tensor.to`` (a dtype, a device, a tensor).
+            **kwargs: as for ``Tensor.to``.
+
+        Returns:
+            A ``CauchyVector`` with moved/cast parameters (index tensors only move device).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> u = CauchyVector(torch.zeros(2), torch.ones(2))
+            >>> u64 = u.to(torch.float64)
+            >>> u64.dtype, (u64 - u).scale
+            (torch.float64, tensor([0., 0.], dtype=torch.float64))
+        """
         return self._map_tensors(
             lambda t: (
                 t.to(*args, **kwargs) if t.is_floating_point() else _move_index(t, args, kwargs)
@@ -729,7 +919,22 @@ class CauchyVector:
         )
 
     def detach(self) -> CauchyVector:
-        """A vector with the same law whose parameters are detached from the autograd graph."""
+        """The same random vector with its parameters detached from the autograd graph.
+
+        Like :meth:`to`, it keeps the sources: ``(u.detach() - u).scale`` is 0, and
+        ``cat([u, u.detach()])`` has identical halves; gradients flow only through ``u``.
+
+        Returns:
+            A ``CauchyVector`` whose parameters do not require gradients.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> loc = torch.zeros(2, requires_grad=True)
+            >>> u = CauchyVector(loc, torch.ones(2))
+            >>> u.detach().loc.requires_grad, (u.detach() - u).scale.tolist()
+            (False, [0.0, 0.0])
+        """
         return self._map_tensors(lambda t: t.detach())
 
     def _map_tensors(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> CauchyVector:
@@ -1007,8 +1212,25 @@ class CauchyVector:
             sample_shape: leading sample dimensions.
             generator: optional ``torch.Generator`` for reproducible draws.
 
+        Each source is drawn once per sample as ``loc + scale * eps`` with ``eps`` standard Cauchy
+        (the exact quantile of a float64 uniform), then the maps, row scales and offsets are
+        applied literally, so the draw follows the true joint law (shared sources, broadcasts and
+        repeated indices give equal or dependent entries) and ``d sample / d loc`` is the map.
+
+        Args:
+            sample_shape: leading sample dimensions.
+            generator: optional ``torch.Generator`` for reproducible draws.
+
         Returns:
             A tensor of shape ``[*sample_shape, ..., C]``; gradients flow to every parameter.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> u = CauchyVector(torch.zeros(3), torch.ones(3))
+            >>> x = u.expand(2, 3).rsample((5,), generator=torch.Generator().manual_seed(0))
+            >>> x.shape, bool((x[:, 0] == x[:, 1]).all())
+            (torch.Size([5, 2, 3]), True)
         """
         sample_shape = torch.Size(sample_shape)
         # One standard draw per random variable (source key), shared by its dtype/detached copies.
@@ -1040,7 +1262,21 @@ class CauchyVector:
         sample_shape: Sequence[int] | torch.Size = (),
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
-        """Like :meth:`rsample` but without gradients."""
+        """Like :meth:`rsample` but without gradients.
+
+        Args:
+            sample_shape: leading sample dimensions.
+            generator: optional ``torch.Generator`` for reproducible draws.
+
+        Returns:
+            A tensor of shape ``[*sample_shape, ..., C]`` that does not require gradients.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> CauchyVector(torch.zeros(3), torch.ones(3)).sample((4,)).shape
+            torch.Size([4, 3])
+        """
         with torch.no_grad():
             return self.rsample(sample_shape, generator)
 
@@ -1048,9 +1284,23 @@ class CauchyVector:
     def to_distribution(self, validate_args: bool | None = None) -> Any:
         """The Pyro distribution ``IndependentCauchy(loc, scale)`` of an independent vector.
 
+        Args:
+            validate_args: passed to the distribution.
+
+        Returns:
+            :class:`cauchylin.distributions.IndependentCauchy` with event shape ``[C]`` and batch
+            shape ``[...]``.
+
         Raises:
             ValueError: the components are not independent (after a mixing ``linear``, a broadcast,
                 or a repeated index), since a product of marginals would then be the wrong law.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> d = CauchyVector(torch.zeros(2, 3), torch.ones(2, 3)).to_distribution()
+            >>> d.batch_shape, d.event_shape
+            (torch.Size([2]), torch.Size([3]))
         """
         if not self.is_independent:
             raise ValueError(
@@ -1072,7 +1322,22 @@ def standard_cauchy(
     like: torch.Tensor,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Standard Cauchy draws via the exact quantile of a float64 uniform on the open interval."""
+    """Standard Cauchy draws via the exact quantile of a float64 uniform on the open interval.
+
+    Args:
+        shape: the shape of the draws.
+        like: a tensor whose device and dtype the draws take.
+        generator: optional ``torch.Generator``.
+
+    Returns:
+        ``tan(pi (u - 1/2))`` for ``u ~ Uniform(0, 1)`` in float64 (clamped away from 0 and 1,
+        so every draw is finite in float64), cast to ``like.dtype``.
+
+    Example:
+        >>> import torch
+        >>> standard_cauchy((2, 3), torch.zeros(1), torch.Generator().manual_seed(0)).shape
+        torch.Size([2, 3])
+    """
     u = torch.rand(torch.Size(shape), dtype=torch.float64, device=like.device, generator=generator)
     u = u.clamp(2.0**-60, 1.0 - 2.0**-53)
     return _special.icdf_std(u).to(like.dtype)
@@ -1271,8 +1536,20 @@ def cat(vectors: Sequence[CauchyVector], dim: int = -1) -> CauchyVector:
             concatenation) or match except along ``dim`` (batch concatenation).
         dim: the dimension; ``-1`` (or ``ndim - 1``) is the component dimension.
 
+    Returns:
+        A ``CauchyVector`` over the sources of all inputs.
+
     Raises:
-        ValueError: an empty sequence, mismatched shapes or numbers of dimensions.
+        ValueError: an empty sequence, a non-vector entry, mismatched shapes or numbers of
+            dimensions, or ``dim`` out of range.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin import CauchyVector, cat
+        >>> u = CauchyVector(torch.zeros(2), torch.ones(2))
+        >>> both = cat([u, u])
+        >>> both.shape, (both[..., :2] - both[..., 2:]).scale
+        (torch.Size([4]), tensor([0., 0.]))
     """
     vectors = list(vectors)
     if not vectors:
@@ -1400,8 +1677,23 @@ def kl_divergence(p: CauchyVector, q: CauchyVector) -> torch.Tensor:
     ``r = hypot(g1 - g2, m1 - m2) / (2 sqrt(g1 g2))``, which cannot overflow. For independent
     vectors ``.sum(-1)`` is the KL of the joint laws.
 
+    Args:
+        p: a ``CauchyVector``.
+        q: a ``CauchyVector`` broadcastable with ``p``.
+
+    Returns:
+        The broadcast ``[..., C]`` divergences (``>= 0``, exactly 0 for equal marginals), in
+        float32 for half-precision inputs.
+
     Raises:
-        ValueError: the shapes do not broadcast.
+        ValueError: ``p`` or ``q`` is not a ``CauchyVector``, or the shapes do not broadcast.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin import CauchyVector, kl_divergence
+        >>> p = CauchyVector(torch.zeros(1), torch.ones(1))
+        >>> kl_divergence(p, CauchyVector(torch.tensor([2.0]), torch.ones(1)))  # log(2)
+        tensor([0.6931])
     """
     if not isinstance(p, CauchyVector) or not isinstance(q, CauchyVector):
         raise ValueError("p and q must be CauchyVector instances")
