@@ -19,7 +19,10 @@ weight) and scales the rows by ``d_t``. Because the sources are kept, dependence
 Cost: a map is composed once per weight, never per token, so the vocabulary head
 ``U.linear(W_cls)`` with ``W_cls`` of shape ``[V, C]`` costs two GEMMs for its marginals and no
 ``[..., V, C]`` tensor. Terms that share a map object (``U + noise`` followed by ``linear``) are
-summed before the GEMM, so ``(scale_U + |b_noise|) @ |W|.T`` is one GEMM.
+summed before the GEMM, so ``(scale_U + |b_noise|) @ |W|.T`` is one GEMM. (A per-token factor
+applied *before* a linear map, ``(U * t).linear(W)`` with ``t`` of shape ``[N, C]``, does compose
+to a per-token ``[N, V, C]`` map; scale the leaf's parameters instead,
+``CauchyVector(t * loc, t.abs() * scale)``, when ``U`` is a leaf.)
 """
 
 from __future__ import annotations
