@@ -131,10 +131,16 @@ class _Sweep:
             return loss, [gx, gs, gw, gcol if need_b else None, g_c]
 
         tile = rc * vc
-        bufs = torch.empty(6, tile, dtype=dt, device=dev)
-        flat_d, flat_s, flat_a, flat_b, flat_e, flat_l = bufs.unbind(0)
+        # Five tile buffers: z, scale_S, the small tail, and two scratch buffers.
+        bufs = torch.empty(5, tile, dtype=dt, device=dev)
+        flat_z, flat_s, flat_v, flat_g, flat_e = bufs.unbind(0)
+        # |W| of the current class tile (reused for sign(W) once the tile is done), a cast copy of
+        # a half-precision weight tile, and the accumulator of the |W| part of its gradient.
+        abuf = torch.empty(vc * C, dtype=dt, device=dev)
+        cast = weight.dtype != dt
+        wcast = torch.empty(vc * C, dtype=dt, device=dev) if cast else None
         if gw is not None:
-            wbuf = torch.empty(2, vc * C, dtype=dt, device=dev)
+            wbuf = torch.empty(2 if cast else 1, vc * C, dtype=dt, device=dev)
         one = torch.ones((), dtype=dt, device=dev)
         pi = torch.full((), math.pi, dtype=dt, device=dev)
         w_col = w.to(dt).unsqueeze(1) if grads else None
@@ -143,79 +149,88 @@ class _Sweep:
         for j, v0 in enumerate(range(0, v, vc)):
             v1 = min(v, v0 + vc)
             vv = v1 - v0
-            w_v = weight[v0:v1].to(dt)
-            a_v = w_v.abs()
+            if cast:
+                w_v = wcast[: vv * C].view(vv, C).copy_(weight[v0:v1])
+            else:
+                w_v = weight[v0:v1]
+            a_v = torch.abs(w_v, out=abuf[: vv * C].view(vv, C))
             if thr.dim() == 0:
                 beff = -thr.expand(vv) if self.bias is None else self.bias[v0:v1] - thr
             else:
                 beff = -thr[v0:v1] if self.bias is None else self.bias[v0:v1] - thr[v0:v1]
             if gw is not None:
-                gwl = wbuf[0, : vv * C].view(vv, C).zero_()
-                gws = wbuf[1, : vv * C].view(vv, C).zero_()
+                # the plain part accumulates straight into the gradient when dtypes agree
+                gwl = (wbuf[1, : vv * C].view(vv, C) if cast else gw[v0:v1]).zero_()
+                gws = wbuf[0, : vv * C].view(vv, C).zero_()
             lab_rows, lab_cols = self.label_groups[j]
             for r0 in range(0, n, rc):
                 r1 = min(n, r0 + rc)
                 nn = r1 - r0
                 m = nn * vv
-                z = flat_d[:m].view(nn, vv)
+                z = flat_z[:m].view(nn, vv)
                 sc = flat_s[:m].view(nn, vv)
-                ta = flat_a[:m].view(nn, vv)
-                tb = flat_b[:m].view(nn, vv)
+                tv = flat_v[:m].view(nn, vv)
+                tg = flat_g[:m].view(nn, vv)
                 te = flat_e[:m].view(nn, vv)
-                tl = flat_l[:m].view(nn, vv)
                 x_c, s_c = x[r0:r1], s[r0:r1]
                 torch.addmm(beff, x_c, w_v.t(), out=z)  # loc_S - threshold
                 torch.mm(s_c, a_v.t(), out=sc)  # scale_S
                 z.div_(sc)
-                torch.abs(z, out=ta)
-                torch.atan2(one, ta, out=ta)  # u_small = pi * t, t the smaller tail
+                torch.abs(z, out=tv)
+                torch.atan2(one, tv, out=tv)  # pi * t, t = the smaller tail
                 torch.gt(z, 0, out=te)  # 1.0 where z > 0 (sf is the small side) else 0.0
-                if lab_rows.numel():
-                    sel = (lab_rows >= r0) & (lab_rows < r1)
-                    rows_g = lab_rows[sel]
-                    rr, cc = rows_g - r0, lab_cols[sel]
+                rows_g = None
+                if lab_rows.numel():  # (may select nothing: empty index ops, no host sync)
+                    if r0 == 0 and r1 == n:
+                        rows_g, cc = lab_rows, lab_cols
+                    else:
+                        sel = (lab_rows >= r0) & (lab_rows < r1)
+                        rows_g, cc = lab_rows[sel], lab_cols[sel]
+                    rr = rows_g - r0
                     z_l, s_l = z[rr, cc], sc[rr, cc]
-                else:
-                    rows_g = None
+                if grads:
+                    # u = pi sf(z) = atan2(1, z): the small tail where z > 0, pi minus it
+                    # elsewhere; a 0/1 lerp selects exactly (`end` at weight 1, `start` at 0).
+                    torch.sub(pi, tv, out=tg)
+                    torch.lerp(tg, tv, te, out=tg)
+                    torch.mul(tg, z, out=te)  # (the mask is rebuilt below when needed)
+                    torch.addcmul(tg, te, z, out=tg)  # pi sf (1 + z^2) without overflow
+                    torch.div(w_col[r0:r1], tg, out=tg)  # g = w p / sf
+                    tg.div_(sc)  # dOut/dloc_S
+                    if rows_g is not None:
+                        # At the label the derivative is -p/cdf = -1 / (u' + (u' z) z) with
+                        # u' = atan2(1, -z).
+                        u = torch.atan2(torch.ones_like(z_l), -z_l)
+                        g_l = -w_col[rows_g, 0] / torch.addcmul(u, u * z_l, z_l)
+                        tg.index_put_((rr, cc), g_l / s_l)
+                    torch.mul(tg, z, out=sc)  # -dOut/dscale_S
+                    if gx is not None:
+                        gx[r0:r1].addmm_(tg, w_v)
+                    if gs is not None:
+                        gs[r0:r1].addmm_(sc, a_v, alpha=-1.0)
+                    if gw is not None:
+                        gwl.addmm_(tg.t(), x_c)
+                        gws.addmm_(sc.t(), s_c, alpha=-1.0)
+                    if gcol is not None:
+                        gcol[v0:v1] += tg.sum(0)
+                    if want_loss:
+                        torch.gt(z, 0, out=te)
                 if want_loss:
-                    # sum_k log sf(z_k): log t where z > 0, log1p(-t) elsewhere; a 0/1 lerp selects
-                    # exactly (lerp returns `end` for weight 1 and `start` for weight 0).
-                    torch.mul(ta, _INV_PI, out=tb)
-                    torch.log(tb, out=tl)
-                    tb.neg_().log1p_()
-                    torch.lerp(tb, tl, te, out=tb)
-                    if rows_g is not None and rows_g.numel():
+                    # sum_k log sf(z_k): log t where z > 0, log1p(-t) elsewhere (z's buffer is
+                    # free from here on and takes log t).
+                    torch.mul(tv, _INV_PI, out=tg)
+                    torch.log(tg, out=z)
+                    tg.neg_().log1p_()
+                    torch.lerp(tg, z, te, out=tg)
+                    if rows_g is not None:
                         # The label's term is log P, swapped in place: no cancellation between
                         # -log(1 - P_y) and +log(1 - P_y) when the label is confidently right.
-                        tb.index_put_((rr, cc), ovr_log_probs_std(z_l)[0])
-                    loss[r0:r1] -= tb.sum(1)
-                if not grads:
-                    continue
-                # u = pi sf(z) = atan2(1, z): the small tail where z > 0, pi minus it elsewhere.
-                torch.sub(pi, ta, out=tb)
-                torch.lerp(tb, ta, te, out=ta)
-                torch.mul(ta, z, out=tb)
-                torch.addcmul(ta, tb, z, out=ta)  # pi sf (1 + z^2) without overflow
-                torch.div(w_col[r0:r1], ta, out=ta)  # g = w p / sf
-                ta.div_(sc)  # dOut/dloc_S
-                if rows_g is not None and rows_g.numel():
-                    # At the label the derivative is -p/cdf: 1 / (u' + (u' z) z), u' = atan2(1, -z).
-                    u = torch.atan2(torch.ones_like(z_l), -z_l)
-                    g_l = -w_col[rows_g, 0] / torch.addcmul(u, u * z_l, z_l)
-                    ta.index_put_((rr, cc), g_l / s_l)
-                torch.mul(ta, z, out=sc)  # -dOut/dscale_S
-                if gx is not None:
-                    gx[r0:r1].addmm_(ta, w_v)
-                if gs is not None:
-                    gs[r0:r1].addmm_(sc, a_v, alpha=-1.0)
-                if gw is not None:
-                    gwl.addmm_(ta.t(), x_c)
-                    gws.addmm_(sc.t(), s_c, alpha=-1.0)
-                if gcol is not None:
-                    gcol[v0:v1] += ta.sum(0)
+                        tg.index_put_((rr, cc), ovr_log_probs_std(z_l)[0])
+                    loss[r0:r1] -= tg.sum(1)
             if gw is not None:
-                gwl.addcmul_(gws, torch.sign(w_v))
-                gw[v0:v1].copy_(gwl)
+                gwl.addcmul_(gws, torch.sign(w_v, out=a_v))  # d|W|/dW = sign(W)
+                if cast:
+                    gw[v0:v1].copy_(gwl)
 
         g_c = None
         if gcol is not None and need_c:
