@@ -328,4 +328,7 @@ def fused_ovr_rows(
     dtype, cast per tile); ``bias``: ``[V]`` or ``None``; ``threshold``: ``[]`` or ``[V]`` in the
     working dtype; ``labels``: ``[N]`` long in ``[0, V)``.
     """
+    # Inside `forward` grad mode is always off and `needs_input_grad` ignores it, so the caller's
+    # grad mode decides here whether the eager gradients are worth computing (not under no_grad).
+    eager = eager and torch.is_grad_enabled()
     return _FusedOvR.apply(x, s, weight, bias, threshold, labels, chunks, eager)
