@@ -10,7 +10,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from cauchylin.losses import ovr_bce, ovr_bce_fused
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+    ),
+]
 
 
 def _inputs(N, C, V, dtype, device="cpu", seed=0, per_class=False, with_bias=True):
