@@ -436,6 +436,14 @@ def ovr_bce_fused(
         _screen_finite("loc_U", x)
         _screen_finite("scale_U", s, positive=True)
         _screen_finite("weight", weight)
+        # A zero row gives scale_S = |W_k| . scale_U = 0 for class k: a point mass whose OvR
+        # probability is a step, which the plain path refuses as a non-positive scale_S.
+        zero_rows = (weight == 0).all(dim=-1).nonzero().flatten()
+        if zero_rows.numel():
+            raise ValueError(
+                f"weight has {zero_rows.numel()} all-zero row(s) (first: {zero_rows[:5].tolist()}; "
+                f"weight shape {_shape(weight)}): those classes would have scale_S = 0"
+            )
         if bias is not None:
             _screen_finite("bias", bias)
         _screen_finite("threshold", thr)

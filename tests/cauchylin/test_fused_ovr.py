@@ -340,3 +340,17 @@ def test_fused_rejects_bad_arguments():
     W_nan[3, 1] = float("nan")
     with pytest.raises(ValueError, match="weight"):
         ovr_bce_fused(x, s, W_nan, b, 0.0, lab, validate_args=True)
+
+
+def test_fused_refuses_an_all_zero_weight_row_like_the_plain_path():
+    """A zero head row makes scale_S = 0 for its class: both paths raise instead of a silent NaN."""
+    gen = torch.Generator().manual_seed(3)
+    weight = torch.randn(6, 8, generator=gen)
+    weight[2] = 0.0
+    loc_U = torch.randn(4, 8, generator=gen)
+    scale_U = torch.rand(4, 8, generator=gen) + 0.1
+    labels = torch.tensor([0, 1, 3, 4])
+    with pytest.raises(ValueError, match="scale_S"):
+        ovr_bce(loc_U @ weight.T, scale_U @ weight.abs().T, labels, 100.0)
+    with pytest.raises(ValueError, match=r"all-zero row.*\[2\]"):
+        ovr_bce_fused(loc_U, scale_U, weight, torch.zeros(6), 100.0, labels)
