@@ -438,7 +438,8 @@ def ovr_bce_fused(
         _screen_finite("weight", weight)
         # A zero row gives scale_S = |W_k| . scale_U = 0 for class k: a point mass whose OvR
         # probability is a step, which the plain path refuses as a non-positive scale_S.
-        zero_rows = (weight == 0).all(dim=-1).nonzero().flatten()
+        row_min, row_max = torch.aminmax(weight, dim=-1)  # no weight-sized temporary
+        zero_rows = ((row_min == 0) & (row_max == 0)).nonzero().flatten()
         if zero_rows.numel():
             raise ValueError(
                 f"weight has {zero_rows.numel()} all-zero row(s) (first: {zero_rows[:5].tolist()}; "
