@@ -14,8 +14,14 @@ setup() {
     echo "[setup] no torch found: installing torch==2.13.0"
     "$PY" -m pip install -q "torch==2.13.0"
   fi
-  if ! "$PY" -c "import cauchylin, cauchylin_hf, pytest, hypothesis, mkdocs, transformers" >/dev/null 2>&1 \
-     || [ "${CAUCHYLIN_REINSTALL:-0}" = "1" ]; then
+  # Reinstall when anything is missing or when the installed packages belong to another checkout.
+  here="$(pwd -P)"
+  if ! "$PY" -c "
+import os, sys, cauchylin, cauchylin_hf, pytest, hypothesis, mkdocs, transformers, peft
+for m in (cauchylin, cauchylin_hf):
+    if not os.path.realpath(m.__file__).startswith(sys.argv[1] + os.sep):
+        sys.exit(1)
+" "$here" >/dev/null 2>&1 || [ "${CAUCHYLIN_REINSTALL:-0}" = "1" ]; then
     echo "[setup] installing cauchylin with the hf, dev and docs extras (editable)"
     "$PY" -m pip install -q -e ".[hf,dev,docs]"
   fi
