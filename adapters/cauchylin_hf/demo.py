@@ -59,13 +59,13 @@ class DemoSettings:
         seed: seed of the corpus, the weights, the data order and the draws.
     """
 
-    n_train: int = 4000
+    n_train: int = 8000
     n_heldout: int = 200
     vocab_size: int = 512
     hidden_size: int = 128
     num_layers: int = 4
     num_heads: int = 4
-    max_steps: int = 300
+    max_steps: int = 2000
     batch_size: int = 32
     learning_rate: float = 3e-3
     max_new_tokens: int = 24
