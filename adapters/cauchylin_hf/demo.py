@@ -229,6 +229,16 @@ def heldout_predictions(
     return {k: torch.cat(v) for k, v in keep.items()}
 
 
+def _save_figure(fig: Any, path: Path) -> Path:
+    """Lay out, write (100 dpi) and close one figure; returns its path."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def write_plots(
     output_dir: Path, history: list[dict[str, float]], preds: dict[str, torch.Tensor]
 ) -> list[Path]:
@@ -262,10 +272,7 @@ def write_plots(
     ax.set_yscale("symlog", linthresh=1.0)
     ax.set_title("Training loss")
     ax.legend()
-    fig.tight_layout()
-    paths.append(output_dir / "loss_curves.png")
-    fig.savefig(paths[-1], dpi=100)
-    plt.close(fig)
+    paths.append(_save_figure(fig, output_dir / "loss_curves.png"))
 
     fig, ax = plt.subplots(figsize=(5, 5))
     true, pred = preds["true"].numpy(), preds["pred"].numpy()
@@ -279,10 +286,7 @@ def write_plots(
     ax.set_ylabel("predicted loc_Y")
     ax.set_title("Held-out numbers: predicted vs true")
     ax.legend()
-    fig.tight_layout()
-    paths.append(output_dir / "predicted_vs_true.png")
-    fig.savefig(paths[-1], dpi=100)
-    plt.close(fig)
+    paths.append(_save_figure(fig, output_dir / "predicted_vs_true.png"))
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for key, label in (("sum_standard", "standard"), ("sum_individual", "causal sampling")):
@@ -293,10 +297,7 @@ def write_plots(
     ax.set_ylabel("positions")
     ax.set_title("OvR probability sums (held-out)")
     ax.legend()
-    fig.tight_layout()
-    paths.append(output_dir / "ovr_prob_sums.png")
-    fig.savefig(paths[-1], dpi=100)
-    plt.close(fig)
+    paths.append(_save_figure(fig, output_dir / "ovr_prob_sums.png"))
     return paths
 
 
