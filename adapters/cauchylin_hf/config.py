@@ -88,6 +88,9 @@ class CauchyLMConfig(PreTrainedConfig):
         w_num_init: ``"random_unit"`` (seed 002), ``"normal"`` (seed 000) or ``"zeros"``.
         head_dtype: dtype of the heads and of the hidden states they read: ``"float32"``
             (default), ``"float64"``, ``"bfloat16"`` or ``"float16"``.
+        tie_word_embeddings: False (the default; leave it): ``W_cls`` is a copy of the base head
+            that trains on its own, and the model has no output embedding to tie
+            (``get_output_embeddings()`` is None).
         **kwargs: the usual ``PretrainedConfig`` arguments.
 
     Raises:
@@ -275,6 +278,21 @@ class CauchyLMConfig(PreTrainedConfig):
     def get_text_config(self, decoder: bool | None = None, encoder: bool | None = None) -> Any:
         """The base decoder's config: generation, caches and resizing read the text model there.
 
-        Returns ``self`` when no base config is set.
+        Args:
+            decoder: accepted for ``PretrainedConfig`` compatibility; ignored (the base is a
+                decoder).
+            encoder: accepted for compatibility; ignored.
+
+        Returns:
+            ``base_config``, or ``self`` when no base config is set.
+
+        Example:
+            >>> from cauchylin_hf.testing import tiny_base_config
+            >>> base = tiny_base_config("llama")
+            >>> CauchyLMConfig(base_config=base).get_text_config() is base
+            True
+            >>> empty = CauchyLMConfig()
+            >>> empty.get_text_config() is empty
+            True
         """
         return self.base_config if self.base_config is not None else self

@@ -138,11 +138,23 @@ class NumericTokenizer:
             ``num_token_id``, an id that belongs to another token, or a bad ``padding_side``.
 
     Example:
-        >>> ntok = NumericTokenizer(tokenizer)  # doctest: +SKIP
+        >>> from cauchylin_hf.testing import tiny_tokenizer
+        >>> ntok = NumericTokenizer(tiny_tokenizer(300))  # <NUM> is added as id 300
+        >>> ntok.num_token_id, ntok.num_token_added, len(ntok)
+        (300, True, 301)
         >>> enc = ntok(["3 boxes of 12 eggs", "-4.5 C"], padding=True, return_tensors="pt")
-        >>> enc["numeric_values"]  # float32 [2, seq], 0.0 except at <NUM> positions
+        >>> tuple(enc["input_ids"].shape), enc["numeric_values"].dtype
+        ((2, 17), torch.float32)
+        >>> enc["attention_mask"].sum(1).tolist(), enc["numeric_values"][1, :3].tolist()
+        ([17, 3], [-4.5, 0.0, 0.0])
         >>> ntok.batch_decode(enc["input_ids"], enc["numeric_values"], skip_special_tokens=True)
         ['3 boxes of 12 eggs', '-4.5 C']
+
+        An explicit id (e.g. a spare embedding row) leaves the wrapped tokenizer unchanged:
+
+        >>> spare = NumericTokenizer(tiny_tokenizer(300), num_token_id=305)
+        >>> spare.num_token_added, len(spare.tokenizer), len(spare), spare("7 m")["input_ids"][0]
+        (False, 300, 306, 305)
     """
 
     def __init__(
@@ -316,9 +328,13 @@ class NumericTokenizer:
                 cut so that it stays text, see the module docstring).
 
         Example:
+            >>> from cauchylin_hf.testing import tiny_tokenizer
+            >>> ntok = NumericTokenizer(tiny_tokenizer(300))
             >>> enc = ntok("The price rose from 4.50 to 5.00 dollars", return_number_texts=True)
-            >>> enc["number_texts"]  # doctest: +SKIP
-            ['4.50', '5.00']
+            >>> enc["number_texts"], [v for v in enc["numeric_values"] if v != 0.0]
+            (['4.50', '5.00'], [4.5, 5.0])
+            >>> enc["input_ids"].count(ntok.num_token_id), len(enc["input_ids"])  # 32 bytes of text
+            (2, 34)
         """
         single = isinstance(text, str)
         if single:
@@ -464,9 +480,15 @@ class NumericTokenizer:
                 ``return_tensors``, or ``"max_length"`` without ``max_length``.
 
         Example:
-            >>> batch = ntok.pad([ntok("3 eggs"), ntok("12 eggs and 4 more")])  # doctest: +SKIP
-            >>> batch["numeric_values"].shape  # doctest: +SKIP
-            torch.Size([2, 6])
+            >>> from cauchylin_hf.testing import tiny_tokenizer
+            >>> ntok = NumericTokenizer(tiny_tokenizer(300))
+            >>> batch = ntok.pad([ntok("3 eggs"), ntok("12 eggs and 4 more")])
+            >>> tuple(batch["numeric_values"].shape), batch["attention_mask"].sum(1).tolist()
+            ((2, 17), [6, 17])
+            >>> bool((batch["input_ids"][0, 6:] == ntok.pad_token_id).all())
+            True
+            >>> batch["numeric_values"][0, :2].tolist(), batch["numeric_values"][1, 11].item()
+            ([3.0, 0.0], 4.0)
         """
         if isinstance(features, Mapping):
             keys = list(features)
@@ -591,8 +613,15 @@ class NumericTokenizer:
                 nan/inf value at a ``<NUM>`` position that has no spelling.
 
         Example:
-            >>> ntok.decode([ntok.num_token_id, 17], [4.5, 0.0])  # doctest: +SKIP
+            >>> from cauchylin_hf.testing import tiny_tokenizer
+            >>> ntok = NumericTokenizer(tiny_tokenizer(300))
+            >>> enc = ntok("4.50 eggs", return_number_texts=True)
+            >>> ntok.decode(enc["input_ids"], enc["numeric_values"])
             '4.5 eggs'
+            >>> ntok.decode(enc["input_ids"], number_texts=enc["number_texts"])
+            '4.50 eggs'
+            >>> ntok.decode(enc["input_ids"])
+            '<NUM> eggs'
         """
         ids = _to_int_list(input_ids, "input_ids")
         values = None
@@ -692,7 +721,9 @@ class NumericTokenizer:
                 for any error of :meth:`decode` in a row.
 
         Example:
-            >>> enc = ntok(["3 eggs", "-4.5 C"], padding=True, return_tensors="pt")  # doctest: +SKIP
+            >>> from cauchylin_hf.testing import tiny_tokenizer
+            >>> ntok = NumericTokenizer(tiny_tokenizer(300))
+            >>> enc = ntok(["3 eggs", "-4.5 C"], padding=True, return_tensors="pt")
             >>> ntok.batch_decode(enc["input_ids"], enc["numeric_values"],
             ...                   attention_mask=enc["attention_mask"])
             ['3 eggs', '-4.5 C']
@@ -738,7 +769,12 @@ class NumericTokenizer:
             ValueError: when ``save_directory`` is an existing file.
 
         Example:
-            >>> ntok.save_pretrained("out/tokenizer")  # doctest: +SKIP
+            >>> import os, tempfile
+            >>> from cauchylin_hf.testing import tiny_tokenizer
+            >>> ntok = NumericTokenizer(tiny_tokenizer(300))
+            >>> files = ntok.save_pretrained(tempfile.mkdtemp())
+            >>> os.path.basename(files[-1])
+            'numeric_tokenizer_config.json'
         """
         if os.path.isfile(save_directory):
             raise ValueError(f"save_directory must be a folder, got the file {save_directory!r}")
@@ -776,7 +812,13 @@ class NumericTokenizer:
             ValueError: when ``path`` is not an existing folder.
 
         Example:
-            >>> ntok = NumericTokenizer.from_pretrained("out/tokenizer")  # doctest: +SKIP
+            >>> import tempfile
+            >>> from cauchylin_hf.testing import tiny_tokenizer
+            >>> folder = tempfile.mkdtemp()
+            >>> _ = NumericTokenizer(tiny_tokenizer(300), padding_side="left").save_pretrained(folder)
+            >>> ntok = NumericTokenizer.from_pretrained(folder)
+            >>> ntok.num_token_id, ntok.padding_side, ntok("4.5 C")["numeric_values"]
+            (300, 'left', [4.5, 0.0, 0.0])
         """
         if not os.path.isdir(path):
             raise ValueError(f"path must be an existing tokenizer folder, got {str(path)!r}")
