@@ -23,12 +23,14 @@ ulp), so the comparison is "the price of exactness".
 
 Run:
     python benchmarks/bench_elementwise.py                 # CPU, shapes for a 2-core machine
+    python benchmarks/bench_elementwise.py --sweep-n 16,64,256,1024 --plot elementwise.png
     python benchmarks/bench_elementwise.py --device cuda   # larger shapes on a GPU
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -38,8 +40,9 @@ import timeit
 from collections.abc import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+for folder in (ROOT, os.path.dirname(os.path.abspath(__file__))):
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
 
 import torch  # noqa: E402
 from torch.utils.benchmark import Timer  # noqa: E402
@@ -93,35 +96,9 @@ def compare(
     return {"ours": min(t_ours), "base": min(t_base), "ratio": ratio_min, "median": ratio_med}
 
 
-def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument(
-        "--n", type=int, default=None, help="rows (tokens) of the element-wise tensors"
-    )
-    parser.add_argument("--v", type=int, default=None, help="columns (classes)")
-    parser.add_argument("--c", type=int, default=None, help="input size of the linear map")
-    parser.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds")
-    parser.add_argument("--min-run-time", type=float, default=0.05, help="seconds per block")
-    parser.add_argument(
-        "--timer",
-        default="wall",
-        choices=["wall", "process"],
-        help="wall clock, or process CPU time (robust on a loaded machine; use with --threads 1)",
-    )
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU)")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    args = parser.parse_args(argv)
-
+def measure(n: int, v: int, c: int, args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """Time the four operations at one size; returns ``{operation: compare(...)}``."""
     device = args.device
-    if device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: no CUDA device available")
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    big = device == "cuda"
-    n = args.n or (4096 if big else 64)
-    v = args.v or (32768 if big else 4096)
-    c = args.c or (896 if big else 128)
     dtype = getattr(torch, args.dtype)
     g = torch.Generator(device="cpu").manual_seed(0)
 
@@ -132,16 +109,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     scale = rnd(n, v).abs() + 0.1
     x = loc + scale * rnd(n, v) * 10
     thr = rnd(v)
-
-    cauchylin.set_validate_args(False)  # value checks off on both sides (see the docstring)
-    torch.distributions.Distribution.set_default_validate_args(False)
     print(
-        f"device {device} ({torch.get_num_threads()} threads)"
-        if device == "cpu"
-        else f"device {torch.cuda.get_device_name()}"
-    )
-    print(
-        f"element-wise: [{n}, {v}] {args.dtype}; linear: U [{n}, {c}] -> [{n}, {v}]; "
+        f"\nelement-wise: [{n}, {v}] {args.dtype}; linear: U [{n}, {c}] -> [{n}, {v}]; "
         "value validation off on both sides; ratio = cauchylin / baseline"
     )
     Cauchy = torch.distributions.Cauchy
@@ -186,6 +155,128 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     worst = max(r["ratio"] for r in results.values())
     print(f"worst ratio {worst:.2f} (target <= {TARGET}; ratios of the least disturbed blocks)")
     return results
+
+
+def plot(sweep: dict[int, dict[str, dict[str, float]]], v: int, machine: str, path: str) -> str:
+    """Left: times at the largest size, cauchylin beside torch. Right: ratio against rows."""
+    from _plotting import BASE, OURS, footnote, pyplot, ratio_bars, save
+    from _plotting import TARGET as TARGET_COLOUR
+
+    plt = pyplot()
+    sizes = sorted(sweep)
+    ops = list(sweep[sizes[-1]])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    largest = sweep[sizes[-1]]
+    xs = range(len(ops))
+    left.bar(
+        [x - 0.2 for x in xs],
+        [largest[o]["ours"] * 1e3 for o in ops],
+        0.4,
+        label="cauchylin",
+        color=OURS,
+    )
+    left.bar(
+        [x + 0.2 for x in xs],
+        [largest[o]["base"] * 1e3 for o in ops],
+        0.4,
+        label="plain torch",
+        color=BASE,
+    )
+    left.set_xticks(list(xs))
+    left.set_xticklabels(ops)
+    left.set_ylabel("time per call (ms)")
+    left.set_title(f"Time per call, inputs [{sizes[-1]}, {v}]")
+    left.legend(fontsize=8)
+    if len(sizes) > 1:
+        for op, marker in zip(ops, "osD^", strict=False):
+            right.plot(sizes, [sweep[n][op]["ratio"] for n in sizes], marker=marker, label=op)
+        right.axhline(1.0, color="black", lw=0.8)
+        right.axhline(TARGET, color=TARGET_COLOUR, lw=1, ls="--", label=f"target {TARGET}")
+        right.set_xscale("log", base=2)
+        right.set_xticks(sizes)
+        right.set_xticklabels([str(n) for n in sizes])
+        right.set_xlabel(f"rows N (inputs [N, {v}])")
+        right.set_ylabel("ratio cauchylin / torch")
+        right.set_ylim(0, max(1.5, *(sweep[n][o]["ratio"] for n in sizes for o in ops)) * 1.1)
+        right.legend(fontsize=8)
+        right.set_title("Ratio against the input size (lower is better)")
+    else:
+        ratio_bars(
+            right, ops, {"ratio": [largest[o]["ratio"] for o in ops]}, {f"target {TARGET}": TARGET}
+        )
+        right.set_title("Ratio cauchylin / torch (lower is better)")
+    footnote(fig, machine)
+    return save(fig, path)
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument(
+        "--n", type=int, default=None, help="rows (tokens) of the element-wise tensors"
+    )
+    parser.add_argument(
+        "--sweep-n",
+        default=None,
+        help="comma list of row counts to measure one after another (e.g. 16,64,256,1024); "
+        "overrides --n",
+    )
+    parser.add_argument("--v", type=int, default=None, help="columns (classes)")
+    parser.add_argument("--c", type=int, default=None, help="input size of the linear map")
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds")
+    parser.add_argument("--min-run-time", type=float, default=0.05, help="seconds per block")
+    parser.add_argument(
+        "--timer",
+        default="wall",
+        choices=["wall", "process"],
+        help="wall clock, or process CPU time (robust on a loaded machine; use with --threads 1)",
+    )
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--json", default=None, help="also write the results to this file")
+    parser.add_argument("--plot", default=None, help="also draw the results to this PNG file")
+    args = parser.parse_args(argv)
+
+    device = args.device
+    if device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device available")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    big = device == "cuda"
+    if args.sweep_n:
+        try:
+            sizes = [int(s) for s in args.sweep_n.split(",") if s.strip()]
+        except ValueError:
+            parser.error(f"--sweep-n: expected comma-separated integers, got {args.sweep_n!r}")
+        if not sizes or min(sizes) < 1:
+            parser.error(f"--sweep-n: expected positive integers, got {args.sweep_n!r}")
+    else:
+        sizes = [args.n or (4096 if big else 64)]
+    v = args.v or (32768 if big else 4096)
+    c = args.c or (896 if big else 128)
+
+    cauchylin.set_validate_args(False)  # value checks off on both sides (see the docstring)
+    torch.distributions.Distribution.set_default_validate_args(False)
+    machine = (
+        f"CPU, {torch.get_num_threads()} threads"
+        if device == "cpu"
+        else torch.cuda.get_device_name()
+    )
+    print(f"device {device} ({machine}), torch {torch.__version__}")
+    sweep = {n: measure(n, v, c, args) for n in sizes}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(
+                {"device": machine, "v": v, "c": c, "dtype": args.dtype, "results": sweep},
+                f,
+                indent=2,
+            )
+    if args.plot:
+        command = "python benchmarks/bench_elementwise.py " + " ".join(
+            sys.argv[1:] if argv is None else argv
+        )
+        plot(sweep, v, f"{machine}, torch {torch.__version__}, {args.dtype}.  {command}", args.plot)
+    return sweep[sizes[-1]]
 
 
 if __name__ == "__main__":

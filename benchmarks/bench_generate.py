@@ -17,14 +17,21 @@ Usage::
     python benchmarks/bench_generate.py              # small model
     python benchmarks/bench_generate.py --qwen       # small and Qwen2.5-0.5B-shaped
     python benchmarks/bench_generate.py --batch 4 --new-tokens 32 --repeats 3
+    python benchmarks/bench_generate.py --qwen --plot generate.png --json generate.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _plotting
+
 from cauchylin_hf.generation import generate
 from cauchylin_hf.model import CauchyLMForCausalLM
 from transformers import AutoModelForCausalLM, Qwen2Config
@@ -32,6 +39,14 @@ from transformers import AutoModelForCausalLM, Qwen2Config
 from cauchylin.nn import MODES
 
 SHAPES = {
+    "tiny": dict(  # for the smoke test of this script, not for numbers
+        vocab_size=512,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+    ),
     "small": dict(
         vocab_size=8192,
         hidden_size=256,
@@ -82,7 +97,10 @@ def timed(fn, repeats: int) -> float:
     return best
 
 
-def bench(shape: str, batch: int, prompt_len: int, new_tokens: int, repeats: int) -> None:
+def bench(
+    shape: str, batch: int, prompt_len: int, new_tokens: int, repeats: int
+) -> dict[str, float]:
+    """Tokens per second of the base and of every mode; returns ``{"base": tok/s, mode: ratio}``."""
     base, model = build(shape)
     vocab = SHAPES[shape]["vocab_size"]
     ids = torch.randint(
@@ -112,6 +130,7 @@ def bench(shape: str, batch: int, prompt_len: int, new_tokens: int, repeats: int
     )
     print(f"{'generator':<28}{'tokens/s':>12}{'ratio':>9}")
     print(f"{'base HF generate (greedy)':<28}{base_tps:>12.1f}{1.0:>9.2f}")
+    result = {"base": base_tps}
     for mode in MODES:
         kw = MODE_KW.get(mode, dict(temperature=1.0))
 
@@ -132,19 +151,81 @@ def bench(shape: str, batch: int, prompt_len: int, new_tokens: int, repeats: int
         tps = n_tokens / t
         label = f"ours {mode}" + (" (T=0)" if mode == "compatible" else "")
         print(f"{label:<28}{tps:>12.1f}{tps / base_tps:>9.2f}")
+        result[mode] = tps / base_tps
+    return result
 
 
-def main() -> None:
+TARGETS = {"standard": 0.75, "compatible": 0.95}
+
+
+def plot(results: dict[str, dict[str, float]], command: str, path: str) -> str:
+    """Grouped bars: the ratio ours / base per mode, one bar per model, targets marked."""
+    from _plotting import TARGET, footnote, pyplot, ratio_bars, save
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(11, 4.4))
+    series = {
+        f"{shape} (base {r['base']:.1f} tok/s)": [r[m] for m in MODES]
+        for shape, r in results.items()
+    }
+    ratio_bars(ax, list(MODES), series, ylabel="tokens/s, ours / base HF generate")
+    for mode, target in TARGETS.items():
+        i = list(MODES).index(mode)
+        ax.hlines(target, i - 0.45, i + 0.45, color=TARGET, lw=2, ls="--")
+        ax.annotate(
+            f"target {target}",
+            (i, target),
+            ha="center",
+            va="top",
+            fontsize=8,
+            color=TARGET,
+            xytext=(0, -3),
+            textcoords="offset points",
+        )
+    ax.set_title(
+        f"Generation speed per mode, relative to the base model ({torch.get_num_threads()} CPU threads)"
+        if not torch.cuda.is_available()
+        else "Generation speed per mode, relative to the base model"
+    )
+    footnote(fig, command)
+    return save(fig, path)
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--qwen", action="store_true", help="also the Qwen2.5-0.5B-shaped model")
+    p.add_argument(
+        "--shapes",
+        default=None,
+        help=f"comma list of model shapes from {sorted(SHAPES)} (overrides --qwen)",
+    )
+    p.add_argument("--json", default=None, help="also write the results to this file")
+    p.add_argument("--plot", default=None, help="also draw the results to this PNG file")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--prompt-len", type=int, default=16)
     p.add_argument("--new-tokens", type=int, default=32)
     p.add_argument("--repeats", type=int, default=3)
-    args = p.parse_args()
-    shapes = ["small", "qwen2.5-0.5b"] if args.qwen else ["small"]
-    for shape in shapes:
-        bench(shape, args.batch, args.prompt_len, args.new_tokens, args.repeats)
+    args = p.parse_args(argv)
+    if args.shapes:
+        shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+        unknown = [s for s in shapes if s not in SHAPES]
+        if unknown or not shapes:
+            p.error(f"--shapes: unknown {unknown}; choose from {sorted(SHAPES)}")
+    else:
+        shapes = ["small", "qwen2.5-0.5b"] if args.qwen else ["small"]
+    results = {
+        shape: bench(shape, args.batch, args.prompt_len, args.new_tokens, args.repeats)
+        for shape in shapes
+    }
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"threads": torch.get_num_threads(), "results": results}, f, indent=2)
+    if args.plot:
+        command = "python benchmarks/bench_generate.py " + " ".join(
+            sys.argv[1:] if argv is None else argv
+        )
+        plot(results, command, args.plot)
+    return results
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ minimum wall-clock time; the CPU-time ratios are printed beside them.
 Run:
     python benchmarks/bench_ovr_loss.py                  # N=256, C=256, V=32768 (2-core CPU)
     python benchmarks/bench_ovr_loss.py --qwen           # N=1024, C=896, V=151936
+    python benchmarks/bench_ovr_loss.py --plot ovr_loss.png --json ovr_loss.json
     python benchmarks/bench_ovr_loss.py --device cuda --qwen
 """
 
@@ -40,8 +41,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+for folder in (ROOT, os.path.dirname(os.path.abspath(__file__))):
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
 
 VARIANTS = ("plain", "fused", "ce")
 MIB = 1024.0 * 1024.0
@@ -243,6 +245,7 @@ def main(argv=None):
     ap.add_argument("--validate", action="store_true", help="value checks on (default off)")
     ap.add_argument("--no-memory", action="store_true", help="skip the memory step")
     ap.add_argument("--json", default=None, help="also write the results to this file")
+    ap.add_argument("--plot", default=None, help="also draw the results to this PNG file")
     args = ap.parse_args(argv)
     if args.qwen:
         args.n, args.c, args.v = 1024, 896, 151936
@@ -331,6 +334,81 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"config": cfg, "results": results, "checks": checks}, f, indent=2)
+    if args.plot:
+        command = "python benchmarks/bench_ovr_loss.py " + " ".join(
+            sys.argv[1:] if argv is None else argv
+        )
+        plot(results, cfg, command, args.plot)
+    return results
+
+
+LABELS = {
+    "plain": "plain\n([N, V] tensors)",
+    "fused": "memory-efficient\n(ovr_bce_fused)",
+    "ce": "softmax CE\n(baseline)",
+}
+
+
+def plot(results, cfg, command, path):
+    """Left: median step time per head. Right: peak extra memory, split into gradient buffers
+    and working memory (log scale)."""
+    from _plotting import BASE, OURS, footnote, pyplot, save
+
+    plt = pyplot()
+    variants = list(results)
+    colours = [BASE if v == "ce" else OURS if v == "fused" else "#c5cae9" for v in variants]
+    labels = [LABELS.get(v, v) for v in variants]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4))
+    medians = [results[v]["median"] for v in variants]
+    bars = left.bar(labels, medians, color=colours)
+    for bar, value in zip(bars, medians, strict=True):
+        left.annotate(
+            f"{value:.2f} s",
+            (bar.get_x() + bar.get_width() / 2, value),
+            ha="center",
+            va="bottom",
+            fontsize=9,
+            xytext=(0, 2),
+            textcoords="offset points",
+        )
+    left.set_ylabel("median step time (s)")
+    left.set_title("One training step (forward + backward)")
+    left.set_ylim(0, max(medians) * 1.18)
+    if all("peak_extra" in results[v] for v in variants):
+        grads = [results[v]["grad_bytes"] / MIB for v in variants]
+        work = [
+            max(results[v]["peak_extra"] - results[v]["grad_bytes"], 0.0) / MIB for v in variants
+        ]
+        right.bar(
+            labels,
+            grads,
+            color="#e0e0e0",
+            edgecolor="#757575",
+            hatch="//",
+            label="gradient buffers (every head)",
+        )
+        right.bar(labels, work, bottom=grads, color=colours, label="working memory")
+        for i, (g, w) in enumerate(zip(grads, work, strict=True)):
+            right.annotate(
+                f"{g + w:,.0f} MiB",
+                (i, g + w),
+                ha="center",
+                va="bottom",
+                fontsize=9,
+                xytext=(0, 2),
+                textcoords="offset points",
+            )
+        right.set_ylabel("peak extra memory (MiB)")
+        right.set_title("Peak memory of the step")
+        right.set_ylim(0, max(g + w for g, w in zip(grads, work, strict=True)) * 1.18)
+        right.legend(fontsize=8, loc="upper right")
+    else:
+        right.axis("off")
+        right.text(0.5, 0.5, "memory not measured (--no-memory)", ha="center", va="center")
+    shape = f"N={cfg['n']}, C={cfg['c']}, V={cfg['v']}, {cfg['dtype']}, {cfg['device']}"
+    fig.suptitle(f"OvR loss heads, {shape}", fontsize=11)
+    footnote(fig, command)
+    return save(fig, path)
 
 
 if __name__ == "__main__":

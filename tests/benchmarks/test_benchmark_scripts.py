@@ -1,0 +1,110 @@
+"""The benchmark scripts run end to end at toy sizes and write their tables, JSON and figures.
+
+They are not timed here (performance claims come from running the scripts by hand, see
+``benchmarks/README.md``); this only keeps them from rotting, and checks what a toy run can
+check: the memory-efficient OvR loss equals the plain one, and every ratio is a positive number.
+"""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _run(script: str, *args: str, tmp_path: Path) -> tuple[dict, str]:
+    out_json, out_png = tmp_path / "result.json", tmp_path / "figure.png"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / script),
+            *args,
+            "--json",
+            str(out_json),
+            "--plot",
+            str(out_png),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert out_png.read_bytes()[:8] == PNG_MAGIC, "the figure is not a PNG"
+    assert out_png.stat().st_size > 10_000, "the figure is suspiciously small"
+    return json.loads(out_json.read_text()), proc.stdout
+
+
+def _positive(x: float) -> bool:
+    return math.isfinite(x) and x > 0
+
+
+@pytest.mark.slow
+def test_bench_elementwise_sweep(tmp_path):
+    data, stdout = _run(
+        "bench_elementwise.py",
+        *("--sweep-n", "4,8", "--v", "64", "--c", "8", "--rounds", "1", "--min-run-time", "0.001"),
+        tmp_path=tmp_path,
+    )
+    assert sorted(int(n) for n in data["results"]) == [4, 8]
+    for per_size in data["results"].values():
+        assert set(per_size) == {"log_prob", "log_cdf", "ovr_log_prob", "linear"}
+        assert all(_positive(r["ratio"]) for r in per_size.values())
+    assert "worst ratio" in stdout
+
+
+@pytest.mark.slow
+def test_bench_ovr_loss_heads_agree(tmp_path):
+    data, stdout = _run(
+        "bench_ovr_loss.py",
+        *("--n", "16", "--c", "8", "--v", "256", "--repeats", "1"),
+        tmp_path=tmp_path,
+    )
+    results = data["results"]
+    assert set(results) == {"plain", "fused", "ce"}
+    # The same inputs give the same OvR loss on both paths (float32 sums over 256 classes).
+    assert results["fused"]["loss"] == pytest.approx(results["plain"]["loss"], rel=1e-5)
+    assert all(_positive(r["median"]) for r in results.values())
+    assert all(r["peak_extra"] >= r["grad_bytes"] > 0 for r in results.values())
+    assert "time fused / plain" in stdout
+
+
+@pytest.mark.slow
+def test_bench_generate_every_mode(tmp_path):
+    from cauchylin.nn import MODES
+
+    data, stdout = _run(
+        "bench_generate.py",
+        *(
+            "--shapes",
+            "tiny",
+            "--batch",
+            "2",
+            "--prompt-len",
+            "4",
+            "--new-tokens",
+            "3",
+            "--repeats",
+            "1",
+        ),
+        tmp_path=tmp_path,
+    )
+    ratios = data["results"]["tiny"]
+    assert set(ratios) == {"base", *MODES}
+    assert all(_positive(v) for v in ratios.values())
+    assert "ours compatible" in stdout
+
+
+def test_bench_scripts_reject_bad_flags(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_generate.py"), "--shapes", "huge"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "--shapes: unknown ['huge']" in proc.stderr
