@@ -27,15 +27,28 @@ _VALIDATE_DEFAULT = True
 
 
 def set_validate_args(enabled: bool) -> None:
-    """Switch argument-value validation on or off for every object created afterwards.
+    """Switch argument-value validation on or off globally.
 
-    Shape checks always run (they cost nothing); value checks (NaN, inf, non-positive scales)
-    synchronise with the device and can be disabled for speed.
+    The switch is the default of every ``validate_args=None``. Shape checks always run (they
+    cost nothing); value checks (NaN, inf, non-positive scales) synchronise with the device and
+    can be disabled for speed. A :class:`~cauchylin.CauchyVector` and the losses read the switch
+    whenever they check a value; a :mod:`cauchylin.distributions` object reads it once, when it is
+    built. To switch it for one block only, use :func:`validation`.
+
+    Args:
+        enabled: ``True`` to run value checks (the default at import), ``False`` to skip them.
 
     Example:
-        >>> import cauchylin
+        >>> import torch, cauchylin
+        >>> nan_loc = torch.tensor([float("nan")])
         >>> cauchylin.set_validate_args(False)
+        >>> cauchylin.CauchyVector(nan_loc, torch.ones(1)).shape  # accepted unchecked
+        torch.Size([1])
         >>> cauchylin.set_validate_args(True)
+        >>> cauchylin.CauchyVector(nan_loc, torch.ones(1))
+        Traceback (most recent call last):
+        ...
+        ValueError: loc must be finite, but it holds NaN (shape (1,), dtype torch.float32)
     """
     global _VALIDATE_DEFAULT
     _VALIDATE_DEFAULT = bool(enabled)
@@ -61,10 +74,23 @@ def is_validating(validate_args: bool | None = None) -> bool:
 def validation(enabled: bool) -> Iterator[None]:
     """Context manager that sets the global validation default inside a ``with`` block.
 
+    The previous setting is restored on exit, also when the block raises.
+
+    Args:
+        enabled: the setting inside the block (see :func:`set_validate_args`).
+
+    Yields:
+        ``None``; the block runs with validation set to ``enabled``.
+
     Example:
         >>> import torch, cauchylin
+        >>> from cauchylin._validation import is_validating
         >>> with cauchylin.validation(False):
-        ...     u = cauchylin.CauchyVector(torch.zeros(3), torch.ones(3))
+        ...     u = cauchylin.CauchyVector(torch.tensor([float("nan")]), torch.ones(1))
+        ...     print(is_validating())
+        False
+        >>> is_validating()  # restored
+        True
     """
     global _VALIDATE_DEFAULT
     previous = _VALIDATE_DEFAULT

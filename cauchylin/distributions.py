@@ -243,6 +243,17 @@ class IndependentCauchy(TorchDistribution):
     def infer_shapes(cls, loc: _Shape, scale: _Shape) -> tuple[torch.Size, torch.Size]:
         """``(batch_shape, event_shape)`` for parameters of the given shapes (Pyro's shape API).
 
+        Args:
+            loc: shape of ``loc``, ``[*batch, C]``.
+            scale: shape of ``scale``, broadcastable with ``loc``'s.
+
+        Returns:
+            ``(batch_shape, event_shape)``: the broadcast shape without and with only its last
+            dimension, ``[*batch]`` and ``[C]``.
+
+        Raises:
+            ValueError: the shapes do not broadcast.
+
         Example:
             >>> IndependentCauchy.infer_shapes(loc=(2, 3), scale=(3,))
             (torch.Size([2]), torch.Size([3]))
@@ -329,7 +340,11 @@ class IndependentCauchy(TorchDistribution):
         return _log_density(value, self.loc, self.scale).sum(-1)
 
     def entropy(self) -> torch.Tensor:
-        """Differential entropy ``sum_c log(4 pi scale_c)``, shape ``[*batch]``."""
+        """Differential entropy ``sum_c log(4 pi scale_c)``, shape ``[*batch]``.
+
+        Returns:
+            The entropy in nats, shape ``[*batch]``.
+        """
         return (_LOG_4PI + torch.log(self.scale)).sum(-1)
 
 
@@ -433,12 +448,34 @@ class OvR(TorchDistribution):
     def infer_shapes(
         cls, loc: _Shape, scale: _Shape, threshold: _Shape = ()
     ) -> tuple[torch.Size, torch.Size]:
-        """``(batch_shape, event_shape)`` for parameters of the given shapes (Pyro's shape API)."""
+        """``(batch_shape, event_shape)`` for parameters of the given shapes (Pyro's shape API).
+
+        Args:
+            loc: shape of ``loc``, ``[*batch, V]``.
+            scale: shape of ``scale``, broadcastable with ``loc``'s.
+            threshold: shape of ``threshold`` (``()`` for a number).
+
+        Returns:
+            ``(batch_shape, event_shape)``: ``[*batch]`` and ``[V]`` of the broadcast shape.
+
+        Raises:
+            ValueError: the shapes do not broadcast.
+
+        Example:
+            >>> OvR.infer_shapes(loc=(4, 5), scale=(), threshold=(5,))
+            (torch.Size([4]), torch.Size([5]))
+        """
         shape = broadcast_shapes_or_raise(loc=loc, scale=scale, threshold=threshold)
         return shape[:-1], shape[-1:]
 
     def expand(self, batch_shape: _Shape, _instance: Any = None) -> OvR:
         """A view with a larger ``batch_shape`` (torch's ``Distribution.expand`` contract).
+
+        Args:
+            batch_shape: the new batch shape; the event shape ``[V]`` is kept.
+
+        Returns:
+            An ``OvR`` whose ``loc``, ``scale`` and ``threshold`` are expanded views (no copy).
 
         Example:
             >>> OvR(torch.zeros(3), 1.0).expand([2, 4]).batch_shape
@@ -460,7 +497,14 @@ class OvR(TorchDistribution):
         return (self.loc.to(dtype) - self.threshold.to(dtype)) / self.scale.to(dtype)
 
     def log_probs(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(log p_k, log(1 - p_k))``, each of shape ``[*batch, V]`` and ``<= 0``.
+        """``(log p_k, log(1 - p_k))`` of ``p_k = 1/2 + atan(z_k)/pi``, ``z_k = (loc_k - C_k)/scale_k``.
+
+        Both logarithms are evaluated directly (never ``log(1 - p)`` of a rounded ``p``), so each is
+        accurate to a few ulp in float32 for ``|z_k|`` up to ``1e30``.
+
+        Returns:
+            Two tensors of shape ``[*batch, V]``, each ``<= 0`` (float32 for half-precision
+            parameters).
 
         Example:
             >>> lp, lq = OvR(torch.tensor([1e30]), 1.0).log_probs()
@@ -471,7 +515,10 @@ class OvR(TorchDistribution):
 
     @property
     def probs(self) -> torch.Tensor:
-        """``p_k = atan2(1, -z_k)/pi`` with ``z_k = (loc_k - C_k)/scale_k``, shape ``[*batch, V]``."""
+        """``p_k = 1/2 + atan(z_k)/pi`` with ``z_k = (loc_k - C_k)/scale_k``, shape ``[*batch, V]``.
+
+        Evaluated as ``atan2(1, -z_k)/pi``, which does not cancel for large negative ``z_k``.
+        """
         return _special.cdf_std(self._z())
 
     @property
@@ -496,7 +543,7 @@ class OvR(TorchDistribution):
 
     @property
     def variance(self) -> torch.Tensor:
-        """``p_k (1 - p_k)`` evaluated as ``exp(log p_k + log(1 - p_k))``."""
+        """``p_k (1 - p_k)``, shape ``[*batch, V]``, evaluated as ``exp(log p_k + log(1 - p_k))``."""
         log_p, log_q = self.log_probs()
         return torch.exp(log_p + log_q)
 
@@ -507,8 +554,11 @@ class OvR(TorchDistribution):
         A float64 uniform is compared with the *smaller* tail ``t_k = min(p_k, 1 - p_k)`` (which
         is accurate even when ``p_k`` rounds to 1), so both rare outcomes keep their probability.
 
+        Args:
+            sample_shape: leading sample dimensions ``S``.
+
         Returns:
-            A tensor of 0.0/1.0 in the parameters' dtype.
+            A tensor of 0.0/1.0 in the parameters' dtype, shape ``[*S, *batch, V]``.
         """
         shape = self._extended_shape(torch.Size(sample_shape))
         with torch.no_grad():
@@ -592,12 +642,21 @@ class OvR(TorchDistribution):
         return log_q.sum(-1) + picked
 
     def entropy(self) -> torch.Tensor:
-        """``-sum_k [p_k log p_k + (1 - p_k) log(1 - p_k)]``, shape ``[*batch]``."""
+        """Entropy of the decisions, ``-sum_k [p_k log p_k + (1 - p_k) log(1 - p_k)]``.
+
+        Returns:
+            The entropy in nats, shape ``[*batch]``; at most ``V log 2`` (reached when every
+            ``p_k = 1/2``).
+        """
         log_p, log_q = self.log_probs()
         return -(log_p.exp() * log_p + log_q.exp() * log_q).sum(-1)
 
     def label_distribution(self) -> OvRLabel:
         """The same model observed through one class index: ``OvRLabel(loc, scale, threshold)``.
+
+        Returns:
+            An :class:`OvRLabel` with this distribution's parameters and ``validate_args``, batch
+            shape ``[*batch]`` and event shape ``[]``.
 
         Example:
             >>> OvR(torch.zeros(3, 5), 1.0).label_distribution().batch_shape
@@ -671,6 +730,18 @@ class OvRLabel(TorchDistribution):
     ) -> tuple[torch.Size, torch.Size]:
         """``(batch_shape, event_shape)`` for parameters of the given shapes (event shape ``[]``).
 
+        Args:
+            loc: shape of ``loc``, ``[*batch, V]``.
+            scale: shape of ``scale``, broadcastable with ``loc``'s.
+            threshold: shape of ``threshold`` (``()`` for a number).
+
+        Returns:
+            ``(batch_shape, torch.Size([]))`` with ``batch_shape`` the broadcast shape without its
+            last dimension.
+
+        Raises:
+            ValueError: the shapes do not broadcast.
+
         Example:
             >>> OvRLabel.infer_shapes(loc=(2, 5), scale=(), threshold=(5,))
             (torch.Size([2]), torch.Size([]))
@@ -689,7 +760,14 @@ class OvRLabel(TorchDistribution):
         return self.ovr.logits
 
     def expand(self, batch_shape: _Shape, _instance: Any = None) -> OvRLabel:
-        """A view with a larger ``batch_shape`` (torch's ``Distribution.expand`` contract)."""
+        """A view with a larger ``batch_shape`` (torch's ``Distribution.expand`` contract).
+
+        Args:
+            batch_shape: the new batch shape (the event shape stays ``[]``).
+
+        Returns:
+            An ``OvRLabel`` over the expanded :class:`OvR` (parameters are views, no copy).
+        """
         new = self._get_checked_instance(OvRLabel, _instance)
         batch_shape = torch.Size(batch_shape)
         new.ovr = self.ovr.expand(batch_shape)
@@ -701,11 +779,18 @@ class OvRLabel(TorchDistribution):
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         """``OvR.log_prob_index(value)``: the OvR log-likelihood of label ``value``.
 
+        ``log p(y) = sum_k log(1 - p_k) + log p_y - log(1 - p_y)`` (see the class docstring).
+
         Args:
-            value: integer labels, shape ``[*S, *batch]``.
+            value: integer labels in ``[0, V)``, shape ``[*S, *batch]`` (broadcastable with
+                ``batch_shape``); float tensors holding whole numbers are accepted.
 
         Returns:
-            Shape ``broadcast(value.shape, batch_shape)``.
+            The log-likelihood, shape ``broadcast(value.shape, batch_shape)``, ``<= 0``.
+
+        Raises:
+            ValueError: (when validating) a float ``value`` that is not a whole number, or a
+                label outside ``[0, V)``.
         """
         value = torch.as_tensor(value, device=self.loc.device)
         if self._validate_args and value.is_floating_point():
@@ -718,6 +803,12 @@ class OvRLabel(TorchDistribution):
 
     def sample(self, sample_shape: _Shape = ()) -> torch.Tensor:
         """Labels from ``softmax(logits)``: the OvR law conditioned on exactly one class firing.
+
+        ``P(y | exactly one fires) = p_y prod_{k != y} (1 - p_k) / Z = softmax(logits)_y`` with
+        ``logits_k = log p_k - log(1 - p_k)``.
+
+        Args:
+            sample_shape: leading sample dimensions ``S``.
 
         Returns:
             Integer (int64) labels of shape ``[*S, *batch]``.
@@ -732,7 +823,11 @@ class OvRLabel(TorchDistribution):
             return draws
 
     def entropy(self) -> torch.Tensor:
-        """Not defined: ``log_prob`` is not normalised over the labels."""
+        """Not defined: ``log_prob`` is not normalised over the labels.
+
+        Raises:
+            NotImplementedError: always; use :meth:`OvR.entropy` for the entropy of the decisions.
+        """
         raise NotImplementedError(
             "OvRLabel.log_prob is the OvR likelihood of a one-hot pattern, not a normalised law "
             "over labels; use OvR.entropy() for the entropy of the decisions"

@@ -48,12 +48,25 @@ __all__ = [
 
 
 class OvRLoss(NamedTuple):
-    """Result of :func:`ovr_bce` / :func:`ovr_bce_fused`.
+    """Result of :func:`ovr_bce` / :func:`ovr_bce_fused`: the one-vs-rest loss and its parts.
+
+    ``L_i = -sum_k [y_ik log P_ik + (1 - y_ik) log(1 - P_ik)]`` per counted position ``i``.
 
     Attributes:
         mean: scalar, ``sum(per_position) / count`` (``0.0`` when ``count == 0``).
         per_position: ``[...]`` (the labels' shape), ``L_i`` at counted positions, ``0`` elsewhere.
         count: scalar ``int64`` tensor, the number of counted positions.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin.losses import ovr_bce
+        >>> loc, scale = torch.zeros(2, 2), torch.ones(2, 2)  # every P = 1/2
+        >>> out = ovr_bce(loc, scale, torch.tensor([1, -100]), threshold=0.0)
+        >>> out.per_position  # 2 log 2 at the counted position, 0 at the ignored one
+        tensor([1.3863, 0.0000])
+        >>> mean, per_position, count = out  # a NamedTuple
+        >>> mean, count
+        (tensor(1.3863), tensor(1))
     """
 
     mean: torch.Tensor
@@ -62,12 +75,26 @@ class OvRLoss(NamedTuple):
 
 
 class RegLoss(NamedTuple):
-    """Result of :func:`gated_regression_loss`.
+    """Result of :func:`gated_regression_loss`: the gated Cauchy NLL and its parts.
+
+    ``L_nll_i = log(pi scale_Y_i) + log(1 + ((y_i - loc_Y_i)/scale_Y_i)^2)``, weighted by the gate
+    ``alpha + (1 - alpha) P_num_i`` at ``<NUM>`` positions.
 
     Attributes:
         mean: scalar, ``sum(per_position) / count`` (exactly ``0.0`` when ``count == 0``).
         per_position: ``[...]``, ``gate_i * L_nll_i`` (``0`` where ``num_mask`` is 0).
         count: scalar ``int64`` tensor, the number of ``<NUM>`` targets.
+
+    Example:
+        >>> import math, torch
+        >>> from cauchylin.losses import gated_regression_loss
+        >>> loc, scale, y = torch.zeros(2), torch.ones(2), torch.zeros(2)
+        >>> mask, log_p_num = torch.tensor([True, False]), torch.full((2,), math.log(0.5))
+        >>> out = gated_regression_loss(loc, scale, y, mask, log_p_num)  # alpha = 0: gate = P_num
+        >>> out.per_position  # 0.5 * log(pi) at the <NUM> target, 0 elsewhere
+        tensor([0.5724, 0.0000])
+        >>> out.mean, out.count
+        (tensor(0.5724), tensor(1))
     """
 
     mean: torch.Tensor
@@ -76,7 +103,25 @@ class RegLoss(NamedTuple):
 
 
 class CausalLMLoss(NamedTuple):
-    """Result of :func:`causal_lm_loss`: ``total = cls.mean + reg_weight * reg.mean`` and parts."""
+    """Result of :func:`causal_lm_loss`: ``total = cls.mean + reg_weight * reg.mean`` and parts.
+
+    Attributes:
+        total: scalar, the training objective ``L = L_cls_mean + lambda * L_reg_eff`` (call
+            ``backward()`` on it).
+        cls: the :class:`OvRLoss` it was built from.
+        reg: the :class:`RegLoss` it was built from.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin.losses import OvRLoss, RegLoss, causal_lm_loss
+        >>> cls = OvRLoss(torch.tensor(2.0), torch.tensor([2.0, 0.0]), torch.tensor(1))
+        >>> reg = RegLoss(torch.tensor(0.5), torch.tensor([0.0, 0.5]), torch.tensor(1))
+        >>> loss = causal_lm_loss(cls, reg, reg_weight=0.1)
+        >>> loss.total  # 2.0 + 0.1 * 0.5
+        tensor(2.0500)
+        >>> loss.cls is cls, loss.reg.count
+        (True, tensor(1))
+    """
 
     total: torch.Tensor
     cls: OvRLoss

@@ -346,11 +346,11 @@ def ovr_prob_sums(
         >>> import torch
         >>> from cauchylin import CauchyVector
         >>> from cauchylin.nn import Action
-        >>> act = Action(4, 6, threshold=0.0)
-        >>> U = CauchyVector(torch.randn(2, 3, 4), torch.ones(2, 3, 4))
-        >>> sums = ovr_prob_sums(act, U, chunk_size=2)  # about 6 * 1/2 with threshold 0
-        >>> sums.shape, sums.dtype
-        (torch.Size([2, 3]), torch.float64)
+        >>> act = Action(4, 6, threshold=0.0)  # b_cls = 0 after initialisation
+        >>> U = CauchyVector(torch.zeros(2, 3, 4), torch.ones(2, 3, 4))
+        >>> ovr_prob_sums(act, U, chunk_size=2)  # loc_S = 0 = C, so every P_k = 1/2: 6 * 1/2
+        tensor([[3., 3., 3.],
+                [3., 3., 3.]], dtype=torch.float64)
     """
     if mode in ("shared_individual", "shared_noise"):
         raise ValueError(f"ovr_prob_sums does not take the shared mode {mode!r}")

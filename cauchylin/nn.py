@@ -149,6 +149,19 @@ class NumericEmbedding(nn.Module):
         The random draw is made in float64 on the CPU (so a CPU generator works for any device)
         and normalised there before the cast, so the ``"random_unit"`` norm is 1 to the rounding
         of the parameter dtype.
+
+        Args:
+            generator: optional CPU ``torch.Generator`` for the draw (ignored by ``"zeros"``).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin.nn import NumericEmbedding
+            >>> emb = NumericEmbedding(8)
+            >>> emb.reset_parameters(torch.Generator().manual_seed(3))
+            >>> first = emb.w_num.detach().clone()
+            >>> emb.reset_parameters(torch.Generator().manual_seed(3))
+            >>> bool(torch.equal(emb.w_num, first)), round(first.norm().item(), 5)  # unit norm
+            (True, 1.0)
         """
         h = self.hidden_size
         with torch.no_grad():
@@ -259,6 +272,11 @@ class NumericEmbedding(nn.Module):
         return (base_embeds.to(dtype) + phi).to(base_embeds.dtype)
 
     def extra_repr(self) -> str:
+        """The settings shown in the module's ``repr``.
+
+        Returns:
+            ``"hidden_size=H, init='...'"``.
+        """
         return f"hidden_size={self.hidden_size}, init={self.init!r}"
 
 
@@ -395,7 +413,22 @@ class Abduction(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Apply the identity / constant-scale initialisation described in the class docstring."""
+        """Apply the identity / constant-scale initialisation described in the class docstring.
+
+        ``W_loc = eye(C, H)``, ``b_loc = 0``, ``W_scale = 0`` and ``b_scale`` the value of the
+        parameter dtype whose ``softplus`` is nearest ``gamma_init``.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin.nn import Abduction
+            >>> abd = Abduction(3, 3, gamma_init=2.0)
+            >>> with torch.no_grad():
+            ...     _ = abd.loc_net.weight.add_(1.0)
+            >>> abd.reset_parameters()
+            >>> U = abd(torch.tensor([[1.0, -2.0, 3.0]]))
+            >>> U.loc.tolist(), U.scale.tolist()  # loc_U = z and scale_U = gamma_init again
+            ([[1.0, -2.0, 3.0]], [[2.0, 2.0, 2.0]])
+        """
         w = self.loc_net.weight
         with torch.no_grad():
             w.copy_(torch.eye(self.causal_size, self.in_features, dtype=w.dtype, device=w.device))
@@ -446,6 +479,11 @@ class Abduction(nn.Module):
         return CauchyVector(loc, scale)
 
     def extra_repr(self) -> str:
+        """The settings shown in the module's ``repr``.
+
+        Returns:
+            ``"in_features=H, causal_size=C, gamma_init=..."``.
+        """
         return (
             f"in_features={self.in_features}, causal_size={self.causal_size}, "
             f"gamma_init={self.gamma_init}"
@@ -715,11 +753,48 @@ class ActionOutput:
 
         ``P_k = 1/2 + atan((loc_S_k - C_k)/scale_S_k)/pi``, evaluated in log space (accurate in
         float32 for standardised arguments up to ``1e30``).
+
+        Returns:
+            Two tensors of shape ``[..., V]``, both ``<= 0`` (float32 for half precision).
+
+        Raises:
+            ValueError: the output carries no class scores (``S`` is ``None``).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> from cauchylin.nn import ActionOutput
+            >>> S = CauchyVector(torch.tensor([[1.0, 0.0, -1.0]]), torch.ones(1, 3))
+            >>> Y = CauchyVector(torch.zeros(1, 1), torch.ones(1, 1))
+            >>> out = ActionOutput(S, Y, threshold=torch.tensor(0.0))
+            >>> log_p, log_1mp = out.ovr_log_probs()
+            >>> log_p.exp(), log_1mp.exp()  # P = 1/2 + atan(z)/pi at z = 1, 0, -1
+            (tensor([[0.7500, 0.5000, 0.2500]]), tensor([[0.2500, 0.5000, 0.7500]]))
         """
         return self._scores().ovr_log_prob(self.threshold)
 
     def ovr_probs(self) -> torch.Tensor:
-        """``[..., V]`` one-vs-rest probabilities ``P_k = P(S_k > C_k)``."""
+        """``[..., V]`` one-vs-rest probabilities ``P_k = P(S_k > C_k)``.
+
+        ``P_k = 1/2 + atan((loc_S_k - C_k)/scale_S_k)/pi``; the classes are not normalised (their
+        sum is any number in ``(0, V)``).
+
+        Returns:
+            Probabilities in ``[0, 1]``, shape ``[..., V]``.
+
+        Raises:
+            ValueError: the output carries no class scores (``S`` is ``None``).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> from cauchylin.nn import ActionOutput
+            >>> S = CauchyVector(torch.tensor([[1.0, 0.0, -1.0]]), torch.ones(1, 3))
+            >>> Y = CauchyVector(torch.zeros(1, 1), torch.ones(1, 1))
+            >>> out = ActionOutput(S, Y, threshold=torch.tensor(0.0))
+            >>> out.ovr_probs()
+            tensor([[0.7500, 0.5000, 0.2500]])
+        """
         return self._scores().ovr_prob(self.threshold)
 
     def normalised_ovr_probs(self) -> torch.Tensor:
@@ -727,6 +802,22 @@ class ActionOutput:
 
         Computed as ``exp(log P_k - logsumexp_j log P_j)``, so it stays exact when every
         ``P_k`` is tiny. Seed 000 §3.3 offers it as an alternative to the softmax of ``loc_S``.
+
+        Returns:
+            ``[..., V]`` probabilities that sum to 1 over the last dimension.
+
+        Raises:
+            ValueError: the output carries no class scores (``S`` is ``None``).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> from cauchylin.nn import ActionOutput
+            >>> S = CauchyVector(torch.tensor([[1.0, 0.0, -1.0]]), torch.ones(1, 3))
+            >>> Y = CauchyVector(torch.zeros(1, 1), torch.ones(1, 1))
+            >>> out = ActionOutput(S, Y, threshold=torch.tensor(0.0))
+            >>> out.normalised_ovr_probs()  # (0.75, 0.5, 0.25) / 1.5
+            tensor([[0.5000, 0.3333, 0.1667]])
         """
         log_p = self.ovr_log_probs()[0]
         return torch.softmax(log_p, dim=-1)
@@ -735,7 +826,23 @@ class ActionOutput:
         """``LongTensor [...]``: the chosen token ids.
 
         ``argmax_k P_k`` (as ``argmax_k log P_k``) in every non-compatible mode; ``argmax_k loc_S``
-        (greedy) in compatible mode.
+        (greedy) in compatible mode. With per-class thresholds the two can differ.
+
+        Returns:
+            ``LongTensor`` of shape ``[...]`` (``S`` without its class dimension).
+
+        Raises:
+            ValueError: the output carries no class scores (``S`` is ``None``).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> from cauchylin.nn import ActionOutput
+            >>> S = CauchyVector(torch.tensor([[1.0, 0.0, -1.0]]), torch.ones(1, 3))
+            >>> Y = CauchyVector(torch.zeros(1, 1), torch.ones(1, 1))
+            >>> C = torch.tensor([2.0, -2.0, 0.0])  # class 1: z = 2, the largest P
+            >>> ActionOutput(S, Y, C).predict(), ActionOutput(S, Y, C, mode="compatible").predict()
+            (tensor([1]), tensor([0]))
         """
         if self.mode == "compatible":
             return self.loc_S.argmax(dim=-1)
@@ -752,7 +859,31 @@ class ActionOutput:
 
         Compatible mode samples ``softmax(loc_S / T)`` with ``top_k``/``top_p``
         (:func:`sample_compatible`; greedy at ``T = 0``); the other modes return :meth:`predict`
-        (their randomness, if any, was drawn when ``U'`` was formed).
+        (their randomness, if any, was drawn when ``U'`` was formed) and ignore the arguments.
+
+        Args:
+            top_k: compatible mode only: keep the ``k`` largest logits (``None``: all).
+            top_p: compatible mode only: nucleus mass in ``(0, 1]`` (``None``: no filtering).
+            generator: compatible mode only: optional ``torch.Generator`` for the draw.
+
+        Returns:
+            ``LongTensor`` of shape ``[...]``.
+
+        Raises:
+            ValueError: the output carries no class scores, or (compatible mode) a bad ``top_k``
+                or ``top_p`` (see :func:`sample_compatible`).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> from cauchylin.nn import ActionOutput
+            >>> S = CauchyVector(torch.tensor([[1.0, 3.0, -1.0]]), torch.ones(1, 3))
+            >>> Y = CauchyVector(torch.zeros(1, 1), torch.ones(1, 1))
+            >>> out = ActionOutput(S, Y, torch.tensor(0.0), mode="compatible", temperature=1.0)
+            >>> out.next_token(top_k=1, generator=torch.Generator().manual_seed(0))  # only id 1 kept
+            tensor([1])
+            >>> ActionOutput(S, Y, torch.tensor(0.0)).next_token()  # standard mode: predict()
+            tensor([1])
         """
         if self.mode == "compatible":
             return sample_compatible(
@@ -854,7 +985,23 @@ class Action(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Initialise as in the class docstring (keeps the default ``nn.Linear`` ``W_cls``)."""
+        """Initialise as in the class docstring (keeps the default ``nn.Linear`` ``W_cls``).
+
+        ``W_cls`` is re-drawn by ``nn.Linear.reset_parameters`` (from the global torch RNG),
+        ``b_cls = 0``, ``W_reg ~ N(0, 1/C)``, ``b_reg = 0``, ``b_noise = b_noise_init`` and the
+        thresholds ``= threshold``.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin.nn import Action
+            >>> act = Action(2, 3, threshold=1.0, b_noise_init=0.5)
+            >>> with torch.no_grad():
+            ...     _ = act.b_noise.mul_(10.0)
+            ...     _ = act.threshold.fill_(7.0)
+            >>> act.reset_parameters()
+            >>> act.b_noise.detach(), act.threshold, act.classifier.bias.detach()
+            (tensor([0.5000, 0.5000]), tensor(1.), tensor([0., 0., 0.]))
+        """
         with torch.no_grad():
             self.classifier.reset_parameters()
             self.classifier.bias.zero_()
@@ -1006,6 +1153,21 @@ class Action(nn.Module):
             ValueError: unknown mode (listing :data:`MODES`), bad temperature, ``U`` of the wrong
                 size, or a shared mode whose draw is missing, of the wrong shape or out of range
                 (checked at every temperature, ``T = 0`` included).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> from cauchylin.nn import Action
+            >>> act = Action(3, 5, b_noise_init=0.5)
+            >>> U = CauchyVector(torch.zeros(2, 3), torch.ones(2, 3))
+            >>> act.decision_input(U, "standard", temperature=2.0).scale[0].tolist()  # 1 + 2 * 0.5
+            [2.0, 2.0, 2.0]
+            >>> act.decision_input(U, "sampling", temperature=0.0) is U  # T = 0: causal
+            True
+            >>> eps = torch.full((3,), 0.75)  # tan(pi (0.75 - 1/2)) = 1
+            >>> Up = act.decision_input(U, "shared_individual", eps_seed=eps)
+            >>> Up.loc[0].tolist(), Up.scale[0].tolist()  # u = loc_U + T scale_U * 1; scale |b_noise|
+            ([1.0, 1.0, 1.0], [0.5, 0.5, 0.5])
         """
         run = effective_mode(mode, temperature)
         t = _check_temperature(temperature)
@@ -1245,6 +1407,12 @@ class Action(nn.Module):
         return losses.causal_lm_loss(cls, reg, reg_weight=reg_weight)
 
     def extra_repr(self) -> str:
+        """The settings shown in the module's ``repr``.
+
+        Returns:
+            ``"causal_size=C, num_classes=V, threshold=... (scalar|per class, fixed|learnable),
+            b_noise_init=..."``.
+        """
         kind = "learnable" if self.learnable_threshold else "fixed"
         per = "per class" if self.threshold_per_class else "scalar"
         return (

@@ -1211,10 +1211,6 @@ class CauchyVector:
     ) -> torch.Tensor:
         """Reparameterised draw from the joint law: sample every source, then apply the maps.
 
-        Args:
-            sample_shape: leading sample dimensions.
-            generator: optional ``torch.Generator`` for reproducible draws.
-
         Each source is drawn once per sample as ``loc + scale * eps`` with ``eps`` standard Cauchy
         (the exact quantile of a float64 uniform), then the maps, row scales and offsets are
         applied literally, so the draw follows the true joint law (shared sources, broadcasts and
