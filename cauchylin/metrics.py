@@ -383,6 +383,9 @@ def ovr_prob_sum_median(sums: torch.Tensor, attention_mask: torch.Tensor | None 
     Returns:
         The median (``nan`` without valid positions).
 
+    Raises:
+        ValueError: ``sums`` is not a tensor, or ``attention_mask`` has a different shape.
+
     Example:
         >>> import torch
         >>> round(ovr_prob_sum_median(torch.tensor([0.9, 1.4, 7.0]), torch.tensor([1, 1, 0])), 6)

@@ -1221,7 +1221,7 @@ class Action(nn.Module):
         and ``scale`` and are computed on first use.
 
         Args:
-            U: ``[..., C]``.
+            U: :class:`~cauchylin.CauchyVector` ``[..., C]`` (e.g. the :class:`Abduction` output).
             mode: one of :data:`MODES` (default ``"standard"``).
             temperature: ``T >= 0``; 0 turns every non-compatible mode into ``causal``.
             generator: optional ``torch.Generator`` for the random modes.
@@ -1300,7 +1300,7 @@ class Action(nn.Module):
           ``target_values`` the regression term is exactly 0.
 
         Args:
-            U: ``[..., C]`` the Abduction output.
+            U: :class:`~cauchylin.CauchyVector` ``[..., C]``, the Abduction output.
             labels: ``[...]`` next-token ids, ``ignore_index`` where nothing is predicted.
             target_values: ``[...]`` the true numbers (read at ``<NUM>`` targets only).
             num_token_id: id of ``<NUM>``.

@@ -475,9 +475,11 @@ class CauchyVector:
     def linear(self, weight: torch.Tensor, bias: torch.Tensor | None = None) -> CauchyVector:
         r"""The exact image ``X @ weight.T + bias`` (``nn.Linear`` convention).
 
-        Marginals: ``loc = loc_X @ W.T + b`` per source and ``scale = |W M| scale_s`` for the
-        composed map ``W M`` of every source, so ``u.linear(W1).linear(W2)`` has scales
-        ``|W2 W1| scale_u`` and not ``|W2| |W1| scale_u``.
+        Marginals follow Cauchy linear stability. For independent components
+        ``loc = loc_X @ W.T + b`` and ``scale = scale_X @ |W|.T``; in general the rule is applied
+        per source through the composed map ``W M`` (``loc = (W M) loc_s + W offset + b``,
+        ``scale = |W M| scale_s`` summed over the sources), so ``u.linear(W1).linear(W2)`` has
+        scales ``|W2 W1| scale_u`` and not ``|W2| |W1| scale_u``.
 
         Args:
             weight: ``[out, C]`` or batched ``[..., out, C]`` (batch dims broadcast with ``X``).
@@ -995,8 +997,10 @@ class CauchyVector:
 
         .. math:: \log p(x) = -\log(\pi\,\gamma) - \log\big(1 + ((x - \mu)/\gamma)^2\big)
 
-        evaluated as ``-log(pi) - 2 log(hypot(sqrt(scale), |x - loc| / sqrt(scale)))``: one
-        ``log``, no overflow, a few ulp in float32 for ``|x - loc| / scale`` up to ``1e30``.
+        evaluated as ``-log(pi) - log(scale + (x - loc)^2 / scale)`` on the CPU and, where that
+        would overflow (and always on other devices), as
+        ``-log(pi) - 2 log(hypot(sqrt(scale), |x - loc| / sqrt(scale)))``: one ``log``, no
+        overflow, a few ulp in float32 for ``|x - loc| / scale`` up to ``1e30``.
 
         Args:
             x: values, broadcastable with the vector's shape ``[..., C]``.
