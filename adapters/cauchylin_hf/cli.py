@@ -69,6 +69,21 @@ def load_causal_model(
     Raises:
         CliError: the folder does not exist, has no tokenizer, or does not hold a decoder-only
             causal LM.
+
+    Example:
+        >>> import tempfile, torch
+        >>> from cauchylin_hf.testing import save_tiny_base
+        >>> folder = save_tiny_base(tempfile.mkdtemp(), "qwen2", spare_rows=3)
+        >>> model, ntok = load_causal_model(folder)  # a base folder: fresh heads
+        >>> ntok.num_token_id, model.config.vocab_size  # <NUM> is the first spare row
+        (301, 304)
+        >>> model.save_pretrained(folder / "causal")
+        >>> _ = ntok.save_pretrained(folder / "causal")
+        >>> again, _ = load_causal_model(folder / "causal")  # a saved causal model
+        >>> type(again).__name__, again.config.num_token_id
+        ('CauchyLMForCausalLM', 301)
+        >>> bool(torch.equal(again.action.classifier.weight, model.action.classifier.weight))
+        True
     """
     from .model import CauchyLMForCausalLM
     from .tokenizer import NumericTokenizer
@@ -281,7 +296,15 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``cauchylin-lm`` (one subparser per command).
 
     Returns:
-        The parser.
+        The parser; ``args.func(args)`` runs the parsed command.
+
+    Example:
+        >>> args = build_parser().parse_args(["generate", "model_dir", "--prompt", "3 eggs",
+        ...                                   "--mode", "causal"])
+        >>> args.command, args.model, args.prompt, args.mode, args.max_new_tokens
+        ('generate', 'model_dir', ['3 eggs'], 'causal', 32)
+        >>> args.func.__name__
+        'cmd_generate'
     """
     from cauchylin.nn import MODES
 
@@ -396,9 +419,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status: 0 on success, 1 when ``verify`` fails its tolerance, 2 for a user error.
 
     Example:
-        >>> main(["verify", "/no/such/folder"])  # doctest: +SKIP
-        cauchylin-lm verify: error: base folder not found: '/no/such/folder'
-        2
+        >>> import contextlib, io
+        >>> err = io.StringIO()
+        >>> with contextlib.redirect_stderr(err):
+        ...     status = main(["verify", "/no/such/folder"])
+        >>> status, err.getvalue().strip()
+        (2, "cauchylin-lm verify: error: base folder not found: '/no/such/folder'")
     """
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -186,8 +186,12 @@ def generate_sentences(n: int, seed: int = 0, templates: Sequence[str] | None = 
         ValueError: for a negative ``n`` or an unknown template name.
 
     Example:
-        >>> generate_sentences(2, seed=1)  # doctest: +SKIP
-        ['The average of 18 and 74 is 46.', '9 boxes of 6 eggs hold 54 eggs.']
+        >>> for sentence in generate_sentences(2, seed=1):
+        ...     print(sentence)
+        Jo had 17 pears and bought 8 more, so Jo now has 25 pears.
+        A train at 120 km/h travels 480 km in 4 hours.
+        >>> generate_sentences(3, seed=1)[:2] == generate_sentences(2, seed=1)
+        True
     """
     _check_count(n, "n", 0)
     makers = _template_list(templates)
@@ -201,6 +205,12 @@ class CorpusSplits(NamedTuple):
     Attributes:
         train: the training sentences (repeats possible).
         heldout: the held-out sentences, all distinct.
+
+    Example:
+        >>> splits = CorpusSplits(train=["1 m is 100 cm."], heldout=["2 m is 200 cm."])
+        >>> train, heldout = splits  # a NamedTuple unpacks
+        >>> splits.heldout, len(train)
+        (['2 m is 200 cm.'], 1)
     """
 
     train: list[str]

@@ -106,9 +106,11 @@ def read_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> lis
             no texts at all; the message names the file and line (or array index).
 
     Example:
+        >>> import tempfile
         >>> from pathlib import Path
-        >>> _ = Path("tiny.jsonl").write_text('{"text": "3 eggs."}\\n{"text": "4 pens."}\\n')
-        >>> read_texts("tiny.jsonl")
+        >>> path = Path(tempfile.mkdtemp()) / "tiny.jsonl"
+        >>> _ = path.write_text('{"text": "3 eggs."}\\n\\n"4 pens."\\n')
+        >>> read_texts(path)
         ['3 eggs.', '4 pens.']
     """
     p = Path(path)
@@ -334,7 +336,15 @@ class NumericDataset(Dataset):
                 tokens (see :func:`read_texts` and :meth:`from_texts`).
 
         Example:
-            >>> ds = NumericDataset.from_jsonl("train.jsonl", ntok)  # doctest: +SKIP
+            >>> import tempfile
+            >>> from pathlib import Path
+            >>> from cauchylin_hf.testing import tiny_tokenizer
+            >>> ntok = NumericTokenizer(tiny_tokenizer(300))
+            >>> path = Path(tempfile.mkdtemp()) / "train.jsonl"
+            >>> _ = path.write_text('{"text": "3 eggs."}\\n{"text": "12 pens."}\\n')
+            >>> ds = NumericDataset.from_jsonl(path, ntok)
+            >>> len(ds), ds[1]["numeric_values"][0].item(), ds[1]["input_ids"][-1].item()  # eos 2
+            (2, 12.0, 2)
         """
         kwargs.setdefault("name", str(path))
         return cls.from_texts(read_texts(path, text_field=text_field), tokenizer, **kwargs)

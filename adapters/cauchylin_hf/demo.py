@@ -57,6 +57,13 @@ class DemoSettings:
         learning_rate: peak learning rate (cosine decay after a short warm-up).
         max_new_tokens: tokens generated per prompt.
         seed: seed of the corpus, the weights, the data order and the draws.
+
+    Example:
+        >>> QUICK.max_steps, FULL.max_steps, DemoSettings().hidden_size
+        (80, 2000, 128)
+        >>> small = with_overrides(QUICK, max_steps=10, seed=None)  # None keeps a field
+        >>> small.max_steps, small.seed, small.n_train
+        (10, 0, 800)
     """
 
     n_train: int = 8000
@@ -351,9 +358,23 @@ def run_demo(
         "seconds", "settings"}``.
 
     Example:
-        >>> summary = run_demo("outputs/demo", quick=True)  # doctest: +SKIP
-        >>> summary["metrics"]["eval/num_f1"] > summary["untrained"]["eval/num_f1"]  # doctest: +SKIP
+        ``run_demo("outputs/demo", quick=True)`` is the ``--quick`` run; a tiny one in a second:
+
+        >>> import io, tempfile
+        >>> tiny = DemoSettings(n_train=32, n_heldout=8, vocab_size=300, hidden_size=16,
+        ...                     num_layers=1, num_heads=2, max_steps=2, batch_size=8,
+        ...                     max_new_tokens=2)
+        >>> log = io.StringIO()
+        >>> summary = run_demo(tempfile.mkdtemp(), settings=tiny, progress=False, plots=False,
+        ...                    stream=log)
+        >>> list(summary["generations"]) == [mode for mode, _ in MODE_SETTINGS]
         True
+        >>> [Path(f).name for f in summary["files"]], summary["settings"]["max_steps"]
+        (['metrics.json', 'samples.txt'], 2)
+        >>> summary["metrics"]["eval/loss"] < summary["untrained"]["eval/loss"]  # 2 steps help
+        True
+        >>> log.getvalue().splitlines()[0]
+        '== cauchylin demo: a causal language model learns numbers in text'
     """
     from cauchylin.nn import draw_eps_seed
 

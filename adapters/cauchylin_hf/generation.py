@@ -84,6 +84,22 @@ class GenerationOutput:
             ``loc_S``/``scale_S`` ``[B, N, K]``, ``loc_Y``/``scale_Y`` ``[B, N]``,
             ``loc_U``/``scale_U``/``loc_U_prime`` ``[B, N, C]`` (``scale_S`` of the mode's ``U'``;
             in compatible mode that of the standard mode at ``T = 1``); else empty.
+
+    Example:
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> out = generate(model, ["3 eggs", "x = -4.5"], tokenizer=ntok, mode="causal",
+        ...                max_new_tokens=3, eos_token_id=[], return_distributions=True)
+        >>> out.prompt_length, tuple(out.sequences.shape), tuple(out.new_tokens.shape)
+        (6, (2, 9), (2, 3))
+        >>> out.attention_mask[1].tolist()  # "x = " + <NUM>: 5 ids, left-padded by 1
+        [0, 1, 1, 1, 1, 1, 1, 1, 1]
+        >>> out.finished.tolist(), tuple(out.steps["loc_S"].shape), out.eps_seed is None
+        ([False, False], (2, 3, 301), True)
+        >>> out.texts[1].startswith("x = -4.5"), len(out.new_texts)
+        (True, 2)
     """
 
     sequences: torch.Tensor

@@ -117,6 +117,20 @@ class CauchyLMOutput(ModelOutput):
         past_key_values: the backbone's cache (when ``use_cache``).
         hidden_states: the backbone's hidden states (``output_hidden_states=True``).
         attentions: the backbone's attentions (``output_attentions=True``).
+
+    Example:
+        >>> import torch
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
+        >>> ids = torch.tensor([[5, 6, 7]])
+        >>> out = model(ids)
+        >>> tuple(out.loc_S.shape), tuple(out.loc_Y.shape), out.logits is out.loc_S, out.loss
+        ((1, 3, 300), (1, 3), True, None)
+        >>> out = model(ids, labels=ids)
+        >>> out.logits is None, out.cls_count.item()  # 2 counted positions: 0->1 and 1->2
+        (True, 2)
+        >>> bool(torch.allclose(out.loss, out.cls_loss + model.config.reg_weight * out.reg_loss))
+        True
     """
 
     loss: torch.Tensor | None = None
@@ -496,11 +510,20 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
     # ------------------------------------------------------------------ transformers plumbing
 
     def get_input_embeddings(self) -> nn.Module:
-        """The backbone's token embedding (``[vocab_size, H]``)."""
+        """The backbone's token embedding.
+
+        Returns:
+            The embedding module (weight ``[vocab_size, H]``).
+        """
         return self.backbone.get_input_embeddings()
 
     def set_input_embeddings(self, value: nn.Module) -> None:
-        """Replace the backbone's token embedding."""
+        """Replace the backbone's token embedding.
+
+        Args:
+            value: the new embedding module (weight ``[rows, H]``); ``config.vocab_size`` and the
+                OvR classes are not changed (use :meth:`resize_token_embeddings` for that).
+        """
         self.backbone.set_input_embeddings(value)
 
     def get_output_embeddings(self) -> None:
@@ -508,11 +531,19 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         return None
 
     def get_decoder(self) -> PreTrainedModel:
-        """The backbone."""
+        """The backbone.
+
+        Returns:
+            ``self.backbone``, the base decoder without its head.
+        """
         return self.backbone
 
     def set_decoder(self, decoder: PreTrainedModel) -> None:
-        """Replace the backbone (no checks)."""
+        """Replace the backbone (no checks).
+
+        Args:
+            decoder: the new decoder; it must yield ``[B, S, H]`` hidden states of the same ``H``.
+        """
         self.backbone = decoder
 
     @torch.no_grad()
@@ -608,6 +639,14 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         """Move the heads to the device of the input embedding (where ``encode`` feeds them).
 
         Only the heads move, so a backbone spread over devices (``device_map``) stays as it is.
+
+        Example:
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
+            >>> model.place_heads()
+            >>> emb = model.get_input_embeddings().weight
+            >>> {p.device for p in model.action.parameters()} == {emb.device}
+            True
         """
         device = self.get_input_embeddings().weight.device
         for name in HEAD_MODULES:
@@ -620,6 +659,17 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
 
         Args:
             trainable: the new ``requires_grad`` of the backbone's parameters.
+
+        Example:
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
+            >>> any(p.requires_grad for p in model.backbone.parameters())  # frozen by default
+            False
+            >>> model.set_backbone_trainable(True)
+            >>> all(p.requires_grad for p in model.backbone.parameters())
+            True
+            >>> model.numeric_embedding.num_token_delta.requires_grad  # heads: unchanged
+            True
         """
         self.backbone.requires_grad_(bool(trainable))
 
@@ -629,6 +679,14 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
 
         Loading never re-initialises the heads: every head tensor found in the checkpoint is
         kept as saved (see :meth:`_init_weights`).
+
+        Args:
+            *args: ``PreTrainedModel.from_pretrained`` arguments (the folder first).
+            **kwargs: its keyword arguments (``dtype``, ``device_map``, ...).
+
+        Returns:
+            The model (or transformers' ``(model, loading_info)`` tuple with
+            ``output_loading_info=True``).
         """
         out = super().from_pretrained(*args, **kwargs)
         model = out[0] if isinstance(out, tuple) else out
@@ -842,6 +900,21 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         Raises:
             ValueError: neither or both of ``input_ids``/``inputs_embeds``, or
                 ``numeric_values`` of another shape.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> base = tiny_base_model("qwen2")
+            >>> model = CauchyLMForCausalLM.from_base(base, num_token_id=299)
+            >>> ids = torch.tensor([[5, 299, 7]])
+            >>> hidden, cache = model.encode(ids, torch.tensor([[0.0, 2.5, 0.0]]), use_cache=False)
+            >>> tuple(hidden.shape), cache is None
+            ((1, 3, 32), True)
+            >>> z = base.model(ids).last_hidden_state  # the base decoder on the same ids
+            >>> bool(torch.equal(model.encode(ids, use_cache=False)[0], z))  # values 0: z exactly
+            True
+            >>> bool(torch.equal(hidden[:, 0], z[:, 0]))  # a value only changes later positions
+            True
         """
         hidden, out = self._encode(
             input_ids,
@@ -917,6 +990,11 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
     ) -> tuple[CauchyVector, ActionOutput]:
         """Abduction and Action on features: the seam for generation loops.
 
+        ``U ~ Cauchy(loc_U, scale_U)`` with ``loc_U = W_loc z + b_loc``,
+        ``scale_U = softplus(W_scale z + b_scale)``; then the mode's decision input ``U'`` and
+        ``S = W_cls U' + b_cls`` (``loc_S = W_cls loc_U' + b_cls``, ``scale_S = |W_cls| scale_U'``)
+        and ``Y = W_reg U' + b_reg`` (see :meth:`cauchylin.nn.Action.forward`).
+
         Args:
             hidden: ``[..., H]`` features from :meth:`encode`.
             mode: an inference mode of :data:`cauchylin.nn.MODES`.
@@ -931,6 +1009,20 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
 
         Raises:
             ValueError: an unknown mode or a bad temperature / draw.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> base = tiny_base_model("qwen2")
+            >>> model = CauchyLMForCausalLM.from_base(base, num_token_id=299)
+            >>> ids = torch.tensor([[5, 6, 7]])
+            >>> U, act = model.heads(model.encode(ids)[0], "causal")
+            >>> tuple(U.loc.shape), tuple(act.loc_S.shape), tuple(act.loc_Y.shape)
+            ((1, 3, 32), (1, 3, 300), (1, 3))
+            >>> bool((act.loc_S - base(ids).logits).abs().max() < 1e-4)  # init: loc_S = logits
+            True
+            >>> round(U.scale.mean().item(), 4)  # scale_U = gamma_init
+            10.0
         """
         t = self.config.temperature if temperature is None else temperature
         U = self.abduction(hidden.to(self.abduction.loc_net.weight.device))
@@ -1118,6 +1210,18 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
 
         Returns:
             ``{file name: size in bytes}`` of the files written.
+
+        Raises:
+            ValueError: as :func:`~cauchylin_hf.heads_io.save_heads` (a PEFT-wrapped head, a
+                file in the way).
+
+        Example:
+            >>> import tempfile
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
+            >>> sizes = model.save_heads(tempfile.mkdtemp())
+            >>> sorted(sizes), sizes["cauchy_heads.safetensors"] > 300 * 32 * 4  # W_cls in float32
+            (['cauchy_heads.safetensors', 'cauchy_heads_config.json'], True)
         """
         from .heads_io import save_heads
 
@@ -1143,6 +1247,21 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
 
         Returns:
             The model in eval mode.
+
+        Raises:
+            ValueError: as :func:`~cauchylin_hf.heads_io.load_heads` (not a heads folder, no
+                base, a base that does not match).
+
+        Example:
+            >>> import tempfile, torch
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("gpt2"), num_token_id=300)
+            >>> folder = tempfile.mkdtemp()
+            >>> _ = model.save_heads(folder)  # the added <NUM> row travels with the heads
+            >>> again = CauchyLMForCausalLM.from_heads(folder, tiny_base_model("gpt2"))
+            >>> ids = torch.tensor([[5, 300, 7]])
+            >>> again.config.vocab_size, bool(torch.equal(again(ids).loc_S, model(ids).loc_S))
+            (301, True)
         """
         from .heads_io import load_heads
 

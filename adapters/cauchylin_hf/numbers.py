@@ -74,6 +74,14 @@ class NumberSpan(NamedTuple):
         end: index one past the last character, so ``text[start:end] == spelling``.
         text: the number's spelling in the text, e.g. ``"-4.50"``.
         value: ``float32(float(text))`` as a Python float (finite).
+
+    Example:
+        >>> text = "it costs -4.50 now"
+        >>> span = find_numbers(text)[0]
+        >>> span
+        NumberSpan(start=9, end=14, text='-4.50', value=-4.5)
+        >>> text[span.start : span.end] == span.text
+        True
     """
 
     start: int

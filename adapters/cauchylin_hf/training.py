@@ -171,10 +171,25 @@ class LossPartsCallback(TrainerCallback):
             ``eval_reg_loss``.
 
     Example:
+        >>> import tempfile
+        >>> from transformers import PrinterCallback
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> ds = NumericDataset.from_texts(["3 boxes of 12 eggs hold 36 eggs."] * 4, ntok)
+        >>> args = make_training_arguments(tempfile.mkdtemp(), max_steps=2, logging_steps=1,
+        ...                                per_device_train_batch_size=2, disable_tqdm=True)
         >>> cb = LossPartsCallback()
-        >>> trainer = Trainer(model, args, callbacks=[cb], ...)  # doctest: +SKIP
-        >>> trainer.train()  # doctest: +SKIP
-        >>> [round(r["cls_loss"], 3) for r in cb.history]  # doctest: +SKIP
+        >>> trainer = Trainer(model, args, train_dataset=ds, data_collator=NumericDataCollator(ntok),
+        ...                   callbacks=[cb])
+        >>> trainer.remove_callback(PrinterCallback)  # no log lines
+        >>> _ = trainer.train()
+        >>> [row["step"] for row in cb.history], sorted(cb.history[0])
+        ([1.0, 2.0], ['cls_loss', 'epoch', 'grad_norm', 'learning_rate', 'loss', 'reg_loss', 'step'])
+        >>> row = cb.history[0]  # loss = cls_loss + reg_weight * reg_loss (reg_weight = 1)
+        >>> abs(row["loss"] - (row["cls_loss"] + row["reg_loss"])) < 1e-3 * row["loss"]
+        True
     """
 
     def __init__(self) -> None:
@@ -191,6 +206,22 @@ class LossPartsCallback(TrainerCallback):
 
         Args:
             model: the model the Trainer trains (a PEFT wrapper around it is fine).
+
+        Example:
+            >>> import tempfile, torch
+            >>> from transformers import TrainerControl, TrainerState
+            >>> from cauchylin_hf.model import CauchyLMForCausalLM
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
+            >>> cb = LossPartsCallback()
+            >>> cb.attach(model)  # the hook now reads every forward pass with a loss
+            >>> ids = torch.tensor([[5, 299, 7]])
+            >>> out = model.train()(ids, torch.tensor([[0.0, 2.5, 0.0]]), labels=ids)
+            >>> logs = {"loss": out.loss.item()}
+            >>> args = make_training_arguments(tempfile.mkdtemp())
+            >>> cb.on_log(args, TrainerState(), TrainerControl(), logs=logs)
+            >>> abs(logs["cls_loss"] - out.cls_loss.item()) < 1e-6, len(cb.history)
+            (True, 1)
         """
         if self._model is model and self._handle is not None:
             return
@@ -199,7 +230,25 @@ class LossPartsCallback(TrainerCallback):
         self._handle = model.register_forward_hook(self._record, with_kwargs=True)
 
     def detach(self) -> None:
-        """Remove the forward hook."""
+        """Remove the forward hook.
+
+        Example:
+            >>> import tempfile, torch
+            >>> from transformers import TrainerControl, TrainerState
+            >>> from cauchylin_hf.model import CauchyLMForCausalLM
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
+            >>> cb = LossPartsCallback()
+            >>> cb.attach(model)
+            >>> cb.detach()
+            >>> ids = torch.tensor([[5, 6, 7]])
+            >>> _ = model.train()(ids, labels=ids)  # not recorded
+            >>> logs = {"loss": 1.0}
+            >>> args = make_training_arguments(tempfile.mkdtemp())
+            >>> cb.on_log(args, TrainerState(), TrainerControl(), logs=logs)
+            >>> logs, cb.history
+            ({'loss': 1.0}, [])
+        """
         if self._handle is not None:
             self._handle.remove()
         self._handle = None
@@ -228,14 +277,28 @@ class LossPartsCallback(TrainerCallback):
     def on_init_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        """Attach the hook to the Trainer's model."""
+        """Attach the hook to the Trainer's model.
+
+        Args:
+            args: the Trainer's ``TrainingArguments``.
+            state: the Trainer's ``TrainerState``.
+            control: the Trainer's ``TrainerControl`` (left unchanged).
+            **kwargs: the Trainer's callback keywords; ``model`` is the model to hook.
+        """
         if kwargs.get("model") is not None:
             self.attach(kwargs["model"])
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        """Attach the hook (if not yet) and start from empty sums."""
+        """Attach the hook (if not yet) and start from empty sums.
+
+        Args:
+            args: the Trainer's ``TrainingArguments``.
+            state: the Trainer's ``TrainerState``.
+            control: the Trainer's ``TrainerControl`` (left unchanged).
+            **kwargs: the Trainer's callback keywords; ``model`` is the model to hook.
+        """
         if kwargs.get("model") is not None:
             self.attach(kwargs["model"])
         self._train.reset()
@@ -244,7 +307,14 @@ class LossPartsCallback(TrainerCallback):
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        """Forget eval-mode forward passes made outside an evaluation (e.g. by other callbacks)."""
+        """Forget eval-mode forward passes made outside an evaluation (e.g. by other callbacks).
+
+        Args:
+            args: the Trainer's ``TrainingArguments``.
+            state: the Trainer's ``TrainerState``.
+            control: the Trainer's ``TrainerControl`` (left unchanged).
+            **kwargs: the Trainer's callback keywords; ``model`` is the model to hook.
+        """
         self._eval.reset()
 
     def on_log(
@@ -255,7 +325,19 @@ class LossPartsCallback(TrainerCallback):
         logs: dict[str, float] | None = None,
         **kwargs: Any,
     ) -> None:
-        """Add the averaged loss parts to a training or evaluation log and record them."""
+        """Add the averaged loss parts to a training or evaluation log and record them.
+
+        A log with ``loss`` gets ``cls_loss`` / ``reg_loss`` (means since the previous log); one
+        with ``eval_loss`` gets ``eval_cls_loss`` / ``eval_reg_loss``. Nothing is added when no
+        forward pass with a loss was seen.
+
+        Args:
+            args: the Trainer's ``TrainingArguments`` (``args.device``: where ranks reduce).
+            state: the Trainer's ``TrainerState`` (its last ``log_history`` entry is updated too).
+            control: the Trainer's ``TrainerControl`` (left unchanged).
+            logs: the dict being logged, updated in place; None does nothing.
+            **kwargs: the Trainer's other callback keywords (unused).
+        """
         if logs is None:
             return
         entry = state.log_history[-1] if state.log_history else {}
@@ -353,10 +435,22 @@ def make_trainer(
             collator.
 
     Example:
-        >>> trainer = make_trainer(model, ntok, NumericDataset.from_texts(texts, ntok),
-        ...                        output_dir="out", max_steps=20)  # doctest: +SKIP
-        >>> trainer.train()  # doctest: +SKIP
-        >>> trainer.loss_parts.history[-1]["reg_loss"]  # doctest: +SKIP
+        >>> import tempfile
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> from transformers import PrinterCallback
+        >>> ds = NumericDataset.from_texts(["3 boxes of 12 eggs hold 36 eggs."] * 4, ntok)
+        >>> trainer = make_trainer(model, ntok, ds, output_dir=tempfile.mkdtemp(), max_steps=2,
+        ...                        logging_steps=1, per_device_train_batch_size=2,
+        ...                        disable_tqdm=True)
+        >>> trainer.remove_callback(PrinterCallback)  # no log lines
+        >>> trainer.args.remove_unused_columns, type(trainer.data_collator).__name__
+        (False, 'NumericDataCollator')
+        >>> _ = trainer.train()
+        >>> [sorted(row)[:2] for row in trainer.loss_parts.history]
+        [['cls_loss', 'epoch'], ['cls_loss', 'epoch']]
     """
     if args is not None and arg_overrides:
         raise ValueError(
@@ -443,8 +537,18 @@ def evaluate_model(
         ValueError: for empty data or a bad batch size.
 
     Example:
-        >>> metrics = evaluate_model(model, ntok, heldout_texts)  # doctest: +SKIP
-        >>> metrics["eval/num_f1"], metrics["eval/reg_mdae"]  # doctest: +SKIP
+        >>> import tempfile
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> metrics = evaluate_model(model, ntok, ["2 boxes of 6 eggs hold 12 eggs."])
+        >>> metrics["eval/positions"], metrics["eval/num_targets"]  # 31 ids (with eos), 2 <NUM> next
+        (30.0, 2.0)
+        >>> metrics["eval/loss"] == metrics["eval/cls_loss"] + metrics["eval/reg_loss"]
+        True
+        >>> 0.0 <= metrics["eval/accuracy"] <= 1.0, "eval/num_f1" in metrics
+        (True, True)
     """
     from cauchylin.metrics import compute_metrics
     from cauchylin.vector import CauchyVector
@@ -573,9 +677,18 @@ class TrainResult:
         global_step: optimizer steps taken.
 
     Example:
-        >>> result = train(model, ntok, texts, heldout, "out", max_steps=50)  # doctest: +SKIP
-        >>> steps, reg = [r["step"] for r in result.history], result.series("reg_loss")  # doctest: +SKIP
-        >>> result.metrics["eval/reg_mdae"] < result.initial_metrics["eval/reg_mdae"]  # doctest: +SKIP
+        >>> import tempfile
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> result = train(model, ntok, ["3 boxes of 12 eggs hold 36 eggs."] * 4, None,
+        ...                tempfile.mkdtemp(), max_steps=2, batch_size=2, logging_steps=1,
+        ...                progress=False, save=False)
+        >>> result.global_step, [row["step"] for row in result.history], result.metrics
+        (2, [1.0, 2.0], None)
+        >>> result.model is model, result.output_dir
+        (True, None)
     """
 
     model: nn.Module
@@ -589,7 +702,20 @@ class TrainResult:
     global_step: int = 0
 
     def series(self, key: str) -> list[float]:
-        """The values of ``key`` over :attr:`history` (e.g. ``"reg_loss"``), in step order."""
+        """The values of ``key`` over :attr:`history`, in step order.
+
+        Args:
+            key: a column of :attr:`history`, e.g. ``"reg_loss"``, ``"loss"``, ``"step"``.
+
+        Returns:
+            One value per logged row that has ``key`` (rows without it are skipped).
+
+        Example:
+            >>> rows = [{"step": 10.0, "reg_loss": 0.5}, {"step": 20.0}]
+            >>> result = TrainResult(model=None, trainer=None, history=rows)
+            >>> result.series("reg_loss"), result.series("step")
+            ([0.5], [10.0, 20.0])
+        """
         return [row[key] for row in self.history if key in row]
 
 
@@ -659,9 +785,23 @@ def train(
         FileNotFoundError: for a dataset file that does not exist.
 
     Example:
-        >>> result = train(model, ntok, splits.train, splits.heldout, "out", max_steps=200)  # doctest: +SKIP
-        >>> result.series("reg_loss")[-1] < result.series("reg_loss")[0]  # doctest: +SKIP
+        >>> import tempfile
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> texts = ["3 boxes of 12 eggs hold 36 eggs.", "2 boxes of 6 eggs hold 12 eggs."] * 4
+        >>> result = train(model, ntok, texts, ["4 boxes of 5 eggs hold 20 eggs."],
+        ...                tempfile.mkdtemp(), max_steps=4, batch_size=4, logging_steps=2,
+        ...                learning_rate=1e-2, progress=False, eval_before=True)
+        >>> [row["step"] for row in result.history], len(result.series("reg_loss"))
+        ([2.0, 4.0], 2)
+        >>> result.series("loss")[-1] < result.series("loss")[0]
         True
+        >>> result.metrics["eval/loss"] < result.initial_metrics["eval/loss"]
+        True
+        >>> sorted(p.name for p in result.output_dir.glob("*.json"))[:2]
+        ['config.json', 'generation_config.json']
     """
     for name, value in (("batch_size", batch_size), ("logging_steps", logging_steps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -66,6 +66,16 @@ class VerifyReport:
         mean_scale_U: mean ``scale_U`` (gamma_0 right after initialisation).
         tolerance: the tolerance of ``max_abs_diff``.
         dtype: dtype of the base's logits.
+
+    Example:
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> report = verify(tiny_base_model("qwen2", spare_rows=2), tokenizer=tiny_tokenizer())
+        >>> report.architecture, report.passed, report.greedy_agreement, report.num_token_id
+        ('Qwen2ForCausalLM', True, 1.0, 300)
+        >>> report.max_abs_diff <= report.tolerance, round(report.mean_scale_U, 4)
+        (True, 10.0)
+        >>> print(str(report).splitlines()[0])
+        verify: Qwen2ForCausalLM (qwen2, tied embeddings, float32), H=32, 302 base classes, ...
     """
 
     architecture: str
@@ -97,7 +107,21 @@ class VerifyReport:
         return self.max_abs_diff <= self.tolerance and self.greedy_agreement == 1.0
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict (plus ``passed``), e.g. for JSON."""
+        """The fields as a plain dict (plus ``passed``), e.g. for JSON.
+
+        Returns:
+            ``{field: value}`` for every field, ``p_quantiles`` keyed by ``str(q)``, and
+            ``"passed"``.
+
+        Example:
+            >>> import json
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> d = verify(tiny_base_model("llama", spare_rows=1)).to_dict()  # random ids, no text
+            >>> d["passed"], d["positions"], d["num_token_id"], list(d["p_quantiles"])
+            (True, 128, None, ['0.0', '0.01', '0.5', '0.99', '1.0'])
+            >>> json.loads(json.dumps(d))["model_type"]
+            'llama'
+        """
         out = asdict(self)
         out["p_quantiles"] = {str(k): v for k, v in self.p_quantiles.items()}
         out["passed"] = self.passed
