@@ -102,9 +102,12 @@ class CauchyLMOutput(ModelOutput):
     the loss never materialises ``[N, V]`` tensors.
 
     Attributes:
-        loss: scalar ``L = L_cls + reg_weight * L_reg`` (only when ``labels`` are given).
-        cls_loss: scalar OvR loss (mean over counted positions).
-        reg_loss: scalar gated regression loss (0 when no ``<NUM>`` target).
+        loss: scalar ``L = L_cls + reg_weight * L_reg`` (only when ``labels`` are given; formula
+            in :meth:`CauchyLMForCausalLM.forward`).
+        cls_loss: scalar ``L_cls``, the OvR binary cross-entropy summed over classes, averaged
+            over counted positions.
+        reg_loss: scalar ``L_reg``, the gated Cauchy NLL of the ``<NUM>`` targets (0 when there
+            is none).
         cls_count: number of positions the OvR loss counted (int64 scalar).
         reg_count: number of ``<NUM>`` targets (int64 scalar).
         logits: ``[B, S', K]`` = ``loc_S`` (for tools that expect logits; ``K`` = OvR classes).
@@ -398,6 +401,12 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
     Build one with :meth:`from_base` (from a local checkpoint folder or a loaded causal LM),
     reload a saved one with :meth:`from_pretrained`, or load heads-only files on top of an
     unchanged base with :meth:`from_heads`.
+
+    Features ``z = backbone(e)`` (``[B, S, H]``, the last hidden state of the numeric-aware
+    embedding ``e``), then ``U ~ Cauchy(W_loc z + b_loc, softplus(W_scale z + b_scale))`` and
+    ``S = W_cls U' + b_cls``, ``Y = W_reg U' + b_reg``. ``from_base`` initialises
+    ``W_loc = I``, ``b_loc = 0``, ``W_cls = W_lm_head``, ``b_cls = b_lm_head`` (or 0), so
+    ``loc_S = W_cls z + b_cls`` equals the base logits (``C = H``).
 
     Args:
         config: :class:`~cauchylin_hf.config.CauchyLMConfig` (with ``base_config``).
@@ -1000,8 +1009,9 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             mode: an inference mode of :data:`cauchylin.nn.MODES`.
             temperature: ``T >= 0`` (default ``config.temperature``).
             generator: random generator of the sampling modes.
-            eps_seed: fixed draw of ``shared_individual``.
-            eps_noise: fixed draw of ``shared_noise``.
+            eps_seed: fixed draw of ``shared_individual``: ``[C]`` or broadcastable to
+                ``[..., C]``, entries in ``(0, 1)``.
+            eps_noise: fixed draw of ``shared_noise``: ``[C]`` or broadcastable to ``[..., C]``.
 
         Returns:
             ``(U, action_output)``: ``U`` ``[..., C]`` and the
@@ -1062,6 +1072,22 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         temperature: no ``[N, V]`` tensor is formed, and the class-score fields of the output stay
         None unless ``return_distributions=True``.
 
+        **Loss.** With ``T = config.loss_temperature`` (0 in ``"causal"`` mode),
+        ``U'_i ~ Cauchy(loc_U_i, scale_U_i + T |b_noise|)``, ``S = W_cls U' + b_cls``,
+        ``Y = W_reg U' + b_reg`` and ``P_ik = 1/2 + atan((loc_S_ik - C_k) / scale_S_ik) / pi``,
+        summed over the ``N`` counted positions ``i``:
+
+        .. math::
+
+            L = \underbrace{\frac{1}{N}\sum_i -\sum_k \big[y_{ik}\log P_{ik}
+                + (1 - y_{ik})\log(1 - P_{ik})\big]}_{\texttt{cls\_loss}}
+              + \lambda\,\underbrace{\frac{\sum_i g_i\,\mathrm{NLL}_i}{\sum_i m_i}}_{\texttt{reg\_loss}}
+
+        with ``y_ik`` the one-hot next token, ``m_i = 1`` where it is ``<NUM>``, the gate
+        ``g_i = m_i (alpha + (1 - alpha) P_i,<NUM>)``, the Cauchy NLL of the target value ``v_i``
+        ``NLL_i = log(pi scale_Y_i) + log(1 + ((v_i - loc_Y_i) / scale_Y_i)^2)`` and
+        ``lambda = config.reg_weight``.
+
         Args:
             input_ids: ``[B, S]`` token ids (``<NUM>`` where numbers were).
             numeric_values: ``[B, S]`` float values at ``<NUM>`` positions, 0 elsewhere.
@@ -1079,8 +1105,9 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             return_distributions: with labels, also return the class scores (``[B, S, K]``).
             return_dict: return a :class:`CauchyLMOutput` (default) or a tuple.
             generator: random generator of the sampling modes.
-            eps_seed: fixed draw of ``shared_individual``.
-            eps_noise: fixed draw of ``shared_noise``.
+            eps_seed: fixed draw of ``shared_individual``: ``[C]`` or broadcastable to
+                ``[..., C]``, entries in ``(0, 1)``.
+            eps_noise: fixed draw of ``shared_noise``: ``[C]`` or broadcastable to ``[..., C]``.
             **kwargs: passed to the backbone (``output_hidden_states``, ``output_attentions``).
 
         Returns:
