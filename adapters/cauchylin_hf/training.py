@@ -785,7 +785,8 @@ def train(
         FileNotFoundError: for a dataset file that does not exist.
 
     Example:
-        >>> import tempfile
+        >>> import tempfile, torch
+        >>> _ = torch.manual_seed(0)  # the random part of the heads' init (w_num, W_reg)
         >>> from cauchylin_hf.model import CauchyLMForCausalLM
         >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
         >>> model, ntok = CauchyLMForCausalLM.from_base(
