@@ -1225,6 +1225,62 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             temperature=cfg.loss_temperature,
         )
 
+    # ------------------------------------------------------------------ transformers' generate
+
+    def prepare_inputs_for_generation(
+        self, input_ids: torch.LongTensor, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Inputs of one step of transformers' ``generate`` (compatible mode), with the prompt's numbers.
+
+        ``generate`` keeps the ``numeric_values`` given for the prompt (``[B, P]``) while the ids
+        grow to ``[B, P + t]`` and, with a KV cache, only the last ids are fed. This pads the
+        values with zeros for the generated positions and slices them like the ids. A generated
+        ``<NUM>`` is therefore fed back with value 0, since transformers' loop knows nothing of
+        ``loc_Y``; :func:`cauchylin_hf.generation.generate` feeds back the predicted number.
+
+        Args:
+            input_ids: ``[B, P + t]`` the prompt and the tokens generated so far.
+            **kwargs: the model kwargs of ``generate`` (``numeric_values`` ``[B, P]`` among them).
+
+        Returns:
+            The keyword arguments of :meth:`forward` for this step.
+
+        Raises:
+            ValueError: if ``numeric_values`` is not ``[B, P]`` with ``P`` at most the ids' length.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299).eval()
+            >>> step = model.prepare_inputs_for_generation(
+            ...     torch.tensor([[5, 299, 7, 11, 12]]), numeric_values=torch.tensor([[0.0, 2.5, 0.0]])
+            ... )
+            >>> step["numeric_values"]
+            tensor([[0.0000, 2.5000, 0.0000, 0.0000, 0.0000]])
+        """
+        numeric_values = kwargs.pop("numeric_values", None)
+        model_inputs = super().prepare_inputs_for_generation(input_ids, **kwargs)
+        if numeric_values is None:
+            return model_inputs
+        if not isinstance(numeric_values, torch.Tensor) or numeric_values.dim() != 2:
+            raise ValueError(
+                "numeric_values must be a [batch, prompt length] tensor, got "
+                f"{getattr(numeric_values, 'shape', type(numeric_values).__name__)}"
+            )
+        B, total = input_ids.shape[:2]
+        if numeric_values.shape[0] != B or numeric_values.shape[1] > total:
+            raise ValueError(
+                f"numeric_values shape {tuple(numeric_values.shape)} does not fit the input ids "
+                f"{tuple(input_ids.shape)}: expected [{B}, at most {total}]"
+            )
+        if numeric_values.shape[1] < total:
+            pad = numeric_values.new_zeros(B, total - numeric_values.shape[1])
+            numeric_values = torch.cat([numeric_values, pad], dim=1)
+        step_ids = model_inputs.get("input_ids")
+        fed = step_ids.shape[1] if step_ids is not None else model_inputs["inputs_embeds"].shape[1]
+        model_inputs["numeric_values"] = numeric_values[:, total - fed :]
+        return model_inputs
+
     # ------------------------------------------------------------------ heads-only files
 
     def save_heads(self, save_directory: str | os.PathLike) -> dict[str, int]:

@@ -299,6 +299,46 @@ def test_hf_generate_reproduces_the_base_greedy_tokens(tiny_tok):
     assert torch.equal(model.generate(ids, **kw), base.generate(ids, **kw))
 
 
+def _greedy_by_hand(model, ids, values, steps):
+    """Greedy on loc_S from full forwards (no cache); generated positions get value 0."""
+    for _ in range(steps):
+        padded = torch.cat(
+            [values, values.new_zeros(ids.shape[0], ids.shape[1] - values.shape[1])], 1
+        )
+        with torch.no_grad():
+            loc_S = model(ids, numeric_values=padded).loc_S
+        ids = torch.cat([ids, loc_S[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return ids
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_hf_generate_takes_the_prompts_numbers(use_cache):
+    """transformers' generate with ``numeric_values`` for the prompt: the values reach the model
+    at every step (cached or not), and they matter."""
+    base = tiny_base_model("qwen2", vocab_size=VOCAB)
+    model = CauchyLMForCausalLM.from_base(base, num_token_id=VOCAB - 1).eval()
+    with torch.no_grad():  # make the number visible to the head at this tiny size
+        model.numeric_embedding.w_num.mul_(50.0)
+    num = VOCAB - 1
+    ids = torch.tensor([[5, num, 7, 8], [9, 10, num, 11]])
+    kw = {"max_new_tokens": 6, "do_sample": False, "pad_token_id": 0, "use_cache": use_cache}
+    outs = {}
+    for v in (-3.0, 40.0):
+        values = torch.tensor([[0.0, v, 0.0, 0.0], [0.0, 0.0, v, 0.0]])
+        got = model.generate(ids, numeric_values=values, **kw)
+        assert torch.equal(got, _greedy_by_hand(model, ids, values, 6))
+        outs[v] = got
+    assert not torch.equal(outs[-3.0], outs[40.0]), "the prompt's numbers did not reach the model"
+
+
+def test_hf_generate_rejects_misshapen_numeric_values():
+    base = tiny_base_model("qwen2", vocab_size=VOCAB)
+    model = CauchyLMForCausalLM.from_base(base, num_token_id=VOCAB - 1).eval()
+    ids = torch.tensor([[5, 6, 7]])
+    with pytest.raises(ValueError, match="numeric_values shape"):
+        model.generate(ids, numeric_values=torch.zeros(1, 5), max_new_tokens=2, pad_token_id=0)
+
+
 # ------------------------------------------------------------------ training
 
 
