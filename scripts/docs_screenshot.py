@@ -5,7 +5,9 @@ serves it on 127.0.0.1 from a thread, and for each page
 
 * writes a PNG (``<out>/<name>.png``) with Chromium's ``--screenshot``, and
 * dumps the rendered DOM (``--dump-dom``) and reports how many ``.arithmatex`` elements KaTeX
-  rendered, how many failed, and whether raw ``$$`` / ``\\(`` / ``\\[`` are left in the page text.
+  rendered, how many failed, and whether raw ``$$`` / ``\\(`` / ``\\[`` are left in the page text;
+* fetches every ``<img>`` of the page from the local server (the benchmark figures) and reports
+  how many load.
 
 Chromium's host resolver maps every name except 127.0.0.1 to "not found", so a page that needs a
 CDN shows it. Look at the PNGs afterwards: math typeset, navigation tabs and sidebar visible.
@@ -15,7 +17,8 @@ Install Chromium on Debian with ``apt-get install chromium``. Usage::
     python scripts/docs_screenshot.py --out outputs/screenshots
     python scripts/docs_screenshot.py --out /tmp/shots --pages "" concepts/ notation/ --dark
 
-Exit status 1 if any page has unrendered or failed math. Not part of CI.
+Exit status 1 if any page has unrendered or failed math, or an image that does not load. Not
+part of CI.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -51,10 +57,17 @@ def build_site(dest: Path) -> Path:
     return dest
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        # Chromium closes connections it no longer needs (a broken pipe); that is not an error.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 def serve(site: Path) -> tuple[ThreadingHTTPServer, str]:
     """Serve ``site`` on 127.0.0.1 (a free port) from a daemon thread; return server and base URL."""
     handler = functools.partial(_QuietHandler, directory=str(site))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _QuietServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}/"
 
@@ -105,6 +118,19 @@ def check_dom(dom: str) -> dict[str, int | bool]:
     return {"arithmatex": total, "rendered": rendered, "failed": failed, "raw_tex": raw, "nav": nav}
 
 
+def check_images(dom: str, page_url: str) -> dict[str, int]:
+    """Fetch every ``<img>`` of the page from the local server: how many there are and load."""
+    sources = re.findall(r"<img\b[^>]*\bsrc=\"([^\"]+)\"", dom)
+    loaded = 0
+    for src in sources:
+        try:
+            with urllib.request.urlopen(urllib.parse.urljoin(page_url, html.unescape(src))) as r:
+                loaded += r.status == 200 and r.headers.get_content_type().startswith("image/")
+        except (urllib.error.URLError, ValueError):
+            pass
+    return {"images": len(sources), "images_loaded": loaded}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Build, serve, screenshot and check the pages; return the exit status."""
     parser = argparse.ArgumentParser(
@@ -148,12 +174,13 @@ def main(argv: list[str] | None = None) -> int:
                     if proc.returncode != 0:
                         print(proc.stderr[-2000:], file=sys.stderr)
                         raise SystemExit(f"chromium failed on {url} ({action})")
-                dom_stats = check_dom(proc.stdout)
+                dom_stats = {**check_dom(proc.stdout), **check_images(proc.stdout, url)}
                 good = (
                     dom_stats["rendered"] == dom_stats["arithmatex"]
                     and not dom_stats["failed"]
                     and not dom_stats["raw_tex"]
                     and dom_stats["nav"]
+                    and dom_stats["images_loaded"] == dom_stats["images"]
                 )
                 ok &= good
                 print(f"{'ok  ' if good else 'FAIL'} {url} -> {png}  {dom_stats}")
