@@ -41,6 +41,19 @@ def footnote(fig, text: str) -> None:
     fig.text(0.01, 0.005, text, fontsize=7, color="#616161", ha="left", va="bottom")
 
 
+def label_bar(ax, x: float, top: float, text: str, fontsize: int = 8) -> None:
+    """Write ``text`` just above a bar whose top is at ``(x, top)``."""
+    ax.annotate(
+        text,
+        (x, top),
+        ha="center",
+        va="bottom",
+        fontsize=fontsize,
+        xytext=(0, 2),
+        textcoords="offset points",
+    )
+
+
 def ratio_bars(
     ax,
     groups: Sequence[str],
@@ -64,15 +77,7 @@ def ratio_bars(
         xs = [g + (i - (n_series - 1) / 2) * width for g in range(len(groups))]
         bars = ax.bar(xs, values, width * 0.95, label=label, color=palette[i % len(palette)])
         for bar, value in zip(bars, values, strict=True):
-            ax.annotate(
-                f"{value:.2f}",
-                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                ha="center",
-                va="bottom",
-                fontsize=8,
-                xytext=(0, 2),
-                textcoords="offset points",
-            )
+            label_bar(ax, bar.get_x() + bar.get_width() / 2, bar.get_height(), f"{value:.2f}")
     ax.axhline(1.0, color="black", lw=0.8)
     for label, value in (targets or {}).items():
         ax.axhline(value, color=TARGET, lw=1, ls="--")

@@ -352,7 +352,7 @@ LABELS = {
 def plot(results, cfg, command, path):
     """Left: median step time per head. Right: peak extra memory, split into gradient buffers
     and working memory (log scale)."""
-    from _plotting import BASE, OURS, footnote, pyplot, save
+    from _plotting import BASE, OURS, footnote, label_bar, pyplot, save
 
     plt = pyplot()
     variants = list(results)
@@ -362,15 +362,7 @@ def plot(results, cfg, command, path):
     medians = [results[v]["median"] for v in variants]
     bars = left.bar(labels, medians, color=colours)
     for bar, value in zip(bars, medians, strict=True):
-        left.annotate(
-            f"{value:.2f} s",
-            (bar.get_x() + bar.get_width() / 2, value),
-            ha="center",
-            va="bottom",
-            fontsize=9,
-            xytext=(0, 2),
-            textcoords="offset points",
-        )
+        label_bar(left, bar.get_x() + bar.get_width() / 2, value, f"{value:.3g} s", fontsize=9)
     left.set_ylabel("median step time (s)")
     left.set_title("One training step (forward + backward)")
     left.set_ylim(0, max(medians) * 1.18)
@@ -389,14 +381,8 @@ def plot(results, cfg, command, path):
         )
         right.bar(labels, work, bottom=grads, color=colours, label="working memory")
         for i, (g, w) in enumerate(zip(grads, work, strict=True)):
-            right.annotate(
-                f"{g + w:,.0f} MiB",
-                (i, g + w),
-                ha="center",
-                va="bottom",
-                fontsize=9,
-                xytext=(0, 2),
-                textcoords="offset points",
+            label_bar(
+                right, i, g + w, f"{g + w:,.0f} MiB" if g + w >= 10 else f"{g + w:.2f} MiB", 9
             )
         right.set_ylabel("peak extra memory (MiB)")
         right.set_title("Peak memory of the step")
