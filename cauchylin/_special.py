@@ -366,10 +366,11 @@ def _log_cdf_sf_blocks(
     Why: the exact evaluation needs three or four temporaries of the input's size. For an
     ``[N, V]`` input of many megabytes, glibc's allocator returns each freed temporary to the
     operating system and page-faults the next one in again (16k faults per call at
-    ``[1024, 4096]``), which costs more than the arithmetic. Blocks of ``BLOCK_ELEMENTS`` keep the
-    temporaries small enough to be reused and cache-resident. Each element's result is the one
-    the whole-tensor evaluation gives (both paths are exact to a few ulp; a block decides its
-    path from its own elements).
+    ``[1024, 4096]``), which costs more than the arithmetic. Blocks of about ``BLOCK_ELEMENTS``
+    along the first dimension keep the temporaries small enough to be reused and cache-resident
+    (an input with fewer than two such blocks is evaluated whole). Every element is exact to a
+    few ulp either way; each block picks its path (the lerp of two logs, or the compensated
+    single log where a tail probability is 0) from its own elements.
     """
     shape = torch.broadcast_shapes(d.shape, s.shape)
     numel = math.prod(shape)
