@@ -1273,12 +1273,14 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
                 f"numeric_values shape {tuple(numeric_values.shape)} does not fit the input ids "
                 f"{tuple(input_ids.shape)}: expected [{B}, at most {total}]"
             )
-        if numeric_values.shape[1] < total:
-            pad = numeric_values.new_zeros(B, total - numeric_values.shape[1])
-            numeric_values = torch.cat([numeric_values, pad], dim=1)
         step_ids = model_inputs.get("input_ids")
         fed = step_ids.shape[1] if step_ids is not None else model_inputs["inputs_embeds"].shape[1]
-        model_inputs["numeric_values"] = numeric_values[:, total - fed :]
+        # Only the fed positions: the prompt's values that fall among them, zeros after them
+        # (with a KV cache that is one zero per step, not a copy of the whole prompt).
+        known = numeric_values[:, total - fed :]
+        if known.shape[1] < fed:
+            known = torch.cat([known, known.new_zeros(B, fed - known.shape[1])], dim=1)
+        model_inputs["numeric_values"] = known
         return model_inputs
 
     # ------------------------------------------------------------------ heads-only files
