@@ -6,8 +6,7 @@ The config holds two things:
   into a decoder: Qwen2, Llama, Mistral, GPT-2, ...), kept as a nested config object and written
   into ``config.json`` as a plain dict, plus where the base came from
   (``base_model_name_or_path``, used by heads-only checkpoints);
-* the **causal settings** of the heads (seed 000, seed 002, SPEC §3-§5): the causal size, the
-  initial Abduction scale ``gamma_init``, the exogenous noise ``b_noise_init``, the OvR thresholds,
+* the **causal settings** of the heads: the causal size, the initial Abduction scale ``gamma_init``, the exogenous noise ``b_noise_init``, the OvR thresholds,
   the regression gate ``alpha`` and weight ``reg_weight`` (lambda), the class set of the OvR sum,
   the ``<NUM>`` token, the training mode and temperature, backbone freezing, the ``w_num`` init
   and the dtype the heads compute in.
@@ -25,17 +24,17 @@ import torch
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
+from cauchylin.nn.embedding import W_NUM_INITS
+from cauchylin.nn.modes import CAUSAL, STANDARD
+
 __all__ = ["HEAD_DTYPES", "OVR_CLASS_SETS", "TRAINING_MODES", "W_NUM_INITS", "CauchyLMConfig"]
 
 OVR_CLASS_SETS = ("all", "tokenizer")
 """Values of ``ovr_classes``: every embedding row, or the tokenizer's tokens plus ``<NUM>``."""
 
-TRAINING_MODES = ("standard", "causal")
+TRAINING_MODES = (STANDARD, CAUSAL)
 """Values of ``training_mode``: ``U' = Cauchy(loc_U, scale_U + T|b_noise|)`` or ``T = 0``."""
 
-W_NUM_INITS = ("random_unit", "normal", "zeros")
-"""Values of ``w_num_init`` (see :class:`cauchylin.nn.NumericEmbedding`): a random unit direction
-(seed 002, default), ``N(0, 1/H)`` entries (seed 000) or zeros."""
 
 HEAD_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -73,7 +72,7 @@ class CauchyLMConfig(PreTrainedConfig):
         alpha: gate floor of the regression loss, in [0, 1]
             (gate = num_mask * (alpha + (1 - alpha) P_<NUM>)).
         reg_weight: lambda >= 0 in ``L = L_cls + lambda * L_reg``.
-        ovr_classes: ``"all"`` (every embedding row is an OvR class, seed 000) or
+        ovr_classes: ``"all"`` (every embedding row is an OvR class) or
             ``"tokenizer"`` (classes ``0 .. tokenizer_size - 1``: the tokenizer's tokens plus
             ``<NUM>``; spare rows are never predicted).
         tokenizer_size: number of ids the tokenizer (with ``<NUM>``) uses; required when
@@ -81,11 +80,14 @@ class CauchyLMConfig(PreTrainedConfig):
         num_token: the ``<NUM>`` token's text.
         num_token_id: the ``<NUM>`` id, or ``None`` for a model without numeric input (the
             regression loss is then always 0).
-        training_mode: ``"standard"`` (U' = Cauchy(loc_U, scale_U + T|b_noise|), SPEC §5) or
+        training_mode: ``"standard"`` (U' = Cauchy(loc_U, scale_U + T|b_noise|)) or
             ``"causal"`` (T = 0) for the training loss.
         temperature: T >= 0 of the training loss and the default temperature of ``forward``.
-        freeze_backbone: freeze the base decoder's parameters (seed 000 §2.2; default True).
-        w_num_init: ``"random_unit"`` (seed 002), ``"normal"`` (seed 000) or ``"zeros"``.
+        freeze_backbone: freeze the base decoder's parameters (default True): only the new
+            layers train.
+        w_num_init: ``w_num``'s initialisation: ``"random_unit"`` (a random unit direction),
+            ``"normal"`` (``N(0, 1/H)`` entries) or ``"zeros"`` (see
+            :class:`cauchylin.nn.NumericEmbedding`).
         head_dtype: dtype of the heads and of the hidden states they read: ``"float32"``
             (default), ``"float64"``, ``"bfloat16"`` or ``"float16"``.
         tie_word_embeddings: False (the default; leave it): ``W_cls`` is a copy of the base head
@@ -125,7 +127,7 @@ class CauchyLMConfig(PreTrainedConfig):
     tokenizer_size: int | None = None
     num_token: str = "<NUM>"
     num_token_id: int | None = None
-    training_mode: str = "standard"
+    training_mode: str = STANDARD
     temperature: float = 1.0
     freeze_backbone: bool = True
     w_num_init: str = "random_unit"
@@ -273,7 +275,7 @@ class CauchyLMConfig(PreTrainedConfig):
     @property
     def loss_temperature(self) -> float:
         """Temperature of the training loss: 0 in ``"causal"`` mode, else ``temperature``."""
-        return 0.0 if self.training_mode == "causal" else float(self.temperature)
+        return 0.0 if self.training_mode == CAUSAL else float(self.temperature)
 
     def get_text_config(self, decoder: bool | None = None, encoder: bool | None = None) -> Any:
         """The base decoder's config: generation, caches and resizing read the text model there.

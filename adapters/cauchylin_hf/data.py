@@ -27,17 +27,20 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
+from .batch import (
+    BATCH_FIELDS,
+    IGNORE_INDEX,
+    MODEL_FIELDS,
+    pad_rows,
+    pad_values,
+    padded_length,
+    regression_targets,
+    resolve_pad_token_id,
+)
 from .tokenizer import NumericTokenizer
 
 __all__ = ["IGNORE_INDEX", "NumericDataCollator", "NumericDataset", "read_texts"]
 
-IGNORE_INDEX = -100
-"""Label value of positions that do not count in the loss (padding)."""
-
-# Per-position fields the collator pads, and their padding values (input_ids: the pad id).
-_INT_FIELDS = ("input_ids", "attention_mask", "labels")
-_FLOAT_FIELDS = ("numeric_values", "target_values")
-_KNOWN_FIELDS = frozenset(_INT_FIELDS + _FLOAT_FIELDS)
 # Fields a tokenizer may return that the model does not take; the collator drops them.
 _DROPPED_FIELDS = frozenset({"number_texts", "token_type_ids", "special_tokens_mask", "length"})
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
@@ -197,11 +200,11 @@ class NumericDataset(Dataset):
         for key, value in example.items():
             if key == "input_ids" or key in _DROPPED_FIELDS:
                 continue
-            if key not in _KNOWN_FIELDS:
+            if key not in MODEL_FIELDS:
                 raise ValueError(
-                    f"{where} has the unknown field {key!r}; known: {sorted(_KNOWN_FIELDS)}"
+                    f"{where} has the unknown field {key!r}; known: {sorted(MODEL_FIELDS)}"
                 )
-            dtype = torch.float32 if key in _FLOAT_FIELDS else torch.long
+            dtype = BATCH_FIELDS[key][0]
             t = _as_1d(value, dtype, f"{where}[{key!r}]")
             if t.numel() != ids.numel():
                 raise ValueError(
@@ -423,11 +426,8 @@ class NumericDataCollator:
     def _pad_id(self) -> int:
         if self.pad_token_id is not None:
             return int(self.pad_token_id)
-        for attr in ("pad_token_id", "eos_token_id"):
-            value = getattr(self.tokenizer, attr, None)
-            if value is not None:
-                return int(value)
-        return 0
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        return resolve_pad_token_id(self.tokenizer, eos_token_id=eos)
 
     def _side(self) -> str:
         if self.padding_side is not None:
@@ -452,28 +452,20 @@ class NumericDataCollator:
         if isinstance(features, Mapping) or not isinstance(features, Sequence) or not features:
             raise ValueError("the collator needs a non-empty list of examples")
         rows = [NumericDataset._check(f, f"features[{b}]") for b, f in enumerate(features)]
-        longest = max(r["input_ids"].numel() for r in rows)
-        if self.pad_to_multiple_of:
-            longest = -(-longest // self.pad_to_multiple_of) * self.pad_to_multiple_of
-        n = len(rows)
-        pad_id = self._pad_id()
-        left = self._side() == "left"
-        out = {
-            "input_ids": torch.full((n, longest), pad_id, dtype=torch.long),
-            "attention_mask": torch.zeros((n, longest), dtype=torch.long),
-            "numeric_values": torch.zeros((n, longest), dtype=torch.float32),
-        }
         if self.return_labels:
-            out["labels"] = torch.full((n, longest), IGNORE_INDEX, dtype=torch.long)
-            out["target_values"] = torch.zeros((n, longest), dtype=torch.float32)
-        for b, r in enumerate(rows):
-            length = r["input_ids"].numel()
-            sl = slice(longest - length, longest) if left else slice(0, length)
-            out["input_ids"][b, sl] = r["input_ids"]
-            out["attention_mask"][b, sl] = r["attention_mask"]
-            out["numeric_values"][b, sl] = r["numeric_values"]
-            if self.return_labels:
+            for r in rows:
                 labels = r.get("labels", r["input_ids"])
-                out["labels"][b, sl] = labels.masked_fill(r["attention_mask"] == 0, IGNORE_INDEX)
-                out["target_values"][b, sl] = r.get("target_values", r["numeric_values"])
-        return out
+                r["labels"] = labels.masked_fill(r["attention_mask"] == 0, IGNORE_INDEX)
+                r["target_values"] = regression_targets(r.get("target_values"), r["numeric_values"])
+        length = padded_length(
+            [r["input_ids"].numel() for r in rows], pad_to_multiple_of=self.pad_to_multiple_of
+        )
+        fields = ["input_ids", "attention_mask", "numeric_values"]
+        if self.return_labels:
+            fields += ["labels", "target_values"]
+        return pad_rows(
+            [{key: r[key] for key in fields} for r in rows],
+            length,
+            side=self._side(),
+            pad_values=pad_values(self._pad_id()),
+        )

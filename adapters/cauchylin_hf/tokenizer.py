@@ -34,6 +34,8 @@ from typing import Any
 import torch
 from transformers import AddedToken, AutoTokenizer, BatchEncoding, PreTrainedTokenizerBase
 
+from .batch import field_dtype, pad_rows, padded_length
+from .batch import pad_values as batch_pad_values
 from .numbers import format_number, split_numbers
 
 __all__ = ["NUMERIC_TOKENIZER_CONFIG", "NumericTokenizer"]
@@ -41,16 +43,6 @@ __all__ = ["NUMERIC_TOKENIZER_CONFIG", "NumericTokenizer"]
 NUMERIC_TOKENIZER_CONFIG = "numeric_tokenizer_config.json"
 """File name of the wrapper's settings written by :meth:`NumericTokenizer.save_pretrained`."""
 
-# Padding value of each per-position field that NumericTokenizer.pad knows.
-_DEFAULT_PAD_VALUES: dict[str, float | int] = {
-    "attention_mask": 0,
-    "numeric_values": 0.0,
-    "labels": -100,
-    "target_values": 0.0,
-    "token_type_ids": 0,
-    "special_tokens_mask": 1,
-}
-_FLOAT_FIELDS = frozenset({"numeric_values", "target_values"})
 _NO_LIMIT = int(1e12)  # model_max_length above this means "no limit" (HF's VERY_LARGE_INTEGER)
 
 
@@ -455,9 +447,9 @@ class NumericTokenizer:
     ) -> BatchEncoding:
         """Pad already-tokenized examples to one length (a data collator for the HF Trainer).
 
-        Per-position fields are padded with: ``input_ids`` the pad id, ``attention_mask`` 0,
-        ``numeric_values`` 0.0, ``labels`` -100, ``target_values`` 0.0 (override or extend with
-        ``pad_values``). ``number_texts`` is passed through as a list. A missing
+        Per-position fields are padded as :data:`cauchylin_hf.batch.BATCH_FIELDS` says
+        (``input_ids`` with the pad id, ``attention_mask`` 0, ``numeric_values`` 0.0, ``labels``
+        -100, ``target_values`` 0.0; override or extend with ``pad_values``). ``number_texts`` is passed through as a list. A missing
         ``attention_mask`` is created.
 
         Args:
@@ -509,7 +501,7 @@ class NumericTokenizer:
             strategy = "max_length"
         else:
             raise ValueError(f"padding must be True, 'longest' or 'max_length', got {padding!r}")
-        fill = {"input_ids": self.pad_token_id, **_DEFAULT_PAD_VALUES, **(pad_values or {})}
+        fill = {**batch_pad_values(self.pad_token_id), **(pad_values or {})}
 
         rows: list[dict[str, list]] = []
         for b, feature in enumerate(features):
@@ -526,7 +518,7 @@ class NumericTokenizer:
                         f"features[{b}] has the field {key!r} with no padding value; "
                         f"pass pad_values={{{key!r}: ...}}"
                     )
-                if key in _FLOAT_FIELDS or isinstance(fill[key], float):
+                if field_dtype(key, fill[key]).is_floating_point:
                     seq = _to_float_list(value, f"features[{b}][{key!r}]")
                 else:
                     seq = _to_int_list(value, f"features[{b}][{key!r}]")
@@ -542,36 +534,38 @@ class NumericTokenizer:
             if list(row) != keys and set(row) != set(keys):
                 raise ValueError(f"features[{b}] has fields {sorted(row)}, features[0] {keys}")
 
-        longest = max(len(r["input_ids"]) for r in rows)
-        target = longest if strategy == "longest" else max(max_length, longest)
-        if pad_to_multiple_of:
-            target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
-        if target > min(len(r["input_ids"]) for r in rows) and fill["input_ids"] is None:
+        lengths = [len(r["input_ids"]) for r in rows]
+        target = padded_length(
+            lengths,
+            max_length=max_length if strategy == "max_length" else None,
+            pad_to_multiple_of=pad_to_multiple_of,
+        )
+        if target > min(lengths) and fill["input_ids"] is None:
             raise ValueError(
                 "padding needs a pad token but the wrapped tokenizer has none; set e.g. "
                 "tokenizer.pad_token = tokenizer.eos_token"
             )
-        out: dict[str, Any] = {key: [] for key in keys}
-        for row in rows:
-            gap = target - len(row["input_ids"])
-            for key in keys:
-                if key == "number_texts":
-                    out[key].append(row[key])
-                    continue
-                pad = [fill[key]] * gap
-                out[key].append(pad + row[key] if side == "left" else row[key] + pad)
-        if return_tensors is not None:
-            for key in keys:
-                if key == "number_texts":
-                    continue
-                is_float = key in _FLOAT_FIELDS or isinstance(fill[key], float)
-                if return_tensors == "pt":
-                    dtype = torch.float32 if is_float else torch.long
-                    out[key] = torch.tensor(out[key], dtype=dtype)
-                else:
-                    import numpy as np
-
-                    out[key] = np.asarray(out[key], dtype=np.float32 if is_float else np.int64)
+        fields = [key for key in keys if key != "number_texts"]
+        # Float fields stay float64 until the output type is known, so lists keep exact values.
+        dtypes = {key: field_dtype(key, fill[key]) for key in fields}
+        wide = {k: torch.float64 if d.is_floating_point else torch.long for k, d in dtypes.items()}
+        padded = pad_rows(
+            [{key: torch.tensor(row[key], dtype=wide[key]) for key in fields} for row in rows],
+            target,
+            side=side,
+            pad_values={key: fill[key] if fill[key] is not None else 0 for key in fields},
+            dtypes=wide,
+        )
+        out: dict[str, Any] = {}
+        for key in keys:
+            if key == "number_texts":
+                out[key] = [row[key] for row in rows]
+            elif return_tensors is None:
+                out[key] = padded[key].tolist()
+            elif return_tensors == "pt":
+                out[key] = padded[key].to(dtypes[key])
+            else:
+                out[key] = padded[key].to(dtypes[key]).numpy()
         return BatchEncoding(out)
 
     # ------------------------------------------------------------------ decoding
