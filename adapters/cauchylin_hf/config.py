@@ -17,6 +17,7 @@ Everything that is derived from the base (hidden size, number of embedding rows)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, ClassVar
 
@@ -27,7 +28,14 @@ from transformers.configuration_utils import SubConfigSpec
 from cauchylin.nn.embedding import W_NUM_INITS
 from cauchylin.nn.modes import CAUSAL, STANDARD
 
-__all__ = ["HEAD_DTYPES", "OVR_CLASS_SETS", "TRAINING_MODES", "W_NUM_INITS", "CauchyLMConfig"]
+__all__ = [
+    "CAUSAL_SETTINGS",
+    "HEAD_DTYPES",
+    "OVR_CLASS_SETS",
+    "TRAINING_MODES",
+    "W_NUM_INITS",
+    "CauchyLMConfig",
+]
 
 OVR_CLASS_SETS = ("all", "tokenizer")
 """Values of ``ovr_classes``: every embedding row, or the tokenizer's tokens plus ``<NUM>``."""
@@ -298,3 +306,25 @@ class CauchyLMConfig(PreTrainedConfig):
             True
         """
         return self.base_config if self.base_config is not None else self
+
+
+# Fields that from_base fills from the base and the tokenizer; every other field declared above
+# is a causal setting (a new field becomes one without further changes).
+_BASE_FIELDS = frozenset(
+    {
+        "base_config",
+        "base_model_name_or_path",
+        "base_vocab_size",
+        "num_token",
+        "num_token_id",
+        "tie_word_embeddings",
+    }
+)
+
+CAUSAL_SETTINGS: frozenset[str] = frozenset(
+    f.name
+    for f in dataclasses.fields(CauchyLMConfig)
+    if f.name in vars(CauchyLMConfig).get("__annotations__", {}) and f.name not in _BASE_FIELDS
+)
+"""The settings of the heads that ``CauchyLMForCausalLM.from_base(base, **settings)`` accepts:
+every field of :class:`CauchyLMConfig` except those taken from the base and the tokenizer."""

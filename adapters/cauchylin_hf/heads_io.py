@@ -32,7 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors.torch import load_file, save_file
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
+from ._backbone import grow_embeddings, load_base, split_causal_lm
 from .config import CauchyLMConfig
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,7 +42,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .model import CauchyLMForCausalLM
 
-__all__ = ["HEADS_CONFIG_NAME", "HEADS_WEIGHTS_NAME", "load_heads", "save_heads"]
+__all__ = ["HEADS_CONFIG_NAME", "HEADS_WEIGHTS_NAME", "HEAD_MODULES", "load_heads", "save_heads"]
+
+HEAD_MODULES = ("numeric_embedding", "abduction", "action")
+"""Names of the new submodules of the model (the ones heads-only files and PEFT's
+``modules_to_save`` hold)."""
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +71,6 @@ def _base_fingerprint(model: CauchyLMForCausalLM, rows: int) -> float:
 
 
 def _head_state(model: CauchyLMForCausalLM) -> dict[str, torch.Tensor]:
-    from .model import HEAD_MODULES
-
     state: dict[str, torch.Tensor] = {}
     for name in HEAD_MODULES:
         module = getattr(model, name)
@@ -166,9 +170,9 @@ def load_heads(
         >>> again.config.num_token_id
         299
     """
-    from .model import CauchyLMForCausalLM, _grow_embeddings, _load_base, split_causal_lm
-
-    cls = model_class or CauchyLMForCausalLM
+    # The model class registered for the config (by ``import cauchylin_hf``): this module sits
+    # below model.py, which delegates its save_heads / from_heads here.
+    cls = model_class or MODEL_FOR_CAUSAL_LM_MAPPING[CauchyLMConfig]
     path = Path(os.fspath(heads_directory))
     if not path.is_dir():
         raise ValueError(f"heads folder {str(path)!r} does not exist")
@@ -186,7 +190,7 @@ def load_heads(
         base = meta.get("base_model_name_or_path")
         if not base:
             raise ValueError("no base given and none recorded in the heads folder: pass base=")
-    model_in, base_path = _load_base(base, base_kwargs)
+    model_in, base_path = load_base(base, base_kwargs)
     backbone, _, _ = split_causal_lm(model_in)
     saved = CauchyLMConfig.from_dict(stored)
     rows = backbone.get_input_embeddings().weight.shape[0]
@@ -208,7 +212,7 @@ def load_heads(
     if vocab > rows:
         if extra is None or extra.shape[0] != vocab - rows:
             raise ValueError(f"{HEADS_WEIGHTS_NAME} lacks the {vocab - rows} added embedding rows")
-        _grow_embeddings(backbone, vocab)
+        grow_embeddings(backbone, vocab)
         with torch.no_grad():
             weight = backbone.get_input_embeddings().weight
             weight[rows:] = extra.to(weight.dtype)

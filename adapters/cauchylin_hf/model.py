@@ -38,17 +38,11 @@ import logging
 import math
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
-from transformers import (
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    GenerationMixin,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-)
+from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as hf_init
 from transformers.models.auto.modeling_auto import MODEL_MAPPING
 from transformers.utils import ModelOutput
@@ -56,30 +50,32 @@ from transformers.utils import ModelOutput
 from cauchylin import CauchyVector
 from cauchylin.nn import Abduction, Action, ActionOutput, NumericEmbedding
 
-from .config import CauchyLMConfig
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .tokenizer import NumericTokenizer
+from . import heads_io
+from ._backbone import (
+    grow_embeddings,
+    head_matrix,
+    load_base,
+    load_tokenizer,
+    resolve_num_token,
+    split_causal_lm,
+    warn_logit_postprocessing,
+)
+from .batch import IGNORE_INDEX, regression_targets
+from .config import CAUSAL_SETTINGS, CauchyLMConfig
+from .heads_io import HEAD_MODULES
+from .tokenizer import NumericTokenizer
 
 __all__ = [
     "HEAD_MODULES",
     "CauchyLMForCausalLM",
     "CauchyLMOutput",
     "CauchyNumericEmbedding",
+    "NextTokenTargets",
+    "next_token_targets",
     "split_causal_lm",
 ]
 
 logger = logging.getLogger(__name__)
-
-HEAD_MODULES = ("numeric_embedding", "abduction", "action")
-"""Names of the new submodules (the ones PEFT's ``modules_to_save`` and heads-only files hold)."""
-
-# Config attributes of bases whose logits are post-processed after the lm_head (so that loc_S can
-# not equal them exactly): soft-capping, logit scaling.
-_LOGIT_POSTPROCESSING = ("final_logit_softcapping", "logit_scale", "logits_scaling")
-
-# Entries given to an all-zero head row so that its scale_S is positive (see _head_matrix).
-_ZERO_ROW_FILL = 1e-9
 
 
 def _flagged(t: torch.Tensor) -> bool:
@@ -236,158 +232,80 @@ class CauchyNumericEmbedding(NumericEmbedding):
 
 
 # ============================================================================================
-# Helpers: base models, tokenizers, <NUM>
+# The next-token shift
 # ============================================================================================
 
 
-def split_causal_lm(model: Any) -> tuple[PreTrainedModel, torch.Tensor, torch.Tensor | None]:
-    """Split a loaded causal LM into its decoder and its head weights.
+@dataclass
+class NextTokenTargets:
+    """What each position predicts: position ``i`` predicts token ``i + 1`` (see :meth:`forward`).
 
-    Args:
-        model: a ``PreTrainedModel`` loaded with ``AutoModelForCausalLM`` (e.g.
-            ``Qwen2ForCausalLM``, ``GPT2LMHeadModel``).
-
-    Returns:
-        ``(backbone, head_weight [V, H], head_bias [V] or None)``: the decoder module (shared,
-        not copied) and the language-model head's parameters.
-
-    Raises:
-        ValueError: ``model`` is not a ``PreTrainedModel``, is an encoder-decoder, has no
-            language-model head, no separate decoder, or a decoder that ``AutoModel`` cannot
-            rebuild from its config.
+    Attributes:
+        labels: ``[B, S - 1]`` the labels of the next positions, ``labels[:, 1:]``.
+        target_values: ``[B, S - 1]`` their regression targets, or None.
+        mask: ``[B, S - 1]`` bool, True where both position ``i`` and ``i + 1`` are real tokens
+            (attention mask 1), or None without an attention mask.
 
     Example:
-        >>> from cauchylin_hf.testing import tiny_base_model
-        >>> backbone, w, b = split_causal_lm(tiny_base_model("gpt2"))
-        >>> type(backbone).__name__, tuple(w.shape), b is None
-        ('GPT2Model', (300, 32), True)
+        >>> import torch
+        >>> t = next_token_targets(torch.tensor([[5, 6, 7]]), None, torch.tensor([[0, 1, 1]]))
+        >>> t.labels.tolist(), t.mask.tolist(), t.positions(torch.tensor([[1, 2, 3]])).tolist()
+        ([[6, 7]], [[False, True]], [[1, 2]])
     """
-    name = type(model).__name__
-    if isinstance(model, CauchyLMForCausalLM):
-        raise ValueError(f"{name} is already a causal model; pass its base model")
-    if not isinstance(model, PreTrainedModel):
-        raise ValueError(f"base must be a transformers PreTrainedModel, got {name}")
-    if getattr(model.config, "is_encoder_decoder", False):
-        raise ValueError(f"{name} is an encoder-decoder model; a decoder-only causal LM is needed")
-    head = model.get_output_embeddings()
-    backbone = model.base_model
-    if head is None or backbone is model:
-        raise ValueError(
-            f"{name} has no language-model head and separate decoder: load the base with "
-            "AutoModelForCausalLM (e.g. Qwen2ForCausalLM, not Qwen2Model)"
-        )
-    weight = getattr(head, "weight", None)
-    hidden = backbone.config.hidden_size
-    if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or weight.shape[1] != hidden:
-        raise ValueError(f"{name}'s output head is not a [vocab, {hidden}] linear map")
-    bias = getattr(head, "bias", None)
-    expected = MODEL_MAPPING.get(type(backbone.config), None)
-    if expected is not type(backbone):
-        raise ValueError(
-            f"{name}'s decoder {type(backbone).__name__} is not what AutoModel builds from its "
-            f"config ({type(backbone.config).__name__}); this architecture is not supported"
-        )
-    if backbone.get_input_embeddings() is None:
-        raise ValueError(f"{name}'s decoder has no input embeddings")
-    return backbone, weight, bias if isinstance(bias, torch.Tensor) else None
+
+    labels: torch.Tensor
+    target_values: torch.Tensor | None
+    mask: torch.Tensor | None
+
+    @staticmethod
+    def positions(x: torch.Tensor) -> torch.Tensor:
+        """The predicting positions of a ``[B, S, ...]`` tensor: ``x[:, :-1]``.
+
+        Args:
+            x: a per-position tensor aligned with the inputs.
+
+        Returns:
+            ``x[:, :-1]``, aligned with :attr:`labels`.
+
+        Example:
+            >>> import torch
+            >>> NextTokenTargets.positions(torch.arange(4).reshape(1, 4)).tolist()
+            [[0, 1, 2]]
+        """
+        return x[:, :-1]
 
 
-def _looks_like_path(s: str) -> bool:
-    """True for strings that can only be a filesystem path (not a Hub name like ``org/model``)."""
-    if os.path.isabs(s) or s.startswith((".", "~")) or s.count("/") > 1:
-        return True
-    return os.sep != "/" and os.sep in s
+def next_token_targets(
+    labels: torch.Tensor,
+    target_values: torch.Tensor | None = None,
+    attention_mask: torch.Tensor | None = None,
+) -> NextTokenTargets:
+    """Align unshifted labels with the positions that predict them: the one label shift.
 
+    Position ``i`` predicts ``labels[:, i + 1]`` with regression target
+    ``target_values[:, i + 1]``; it counts only where ``attention_mask`` is 1 at both ``i`` and
+    ``i + 1`` (left or right padding).
 
-def _load_base(
-    base: str | os.PathLike | PreTrainedModel, base_kwargs: dict[str, Any] | None
-) -> tuple[PreTrainedModel, str | None]:
-    """The base causal LM and the folder (or Hub name) it came from (None for an object)."""
-    if isinstance(base, (str, os.PathLike)):
-        path = os.fspath(base)
-        if not os.path.isdir(path) and _looks_like_path(path):
-            raise ValueError(f"base checkpoint folder {path!r} does not exist")
-        try:
-            model = AutoModelForCausalLM.from_pretrained(path, **(base_kwargs or {}))
-        except (OSError, ValueError, KeyError) as exc:
-            raise ValueError(
-                f"could not load {path!r} with AutoModelForCausalLM (a decoder-only causal LM "
-                f"checkpoint is needed): {exc}"
-            ) from exc
-        return model, path
-    if isinstance(base, PreTrainedModel):
-        if base_kwargs:
-            raise ValueError("base_kwargs only apply when base is a checkpoint folder")
-        return base, None
-    raise ValueError(
-        f"base must be a checkpoint folder or a PreTrainedModel, got {type(base).__name__}"
-    )
+    Args:
+        labels: ``[B, S]`` unshifted labels (``labels = input_ids``, -100 to ignore).
+        target_values: ``[B, S]`` unshifted regression targets, or None.
+        attention_mask: ``[B, S]`` 1 for tokens, 0 for padding, or None.
 
+    Returns:
+        :class:`NextTokenTargets` of shape ``[B, S - 1]``.
 
-def _load_tokenizer(
-    tokenizer: Any,
-    base_path: str | None,
-) -> tuple[PreTrainedTokenizerBase | None, NumericTokenizer | None]:
-    """Resolve the ``tokenizer`` argument of ``from_base`` to (plain tokenizer, numeric one)."""
-    from .tokenizer import NumericTokenizer
-
-    if tokenizer is False:
-        return None, None
-    if isinstance(tokenizer, NumericTokenizer):
-        return tokenizer.tokenizer, tokenizer
-    if isinstance(tokenizer, PreTrainedTokenizerBase):
-        return tokenizer, None
-    if isinstance(tokenizer, (str, os.PathLike)):
-        path = os.fspath(tokenizer)
-        if not os.path.isdir(path) and _looks_like_path(path):
-            raise ValueError(f"tokenizer folder {path!r} does not exist")
-        try:
-            return AutoTokenizer.from_pretrained(path), None
-        except (OSError, ValueError, TypeError) as exc:
-            raise ValueError(f"could not load a tokenizer from {path!r}: {exc}") from exc
-    if tokenizer is None:
-        if base_path is None or not os.path.isdir(base_path):
-            return None, None
-        files = os.listdir(base_path)
-        if not any(f.startswith(("tokenizer", "vocab", "spiece")) for f in files):
-            return None, None
-        try:
-            return AutoTokenizer.from_pretrained(base_path), None
-        except (OSError, ValueError, TypeError) as exc:
-            logger.warning("no usable tokenizer in %s (%s); continuing without one", base_path, exc)
-            return None, None
-    raise ValueError(
-        "tokenizer must be None, False, a folder, a PreTrainedTokenizerBase or a NumericTokenizer, "
-        f"got {type(tokenizer).__name__}"
-    )
-
-
-def _resolve_num_token(
-    tokenizer: PreTrainedTokenizerBase | None,
-    numeric: NumericTokenizer | None,
-    rows: int,
-    num_token: str,
-    num_token_id: int | None,
-) -> int | None:
-    """The ``<NUM>`` id: explicit, the numeric tokenizer's, in the vocabulary, or the first spare
-    row (``len(tokenizer)``); None without a tokenizer or id."""
-    if num_token_id is not None:
-        if isinstance(num_token_id, bool) or not isinstance(num_token_id, int) or num_token_id < 0:
-            raise ValueError(f"num_token_id must be a non-negative int, got {num_token_id!r}")
-        if num_token_id > rows:
-            raise ValueError(
-                f"num_token_id={num_token_id} leaves a gap after the {rows} embedding rows; use an "
-                f"id < {rows} (a spare row) or {rows} (a new row)"
-            )
-        return num_token_id
-    if numeric is not None:
-        return numeric.num_token_id
-    if tokenizer is None:
-        return None
-    vocab = tokenizer.get_vocab()
-    if num_token in vocab:
-        return int(vocab[num_token])
-    return len(tokenizer)
+    Example:
+        >>> import torch
+        >>> t = next_token_targets(torch.tensor([[5, 6, 7]]), torch.tensor([[0.0, 2.5, 0.0]]))
+        >>> t.labels.tolist(), t.target_values.tolist(), t.mask is None
+        ([[6, 7]], [[2.5, 0.0]], True)
+    """
+    mask = None
+    if attention_mask is not None:
+        m = attention_mask != 0
+        mask = m[:, 1:] & m[:, :-1]
+    targets = target_values[:, 1:] if target_values is not None else None
+    return NextTokenTargets(labels[:, 1:], targets, mask)
 
 
 # ============================================================================================
@@ -613,7 +531,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         W = action.classifier.weight
         if not _flagged(W):
             emb = self.get_input_embeddings().weight
-            hf_init.copy_(W, self._head_matrix(emb, None, W.shape[0], W.shape[1])[0])
+            hf_init.copy_(W, head_matrix(emb, None, W.shape[0], W.shape[1])[0])
         hf_init.zeros_(action.classifier.bias)
 
     @staticmethod
@@ -621,28 +539,6 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         """``W_reg ~ N(0, 1/C)``, ``b_reg = 0`` (seed 002)."""
         hf_init.normal_(action.regressor.weight, 0.0, 1.0 / math.sqrt(action.causal_size))
         hf_init.zeros_(action.regressor.bias)
-
-    @staticmethod
-    def _head_matrix(
-        weight: torch.Tensor, bias: torch.Tensor | None, rows: int, cols: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``[rows, cols]`` copy of a ``[V, H]`` head (extra rows: the mean row; extra columns: 0)."""
-        w = weight.detach()
-        out = torch.zeros(rows, cols, dtype=torch.float32, device=w.device)
-        r, c = min(rows, w.shape[0]), min(cols, w.shape[1])
-        out[:r, :c] = w[:r, :c].float()
-        b = torch.zeros(rows, dtype=torch.float32, device=w.device)
-        if bias is not None:
-            b[:r] = bias.detach()[:r].float()
-        if rows > w.shape[0]:
-            out[r:, :c] = w[:, :c].float().mean(0)
-            if bias is not None:
-                b[r:] = bias.detach().float().mean()
-        # An all-zero row (e.g. a zeroed padding embedding of a tied head) would give the class
-        # a zero scale_S, a degenerate Cauchy score; _ZERO_ROW_FILL keeps scale_S > 0 and moves
-        # loc_S by at most _ZERO_ROW_FILL * ||z||_1 (1e-6 for ||z||_1 = 1000).
-        out[(out == 0).all(dim=1)] = _ZERO_ROW_FILL
-        return out, b
 
     def place_heads(self) -> None:
         """Move the heads to the device of the input embedding (where ``encode`` feeds them).
@@ -776,29 +672,20 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             >>> model.config.num_token_id, ntok.num_token_id, model.config.vocab_size
             (300, 300, 304)
         """
-        unknown = sorted(set(settings) - _SETTINGS)
+        unknown = sorted(set(settings) - CAUSAL_SETTINGS)
         if unknown:
-            raise ValueError(f"unknown settings {unknown}; known: {sorted(_SETTINGS)}")
-        model_in, base_path = _load_base(base, base_kwargs)
+            raise ValueError(f"unknown settings {unknown}; known: {sorted(CAUSAL_SETTINGS)}")
+        model_in, base_path = load_base(base, base_kwargs)
         backbone, head_w, head_b = split_causal_lm(model_in)
-        for attr in _LOGIT_POSTPROCESSING:
-            if getattr(model_in.config, attr, None) not in (None, 0, 1, 1.0, 0.0):
-                logger.warning(
-                    "%s post-processes its logits (%s=%s): loc_S will not equal them exactly",
-                    type(model_in).__name__,
-                    attr,
-                    getattr(model_in.config, attr),
-                )
-        plain_tok, numeric_tok = _load_tokenizer(tokenizer, base_path)
+        warn_logit_postprocessing(model_in)
+        plain_tok, numeric_tok = load_tokenizer(tokenizer, base_path)
         rows = backbone.get_input_embeddings().weight.shape[0]
-        k = _resolve_num_token(plain_tok, numeric_tok, rows, num_token, num_token_id)
+        k = resolve_num_token(plain_tok, numeric_tok, rows, num_token, num_token_id)
         # The decoder gets its own config object: resizing must not edit the base's config.
         backbone.config = copy.deepcopy(backbone.config)
         if k is not None and k >= rows:
-            _grow_embeddings(backbone, k + 1)
+            grow_embeddings(backbone, k + 1)
         if numeric_tok is None and plain_tok is not None:
-            from .tokenizer import NumericTokenizer
-
             numeric_tok = NumericTokenizer(plain_tok, num_token=num_token, num_token_id=k)
         if k is None:
             logger.warning(
@@ -820,7 +707,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             **settings,
         )
         model = cls(config, backbone=backbone)
-        w, b = cls._head_matrix(head_w, head_b, config.num_classes, config.causal_hidden_size)
+        w, b = head_matrix(head_w, head_b, config.num_classes, config.causal_hidden_size)
         model.action.copy_base_head(
             w.to(model.action.classifier.weight.dtype), b.to(model.action.classifier.bias.dtype)
         )
@@ -867,9 +754,9 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             raise ValueError(f"cannot shrink to {target} rows: <NUM> has id {k}")
         if self.config.ovr_classes == "tokenizer" and target < self.config.tokenizer_size:
             raise ValueError(f"cannot shrink below tokenizer_size={self.config.tokenizer_size}")
-        _grow_embeddings(self.backbone, target, mean_resizing=mean_resizing)
+        grow_embeddings(self.backbone, target, mean_resizing=mean_resizing)
         if self.config.ovr_classes == "all":
-            _resize_action_classes(self.action, target)
+            self.action.resize_classes(target)
         return self.get_input_embeddings()
 
     # ------------------------------------------------------------------ forward pass
@@ -1196,32 +1083,30 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         if not isinstance(labels, torch.Tensor) or tuple(labels.shape) != (B, S):
             shape = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels)
             raise ValueError(f"labels must have the input shape {(B, S)}, got {shape}")
-        targets = target_values if target_values is not None else numeric_values
+        targets = regression_targets(target_values, numeric_values)
         if targets is not None and tuple(targets.shape) != (B, S):
             raise ValueError(
                 f"target_values must have the input shape {(B, S)}, got {tuple(targets.shape)}"
             )
-        mask = None
-        if attention_mask is not None:
-            if tuple(attention_mask.shape) != (B, S):
-                raise ValueError(
-                    f"attention_mask must have shape {(B, S)} in a training forward, got "
-                    f"{tuple(attention_mask.shape)}"
-                )
-            m = attention_mask != 0
-            mask = m[:, 1:] & m[:, :-1]
-        # Position i predicts token i + 1: drop the last position and the first label.
-        U = CauchyVector(U_all.loc[:, :-1], U_all.scale[:, :-1], validate_args=False)
+        if attention_mask is not None and tuple(attention_mask.shape) != (B, S):
+            raise ValueError(
+                f"attention_mask must have shape {(B, S)} in a training forward, got "
+                f"{tuple(attention_mask.shape)}"
+            )
+        shifted = next_token_targets(labels, targets, attention_mask)
+        U = CauchyVector(
+            shifted.positions(U_all.loc), shifted.positions(U_all.scale), validate_args=False
+        )
         cfg = self.config
         return self.action.loss(
             U,
-            labels[:, 1:],
-            targets[:, 1:] if targets is not None else None,
+            shifted.labels,
+            shifted.target_values,
             num_token_id=cfg.num_token_id,
-            attention_mask=mask,
+            attention_mask=shifted.mask,
             alpha=cfg.alpha,
             reg_weight=cfg.reg_weight,
-            ignore_index=-100,
+            ignore_index=IGNORE_INDEX,
             temperature=cfg.loss_temperature,
         )
 
@@ -1308,9 +1193,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             >>> sorted(sizes), sizes["cauchy_heads.safetensors"] > 300 * 32 * 4  # W_cls in float32
             (['cauchy_heads.safetensors', 'cauchy_heads_config.json'], True)
         """
-        from .heads_io import save_heads
-
-        return save_heads(self, save_directory)
+        return heads_io.save_heads(self, save_directory)
 
     @classmethod
     def from_heads(
@@ -1348,34 +1231,12 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             >>> again.config.vocab_size, bool(torch.equal(again(ids).loc_S, model(ids).loc_S))
             (301, True)
         """
-        from .heads_io import load_heads
-
-        return load_heads(heads_directory, base, base_kwargs=base_kwargs, model_class=cls)
+        return heads_io.load_heads(heads_directory, base, base_kwargs=base_kwargs, model_class=cls)
 
 
 # ============================================================================================
-# Resizing helpers
+# Helpers
 # ============================================================================================
-
-_SETTINGS = frozenset(
-    {
-        "causal_size",
-        "gamma_init",
-        "b_noise_init",
-        "threshold",
-        "threshold_per_class",
-        "learnable_threshold",
-        "alpha",
-        "reg_weight",
-        "ovr_classes",
-        "tokenizer_size",
-        "training_mode",
-        "temperature",
-        "freeze_backbone",
-        "w_num_init",
-        "head_dtype",
-    }
-)
 
 
 def _slice_positions(hidden: torch.Tensor, logits_to_keep: int | torch.Tensor) -> torch.Tensor:
@@ -1392,46 +1253,3 @@ def _slice_positions(hidden: torch.Tensor, logits_to_keep: int | torch.Tensor) -
     if k < 0:
         raise ValueError(f"logits_to_keep must be >= 0, got {k}")
     return hidden if k == 0 else hidden[:, -k:]
-
-
-@torch.no_grad()
-def _grow_embeddings(backbone: PreTrainedModel, rows: int, mean_resizing: bool = True) -> None:
-    """Resize ``backbone``'s input embedding to ``rows`` (new rows: the mean row)."""
-    old = backbone.get_input_embeddings().weight
-    n = old.shape[0]
-    if rows == n:
-        return
-    mean = old.detach().float().mean(0)
-    backbone.resize_token_embeddings(rows, mean_resizing=False)
-    new = backbone.get_input_embeddings().weight
-    if rows > n and mean_resizing:
-        new[n:] = mean.to(new.dtype)
-    backbone.config.vocab_size = rows
-
-
-@torch.no_grad()
-def _resize_action_classes(action: Action, classes: int) -> None:
-    """Resize the OvR classes of ``action`` in place (new rows: mean weight row, mean bias)."""
-    old = action.classifier
-    n = old.weight.shape[0]
-    if classes == n:
-        return
-    new = nn.Linear(old.in_features, classes, dtype=old.weight.dtype, device=old.weight.device)
-    r = min(n, classes)
-    new.weight[:r] = old.weight[:r]
-    new.bias[:r] = old.bias[:r]
-    if classes > n:
-        new.weight[n:] = old.weight.mean(0)
-        new.bias[n:] = old.bias.mean()
-    new.weight.requires_grad_(old.weight.requires_grad)
-    new.bias.requires_grad_(old.bias.requires_grad)
-    action.classifier = new
-    action.num_classes = classes
-    if action.threshold.ndim == 1:
-        thr = torch.full((classes,), action.threshold_init, dtype=action.threshold.dtype)
-        thr = thr.to(action.threshold.device)
-        thr[:r] = action.threshold[:r]
-        if isinstance(action.threshold, nn.Parameter):
-            action.threshold = nn.Parameter(thr, requires_grad=action.threshold.requires_grad)
-        else:
-            action.threshold = thr

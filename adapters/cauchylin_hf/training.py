@@ -36,7 +36,11 @@ from torch.utils.data import Dataset
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import TrainerControl, TrainerState
 
+from cauchylin.nn.modes import STANDARD
+
+from .batch import IGNORE_INDEX
 from .data import NumericDataCollator, NumericDataset
+from .model import next_token_targets
 from .tokenizer import NumericTokenizer
 
 __all__ = [
@@ -592,18 +596,21 @@ def evaluate_model(
             reg_sum += float(out.reg_loss) * n_reg
             cls_n += n_cls
             reg_n += n_reg
-            # position i predicts token i + 1: keep the pairs where both are real tokens
-            mask = batch["attention_mask"] != 0
-            pair = mask[:, :-1] & mask[:, 1:]
-            loc_u = out.loc_U[:, :-1][pair]
-            scale_u = out.scale_U[:, :-1][pair]
-            keep["labels"].append(batch["labels"][:, 1:][pair].cpu())
-            keep["target_values"].append(batch["target_values"][:, 1:][pair].cpu())
+            # position i predicts token i + 1: the model's shift; keep the real pairs
+            shifted = next_token_targets(
+                batch["labels"], batch["target_values"], batch["attention_mask"]
+            )
+            pair = shifted.mask
+            assert pair is not None and shifted.target_values is not None
+            loc_u = shifted.positions(out.loc_U)[pair]
+            scale_u = shifted.positions(out.scale_U)[pair]
+            keep["labels"].append(shifted.labels[pair].cpu())
+            keep["target_values"].append(shifted.target_values[pair].cpu())
             keep["loc_U"].append(loc_u.float().cpu())
             keep["scale_U"].append(scale_u.float().cpu())
             for start in range(0, loc_u.shape[0], chunk):
                 U = CauchyVector(loc_u[start : start + chunk], scale_u[start : start + chunk])
-                act = action(U, "standard", temperature)
+                act = action(U, STANDARD, temperature)
                 keep["predictions"].append(act.predict().cpu())
                 keep["pred_values"].append(act.loc_Y.float().cpu())
         cat = {k: torch.cat(v) for k, v in keep.items()}
@@ -647,11 +654,11 @@ def _count(
     value = getattr(out, name, None)
     if value is not None:
         return int(value)
-    labels = batch["labels"][:, 1:]
-    mask = batch["attention_mask"]
-    counted = (labels != -100) & (mask[:, 1:] != 0) & (mask[:, :-1] != 0)
+    shifted = next_token_targets(batch["labels"], None, batch["attention_mask"])
+    assert shifted.mask is not None
+    counted = (shifted.labels != IGNORE_INDEX) & shifted.mask
     if name == "reg_count":
-        counted = counted & (labels == num_token_id)
+        counted = counted & (shifted.labels == num_token_id)
     return int(counted.sum())
 
 

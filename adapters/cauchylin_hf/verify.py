@@ -1,4 +1,8 @@
-"""``verify``: does the causal model start where its base model is (seed 002)?
+"""``verify``: does the causal model start where its base model is?
+
+``from_base`` initialises the heads so that ``loc_S`` equals the base logits (Abduction the
+identity, ``W_cls`` the base head; see
+[Initialisation that reproduces the base model](../../concepts.md#initialisation-that-reproduces-the-base-model)).
 
 :func:`verify` runs a base causal LM and its causal model on the same text and reports:
 
@@ -23,6 +27,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from cauchylin.nn.modes import STANDARD
+
+from ._backbone import load_base, load_tokenizer
+from .batch import IGNORE_INDEX
+from .model import CauchyLMForCausalLM, next_token_targets
 
 __all__ = ["DEFAULT_TEXTS", "VerifyReport", "verify"]
 
@@ -238,10 +248,8 @@ def verify(
         >>> report.passed, report.max_abs_diff <= 1e-4
         (True, True)
     """
-    from .model import CauchyLMForCausalLM, _load_base, _load_tokenizer
-
-    model, base_path = _load_base(base, base_kwargs)
-    plain_tok, numeric_tok = _load_tokenizer(tokenizer, base_path)
+    model, base_path = load_base(base, base_kwargs)
+    plain_tok, numeric_tok = load_tokenizer(tokenizer, base_path)
     if causal_model is None:
         tok_arg = numeric_tok if numeric_tok is not None else (plain_tok or False)
         causal_model = CauchyLMForCausalLM.from_base(model, tok_arg)
@@ -276,10 +284,10 @@ def verify(
         dtype = str(logits.dtype).removeprefix("torch.")
         logits = logits.float()
         hidden, _ = causal_model.encode(input_ids, attention_mask=attention_mask)
-        U, act = causal_model.heads(hidden, "standard", 1.0)
+        U, act = causal_model.heads(hidden, STANDARD, 1.0)
         loc_S = act.loc_S.float()
         log_p = act.ovr_log_probs()[0].float()
-        labels = input_ids.masked_fill(attention_mask == 0, -100)
+        labels = input_ids.masked_fill(attention_mask == 0, IGNORE_INDEX)
         train_out = causal_model(input_ids, attention_mask=attention_mask, labels=labels)
     finally:
         model.train(was_training[0])
@@ -292,9 +300,14 @@ def verify(
     greedy = loc_S.argmax(-1)[valid] == base_choice
     ovr = log_p.argmax(-1)[valid] == base_choice
     # The base's cross-entropy on the positions the OvR loss counts.
-    pair = valid[:, 1:] & valid[:, :-1]
-    target = input_ids[:, 1:][pair]
-    ce = F.cross_entropy(logits[:, :-1][pair], target) if target.numel() else torch.tensor(0.0)
+    shifted = next_token_targets(input_ids, None, attention_mask)
+    assert shifted.mask is not None
+    target = shifted.labels[shifted.mask]
+    ce = (
+        F.cross_entropy(shifted.positions(logits)[shifted.mask], target)
+        if target.numel()
+        else torch.tensor(0.0)
+    )
     p = log_p[valid].exp()
     near = (p - 0.5).abs()
     return VerifyReport(

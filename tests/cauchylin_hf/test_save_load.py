@@ -16,6 +16,7 @@ import math
 import pytest
 import torch
 from cauchylin_hf import CauchyLMConfig, CauchyLMForCausalLM
+from cauchylin_hf._backbone import head_matrix
 from cauchylin_hf.heads_io import HEADS_CONFIG_NAME, HEADS_WEIGHTS_NAME
 from cauchylin_hf.testing import save_tiny_base, tiny_base_model
 from safetensors.torch import load_file, save_file
@@ -145,7 +146,7 @@ def test_missing_heads_get_the_documented_init_and_nothing_else_moves(dropped, t
         torch.testing.assert_close(abd.scale_net.bias, bias, rtol=1e-6, atol=0)
     if "action.classifier." in dropped:  # W_cls = the embedding rows (tied head), b_cls = 0
         emb = again.get_input_embeddings().weight
-        expected, _ = CauchyLMForCausalLM._head_matrix(emb, None, VOCAB + 3, 32)
+        expected, _ = head_matrix(emb, None, VOCAB + 3, 32)
         assert torch.equal(again.action.classifier.weight, expected)
         assert torch.equal(again.action.classifier.bias, torch.zeros(VOCAB + 3))
     if "action.b_noise" in dropped:

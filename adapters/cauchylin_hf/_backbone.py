@@ -1,0 +1,321 @@
+"""The base decoder: loading a base and its tokenizer, splitting off its head, the ``<NUM>`` row.
+
+Used by :mod:`cauchylin_hf.model` (``from_base``, resizing), :mod:`cauchylin_hf.heads_io` (loading
+heads onto a base) and :mod:`cauchylin_hf.verify`; it imports none of them.
+
+* :func:`load_base` / :func:`load_tokenizer`: a checkpoint folder or a loaded object;
+* :func:`split_causal_lm`: the decoder and the language-model head of a causal LM (the
+  architecture check: the decoder must be what ``AutoModel`` builds from its config);
+* :func:`resolve_num_token`: the ``<NUM>`` id (explicit, in the vocabulary, or the first spare
+  embedding row ``len(tokenizer)``);
+* :func:`grow_embeddings` and :func:`head_matrix`: an added ``<NUM>`` row (the mean row) in the
+  embedding and in the copied head.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+from transformers.models.auto.modeling_auto import MODEL_MAPPING
+
+from .config import CauchyLMConfig
+from .tokenizer import NumericTokenizer
+
+__all__ = [
+    "LOGIT_POSTPROCESSING",
+    "ZERO_ROW_FILL",
+    "grow_embeddings",
+    "head_matrix",
+    "load_base",
+    "load_tokenizer",
+    "resolve_num_token",
+    "split_causal_lm",
+    "warn_logit_postprocessing",
+]
+
+logger = logging.getLogger(__name__)
+
+LOGIT_POSTPROCESSING = ("final_logit_softcapping", "logit_scale", "logits_scaling")
+"""Config attributes of bases whose logits are post-processed after the head (soft-capping,
+logit scaling): there ``loc_S`` cannot equal the base logits exactly."""
+
+ZERO_ROW_FILL = 1e-9
+"""Entries given to an all-zero head row so that its ``scale_S`` is positive (see
+:func:`head_matrix`)."""
+
+
+def warn_logit_postprocessing(model: PreTrainedModel) -> None:
+    """Log a warning when the base post-processes its logits (see :data:`LOGIT_POSTPROCESSING`).
+
+    Args:
+        model: the base causal LM.
+    """
+    for attr in LOGIT_POSTPROCESSING:
+        if getattr(model.config, attr, None) not in (None, 0, 1, 1.0, 0.0):
+            logger.warning(
+                "%s post-processes its logits (%s=%s): loc_S will not equal them exactly",
+                type(model).__name__,
+                attr,
+                getattr(model.config, attr),
+            )
+
+
+def split_causal_lm(model: Any) -> tuple[PreTrainedModel, torch.Tensor, torch.Tensor | None]:
+    """Split a loaded causal LM into its decoder and its head weights.
+
+    Args:
+        model: a ``PreTrainedModel`` loaded with ``AutoModelForCausalLM`` (e.g.
+            ``Qwen2ForCausalLM``, ``GPT2LMHeadModel``).
+
+    Returns:
+        ``(backbone, head_weight [V, H], head_bias [V] or None)``: the decoder module (shared,
+        not copied) and the language-model head's parameters.
+
+    Raises:
+        ValueError: ``model`` is not a ``PreTrainedModel``, is an encoder-decoder, has no
+            language-model head, no separate decoder, or a decoder that ``AutoModel`` cannot
+            rebuild from its config.
+
+    Example:
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> backbone, w, b = split_causal_lm(tiny_base_model("gpt2"))
+        >>> type(backbone).__name__, tuple(w.shape), b is None
+        ('GPT2Model', (300, 32), True)
+    """
+    name = type(model).__name__
+    if isinstance(getattr(model, "config", None), CauchyLMConfig):
+        raise ValueError(f"{name} is already a causal model; pass its base model")
+    if not isinstance(model, PreTrainedModel):
+        raise ValueError(f"base must be a transformers PreTrainedModel, got {name}")
+    if getattr(model.config, "is_encoder_decoder", False):
+        raise ValueError(f"{name} is an encoder-decoder model; a decoder-only causal LM is needed")
+    head = model.get_output_embeddings()
+    backbone = model.base_model
+    if head is None or backbone is model:
+        raise ValueError(
+            f"{name} has no language-model head and separate decoder: load the base with "
+            "AutoModelForCausalLM (e.g. Qwen2ForCausalLM, not Qwen2Model)"
+        )
+    weight = getattr(head, "weight", None)
+    hidden = backbone.config.hidden_size
+    if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or weight.shape[1] != hidden:
+        raise ValueError(f"{name}'s output head is not a [vocab, {hidden}] linear map")
+    bias = getattr(head, "bias", None)
+    expected = MODEL_MAPPING.get(type(backbone.config), None)
+    if expected is not type(backbone):
+        raise ValueError(
+            f"{name}'s decoder {type(backbone).__name__} is not what AutoModel builds from its "
+            f"config ({type(backbone.config).__name__}); this architecture is not supported"
+        )
+    if backbone.get_input_embeddings() is None:
+        raise ValueError(f"{name}'s decoder has no input embeddings")
+    return backbone, weight, bias if isinstance(bias, torch.Tensor) else None
+
+
+def _looks_like_path(s: str) -> bool:
+    """True for strings that can only be a filesystem path (not a Hub name like ``org/model``)."""
+    if os.path.isabs(s) or s.startswith((".", "~")) or s.count("/") > 1:
+        return True
+    return os.sep != "/" and os.sep in s
+
+
+def load_base(
+    base: str | os.PathLike | PreTrainedModel, base_kwargs: dict[str, Any] | None
+) -> tuple[PreTrainedModel, str | None]:
+    """Load the base causal LM (a folder) or take it as it is (an object).
+
+    Args:
+        base: a checkpoint folder (read with ``AutoModelForCausalLM.from_pretrained``) or a
+            loaded ``PreTrainedModel``.
+        base_kwargs: extra ``from_pretrained`` arguments (folders only).
+
+    Returns:
+        ``(model, path)``: the causal LM and the folder (or Hub name) it came from, None for an
+        object.
+
+    Raises:
+        ValueError: a folder that does not exist or does not hold a causal LM, ``base_kwargs``
+            with an object, or another type.
+    """
+    if isinstance(base, (str, os.PathLike)):
+        path = os.fspath(base)
+        if not os.path.isdir(path) and _looks_like_path(path):
+            raise ValueError(f"base checkpoint folder {path!r} does not exist")
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path, **(base_kwargs or {}))
+        except (OSError, ValueError, KeyError) as exc:
+            raise ValueError(
+                f"could not load {path!r} with AutoModelForCausalLM (a decoder-only causal LM "
+                f"checkpoint is needed): {exc}"
+            ) from exc
+        return model, path
+    if isinstance(base, PreTrainedModel):
+        if base_kwargs:
+            raise ValueError("base_kwargs only apply when base is a checkpoint folder")
+        return base, None
+    raise ValueError(
+        f"base must be a checkpoint folder or a PreTrainedModel, got {type(base).__name__}"
+    )
+
+
+def load_tokenizer(
+    tokenizer: Any,
+    base_path: str | None,
+) -> tuple[PreTrainedTokenizerBase | None, NumericTokenizer | None]:
+    """Resolve the ``tokenizer`` argument of ``from_base`` to (plain tokenizer, numeric one).
+
+    Args:
+        tokenizer: None (the base folder's tokenizer, if it has one), False (none), a folder, a
+            ``PreTrainedTokenizerBase`` or a :class:`~cauchylin_hf.tokenizer.NumericTokenizer`.
+        base_path: the base's folder (for ``tokenizer=None``).
+
+    Returns:
+        ``(plain tokenizer or None, numeric tokenizer or None)``.
+
+    Raises:
+        ValueError: a folder that does not exist or holds no tokenizer, or another type.
+    """
+    if tokenizer is False:
+        return None, None
+    if isinstance(tokenizer, NumericTokenizer):
+        return tokenizer.tokenizer, tokenizer
+    if isinstance(tokenizer, PreTrainedTokenizerBase):
+        return tokenizer, None
+    if isinstance(tokenizer, (str, os.PathLike)):
+        path = os.fspath(tokenizer)
+        if not os.path.isdir(path) and _looks_like_path(path):
+            raise ValueError(f"tokenizer folder {path!r} does not exist")
+        try:
+            return AutoTokenizer.from_pretrained(path), None
+        except (OSError, ValueError, TypeError) as exc:
+            raise ValueError(f"could not load a tokenizer from {path!r}: {exc}") from exc
+    if tokenizer is None:
+        if base_path is None or not os.path.isdir(base_path):
+            return None, None
+        files = os.listdir(base_path)
+        if not any(f.startswith(("tokenizer", "vocab", "spiece")) for f in files):
+            return None, None
+        try:
+            return AutoTokenizer.from_pretrained(base_path), None
+        except (OSError, ValueError, TypeError) as exc:
+            logger.warning("no usable tokenizer in %s (%s); continuing without one", base_path, exc)
+            return None, None
+    raise ValueError(
+        "tokenizer must be None, False, a folder, a PreTrainedTokenizerBase or a NumericTokenizer, "
+        f"got {type(tokenizer).__name__}"
+    )
+
+
+def resolve_num_token(
+    tokenizer: PreTrainedTokenizerBase | None,
+    numeric: NumericTokenizer | None,
+    rows: int,
+    num_token: str,
+    num_token_id: int | None,
+) -> int | None:
+    """The ``<NUM>`` id: explicit, the numeric tokenizer's, in the vocabulary, or the first spare row.
+
+    Args:
+        tokenizer: the plain tokenizer, or None.
+        numeric: the numeric tokenizer, or None.
+        rows: the embedding rows of the base.
+        num_token: the ``<NUM>`` text.
+        num_token_id: an explicit id, or None.
+
+    Returns:
+        The id (``len(tokenizer)`` is the first spare row), or None without a tokenizer or id.
+
+    Raises:
+        ValueError: a bad explicit id, or one that leaves a gap after the embedding rows.
+    """
+    if num_token_id is not None:
+        if isinstance(num_token_id, bool) or not isinstance(num_token_id, int) or num_token_id < 0:
+            raise ValueError(f"num_token_id must be a non-negative int, got {num_token_id!r}")
+        if num_token_id > rows:
+            raise ValueError(
+                f"num_token_id={num_token_id} leaves a gap after the {rows} embedding rows; use an "
+                f"id < {rows} (a spare row) or {rows} (a new row)"
+            )
+        return num_token_id
+    if numeric is not None:
+        return numeric.num_token_id
+    if tokenizer is None:
+        return None
+    vocab = tokenizer.get_vocab()
+    if num_token in vocab:
+        return int(vocab[num_token])
+    return len(tokenizer)
+
+
+def head_matrix(
+    weight: torch.Tensor, bias: torch.Tensor | None, rows: int, cols: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[rows, cols]`` copy of a ``[V, H]`` head (extra rows: the mean row; extra columns: 0).
+
+    An extra row is the ``<NUM>`` row of a base without a spare one. An all-zero row (e.g. a
+    zeroed padding embedding of a tied head) is filled with a tiny constant so that its class gets
+    a positive ``scale_S``.
+
+    Args:
+        weight: ``[V, H]`` the base head (or embedding) weight.
+        bias: ``[V]`` the base head's bias, or None (0).
+        rows: the rows of the copy (``K``, the OvR classes).
+        cols: the columns of the copy (``C``).
+
+    Returns:
+        ``(W [rows, cols], b [rows])`` in float32.
+
+    Example:
+        >>> import torch
+        >>> W, b = head_matrix(torch.tensor([[1.0, 2.0], [3.0, 4.0]]), None, 3, 2)
+        >>> W.tolist(), b.tolist()  # the added row is the mean row
+        ([[1.0, 2.0], [3.0, 4.0], [2.0, 3.0]], [0.0, 0.0, 0.0])
+    """
+    w = weight.detach()
+    out = torch.zeros(rows, cols, dtype=torch.float32, device=w.device)
+    r, c = min(rows, w.shape[0]), min(cols, w.shape[1])
+    out[:r, :c] = w[:r, :c].float()
+    b = torch.zeros(rows, dtype=torch.float32, device=w.device)
+    if bias is not None:
+        b[:r] = bias.detach()[:r].float()
+    if rows > w.shape[0]:
+        out[r:, :c] = w[:, :c].float().mean(0)
+        if bias is not None:
+            b[r:] = bias.detach().float().mean()
+    # An all-zero row (e.g. a zeroed padding embedding of a tied head) would give the class
+    # a zero scale_S, a degenerate Cauchy score; ZERO_ROW_FILL keeps scale_S > 0 and moves
+    # loc_S by at most ZERO_ROW_FILL * ||z||_1 (1e-6 for ||z||_1 = 1000).
+    out[(out == 0).all(dim=1)] = ZERO_ROW_FILL
+    return out, b
+
+
+@torch.no_grad()
+def grow_embeddings(backbone: PreTrainedModel, rows: int, mean_resizing: bool = True) -> None:
+    """Resize ``backbone``'s input embedding to ``rows`` in place (new rows: the mean row).
+
+    Also sets ``backbone.config.vocab_size``. Shrinking drops the last rows.
+
+    Args:
+        backbone: the decoder.
+        rows: the new number of rows.
+        mean_resizing: new rows = the mean row (True) or transformers' default init (False).
+    """
+    old = backbone.get_input_embeddings().weight
+    n = old.shape[0]
+    if rows == n:
+        return
+    mean = old.detach().float().mean(0)
+    backbone.resize_token_embeddings(rows, mean_resizing=False)
+    new = backbone.get_input_embeddings().weight
+    if rows > n and mean_resizing:
+        new[n:] = mean.to(new.dtype)
+    backbone.config.vocab_size = rows
