@@ -1,7 +1,7 @@
 r"""Autoregressive generation with the KV cache, in every inference mode, numbers written back.
 
-:func:`generate` is a documented loop of our own (seed 000 §3 and §6 figure 4.2), not HF's
-``GenerationMixin.generate``: the next token is chosen from the OvR probabilities (or from
+:func:`generate` is a documented loop of our own, not HF's ``GenerationMixin.generate``: the next
+token is chosen by the mode's token rule (``argmax_k P_k`` of the OvR probabilities, or
 ``softmax(loc_S / T)`` in compatible mode), and a chosen ``<NUM>`` carries a value, the regression
 prediction ``loc_Y``, that becomes that position's numeric value for every later step.
 
@@ -13,21 +13,21 @@ One step, for a batch of ``B`` rows:
    computed from the attention mask (``cumsum(mask) - 1``), so a left-padded prompt gives the
    same continuation as the same prompt unpadded. The input of a step is the token's embedding
    plus ``sign(v) ln(1 + |v|) w_num`` for its numeric value ``v`` (0 except at ``<NUM>``).
-2. **Heads.** ``U = Abduction(z_t)`` at the last position, ``U' = Action.decision_input(U, mode,
-   T, ...)`` (SPEC §3: the mode's noise or draw), then the exact marginals
-   ``loc_S = W_cls loc_U' + b_cls``, ``scale_S = |W_cls| scale_U'`` and
-   ``loc_Y = W_reg loc_U' + b_reg`` (``U'`` has independent components, so these are the
-   marginals :meth:`cauchylin.nn.Action.forward` gives; ``|W_cls|`` is computed once and cached).
-3. **Choice.** Compatible mode samples ``softmax(loc_S / T)`` with ``top_k`` / ``top_p``
-   (:func:`cauchylin.nn.sample_compatible`; greedy at ``T = 0``). Every other mode takes
-   ``argmax_k P_k`` with ``P_k = 1/2 + atan((loc_S_k - C_k) / scale_S_k) / pi``, evaluated as the
-   argmax of the standardised score ``(loc_S_k - C_k) / scale_S_k`` (``P_k`` is increasing in it;
-   this also separates scores whose ``P_k`` round to the same float).
-4. **Numbers.** When the choice is ``<NUM>`` (``config.num_token_id``) the row's new numeric value
+2. **Heads and choice.** :meth:`CauchyLMForCausalLM.step <cauchylin_hf.model.CauchyLMForCausalLM.step>`
+   on the last position: ``U = Abduction(z_t)``, then :meth:`cauchylin.nn.Action.step`, the
+   same code path as the layer's own outputs: the mode's decision input ``U'`` (its rule in
+   :data:`cauchylin.nn.modes.MODE_TABLE`; the modes are described on the
+   [Inference modes](../../modes.md) page), the exact marginals ``loc_S = W_cls loc_U' + b_cls``,
+   ``scale_S = |W_cls| scale_U'`` (``|W_cls|`` cached while the weights are unchanged) and
+   ``loc_Y = W_reg loc_U' + b_reg``, and the mode's token rule: compatible mode samples
+   ``softmax(loc_S / T)`` with ``top_k`` / ``top_p`` (greedy at ``T = 0``); every other mode
+   takes ``argmax_k P_k`` with ``P_k = 1/2 + atan((loc_S_k - C_k) / scale_S_k) / pi``, as the
+   argmax of the standardised score ``(loc_S_k - C_k) / scale_S_k``.
+3. **Numbers.** When the choice is ``<NUM>`` (``config.num_token_id``) the row's new numeric value
    is ``loc_Y`` (rounded to float32; written into the decoded text with
    :func:`cauchylin_hf.numbers.format_number`, the shortest decimal that reads back to the same
    float32: ``4.5``, ``1000000``, ``1.5e+20``), else 0.
-5. **Stopping.** A row stops after ``eos_token_id`` or after its decoded continuation contains a
+4. **Stopping.** A row stops after ``eos_token_id`` or after its decoded continuation contains a
    stop string; later positions of a stopped row hold the pad id (value 0, attention mask 0 in
    the output) while the other rows go on. The loop ends when every row stopped or after
    ``max_new_tokens``.
@@ -40,25 +40,26 @@ on other prompts (a counterfactual: the same individual in another context).
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.nn import functional as F
 
-from cauchylin.nn import MODES, draw_eps_noise, draw_eps_seed, effective_mode, sample_compatible
+from cauchylin.nn.modes import (
+    STANDARD,
+    FixedDraw,
+    check_sampling_options,
+    check_temperature,
+    get_mode,
+)
+
+from .batch import resolve_pad_token_id
+from .tokenizer import NumericTokenizer
 
 __all__ = ["GenerationOutput", "generate", "position_ids_from_mask"]
 
 _STEP_FIELDS = ("loc_S", "scale_S", "loc_Y", "scale_Y", "loc_U", "scale_U", "loc_U_prime")
-_F32_MAX = float(torch.finfo(torch.float32).max)
-
-# |W_cls| per classifier weight, reused while the weight is unchanged (same storage and version).
-_ABS_CACHE: weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, torch.Tensor]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 @dataclass
@@ -142,18 +143,6 @@ def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return pos.masked_fill(attention_mask == 0, 1)
 
 
-def _abs_weight(classifier: torch.nn.Module, dtype: torch.dtype) -> torch.Tensor:
-    """``|W_cls|`` in ``dtype``, cached while the weight is unchanged."""
-    w = classifier.weight
-    key = (w.data_ptr(), w._version, tuple(w.shape), w.device, dtype)
-    hit = _ABS_CACHE.get(classifier)
-    if hit is not None and hit[0] == key:
-        return hit[1]
-    a = w.detach().to(dtype).abs()
-    _ABS_CACHE[classifier] = (key, a)
-    return a
-
-
 def _as_ids(x: Any, name: str) -> torch.Tensor:
     t = torch.as_tensor(x)
     if t.ndim == 1:
@@ -176,23 +165,7 @@ def _eos_ids(model: Any, tokenizer: Any, eos_token_id: Any) -> list[int]:
     return [int(e) for e in eos_token_id]
 
 
-def _pad_id(model: Any, tokenizer: Any, eos: list[int]) -> int:
-    sources = (
-        tokenizer,
-        getattr(model, "generation_config", None),
-        model.config,
-        getattr(model.config, "base_config", None),
-    )
-    for source in sources:
-        value = getattr(source, "pad_token_id", None) if source is not None else None
-        if isinstance(value, int):
-            return value
-    return eos[0] if eos else 0
-
-
 def _numeric_tokenizer(tokenizer: Any, model: Any) -> Any:
-    from .tokenizer import NumericTokenizer
-
     if tokenizer is None or isinstance(tokenizer, NumericTokenizer):
         return tokenizer
     k = model.config.num_token_id
@@ -200,7 +173,7 @@ def _numeric_tokenizer(tokenizer: Any, model: Any) -> Any:
 
 
 def _draw(
-    name: str,
+    draw: FixedDraw,
     given: torch.Tensor | None,
     batch: int,
     size: int,
@@ -209,11 +182,12 @@ def _draw(
     dtype: torch.dtype,
 ) -> torch.Tensor:
     """The shared draw ``[B, C]``: the given one (``[C]`` or ``[B, C]``) or a fresh one."""
+    name = draw.name
     if given is None:
-        fn = draw_eps_seed if name == "eps_seed" else draw_eps_noise
         # float64 draws on the CPU generator when the generator lives there.
         gen_device = generator.device if generator is not None else device
-        return fn((batch, size), generator=generator, device=gen_device, dtype=dtype).to(device)
+        fresh = draw.sample((batch, size), generator=generator, device=gen_device, dtype=dtype)
+        return fresh.to(device)
     if not isinstance(given, torch.Tensor) or not given.is_floating_point():
         raise ValueError(f"{name} must be a floating-point tensor of shape [C] or [B, C]")
     if given.ndim == 1:
@@ -243,7 +217,7 @@ def generate(
     numeric_values: torch.Tensor | None = None,
     attention_mask: torch.Tensor | None = None,
     *,
-    mode: str = "standard",
+    mode: str = STANDARD,
     temperature: float = 1.0,
     top_k: int | None = None,
     top_p: float | None = None,
@@ -307,10 +281,8 @@ def generate(
         >>> tuple(out.sequences.shape), tuple(out.new_values.shape)
         ((1, 7), (1, 4))
     """
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    run = effective_mode(mode, temperature)
-    t = float(temperature)
+    spec = get_mode(mode)  # looked up (and validated) once, passed as the record below
+    t = check_temperature(temperature)
     if (
         isinstance(max_new_tokens, bool)
         or not isinstance(max_new_tokens, int)
@@ -325,9 +297,7 @@ def generate(
     tokenizer = _numeric_tokenizer(tokenizer, model)
     if stops and tokenizer is None:
         raise ValueError("stop_strings need a tokenizer to decode the continuation")
-    if top_k is not None or top_p is not None:
-        # validated once here (sample_compatible checks the same on every call)
-        sample_compatible(torch.zeros(1, 1), temperature=1.0, top_k=top_k, top_p=top_p)
+    check_sampling_options(top_k, top_p)
 
     device = next(model.parameters()).device
     if isinstance(input_ids, str) or (
@@ -362,29 +332,19 @@ def generate(
         generator = torch.Generator(device=device).manual_seed(int(seed))
 
     action = model.action
-    C = action.causal_size
-    hdtype = action.classifier.weight.dtype
-    cdtype = torch.float32 if hdtype in (torch.float16, torch.bfloat16) else hdtype
-    eps_seed_t = eps_noise_t = None
-    if mode == "shared_individual":
-        eps_seed_t = _draw("eps_seed", eps_seed, B, C, generator, device, torch.float64)
-    elif mode == "shared_noise":
-        eps_noise_t = _draw("eps_noise", eps_noise, B, C, generator, device, cdtype)
+    draws: dict[str, torch.Tensor] = {}
+    if spec.draw is not None:
+        given = eps_seed if spec.draw.name == "eps_seed" else eps_noise
+        dtype = torch.float64 if spec.draw.float64 else action.compute_dtype
+        draws[spec.draw.name] = _draw(
+            spec.draw, given, B, action.causal_size, generator, device, dtype
+        )
 
-    num_id = model.config.num_token_id
     eos = _eos_ids(model, tokenizer, eos_token_id)
     eos_t = torch.tensor(eos, dtype=torch.long, device=device)
-    pad = _pad_id(model, tokenizer, eos)
-    W = action.classifier.weight.to(cdtype)
-    b = action.classifier.bias.to(cdtype)
-    W_reg = action.regressor.weight.to(cdtype)
-    b_reg = action.regressor.bias.to(cdtype)
-    thr = action.threshold.to(cdtype)
-    W_abs = (
-        _abs_weight(action.classifier, cdtype)
-        if (run != "compatible" or return_distributions)
-        else None
-    )
+    gen_config = getattr(model, "generation_config", None)
+    base_config = getattr(model.config, "base_config", None)
+    pad = resolve_pad_token_id(tokenizer, gen_config, model.config, base_config, eos_token_id=eos)
 
     was_training = model.training
     model.eval()
@@ -409,35 +369,25 @@ def generate(
                 hidden, past = model.encode(
                     seq, vals, msk, use_cache=use_cache, position_ids=position_ids_from_mask(msk)
                 )
-            h = hidden[:, -1]
-            U = model.abduction(h)
-            Up = action.decision_input(
-                U, mode, t, generator=generator, eps_seed=eps_seed_t, eps_noise=eps_noise_t
+            U, step_out = model.step(
+                hidden[:, -1],
+                spec,
+                t,
+                generator=generator,
+                top_k=top_k,
+                top_p=top_p,
+                return_distributions=return_distributions,
+                **draws,
             )
-            loc_p = Up.loc.to(cdtype)
-            loc_S = F.linear(loc_p, W, b)
-            loc_Y = F.linear(loc_p, W_reg, b_reg)[:, 0]
-            scale_S = None
-            if W_abs is not None:
-                scale_S = F.linear(Up.scale.to(cdtype), W_abs)
-            if run == "compatible":
-                nxt = sample_compatible(
-                    loc_S, temperature=t, top_k=top_k, top_p=top_p, generator=generator
-                )
-            else:
-                nxt = ((loc_S - thr) / scale_S).argmax(dim=-1)
+            nxt, value = step_out.ids, step_out.values
             if return_distributions:
-                records["loc_S"].append(loc_S)
-                records["scale_S"].append(scale_S)
-                records["loc_Y"].append(loc_Y)
-                records["scale_Y"].append(F.linear(Up.scale.to(cdtype), W_reg.abs())[:, 0])
+                records["loc_S"].append(step_out.loc_S)
+                records["scale_S"].append(step_out.scale_S)
+                records["loc_Y"].append(step_out.loc_Y)
+                records["scale_Y"].append(step_out.scale_Y)
                 records["loc_U"].append(U.loc)
                 records["scale_U"].append(U.scale)
-                records["loc_U_prime"].append(Up.loc)
-            value = torch.zeros(B, dtype=torch.float32, device=device)
-            if num_id is not None:
-                y = torch.nan_to_num(loc_Y.float(), nan=0.0, posinf=_F32_MAX, neginf=-_F32_MAX)
-                value = torch.where(nxt == num_id, y.clamp(-_F32_MAX, _F32_MAX), value)
+                records["loc_U_prime"].append(step_out.U_prime.loc)
             nxt = nxt.masked_fill(finished, pad)
             value = value.masked_fill(finished, 0.0)
             seq = torch.cat([seq, nxt[:, None]], dim=1)
@@ -474,7 +424,7 @@ def generate(
         finished=finished,
         texts=texts,
         new_texts=new_texts,
-        eps_seed=eps_seed_t,
-        eps_noise=eps_noise_t,
+        eps_seed=draws.get("eps_seed"),
+        eps_noise=draws.get("eps_noise"),
         steps=steps,
     )

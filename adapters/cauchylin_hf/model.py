@@ -48,7 +48,8 @@ from transformers.models.auto.modeling_auto import MODEL_MAPPING
 from transformers.utils import ModelOutput
 
 from cauchylin import CauchyVector
-from cauchylin.nn import Abduction, Action, ActionOutput, NumericEmbedding
+from cauchylin.nn import Abduction, Action, ActionOutput, ActionStep, NumericEmbedding
+from cauchylin.nn.modes import STANDARD, InferenceMode
 
 from . import heads_io
 from ._backbone import (
@@ -877,19 +878,20 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
     def heads(
         self,
         hidden: torch.Tensor,
-        mode: str = "standard",
+        mode: str | InferenceMode = STANDARD,
         temperature: float | None = None,
         *,
         generator: torch.Generator | None = None,
         eps_seed: torch.Tensor | None = None,
         eps_noise: torch.Tensor | None = None,
     ) -> tuple[CauchyVector, ActionOutput]:
-        """Abduction and Action on features: the seam for generation loops.
+        """Abduction and Action on features: the decision distributions of a mode.
 
         ``U ~ Cauchy(loc_U, scale_U)`` with ``loc_U = W_loc z + b_loc``,
         ``scale_U = softplus(W_scale z + b_scale)``; then the mode's decision input ``U'`` and
         ``S = W_cls U' + b_cls`` (``loc_S = W_cls loc_U' + b_cls``, ``scale_S = |W_cls| scale_U'``)
-        and ``Y = W_reg U' + b_reg`` (see :meth:`cauchylin.nn.Action.forward`).
+        and ``Y = W_reg U' + b_reg`` (see :meth:`cauchylin.nn.Action.forward`). A generation loop
+        takes its step with :meth:`step` instead.
 
         Args:
             hidden: ``[..., H]`` features from :meth:`encode`.
@@ -922,9 +924,76 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             10.0
         """
         t = self.config.temperature if temperature is None else temperature
-        U = self.abduction(hidden.to(self.abduction.loc_net.weight.device))
+        U = self._individual(hidden)
         out = self.action(U, mode, t, generator=generator, eps_seed=eps_seed, eps_noise=eps_noise)
         return U, out
+
+    def step(
+        self,
+        hidden: torch.Tensor,
+        mode: str | InferenceMode = STANDARD,
+        temperature: float | None = None,
+        *,
+        generator: torch.Generator | None = None,
+        eps_seed: torch.Tensor | None = None,
+        eps_noise: torch.Tensor | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        return_distributions: bool = False,
+    ) -> tuple[CauchyVector, ActionStep]:
+        """One generation step on features: the next token and its value, in a mode.
+
+        ``U`` as in :meth:`heads`, then :meth:`cauchylin.nn.Action.step`: the mode's decision input,
+        ``loc_S``/``loc_Y`` (and ``scale_S`` where the mode's token rule reads it), the mode's token
+        rule and, where ``<NUM>`` (``config.num_token_id``) is chosen, ``loc_Y`` as its value. The
+        seam of generation loops (:func:`cauchylin_hf.generation.generate` uses it).
+
+        Args:
+            hidden: ``[B, H]`` features of the last position (from :meth:`encode`).
+            mode: an inference mode of :data:`cauchylin.nn.MODES` (or its record).
+            temperature: ``T >= 0`` (default ``config.temperature``).
+            generator: random generator of the sampling modes and of compatible sampling.
+            eps_seed: fixed draw of ``shared_individual``: ``[C]`` or ``[B, C]``.
+            eps_noise: fixed draw of ``shared_noise``: ``[C]`` or ``[B, C]``.
+            top_k: compatible mode: keep the ``k`` largest logits.
+            top_p: compatible mode: nucleus filtering.
+            return_distributions: also compute ``scale_S`` and ``scale_Y``.
+
+        Returns:
+            ``(U, step)``: ``U`` ``[B, C]`` and the :class:`cauchylin.nn.ActionStep` (``ids``,
+            ``values``, ``loc_S``, ...).
+
+        Raises:
+            ValueError: an unknown mode, a bad temperature / draw / ``top_k`` / ``top_p``.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
+            >>> hidden = model.encode(torch.tensor([[5, 6, 7]]))[0][:, -1]
+            >>> U, step = model.step(hidden, "causal")
+            >>> bool(torch.equal(step.ids, model.heads(hidden, "causal")[1].next_token()))
+            True
+        """
+        t = self.config.temperature if temperature is None else temperature
+        U = self._individual(hidden)
+        out = self.action.step(
+            U,
+            mode,
+            t,
+            generator=generator,
+            eps_seed=eps_seed,
+            eps_noise=eps_noise,
+            top_k=top_k,
+            top_p=top_p,
+            num_token_id=self.config.num_token_id,
+            return_distributions=return_distributions,
+        )
+        return U, out
+
+    def _individual(self, hidden: torch.Tensor) -> CauchyVector:
+        """``U = Abduction(z)`` on the heads' device."""
+        return self.abduction(hidden.to(self.abduction.loc_net.weight.device))
 
     def forward(
         self,
@@ -1045,7 +1114,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             kept = _slice_positions(hidden, logits_to_keep)
             U, act = self.heads(
                 kept,
-                mode or "standard",
+                mode or STANDARD,
                 temperature,
                 generator=generator,
                 eps_seed=eps_seed,

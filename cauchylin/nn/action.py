@@ -22,6 +22,7 @@ from cauchylin import losses
 from cauchylin._special import working_dtype
 from cauchylin.nn.modes import (
     STANDARD,
+    InferenceMode,
     check_draw,
     check_temperature,
     get_mode,
@@ -487,16 +488,17 @@ class Action(nn.Module):
                 f"U has {U.event_size} components, expected causal_size {self.causal_size} "
                 f"(U shape {tuple(U.shape)})"
             )
-        dtype = self._dtype()
+        dtype = self.compute_dtype
         return U if U.dtype == dtype else U.to(dtype)
 
-    def _dtype(self) -> torch.dtype:
-        """The compute dtype: the parameters' dtype, float32 for half-precision parameters."""
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """The dtype the heads compute in: the parameters' dtype, float32 for half precision."""
         return working_dtype(self.classifier.weight)
 
     def _heads(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """``W_cls, b_cls, W_reg, b_reg`` in the compute dtype (a no-op unless half precision)."""
-        dtype = self._dtype()
+        dtype = self.compute_dtype
         return (
             self.classifier.weight.to(dtype),
             self.classifier.bias.to(dtype),
@@ -526,7 +528,7 @@ class Action(nn.Module):
     def decision_input(
         self,
         U: CauchyVector,
-        mode: str = STANDARD,
+        mode: str | InferenceMode = STANDARD,
         temperature: float = 1.0,
         *,
         generator: torch.Generator | None = None,
@@ -558,7 +560,8 @@ class Action(nn.Module):
         Args:
             U: :class:`~cauchylin.CauchyVector` ``[..., C]`` (e.g. the
                 :class:`~cauchylin.nn.Abduction` output).
-            mode: one of :data:`~cauchylin.nn.MODES`.
+            mode: one of :data:`~cauchylin.nn.MODES` (or its
+                :class:`~cauchylin.nn.InferenceMode`).
             temperature: ``T >= 0``.
             generator: optional ``torch.Generator`` for the ``sampling`` and ``individual`` draws.
             eps_seed: required by ``shared_individual``: entries in ``(0, 1)``, shape ``[C]`` or
@@ -603,7 +606,7 @@ class Action(nn.Module):
     def forward(
         self,
         U: CauchyVector,
-        mode: str = STANDARD,
+        mode: str | InferenceMode = STANDARD,
         temperature: float = 1.0,
         *,
         generator: torch.Generator | None = None,
@@ -667,7 +670,7 @@ class Action(nn.Module):
     def step(
         self,
         U: CauchyVector,
-        mode: str = STANDARD,
+        mode: str | InferenceMode = STANDARD,
         temperature: float = 1.0,
         *,
         generator: torch.Generator | None = None,
@@ -690,7 +693,8 @@ class Action(nn.Module):
 
         Args:
             U: :class:`~cauchylin.CauchyVector` ``[..., C]`` (one position per row).
-            mode: one of :data:`~cauchylin.nn.MODES`.
+            mode: one of :data:`~cauchylin.nn.MODES` (or its
+                :class:`~cauchylin.nn.InferenceMode`).
             temperature: ``T >= 0``.
             generator: optional ``torch.Generator`` of the random modes and of the compatible
                 mode's sampling.
@@ -724,7 +728,7 @@ class Action(nn.Module):
         Up = self.decision_input(
             U, mode, t, generator=generator, eps_seed=eps_seed, eps_noise=eps_noise
         )
-        dtype = self._dtype()
+        dtype = self.compute_dtype
         W = self._cached("W", self.classifier.weight, dtype, absolute=False)
         b = self._cached("b", self.classifier.bias, dtype, absolute=False)
         W_reg = self._cached("W_reg", self.regressor.weight, dtype, absolute=False)

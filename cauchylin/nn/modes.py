@@ -551,11 +551,13 @@ MODES: tuple[str, ...] = tuple(MODE_TABLE)
 """The inference modes accepted by :meth:`Action.forward` and :meth:`Action.decision_input`."""
 
 
-def get_mode(mode: str) -> InferenceMode:
-    """The record of a mode, by name.
+def get_mode(mode: str | InferenceMode) -> InferenceMode:
+    """The record of a mode, by name (a record is returned as it is).
+
+    Callers that run many steps (a generation loop) look the mode up once and pass the record on.
 
     Args:
-        mode: one of :data:`MODES`.
+        mode: one of :data:`MODES`, or an :class:`InferenceMode`.
 
     Returns:
         The :class:`InferenceMode`.
@@ -568,17 +570,19 @@ def get_mode(mode: str) -> InferenceMode:
         >>> get_mode("shared_noise").draw.name
         'eps_noise'
     """
+    if isinstance(mode, InferenceMode):
+        return mode
     spec = MODE_TABLE.get(mode) if isinstance(mode, str) else None
     if spec is None:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODE_TABLE)}")
     return spec
 
 
-def resolve_mode(mode: str, temperature: float = 1.0) -> InferenceMode:
+def resolve_mode(mode: str | InferenceMode, temperature: float = 1.0) -> InferenceMode:
     """The record of the mode that actually runs (see :func:`effective_mode`).
 
     Args:
-        mode: one of :data:`MODES`.
+        mode: one of :data:`MODES` (or its :class:`InferenceMode`).
         temperature: ``T >= 0``.
 
     Returns:
@@ -599,7 +603,7 @@ def resolve_mode(mode: str, temperature: float = 1.0) -> InferenceMode:
     return spec
 
 
-def effective_mode(mode: str, temperature: float = 1.0) -> str:
+def effective_mode(mode: str | InferenceMode, temperature: float = 1.0) -> str:
     """The mode that actually runs: every non-compatible mode at ``temperature == 0`` is ``causal``.
 
     Args:

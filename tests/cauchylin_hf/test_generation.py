@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import doctest
 import math
 
 import pytest
 import torch
 from cauchylin_hf import generation
+from cauchylin_hf.batch import resolve_pad_token_id
 from cauchylin_hf.generation import generate, position_ids_from_mask
 from cauchylin_hf.model import CauchyLMForCausalLM
 from cauchylin_hf.numbers import format_number
@@ -264,7 +266,9 @@ def test_per_row_eos_does_not_stop_the_others(models):
     assert out.finished.tolist() == [True, False, False]
     assert out.new_tokens.shape == (3, 6)
     assert torch.equal(out.new_tokens[1:], free.new_tokens[1:])
-    pad = generation._pad_id(model, None, [eos])
+    pad = resolve_pad_token_id(
+        None, model.generation_config, model.config, model.config.base_config, eos_token_id=[eos]
+    )
     assert pad == 0  # the base config's pad id
     assert (out.new_tokens[0, first + 1 :] == pad).all()
     assert (out.attention_mask[0, ids.shape[1] + first + 1 :] == 0).all()
@@ -317,3 +321,36 @@ def test_errors(models, ntok):
         generate(model, ids, mode="compatible", top_k=0)
     with pytest.raises(ValueError, match="seed or generator"):
         generate(model, ids, seed=1, generator=torch.Generator())
+
+
+def test_generation_takes_its_decisions_from_the_mode_table(models, monkeypatch):
+    """One change to a mode's record changes generation: the token choice has no other path."""
+    from dataclasses import replace
+
+    from cauchylin.nn import modes
+
+    model = copy.deepcopy(models["qwen2"])
+    with torch.no_grad():  # noise of uneven size: standard and causal decide differently
+        model.action.b_noise.copy_(torch.rand(32, generator=torch.Generator().manual_seed(0)) * 50)
+    ids, values = prompts(seed=1)
+
+    def run(mode, **kw):
+        kw.setdefault("temperature", 1.0)
+        out = generate(model, ids, values, mode=mode, max_new_tokens=6, eos_token_id=[], **kw)
+        return out.sequences
+
+    causal, standard = run("causal"), run("standard")
+    compatible = run("compatible", seed=3)
+    assert not torch.equal(causal, standard)  # the patches below are visible
+    assert not torch.equal(causal, compatible)
+    table = modes.MODE_TABLE
+    original = table["causal"]
+    # the decision rule: causal forming U' by the standard rule generates what standard does
+    monkeypatch.setitem(table, "causal", replace(original, rule=table["standard"].rule))
+    assert torch.equal(run("causal"), standard)
+    # the token rule: causal sampling softmax(loc_S / T) generates what compatible does (the
+    # compatible mode's U' differs only in its scale, which softmax(loc_S / T) never reads)
+    monkeypatch.setitem(table, "causal", replace(original, samples_logits=True))
+    assert torch.equal(run("causal", seed=3), compatible)
+    monkeypatch.setitem(table, "causal", original)
+    assert torch.equal(run("causal"), causal)
