@@ -32,8 +32,8 @@ shift || true
 case "$cmd" in
   demo)
     setup
-    if "$PY" -c "import cauchylin_hf.cli" >/dev/null 2>&1; then
-      exec "$PY" -m cauchylin_hf.cli demo "$@"
+    if "$PY" -c "import cauchylin_hf.app.cli" >/dev/null 2>&1; then
+      exec "$PY" -m cauchylin_hf.app.cli demo "$@"
     else
       exec "$PY" examples/algebra_tour.py "$@"
     fi

@@ -49,13 +49,14 @@ MODULES = [
     "cauchylin_hf.verify",
     "cauchylin_hf.tokenizer",
     "cauchylin_hf.numbers",
-    "cauchylin_hf.corpus",
+    "cauchylin_hf.batch",
     "cauchylin_hf.data",
     "cauchylin_hf.training",
     "cauchylin_hf.generation",
-    "cauchylin_hf.cli",
-    "cauchylin_hf.demo",
     "cauchylin_hf.testing",
+    "cauchylin_hf.app.cli",
+    "cauchylin_hf.app.demo",
+    "cauchylin_hf.app.corpus",
 ]
 
 SECTION = re.compile(r"^(\w[\w ]*):\s*$", re.M)

@@ -1,4 +1,7 @@
-"""cauchylin_hf: turn any Hugging Face decoder into the seeds' causal language model.
+"""cauchylin_hf: turn any Hugging Face decoder into a causal language model with numbers.
+
+The model: one-vs-rest Cauchy decisions over the tokens plus a Cauchy regression channel for the
+numbers in the text (see [The causal decision model](../concepts.md) for the formulas).
 
 Importing the package registers the model with the Auto classes (``model_type="cauchy_lm"``), so
 ``AutoConfig``/``AutoModelForCausalLM``/``AutoModel.from_pretrained`` load saved causal models.

@@ -253,7 +253,7 @@ class NumericDataset(Dataset):
                 gives its index), or ``max_length`` is too small.
 
         Example:
-            >>> from cauchylin_hf.corpus import train_corpus_tokenizer
+            >>> from cauchylin_hf.app.corpus import train_corpus_tokenizer
             >>> ntok = NumericTokenizer(train_corpus_tokenizer(vocab_size=300))
             >>> ds = NumericDataset.from_texts(["3 boxes of 12 eggs hold 36 eggs."], ntok)
             >>> ds[0]["numeric_values"][ds[0]["input_ids"] == ntok.num_token_id].tolist()

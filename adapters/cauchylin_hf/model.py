@@ -1,6 +1,7 @@
-r"""``CauchyLMForCausalLM``: any Hugging Face decoder turned into the seeds' causal language model.
+r"""``CauchyLMForCausalLM``: any Hugging Face decoder turned into a causal language model.
 
-Architecture (seed 000 §2, SPEC §4). Four submodules with fixed names:
+Architecture (the pipeline of [The causal decision model](../../concepts.md#the-pipeline-at-a-glance)). Four
+submodules with fixed names:
 
 * ``backbone`` — the base decoder *without* its language-model head (``Qwen2Model``,
   ``LlamaModel``, ``MistralModel``, ``GPT2Model``, ...: whatever ``AutoModel`` builds from the base
@@ -13,22 +14,24 @@ Architecture (seed 000 §2, SPEC §4). Four submodules with fixed names:
 * ``action`` — :class:`cauchylin.nn.Action`: class scores ``S = W_cls U' + b_cls`` over the OvR
   classes and the regression value ``Y``; its ``loss`` is the memory-efficient training objective.
 
-Initialisation (seed 002): ``C = H``, Abduction identity (``loc_U = z``, ``scale_U = gamma_0``),
+Initialisation ([formulas](../../concepts.md#initialisation-that-reproduces-the-base-model)): ``C = H``,
+Abduction identity (``loc_U = z``, ``scale_U = gamma_0``),
 ``W_cls`` = the base ``lm_head`` weight (the embedding matrix for tied bases), ``b_cls`` = the base
 head's bias (0 for every supported architecture). Then ``loc_S`` equals the base logits: ``verify``
 measures it.
 
-The ``<NUM>`` token (SPEC §4): when the base has embedding rows beyond the tokenizer (Qwen2.5:
+The ``<NUM>`` token: when the base has embedding rows beyond the tokenizer (Qwen2.5:
 151936 rows, 151665 tokens) ``<NUM>`` is the first spare row (id ``len(tokenizer)``) and inherits
 its embedding and head row; otherwise one row is added (embedding and head row = the mean of the
 existing rows). Either way ``numeric_embedding.num_token_delta`` (``[H]``, init 0) is added to the
 ``<NUM>`` embedding, so the ``<NUM>`` input embedding trains even when the backbone is frozen (the
 default) or LoRA-wrapped, and a heads-only checkpoint carries it.
 
-Next-token shift — the one place where labels are aligned: inside :meth:`forward`, position ``i``
-predicts ``labels[:, i + 1]``; ``target_values`` (aligned with the input positions like
-``numeric_values``) shift with the labels. Pass labels unshifted (``labels = input_ids`` with
-``-100`` at padding, as :class:`~cauchylin_hf.data.NumericDataCollator` does).
+Next-token shift — the one place where labels are aligned: :func:`next_token_targets`, used by
+:meth:`~CauchyLMForCausalLM.forward` (and by evaluation): position ``i`` predicts
+``labels[:, i + 1]``; ``target_values`` (aligned with the input positions like ``numeric_values``)
+shift with the labels. Pass labels unshifted (``labels = input_ids`` with ``-100`` at padding, as
+:class:`~cauchylin_hf.data.NumericDataCollator` does).
 """
 
 from __future__ import annotations
@@ -476,7 +479,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """The documented initialisation of the heads (seed 002), for weights not yet loaded.
+        """The documented initialisation of the heads, for weights not yet loaded.
 
         transformers calls this at construction and, after ``from_pretrained``, for the modules
         whose weights were missing from the checkpoint. For code outside transformers it skips
@@ -537,7 +540,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
 
     @staticmethod
     def _init_regressor(action: Action) -> None:
-        """``W_reg ~ N(0, 1/C)``, ``b_reg = 0`` (seed 002)."""
+        """``W_reg ~ N(0, 1/C)``, ``b_reg = 0``."""
         hf_init.normal_(action.regressor.weight, 0.0, 1.0 / math.sqrt(action.causal_size))
         hf_init.zeros_(action.regressor.bias)
 
@@ -632,7 +635,8 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         folder), take its decoder as ``backbone`` (shared, not copied), choose the ``<NUM>`` id
         (explicit ``num_token_id``; the tokenizer's ``num_token`` if it has one; else the first
         spare row ``len(tokenizer)``), add an embedding row if that id is not a row yet (new row
-        = mean of the rows), build the heads per seed 002 and copy the base head into ``W_cls``
+        = mean of the rows), build the heads (Abduction the identity with ``scale_U = gamma_init``,
+        ``W_reg ~ N(0, 1/C)``, ``b_noise = b_noise_init``) and copy the base head into ``W_cls``
         (+ its bias when it has one; the mean head row for an added ``<NUM>`` row).
 
         A base passed as an object is taken over, not copied: training the causal model changes

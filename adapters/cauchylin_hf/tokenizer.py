@@ -11,7 +11,7 @@ written back, either with the number's original spelling (``number_texts``) or w
 Round trip: ``decode(ids, values, number_texts=texts, skip_special_tokens=True) == text`` for every
 text, provided the wrapped tokenizer round-trips its own text segments (``tok.decode(tok(seg,
 add_special_tokens=False).input_ids) == seg``): true for byte-level BPE tokenizers without a
-normalizer (GPT-2 style, the corpus tokenizer of :mod:`cauchylin_hf.corpus`); Qwen2's tokenizer
+normalizer (GPT-2 style, the corpus tokenizer of :mod:`cauchylin_hf.app.corpus`); Qwen2's tokenizer
 NFC-normalizes, so there it holds for NFC text; SentencePiece tokenizers that add a prefix space
 do not round-trip whitespace.
 

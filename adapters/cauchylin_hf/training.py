@@ -10,8 +10,9 @@ The plain ``transformers.Trainer`` does the work; this module supplies what it n
   Trainer averages ``loss``, and adds them to the Trainer's logs (progress bar, ``log_history``).
 * :func:`make_trainer`: a ``Trainer`` with the :class:`~cauchylin_hf.data.NumericDataCollator` and
   the callback.
-* :func:`evaluate_model`: the held-out metrics of seed 000 §5 through
-  :func:`cauchylin.metrics.compute_metrics`, plus the mean loss parts.
+* :func:`evaluate_model`: the held-out metrics of :func:`cauchylin.metrics.compute_metrics`
+  (token accuracy, ``<NUM>`` precision/recall/F1, regression errors, distribution statistics),
+  plus the mean loss parts.
 * :func:`train`: texts in, trained model, loss history and metrics out (the CLI and the demo call
   it). Under ``torchrun`` / ``accelerate launch`` it trains data-parallel without changes.
 
@@ -509,7 +510,7 @@ def evaluate_model(
     seed: int = 0,
     progress: bool = False,
 ) -> dict[str, float]:
-    """Held-out metrics of seed 000 §5 and the mean loss parts of the model.
+    """Held-out metrics (:func:`cauchylin.metrics.compute_metrics`) and the mean loss parts.
 
     One forward pass per batch (eval mode, no gradients) gives the loss parts and the individual
     representation U at every position. Position ``i`` is scored against token ``i + 1`` (the

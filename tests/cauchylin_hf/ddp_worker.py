@@ -40,7 +40,7 @@ def build_model(tokenizer: Any, seed: int = SEED) -> torch.nn.Module:
 
 def make_texts(n: int, seed: int = SEED) -> list[str]:
     """``n`` sentences of one template: equal token and ``<NUM>`` counts per example."""
-    from cauchylin_hf.corpus import generate_sentences
+    from cauchylin_hf.app.corpus import generate_sentences
 
     return generate_sentences(n, seed=seed, templates=list(TEMPLATES))
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from cauchylin_hf import cli
+from cauchylin_hf.app import cli
 from cauchylin_hf.testing import save_tiny_base
 
 COMMANDS = ("demo", "train", "evaluate", "generate", "verify")
@@ -67,7 +67,7 @@ def test_help_of_every_command(capsys):
 
 def test_module_entry_point_runs():
     run = subprocess.run(
-        [sys.executable, "-m", "cauchylin_hf.cli", "--help"],
+        [sys.executable, "-m", "cauchylin_hf.app.cli", "--help"],
         capture_output=True,
         text=True,
         check=False,

@@ -4,7 +4,7 @@ import math
 import time
 
 import pytest
-from cauchylin_hf.corpus import (
+from cauchylin_hf.app.corpus import (
     TEMPLATES,
     CorpusSplits,
     generate_sentences,

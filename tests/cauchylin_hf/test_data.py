@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from cauchylin_hf.corpus import train_corpus_tokenizer
+from cauchylin_hf.app.corpus import train_corpus_tokenizer
 from cauchylin_hf.data import IGNORE_INDEX, NumericDataCollator, NumericDataset, read_texts
 from cauchylin_hf.tokenizer import NumericTokenizer
 

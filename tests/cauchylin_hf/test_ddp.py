@@ -94,7 +94,7 @@ def _run(cmd: list[str], cwd: Path) -> None:
     reason="torch.distributed with gloo is not available",
 )
 def test_torchrun_two_processes_match_one_process(tmp_path):
-    from cauchylin_hf.corpus import train_corpus_tokenizer
+    from cauchylin_hf.app.corpus import train_corpus_tokenizer
     from cauchylin_hf.tokenizer import NumericTokenizer
 
     tok_dir = tmp_path / "tokenizer"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from cauchylin_hf import cli
-from cauchylin_hf.demo import MODE_SETTINGS, mean_baseline, metrics_table
+from cauchylin_hf.app import cli
+from cauchylin_hf.app.demo import MODE_SETTINGS, mean_baseline, metrics_table
 
 
 def test_quick_demo_runs_end_to_end(tmp_path, capsys):

@@ -6,7 +6,7 @@ import unicodedata
 import numpy as np
 import pytest
 import torch
-from cauchylin_hf.corpus import make_splits, train_corpus_tokenizer
+from cauchylin_hf.app.corpus import make_splits, train_corpus_tokenizer
 from cauchylin_hf.numbers import find_numbers
 from cauchylin_hf.tokenizer import NUMERIC_TOKENIZER_CONFIG, NumericTokenizer
 from hypothesis import given

@@ -12,7 +12,7 @@ import time
 
 import pytest
 import torch
-from cauchylin_hf.corpus import generate_sentences, make_splits, train_corpus_tokenizer
+from cauchylin_hf.app.corpus import generate_sentences, make_splits, train_corpus_tokenizer
 from cauchylin_hf.data import NumericDataCollator, NumericDataset
 from cauchylin_hf.tokenizer import NumericTokenizer
 from cauchylin_hf.training import (

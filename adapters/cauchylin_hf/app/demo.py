@@ -1,0 +1,541 @@
+r"""The embedded demo: a small Qwen2-architecture causal language model learns a numeric corpus.
+
+No download and no network: everything is built locally.
+
+1. **Data.** :func:`cauchylin_hf.app.corpus.make_splits` generates sentences with prices,
+   quantities, measurements and simple relations between numbers, and a disjoint held-out split;
+   :func:`~cauchylin_hf.app.corpus.train_corpus_tokenizer` trains a byte-level BPE tokenizer on it
+   (``<NUM>`` is a special token), wrapped in a
+   :class:`~cauchylin_hf.tokenizer.NumericTokenizer`.
+2. **Model.** A ``Qwen2ForCausalLM`` built from a config (:data:`FULL` / :data:`QUICK`, random
+   weights: nothing is pretrained) gets the causal heads with
+   :meth:`~cauchylin_hf.model.CauchyLMForCausalLM.from_base`; since the backbone knows nothing,
+   the whole model trains (``freeze_backbone=False``, no LoRA).
+3. **Training** with :func:`cauchylin_hf.training.train` (the HF ``Trainer``, a tqdm progress
+   bar), loss ``L_cls + L_reg`` in standard mode at ``T = 1``.
+4. **Evaluation** on the held-out sentences: token accuracy, ``<NUM>`` precision/recall/F1,
+   regression errors and distribution statistics (:func:`~cauchylin_hf.training.evaluate_model`) in a table next to two baselines, the same
+   model before training and "predict the training mean" for every number.
+5. **Generation** (:func:`cauchylin_hf.generation.generate`) from a few prompts in every mode,
+   and one counterfactual: the same shared individual (one ``eps_seed``) on two prompts.
+6. **Plots** in ``output_dir``: ``loss_curves.png``, ``predicted_vs_true.png``,
+   ``ovr_prob_sums.png``; plus ``metrics.json`` and ``samples.txt``.
+
+Run it with ``cauchylin-lm demo`` (``--quick`` for a shortened run) or :func:`run_demo`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+import torch
+
+from cauchylin.nn import modes
+
+__all__ = ["FULL", "QUICK", "DemoSettings", "run_demo"]
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """Sizes of the demo run.
+
+    Attributes:
+        n_train: training sentences.
+        n_heldout: held-out sentences.
+        vocab_size: largest tokenizer vocabulary.
+        hidden_size: ``H`` of the Qwen2 backbone.
+        num_layers: decoder layers.
+        num_heads: attention heads (key/value heads: half of them).
+        max_steps: optimizer steps.
+        batch_size: sentences per step.
+        learning_rate: peak learning rate (cosine decay after a short warm-up).
+        max_new_tokens: tokens generated per prompt.
+        seed: seed of the corpus, the weights, the data order and the draws.
+
+    Example:
+        >>> QUICK.max_steps, FULL.max_steps, DemoSettings().hidden_size
+        (80, 2000, 128)
+        >>> small = with_overrides(QUICK, max_steps=10, seed=None)  # None keeps a field
+        >>> small.max_steps, small.seed, small.n_train
+        (10, 0, 800)
+    """
+
+    n_train: int = 8000
+    n_heldout: int = 200
+    vocab_size: int = 512
+    hidden_size: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    max_steps: int = 2000
+    batch_size: int = 32
+    learning_rate: float = 3e-3
+    max_new_tokens: int = 24
+    seed: int = 0
+
+
+FULL = DemoSettings()
+"""The default demo (a few minutes on 2 CPU cores)."""
+
+QUICK = DemoSettings(
+    n_train=800,
+    n_heldout=60,
+    vocab_size=400,
+    hidden_size=64,
+    num_layers=2,
+    max_steps=80,
+    batch_size=16,
+    learning_rate=5e-3,
+    max_new_tokens=12,
+)
+"""The shortened demo (``--quick``; well under a minute)."""
+
+PROMPTS = (
+    "3 boxes of 12 eggs hold",
+    "The average of 18 and 74 is",
+    "Ann had 47 pears and bought 5 more, so Ann now has",
+    "The price rose from",
+)
+"""Prompts of the generation part."""
+
+MODE_SETTINGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    (modes.CAUSAL, {"temperature": 0.0}),
+    (modes.STANDARD, {"temperature": 1.0}),
+    (modes.SAMPLING, {"temperature": 1.0}),
+    (modes.COMPATIBLE, {"temperature": 0.7, "top_k": 20}),
+    (modes.INDIVIDUAL, {"temperature": 1.0}),
+    (modes.SHARED_INDIVIDUAL, {"temperature": 1.0}),
+    (modes.SHARED_NOISE, {"temperature": 1.0}),
+)
+"""The modes shown and their sampling settings."""
+
+TABLE_ROWS = (
+    ("token accuracy", "eval/accuracy"),
+    ("<NUM> precision", "eval/num_precision"),
+    ("<NUM> recall", "eval/num_recall"),
+    ("<NUM> F1", "eval/num_f1"),
+    ("regression MAE", "eval/reg_mae"),
+    ("regression median abs. error", "eval/reg_mdae"),
+    ("held-out loss", "eval/loss"),
+    ("median loc_U", "dist/U_loc_median"),
+    ("median scale_U", "dist/U_scale_median"),
+    ("median OvR prob. sum (standard)", "dist/ovr_prob_sum_median_standard"),
+    ("median OvR prob. sum (causal sampling)", "dist/ovr_prob_sum_median_causal"),
+)
+"""(label, metric key) rows of the printed table."""
+
+
+def build_model(settings: DemoSettings, train_texts: list[str]) -> tuple[Any, Any]:
+    """The demo's tokenizer and untrained model.
+
+    Args:
+        settings: sizes.
+        train_texts: texts the tokenizer is trained on.
+
+    Returns:
+        ``(model, numeric_tokenizer)``: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM` on a
+        randomly initialised ``Qwen2ForCausalLM`` (whole model trainable) and its
+        :class:`~cauchylin_hf.tokenizer.NumericTokenizer`.
+    """
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    from ..model import CauchyLMForCausalLM
+    from ..tokenizer import NumericTokenizer
+    from .corpus import train_corpus_tokenizer
+
+    tok = train_corpus_tokenizer(train_texts, vocab_size=settings.vocab_size)
+    ntok = NumericTokenizer(tok)
+    H = settings.hidden_size
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=H,
+        num_hidden_layers=settings.num_layers,
+        num_attention_heads=settings.num_heads,
+        num_key_value_heads=max(1, settings.num_heads // 2),
+        intermediate_size=3 * H,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(settings.seed)
+        base = AutoModelForCausalLM.from_config(config)
+        model = CauchyLMForCausalLM.from_base(base, ntok, freeze_backbone=False)
+    return model, ntok
+
+
+def mean_baseline(train_texts: list[str], heldout_texts: list[str]) -> dict[str, float]:
+    """Regression errors of predicting the training mean for every held-out number.
+
+    Args:
+        train_texts: training sentences (the mean is over all their numbers).
+        heldout_texts: held-out sentences.
+
+    Returns:
+        ``{"eval/reg_mae", "eval/reg_mdae", "train_mean"}``.
+    """
+    from ..numbers import find_numbers
+
+    train_values = [n.value for t in train_texts for n in find_numbers(t)]
+    mean = sum(train_values) / len(train_values)
+    errors = [abs(n.value - mean) for t in heldout_texts for n in find_numbers(t)]
+    return {
+        "eval/reg_mae": sum(errors) / len(errors),
+        "eval/reg_mdae": statistics.median(errors),
+        "train_mean": mean,
+    }
+
+
+@torch.no_grad()
+def heldout_predictions(
+    model: Any, ntok: Any, texts: list[str], *, seed: int = 0, batch_size: int = 32
+) -> dict[str, torch.Tensor]:
+    """Per-position predictions on held-out texts for the plots.
+
+    Args:
+        model: the causal model.
+        ntok: its numeric tokenizer.
+        texts: held-out sentences.
+        seed: seed of the causal-sampling draws.
+        batch_size: sentences per forward pass.
+
+    Returns:
+        ``{"pred": [N], "true": [N]}`` regression predictions and true values at the positions
+        whose next token is ``<NUM>``, and ``{"sum_standard", "sum_individual"}`` ``[M]`` OvR
+        probability sums at every real position.
+    """
+    from cauchylin import CauchyVector
+    from cauchylin.metrics import ovr_prob_sums
+
+    num = model.config.num_token_id
+    gen = torch.Generator().manual_seed(seed)
+    keep: dict[str, list[torch.Tensor]] = {
+        k: [] for k in ("pred", "true", "sum_standard", "sum_individual")
+    }
+    model.eval()
+    for start in range(0, len(texts), batch_size):
+        enc = ntok(texts[start : start + batch_size], padding=True, return_tensors="pt")
+        out = model(enc["input_ids"], enc["numeric_values"], enc["attention_mask"])
+        mask = enc["attention_mask"].bool()
+        pair = mask[:, :-1] & mask[:, 1:]
+        at_num = pair & (enc["input_ids"][:, 1:] == num)
+        keep["pred"].append(out.loc_Y[:, :-1][at_num].float())
+        keep["true"].append(enc["numeric_values"][:, 1:][at_num].float())
+        U = CauchyVector(out.loc_U[mask], out.scale_U[mask])
+        keep["sum_standard"].append(ovr_prob_sums(model.action, U, mode=modes.STANDARD).float())
+        keep["sum_individual"].append(
+            ovr_prob_sums(model.action, U, mode=modes.INDIVIDUAL, generator=gen).float()
+        )
+    return {k: torch.cat(v) for k, v in keep.items()}
+
+
+def _save_figure(fig: Any, path: Path) -> Path:
+    """Lay out, write (100 dpi) and close one figure; returns its path."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_plots(
+    output_dir: Path, history: list[dict[str, float]], preds: dict[str, torch.Tensor]
+) -> list[Path]:
+    """Write the three figures.
+
+    Args:
+        output_dir: the folder.
+        history: :attr:`cauchylin_hf.training.TrainResult.history`.
+        preds: :func:`heldout_predictions`.
+
+    Returns:
+        The paths written.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    paths = []
+    fig, ax = plt.subplots(figsize=(6, 4))
+    steps = [row["step"] for row in history]
+    for key, label in (
+        ("loss", "total"),
+        ("cls_loss", "OvR classification"),
+        ("reg_loss", "regression NLL"),
+    ):
+        ys = [row.get(key, math.nan) for row in history]
+        ax.plot(steps, ys, marker="o", ms=3, label=label)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("training loss")
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_title("Training loss")
+    ax.legend()
+    paths.append(_save_figure(fig, output_dir / "loss_curves.png"))
+
+    fig, ax = plt.subplots(figsize=(5, 5))
+    true, pred = preds["true"].numpy(), preds["pred"].numpy()
+    ax.scatter(true, pred, s=8, alpha=0.6)
+    if true.size:
+        lo, hi = float(min(true.min(), pred.min())), float(max(true.max(), pred.max()))
+        ax.plot([lo, hi], [lo, hi], color="grey", lw=1, ls="--", label="y = x")
+    ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_xlabel("true number")
+    ax.set_ylabel("predicted loc_Y")
+    ax.set_title("Held-out numbers: predicted vs true")
+    ax.legend()
+    paths.append(_save_figure(fig, output_dir / "predicted_vs_true.png"))
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for key, label in (("sum_standard", "standard"), ("sum_individual", "causal sampling")):
+        x = preds[key].clamp(1e-3, 1e3).log10().numpy()
+        ax.hist(x, bins=40, alpha=0.6, label=label)
+    ax.axvline(0.0, color="grey", ls="--", lw=1)
+    ax.set_xlabel("log10 sum_k P_k per position")
+    ax.set_ylabel("positions")
+    ax.set_title("OvR probability sums (held-out)")
+    ax.legend()
+    paths.append(_save_figure(fig, output_dir / "ovr_prob_sums.png"))
+    return paths
+
+
+def _fmt(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{value:.4g}"
+
+
+def metrics_table(columns: dict[str, dict[str, float]]) -> str:
+    """The metrics table (rows :data:`TABLE_ROWS`, one column per model).
+
+    Args:
+        columns: column title -> metrics dict (a missing key prints ``—``).
+
+    Returns:
+        The table as text.
+    """
+    width = max(len(label) for label, _ in TABLE_ROWS) + 2
+    titles = list(columns)
+    col = max(12, *(len(t) + 2 for t in titles))
+    lines = ["metric".ljust(width) + "".join(t.rjust(col) for t in titles)]
+    lines.append("-" * len(lines[0]))
+    for label, key in TABLE_ROWS:
+        cells = "".join(_fmt(columns[t].get(key)).rjust(col) for t in titles)
+        lines.append(label.ljust(width) + cells)
+    return "\n".join(lines)
+
+
+def run_demo(
+    output_dir: str | os.PathLike[str] = "outputs/demo",
+    *,
+    quick: bool = False,
+    settings: DemoSettings | None = None,
+    progress: bool = True,
+    plots: bool = True,
+    stream: TextIO | None = None,
+) -> dict[str, Any]:
+    """Run the whole demo (see the module docstring) and return its numbers.
+
+    Args:
+        output_dir: folder for the plots, ``metrics.json`` and ``samples.txt`` (created).
+        quick: use :data:`QUICK` instead of :data:`FULL`.
+        settings: explicit sizes (overrides ``quick``).
+        progress: show progress bars.
+        plots: write the figures.
+        stream: where to print (default ``sys.stdout``).
+
+    Returns:
+        ``{"metrics", "untrained", "mean_baseline", "generations", "counterfactual", "files",
+        "seconds", "settings"}``.
+
+    Example:
+        ``run_demo("outputs/demo", quick=True)`` is the ``--quick`` run; a tiny one in a second:
+
+        >>> import io, tempfile
+        >>> tiny = DemoSettings(n_train=32, n_heldout=8, vocab_size=300, hidden_size=16,
+        ...                     num_layers=1, num_heads=2, max_steps=2, batch_size=8,
+        ...                     max_new_tokens=2)
+        >>> log = io.StringIO()
+        >>> summary = run_demo(tempfile.mkdtemp(), settings=tiny, progress=False, plots=False,
+        ...                    stream=log)
+        >>> list(summary["generations"]) == [mode for mode, _ in MODE_SETTINGS]
+        True
+        >>> [Path(f).name for f in summary["files"]], summary["settings"]["max_steps"]
+        (['metrics.json', 'samples.txt'], 2)
+        >>> summary["metrics"]["eval/loss"] < summary["untrained"]["eval/loss"]  # 2 steps help
+        True
+        >>> log.getvalue().splitlines()[0]
+        '== cauchylin demo: a causal language model learns numbers in text'
+    """
+    from cauchylin.nn import draw_eps_seed
+
+    from ..generation import generate
+    from ..training import train
+    from .corpus import make_splits
+
+    out = stream or sys.stdout
+    s = settings or (QUICK if quick else FULL)
+    start = time.perf_counter()
+    folder = Path(output_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def say(text: str = "") -> None:
+        print(text, file=out, flush=True)
+
+    say("== cauchylin demo: a causal language model learns numbers in text")
+    splits = make_splits(s.n_train, s.n_heldout, seed=s.seed)
+    say(f"corpus: {len(splits.train)} training / {len(splits.heldout)} held-out sentences, e.g.")
+    for text in splits.train[:3]:
+        say(f"  {text}")
+    model, ntok = build_model(s, splits.train)
+    n_params = sum(p.numel() for p in model.parameters())
+    say(
+        f"model: Qwen2 backbone from a config (H={s.hidden_size}, {s.num_layers} layers, "
+        f"{len(ntok)} tokens, <NUM> id {ntok.num_token_id}) + Abduction/Action heads, "
+        f"{n_params / 1e6:.2f}M parameters, all trained"
+    )
+    say(f"training: {s.max_steps} steps of {s.batch_size} sentences")
+    result = train(
+        model,
+        ntok,
+        splits.train,
+        splits.heldout,
+        folder / "trainer",
+        max_steps=s.max_steps,
+        batch_size=s.batch_size,
+        learning_rate=s.learning_rate,
+        logging_steps=max(1, s.max_steps // 20),
+        seed=s.seed,
+        progress=progress,
+        save=False,
+        eval_before=True,
+        warmup_steps=max(1, s.max_steps // 20),
+        lr_scheduler_type="cosine",
+    )
+    metrics = dict(result.metrics or {})
+    untrained = dict(result.initial_metrics or {})
+    baseline = mean_baseline(splits.train, splits.heldout)
+    say(f"trained in {result.train_runtime:.1f} s")
+    say("")
+    say("== held-out metrics")
+    say(
+        metrics_table(
+            {
+                "trained": metrics,
+                "untrained": untrained,
+                f"train mean ({baseline['train_mean']:.4g})": baseline,
+            }
+        )
+    )
+    say("")
+
+    generations: dict[str, list[str]] = {}
+    say("== generation from the same prompts in every mode (seed 0)")
+    model.eval()
+    for mode, kw in MODE_SETTINGS:
+        g = generate(
+            model,
+            list(PROMPTS),
+            tokenizer=ntok,
+            mode=mode,
+            max_new_tokens=s.max_new_tokens,
+            seed=s.seed,
+            **kw,
+        )
+        generations[mode] = list(g.texts or [])
+        say(f"-- {mode} ({', '.join(f'{k}={v}' for k, v in kw.items())})")
+        for text in generations[mode]:
+            say(f"  {text}")
+    say(
+        "(compatible reads loc_S as logits and the individual modes compare one individual's "
+        "scores with the thresholds; neither uses scale_S, which the trained heads rely on, so "
+        "they can disagree with causal/standard: see the FAQ)"
+    )
+    say("")
+
+    say("== counterfactual: one shared individual (the same eps_seed) on two prompts")
+    eps = draw_eps_seed(
+        (model.action.causal_size,),
+        generator=torch.Generator().manual_seed(s.seed + 1),
+        dtype=torch.float64,
+    )
+    pair = ["Ben had 20 books and bought 7 more, so Ben now has", "The average of 10 and 30 is"]
+    cf = generate(
+        model,
+        pair,
+        tokenizer=ntok,
+        mode=modes.SHARED_INDIVIDUAL,
+        eps_seed=eps,
+        max_new_tokens=s.max_new_tokens,
+    )
+    same = bool(torch.equal(cf.eps_seed[0], cf.eps_seed[1]))
+    say(
+        f"eps_seed[:4] = {[round(x, 4) for x in eps[:4].tolist()]} (identical in both rows: {same})"
+    )
+    for text in cf.texts or []:
+        say(f"  {text}")
+    counterfactual = {"eps_seed_head": eps[:4].tolist(), "texts": list(cf.texts or [])}
+    say("")
+
+    files: list[str] = []
+    if plots:
+        preds = heldout_predictions(model, ntok, splits.heldout, seed=s.seed)
+        files = [str(p) for p in write_plots(folder, result.history, preds)]
+    summary = {
+        "metrics": metrics,
+        "untrained": untrained,
+        "mean_baseline": baseline,
+        "generations": generations,
+        "counterfactual": counterfactual,
+        "files": files,
+        "seconds": time.perf_counter() - start,
+        "settings": asdict(s),
+    }
+    (folder / "metrics.json").write_text(
+        json.dumps(
+            {k: summary[k] for k in ("metrics", "untrained", "mean_baseline", "settings")},
+            indent=2,
+        )
+    )
+    with (folder / "samples.txt").open("w", encoding="utf-8") as fh:
+        for mode, texts in generations.items():
+            fh.write(f"[{mode}]\n" + "".join(f"{t}\n" for t in texts))
+        fh.write("[counterfactual shared_individual]\n")
+        fh.write("".join(f"{t}\n" for t in counterfactual["texts"]))
+    files += [str(folder / "metrics.json"), str(folder / "samples.txt")]
+    summary["files"] = files
+    say("== files")
+    for f in files:
+        say(f"  {f}")
+    f1, mdae = metrics.get("eval/num_f1", math.nan), metrics.get("eval/reg_mdae", math.nan)
+    say(
+        f"held-out <NUM> F1 {f1:.3f} (untrained {untrained.get('eval/num_f1', math.nan):.3f}); "
+        f"regression median abs. error {mdae:.4g} (untrained "
+        f"{untrained.get('eval/reg_mdae', math.nan):.4g}, training mean {baseline['eval/reg_mdae']:.4g})"
+    )
+    say(f"demo finished in {summary['seconds']:.1f} s")
+    return summary
+
+
+def with_overrides(settings: DemoSettings, **overrides: Any) -> DemoSettings:
+    """``settings`` with the non-None ``overrides`` applied.
+
+    Args:
+        settings: the base sizes.
+        **overrides: :class:`DemoSettings` fields; None leaves a field as it is.
+
+    Returns:
+        The new settings.
+    """
+    return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
