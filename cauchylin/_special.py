@@ -14,37 +14,56 @@ Every function computes in ``float32`` or ``float64`` (``bfloat16`` and ``float1
 promoted to ``float32``, see :func:`working_dtype`). The identities used:
 
 * ``cdf = 1/2 + atan(z)/pi = atan2(s, -d)/pi``; the smaller tail is
-  ``t = atan2(s, |d|)/pi <= 1/2``, accurate to an ulp or two for every ``d`` (a normal float as
-  long as ``|z| < 2.7e37`` in float32; beyond that it degrades gracefully to ``0``, i.e. ``-inf``
-  in log space).
+  ``t = atan2(s, |d|)/pi <= 1/2``, accurate to an ulp or two for every ``d`` while it is a normal
+  float (``|z| < 2.7e37`` in float32).
 * ``log cdf = log t`` for ``d < 0`` and ``log(1 - t)`` for ``d >= 0`` (mirror for ``log sf``).
+  Where ``t`` is below the smallest normal float (subnormal or zero: ``|d| / s`` beyond about
+  ``2.7e37`` in float32, ``1.4e307`` in float64) ``log t = log(s) - log|d| - log(pi)``, exact there
+  because ``atan(r) = r (1 - r^2/3 + ...)`` with ``r = s / |d| < 1e-37``; so the logs stay finite
+  out to ``s`` the smallest subnormal and ``|d|`` the largest float (float32: down to about
+  ``-193``), and ``-inf`` comes only from ``s = 0`` or an infinite ``d``.
   A single output uses one ``log``: ``1 - t`` is carried as an unevaluated sum ``hi + lo``
   (``hi = fl(1 - t)``, ``lo`` its exact rounding error, Fast2Sum), so
   ``log(1 - t) = log(hi) + lo/hi`` never rounds ``1 - tiny`` to ``1``. The pair uses ``log t``
   and ``log1p(-t)``. Branches are selected by exact 0/1 arithmetic (``lerp`` with weights 0
-  and 1, sign tricks) on *finite* values, never by ``torch.where`` (slow on CPU), and ``-inf``
-  comes out only where the probability is exactly zero.
+  and 1, sign tricks) on *finite* values, and ``-inf`` comes out only where the probability is
+  exactly zero. ``torch.where`` (slow on CPU) is used only on the general path, which the CPU
+  takes only when a tail is subnormal or zero.
 * ``log p = -log(pi) - log(s (1 + z^2))`` with ``s (1 + z^2) = s + (d / s) d`` (one ``log``) on
-  CPU, or ``2 log(hypot(sqrt(s), |d| / sqrt(s)))``, which cannot overflow, on other devices and
-  wherever the former overflows (``|z|`` beyond about ``1.8e19``).
+  CPU, or ``2 log(hypot(sqrt(s), |d| / sqrt(s)))`` on other devices and wherever the former
+  overflows (``|z|`` beyond about ``1.8e19``); where that overflows too (``|d| / sqrt(s)`` beyond
+  the float range) ``log(s) - 2 log(m) - log1p((n/m)^2)`` with ``m = max(|d|, s)``,
+  ``n = min(|d|, s)``, which cannot overflow.
 
 Every kernel allocates few temporaries and works in place: on CPU the cost of a kernel is
 dominated by its transcendental calls and the number of fresh full-size tensors.
 
 The derivatives are written by hand (``torch.autograd.Function``) because autograd through
 ``abs`` would give a zero gradient at ``d = 0`` and through ``s^2 + d^2`` an overflow in the tails;
-the hand-written ones are finite and correctly signed for every finite ``d`` and ``s > 0``.
+the hand-written ones are finite and correctly signed for every finite ``d`` and ``s > 0``, and at
+``d = +-inf`` they are the limits (``0`` in ``d``; ``0`` or ``1/s`` in ``s``). Without a gradient
+the forward runs directly (no autograd overhead); while a graph is captured (``torch.jit.trace``,
+``torch.compile``, ``torch.export``) the autograd ``Function`` is always used and the forward takes
+no branch that depends on tensor values, so the captured graph is the same with and without
+gradients.
+
+The module also holds :func:`standard_cauchy` (the sampler every Cauchy draw uses) and
+:func:`cauchy_kl`, the one kernel of the Cauchy KL divergence.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from cauchylin._validation import is_tracing
+
 __all__ = [
     "LOG_PI",
+    "cauchy_kl",
     "cdf",
     "cdf_std",
     "icdf_std",
@@ -60,6 +79,7 @@ __all__ = [
     "ovr_log_probs_std",
     "sf",
     "sf_std",
+    "standard_cauchy",
     "working_dtype",
 ]
 
@@ -93,8 +113,13 @@ def _as_working(*tensors: torch.Tensor) -> list[torch.Tensor]:
 
 
 def _apply(fn: type[torch.autograd.Function], d: torch.Tensor, s: torch.Tensor, *extra: Any) -> Any:
-    """``fn.apply`` when a gradient is needed, else its forward directly (no autograd overhead)."""
-    if torch.is_grad_enabled() and (d.requires_grad or s.requires_grad):
+    """``fn.apply`` when a gradient is needed or a graph is captured, else its forward directly.
+
+    The direct call saves the autograd overhead in eager execution. While tracing or compiling
+    the ``Function`` is always applied, so the captured graph does not depend on whether the
+    example inputs required gradients (and its in-place ``out=`` kernels stay inside it).
+    """
+    if is_tracing() or (torch.is_grad_enabled() and (d.requires_grad or s.requires_grad)):
         return fn.apply(d, s, *extra)
     return fn.forward(_NO_CTX, d, s, *extra)
 
@@ -122,23 +147,44 @@ def _reduce_to(grad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------- log density
 
 
+def _unit_ratio(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """``a / h`` for ``0 <= a <= h = hypot(a, s)``, with the limit ``1`` at ``a = h = inf``.
+
+    ``inf / inf`` (an infinite displacement) is NaN in floating point; the ratio tends to 1 there.
+    (``0 / 0``, a point mass on its atom, also becomes 1; no formula is finite there anyway.)
+    """
+    return torch.div(a, h).nan_to_num_(nan=1.0)
+
+
 def _cpu_all_finite(y: torch.Tensor) -> bool:
-    """True when the CPU tensor ``y`` is non-empty and finite (one reduction; CPU: no sync)."""
-    return y.numel() > 0 and math.isfinite(float(y.amax()))
+    """True when the CPU tensor ``y`` is non-empty and finite (one reduction; CPU: no sync).
+
+    Always ``False`` while a graph is captured (the caller then takes its general path).
+    """
+    return not is_tracing() and y.numel() > 0 and math.isfinite(float(y.amax()))
 
 
-def _log_pdf_hypot(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-    """``-log(pi) - 2 log(hypot(sqrt(s), |d| / sqrt(s)))``: overflow-free for every finite input.
+def _log_pdf_general(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """``-log(pi) - 2 log(hypot(sqrt(s), |d| / sqrt(s)))``, and the max/min form where that overflows.
 
-    ``s (1 + z^2) = hypot(sqrt(s), |d| / sqrt(s))^2``. For ``s = 0`` (a point mass)
-    ``|d| / 0 = inf`` off the atom, so ``log p = -inf`` (the limit of the density); on the atom
-    there is no density and the result is NaN.
+    ``s (1 + z^2) = hypot(sqrt(s), |d| / sqrt(s))^2``: one ``log`` of a product, accurate near
+    ``log p = -log(pi)``. Where ``|d| / sqrt(s)`` overflows (``|d| > 3.4e38 sqrt(s)`` in float32)
+    the result is far from 0 and ``log(s) - 2 log(m) - log1p((n/m)^2)`` with
+    ``m = max(|d|, s)``, ``n = min(|d|, s)`` (nothing squared before it is at most 1) is exact to
+    a few ulp. For ``s = 0`` (a point mass) the result is ``-inf`` off the atom (the limit of the
+    density) and NaN on it (there is no density).
     """
     shape = torch.broadcast_shapes(d.shape, s.shape)
+    a = torch.abs(d).expand(shape)
     r = torch.sqrt(s)
-    h = torch.abs(d).expand(shape).div(r)
-    torch.hypot(r, h, out=h)
-    return h.log_().mul_(-2.0).sub_(LOG_PI)
+    h = torch.hypot(r, a / r)
+    out = torch.log(h).mul_(-2.0).sub_(LOG_PI)
+    over = torch.isinf(h)
+    m = torch.maximum(a, s)
+    n = torch.minimum(a, s)
+    tail = n.div_(m).square_().log1p_().neg_()  # full (broadcast) shape, like m
+    tail.sub_(m.log_().mul_(2.0)).add_(torch.log(s)).sub_(LOG_PI)
+    return torch.where(over, tail, out)
 
 
 class _LogPdf(torch.autograd.Function):
@@ -150,17 +196,17 @@ class _LogPdf(torch.autograd.Function):
         if d.device.type == "cpu":
             # s (1 + z^2) = s + (d / s) d: three cheap operations and one log. It overflows only
             # for |z| beyond ~1.8e19 / sqrt(s); a CPU reduction (no device sync) detects that
-            # rare case (and inf/NaN inputs), which then takes the hypot form below.
+            # rare case (and inf/NaN inputs), which then takes the max/min form below.
             y = torch.div(d, s).mul_(d).add_(s)
             if _cpu_all_finite(y):
                 return y.log_().neg_().sub_(LOG_PI)
-        return _log_pdf_hypot(d, s)
+        return _log_pdf_general(d, s)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         d, s = ctx.saved_tensors
         h = torch.hypot(d, s)
-        u = d / h  # in [-1, 1]
+        u = torch.copysign(_unit_ratio(d.abs(), h), d)  # d / h in [-1, 1]; +-1 at d = +-inf
         v = s / h  # in [0, 1]
         grad_d = grad_s = None
         if ctx.needs_input_grad[0]:
@@ -242,9 +288,7 @@ def log_pdf_std(z: torch.Tensor) -> torch.Tensor:
 
 def _small_tail(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """``t = atan2(s, |d|) / pi <= 1/2``, the smaller tail probability (a fresh tensor)."""
-    if d.shape != s.shape:
-        d = d.expand(torch.broadcast_shapes(d.shape, s.shape))
-    t = torch.abs(d)
+    t = torch.abs(d.expand(torch.broadcast_shapes(d.shape, s.shape)))
     torch.atan2(s, t, out=t)
     return t.mul_(_INV_PI)
 
@@ -252,38 +296,52 @@ def _small_tail(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
 def _upper_mask(d: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     """1.0 where ``d >= +0`` (there the cdf is the larger side), 0.0 where ``d < 0`` or ``d = -0``."""
     half = torch.full((), 0.5, dtype=d.dtype, device=d.device)
-    m = torch.copysign(half, d.detach()).add_(0.5)
-    return m if m.shape == shape else m.expand(shape)
+    return torch.copysign(half, d.detach()).add_(0.5).expand(shape)
 
 
-def _cpu_without_zeros(t: torch.Tensor) -> bool:
-    """True on CPU when every ``t`` is positive (a reduction, no device synchronisation).
+def _cpu_all_normal(t: torch.Tensor) -> bool:
+    """True on CPU when every tail ``t`` is a normal float (a reduction, no device sync).
 
-    Then ``log t`` is finite everywhere and the logs themselves can be selected by an exact 0/1
-    ``lerp``; a zero (point mass, infinite ``x``, ``|z| > 1e45``) or a NaN takes the general path.
+    Then ``log t`` is accurate everywhere and the logs themselves can be selected by an exact 0/1
+    ``lerp``; a subnormal or zero tail (point mass, infinite ``x``, ``|z| > 2.7e37`` in float32)
+    or a NaN takes the general path. Always ``False`` while a graph is captured.
     """
-    return t.device.type == "cpu" and t.numel() > 0 and float(t.amin()) > 0.0
+    return (
+        not is_tracing()
+        and t.device.type == "cpu"
+        and t.numel() > 0
+        and float(t.amin()) >= torch.finfo(t.dtype).tiny
+    )
 
 
-def _hi_lo(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``1 - t = hi + lo`` exactly (``hi = fl(1 - t) >= 1/2``, Fast2Sum); returns ``hi, lo / hi``."""
-    hi = torch.rsub(t, 1.0)
-    return hi, torch.rsub(hi, 1.0).sub_(t).div_(hi)
+def _log_small_tail(t: torch.Tensor, d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """``log t`` of the small tail ``t = atan2(s, |d|) / pi``, also where ``t`` is subnormal or 0.
+
+    There ``r = s / |d| < pi * tiny`` and ``atan(r) = r`` to far below an ulp, so
+    ``log t = log(s) - log|d| - log(pi)``: finite for every ``s > 0`` and finite ``d``.
+    """
+    log_t = torch.log(t)
+    # (s = 0 is a point mass: t = 0 exactly and log t = -inf, also on its atom where |d| = 0)
+    tiny = (t < torch.finfo(t.dtype).tiny) & (s > 0)
+    a = torch.where(tiny, d.abs(), 1.0)
+    sw = torch.where(tiny, s, 1.0)
+    return torch.where(tiny, torch.log(sw) - torch.log(a) - LOG_PI, log_t)
 
 
 def _log_cdf_forward(d: torch.Tensor, s: torch.Tensor, flip: bool = False) -> torch.Tensor:
-    """``log cdf`` (``flip``: ``log sf``) without ``torch.where``.
+    """``log cdf`` (``flip``: ``log sf``).
 
-    CPU, no ``t = 0``: ``log t`` and ``log1p(-t)`` selected by an exact 0/1 ``lerp``. Otherwise a
-    single ``log``: with ``u = sigma t`` (``sigma = copysign(1, d)``, negated for ``flip``) and
-    ``m = 1/2 + copysign(1/2, u)`` (1 where the output is the larger side), ``arg = m - u`` is
-    ``t`` exactly (``m = 0``) or ``hi = fl(1 - t)`` (``m = 1``), and ``lo = (m - arg) - u`` is
-    exactly 0 or the rounding error of ``hi`` (Fast2Sum, ``t <= 1/2``); so
-    ``log(arg + lo) = log(arg) + lo / arg``. ``lo / arg`` is NaN only where ``arg = lo = 0``
-    (``t = 0``: a zero probability); it is replaced by 0 there and the result is ``-inf``.
+    CPU, every tail normal: ``log t`` and ``log1p(-t)`` selected by an exact 0/1 ``lerp``.
+    Otherwise a single ``log``: with ``u = sigma t`` (``sigma = copysign(1, d)``, negated for
+    ``flip``) and ``m = 1/2 + copysign(1/2, u)`` (1 where the output is the larger side),
+    ``arg = m - u`` is ``t`` exactly (``m = 0``) or ``hi = fl(1 - t)`` (``m = 1``), and
+    ``lo = (m - arg) - u`` is exactly 0 or the rounding error of ``hi`` (Fast2Sum, ``t <= 1/2``);
+    so ``log(arg + lo) = log(arg) + lo / arg``. ``lo / arg`` is NaN only where ``arg = lo = 0``
+    (``t = 0``); it is replaced by 0 there. Where ``arg`` is a subnormal or zero small tail the
+    log comes from :func:`_log_small_tail`.
     """
     u = _small_tail(d, s)
-    if _cpu_without_zeros(u):
+    if _cpu_all_normal(u):
         m = _upper_mask(d, u.shape)
         small = torch.log(u)
         large = u.neg_().log1p_()
@@ -297,24 +355,21 @@ def _log_cdf_forward(d: torch.Tensor, s: torch.Tensor, flip: bool = False) -> to
     arg = torch.copysign(half, u).add_(0.5).sub_(u)
     lo = torch.copysign(half, u).add_(0.5).sub_(arg).sub_(u)
     lo.div_(arg).nan_to_num_(nan=0.0)
-    return arg.log_().add_(lo)
+    return _log_small_tail(arg, d, s).add_(lo)
 
 
 def _log_pair_forward(d: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(log cdf, log sf)`` with the same exact selections as :func:`_log_cdf_forward`."""
     t = _small_tail(d, s)
     m = _upper_mask(d, t.shape)
-    if _cpu_without_zeros(t):
+    if _cpu_all_normal(t):
         small = torch.log(t)
         large = t.neg_().log1p_()
         log_cdf = torch.lerp(small, large, m)
         return log_cdf, torch.lerp(large, small, m, out=large)
-    hi, lo_over_hi = _hi_lo(t)
-    arg_cdf = torch.lerp(t, hi, m)
-    arg_sf = torch.lerp(hi, t, m, out=hi)
-    corr_cdf = torch.mul(lo_over_hi, m, out=t)
-    corr_sf = lo_over_hi.sub_(corr_cdf)
-    return arg_cdf.log_().add_(corr_cdf), arg_sf.log_().add_(corr_sf)
+    small = _log_small_tail(t, d, s)
+    large = torch.log1p(-t)
+    return torch.where(m > 0, large, small), torch.where(m > 0, small, large)
 
 
 def _tail_grads(
@@ -337,10 +392,11 @@ def _tail_grads(
     h = torch.hypot(a, s)
     sinc = torch.sinc(t)
     comp = h * (math.pi - math.pi * t)
+    a_h = _unit_ratio(a, h)  # 1 at a = inf: the limits there are finite (0, or 1/s)
     small_a = -sinc / h
-    small_s = (a / h) * sinc / s
+    small_s = a_h * sinc / s
     large_a = (s / h) / comp
-    large_s = -(a / h) / comp
+    large_s = -a_h / comp
     return small_a, small_s, large_a, large_s
 
 
@@ -372,9 +428,11 @@ def _log_cdf_sf_blocks(
     few ulp either way; each block picks its path (the lerp of two logs, or the compensated
     single log where a tail probability is 0) from its own elements.
     """
+    if is_tracing() or d.device.type != "cpu":
+        return _log_cdf_sf_whole(d, s, which)
     shape = torch.broadcast_shapes(d.shape, s.shape)
     numel = math.prod(shape)
-    if d.device.type != "cpu" or len(shape) == 0 or numel <= 2 * BLOCK_ELEMENTS:
+    if len(shape) == 0 or numel <= 2 * BLOCK_ELEMENTS:
         return _log_cdf_sf_whole(d, s, which)
     rows = max(1, BLOCK_ELEMENTS // max(1, numel // shape[0]))
     if rows * 2 > shape[0]:
@@ -496,8 +554,39 @@ def log_sf(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     return _apply(_LogCdfSf, d, s, "sf")
 
 
+class _Cdf(torch.autograd.Function):
+    """``cdf = atan2(s, -d) / pi`` (``upper``: ``sf = atan2(s, d) / pi``) as a function of ``(d, s)``.
+
+    ``d cdf / dd = p = (s/h) / (pi h)`` and ``d cdf / ds = -(d/h) / (pi h)`` with
+    ``h = hypot(d, s)``; ``sf`` has the opposite signs. Written as ratios in ``[-1, 1]`` over
+    ``h`` they neither overflow nor become NaN at ``d = +-inf`` (where both are 0), unlike
+    autograd through ``atan2`` (``inf / inf``).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, d: torch.Tensor, s: torch.Tensor, upper: bool) -> torch.Tensor:
+        ctx.upper = upper
+        ctx.save_for_backward(d, s)
+        return torch.atan2(s, d if upper else -d).mul_(_INV_PI)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        d, s = ctx.saved_tensors
+        h = torch.hypot(d, s)
+        sign = -_INV_PI if ctx.upper else _INV_PI
+        grad_d = grad_s = None
+        if ctx.needs_input_grad[0]:
+            grad_d = _reduce_to(grad * ((s / h) / h * sign), d)
+        if ctx.needs_input_grad[1]:
+            u = torch.copysign(_unit_ratio(d.abs(), h), d)
+            grad_s = _reduce_to(grad * (u / h * -sign), s)
+        return grad_d, grad_s, None
+
+
 def cdf(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """``P(X <= loc + d) = atan2(s, -d) / pi`` (no cancellation in the left tail).
+
+    The gradients are finite everywhere ``s > 0``, ``d = +-inf`` included (both are 0 there).
 
     Args:
         d: displacement ``x - loc``.
@@ -512,11 +601,13 @@ def cdf(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         tensor([3.1831e-31, 5.0000e-01])
     """
     d, s = _as_working(d, s)
-    return torch.atan2(s, -d).mul_(_INV_PI)
+    return _apply(_Cdf, d, s, False)
 
 
 def sf(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """``P(X > loc + d) = atan2(s, d) / pi`` (no cancellation in the right tail).
+
+    The gradients are finite everywhere ``s > 0``, ``d = +-inf`` included (both are 0 there).
 
     Args:
         d: displacement ``x - loc``.
@@ -531,7 +622,7 @@ def sf(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         tensor([3.1831e-31])
     """
     d, s = _as_working(d, s)
-    return torch.atan2(s, d).mul_(_INV_PI)
+    return _apply(_Cdf, d, s, True)
 
 
 # ---------------------------------------------------------------------------- standardised
@@ -602,7 +693,7 @@ def cdf_std(z: torch.Tensor) -> torch.Tensor:
         tensor([0.5000])
     """
     (z,) = _as_working(z)
-    return torch.atan2(z.new_ones(()), -z) * _INV_PI
+    return _apply(_Cdf, z, z.new_ones(()), False)
 
 
 def sf_std(z: torch.Tensor) -> torch.Tensor:
@@ -614,7 +705,7 @@ def sf_std(z: torch.Tensor) -> torch.Tensor:
         tensor([0.5000])
     """
     (z,) = _as_working(z)
-    return torch.atan2(z.new_ones(()), z) * _INV_PI
+    return _apply(_Cdf, z, z.new_ones(()), True)
 
 
 def icdf_std(q: torch.Tensor) -> torch.Tensor:
@@ -622,8 +713,9 @@ def icdf_std(q: torch.Tensor) -> torch.Tensor:
 
     Three branches keep every step exact or well conditioned: ``q - 1/2`` is exact on
     ``[1/4, 3/4]`` (Sterbenz), and in the tails ``-1/tan(pi q)`` and ``1/tan(pi (1 - q))`` give
-    ``-inf`` at ``q = 0`` and ``+inf`` at ``q = 1`` instead of a large finite number of the wrong
-    sign (``tan(pi (1 - 1/2))`` in floating point is ``-2.3e7``, not ``+inf``).
+    ``-inf`` at ``q = 0`` (``-0.0`` included) and ``+inf`` at ``q = 1`` instead of a large finite
+    number of the wrong sign (``tan(pi (1 - 1/2))`` in floating point is ``-2.3e7``, not
+    ``+inf``).
 
     Args:
         q: probabilities in ``[0, 1]``; NaN outside.
@@ -633,14 +725,15 @@ def icdf_std(q: torch.Tensor) -> torch.Tensor:
 
     Example:
         >>> import torch
-        >>> icdf_std(torch.tensor([0.0, 0.5, 1.0]))
-        tensor([-inf, 0., inf])
+        >>> icdf_std(torch.tensor([-0.0, 0.0, 0.5, 1.0]))
+        tensor([-inf, -inf, 0., inf])
     """
     (qw,) = _as_working(q)
     low = qw < 0.25
     high = qw > 0.75
     mid_arg = torch.where(low | high, torch.zeros_like(qw), qw - 0.5)
-    low_arg = torch.where(low, qw, torch.full_like(qw, 0.25))
+    # |q|: q = -0.0 is the probability 0 (tan(-0) = -0 would give 1/-0 = -inf, negated +inf)
+    low_arg = torch.where(low, qw.abs(), torch.full_like(qw, 0.25))
     high_arg = torch.where(high, 1.0 - qw, torch.full_like(qw, 0.25))
     out = torch.where(
         low,
@@ -648,3 +741,121 @@ def icdf_std(q: torch.Tensor) -> torch.Tensor:
         torch.where(high, torch.tan(math.pi * high_arg).reciprocal(), torch.tan(math.pi * mid_arg)),
     )
     return torch.where((qw < 0) | (qw > 1), torch.full_like(qw, math.nan), out)
+
+
+# ---------------------------------------------------------------------------- sampling
+
+
+def standard_cauchy(
+    shape: Sequence[int] | torch.Size,
+    like: torch.Tensor,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Standard Cauchy draws via the exact quantile of a float64 uniform on the open interval.
+
+    Args:
+        shape: the shape of the draws.
+        like: a tensor whose device and dtype the draws take.
+        generator: optional ``torch.Generator``.
+
+    Returns:
+        ``tan(pi (u - 1/2))`` for ``u ~ Uniform(0, 1)`` in float64 (clamped away from 0 and 1,
+        so every draw is finite in float64), cast to ``like.dtype``.
+
+    Example:
+        >>> import torch
+        >>> standard_cauchy((2, 3), torch.zeros(1), torch.Generator().manual_seed(0)).shape
+        torch.Size([2, 3])
+    """
+    u = torch.rand(torch.Size(shape), dtype=torch.float64, device=like.device, generator=generator)
+    u = u.clamp(2.0**-60, 1.0 - 2.0**-53)
+    return icdf_std(u).to(like.dtype)
+
+
+# ---------------------------------------------------------------------------- KL divergence
+
+
+class _CauchyKL(torch.autograd.Function):
+    """``KL(C(m1, g1) || C(m2, g2))`` of ``(dm = m1 - m2, g1, g2)``; see :func:`cauchy_kl`."""
+
+    @staticmethod
+    def forward(ctx: Any, dm: torch.Tensor, g1: torch.Tensor, g2: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(dm, g1, g2)
+        # r^2 = ((g1 - g2)^2 + dm^2) / (4 g1 g2); r itself from hypot (no overflow of squares).
+        den = torch.sqrt(g1).mul(torch.sqrt(g2)).mul_(2.0)
+        h = torch.hypot(g1 - g2, dm)
+        r = h / den
+        small = torch.log1p(torch.square(torch.minimum(r, torch.ones_like(r))))
+        # r > 1: log(1 + r^2) = 2 log r + log1p(r^-2); where r overflows (h = 1e30,
+        # den = 2e-15 in float32), 2 (log h - log den) instead, with r^-2 below an ulp.
+        finite = torch.isfinite(r)
+        rf = torch.where(r > 1.0, r, 2.0)
+        large = torch.where(
+            finite,
+            2.0 * torch.log(rf) + torch.log1p(torch.reciprocal(rf).square()),
+            2.0 * (torch.log(h) - torch.log(den)),
+        )
+        return torch.where(r > 1.0, large, small)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        dm, g1, g2 = ctx.saved_tensors
+        # With D = (g1 + g2)^2 + dm^2 = h^2 and a = (g1 - g2)/h, b = dm/h, c = (g1 + g2)/h (all in
+        # [-1, 1]): dKL/ddm = 2 b / h, dKL/dg1 = (a c - b^2) / g1, dKL/dg2 = (-a c - b^2) / g2.
+        # Every one is 0 at p == q (a = b = 0), where autograd through hypot would give 0/0.
+        h = torch.hypot(g1 + g2, dm)
+        a = (g1 - g2) / h
+        b = dm / h
+        c = (g1 + g2) / h
+        ac = a * c
+        bb = b * b
+        grad_dm = grad_g1 = grad_g2 = None
+        if ctx.needs_input_grad[0]:
+            grad_dm = _reduce_to(grad * (2.0 * b / h), dm)
+        if ctx.needs_input_grad[1]:
+            grad_g1 = _reduce_to(grad * ((ac - bb) / g1), g1)
+        if ctx.needs_input_grad[2]:
+            grad_g2 = _reduce_to(grad * ((-ac - bb) / g2), g2)
+        return grad_dm, grad_g1, grad_g2
+
+
+def cauchy_kl(
+    m1: torch.Tensor, g1: torch.Tensor, m2: torch.Tensor, g2: torch.Tensor
+) -> torch.Tensor:
+    r"""Element-wise ``KL(Cauchy(m1, g1) || Cauchy(m2, g2))``, the one Cauchy-KL kernel.
+
+    .. math::
+
+        \mathrm{KL} = \log\frac{(g_1 + g_2)^2 + (m_1 - m_2)^2}{4 g_1 g_2}
+        = \log\big(1 + r^2\big),\qquad
+        r = \frac{\operatorname{hypot}(g_1 - g_2,\ m_1 - m_2)}{2 \sqrt{g_1} \sqrt{g_2}}.
+
+    ``log1p(r^2)`` for ``r <= 1`` (never negative, exactly 0 for equal laws, full relative
+    accuracy near 0), ``2 log r + log1p(r^-2)`` for ``r > 1``, and ``2 (log hypot - log den)``
+    where ``r`` itself overflows, so float32 gives 205.8464 at ``p = (1e30, 1e-15)``,
+    ``q = (0, 1e-15)``. The derivatives are written by hand as bounded ratios: finite everywhere
+    ``g1, g2 > 0`` and exactly 0 at ``p == q``.
+
+    Args:
+        m1: location of ``p``.
+        g1: scale of ``p`` (``> 0``).
+        m2: location of ``q``.
+        g2: scale of ``q`` (``> 0``); all four broadcast.
+
+    Returns:
+        The broadcast divergences (``>= 0``) in the working dtype (float32 for half inputs).
+
+    Example:
+        >>> import torch
+        >>> one, zero = torch.tensor(1.0), torch.tensor(0.0)
+        >>> cauchy_kl(zero, one, torch.tensor(2.0), one)  # log(8 / 4)
+        tensor(0.6931)
+        >>> cauchy_kl(torch.tensor(1e30), torch.tensor(1e-15), zero, torch.tensor(1e-15))
+        tensor(205.8464)
+    """
+    m1, g1, m2, g2 = _as_working(m1, g1, m2, g2)
+    dm = m1 - m2
+    dm, g1, g2 = torch.broadcast_tensors(dm, g1, g2)
+    if is_tracing() or (torch.is_grad_enabled() and any(t.requires_grad for t in (dm, g1, g2))):
+        return _CauchyKL.apply(dm, g1, g2)
+    return _CauchyKL.forward(_NO_CTX, dm, g1, g2)

@@ -5,6 +5,11 @@ shape, so a user can tell at once which input was wrong. Value checks (finite, p
 device synchronisation; they run only while validation is enabled, which it is by default and can
 be switched off globally (:func:`set_validate_args`), for a block (:func:`validation`), or per
 object (``validate_args=False``).
+
+Value checks read tensor *data* on the host (``bool(torch.isfinite(x).all())``). While a graph is
+being captured -- ``torch.jit.trace``, ``torch.compile`` (Dynamo), ``torch.export`` -- there is no
+data to read, so the value checks are skipped there (:func:`is_tracing`); shape checks still run.
+Validate the data at the boundary (before the traced or compiled call) when it matters.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ __all__ = [
     "broadcast_shapes_or_raise",
     "check_finite",
     "check_positive_finite",
+    "is_tracing",
     "is_validating",
     "set_validate_args",
     "validation",
@@ -52,6 +58,31 @@ def set_validate_args(enabled: bool) -> None:
     """
     global _VALIDATE_DEFAULT
     _VALIDATE_DEFAULT = bool(enabled)
+
+
+def is_tracing() -> bool:
+    """Whether a graph is being captured: ``torch.jit.trace``, ``torch.compile`` or ``torch.export``.
+
+    Code that branches on tensor *values* on the host (value checks, fast paths chosen by a
+    reduction) must not run then: the branch would be frozen into the graph, or break it.
+
+    Returns:
+        ``True`` inside ``torch.jit.trace``, while Dynamo compiles (``torch.compile``) and while
+        ``torch.export`` exports; ``False`` in eager execution.
+
+    Example:
+        >>> is_tracing()  # eager execution
+        False
+    """
+    if torch.jit.is_tracing():
+        return True
+    compiler = getattr(torch, "compiler", None)
+    if compiler is None:  # pragma: no cover - torch < 2.1
+        return False
+    if compiler.is_compiling():
+        return True
+    is_exporting = getattr(compiler, "is_exporting", None)
+    return bool(is_exporting is not None and is_exporting())
 
 
 def is_validating(validate_args: bool | None = None) -> bool:
@@ -106,7 +137,11 @@ def _describe(t: torch.Tensor) -> str:
 
 
 def check_finite(name: str, t: torch.Tensor) -> None:
-    """Raise ``ValueError`` if ``t`` holds NaN or an infinity.
+    """Raise ``ValueError`` if ``t`` holds NaN or an infinity (skipped while tracing).
+
+    The check reads ``t`` on the host, so it does not run while a graph is captured
+    (:func:`is_tracing`): ``torch.jit.trace``, ``torch.compile(fullgraph=True)`` and
+    ``torch.export`` see no data-dependent branch.
 
     Args:
         name: the argument name used in the message.
@@ -122,6 +157,8 @@ def check_finite(name: str, t: torch.Tensor) -> None:
         ...
         ValueError: loc must be finite, but it holds NaN (shape (2,), dtype torch.float32)
     """
+    if is_tracing():
+        return
     if not bool(torch.isfinite(t).all()):
         bad = "NaN" if bool(torch.isnan(t).any()) else "an infinite value"
         raise ValueError(f"{name} must be finite, but it holds {bad} ({_describe(t)})")
@@ -129,6 +166,8 @@ def check_finite(name: str, t: torch.Tensor) -> None:
 
 def check_positive_finite(name: str, t: torch.Tensor) -> None:
     """Raise ``ValueError`` unless every entry of ``t`` is finite and strictly positive.
+
+    Skipped while tracing, like :func:`check_finite`.
 
     Args:
         name: the argument name used in the message.
@@ -144,6 +183,8 @@ def check_positive_finite(name: str, t: torch.Tensor) -> None:
         ...
         ValueError: scale must be strictly positive, but its smallest entry is 0.0 (shape (2,), dtype torch.float32)
     """
+    if is_tracing():
+        return
     check_finite(name, t)
     if not bool((t > 0).all()):
         smallest = t.min().item()

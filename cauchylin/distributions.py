@@ -13,16 +13,20 @@ Three :class:`pyro.distributions.TorchDistribution` subclasses that follow torch
 * :class:`OvRLabel` — the same OvR model observed through a single class index (a label), for
   ``pyro.sample(..., obs=label)`` without a one-hot tensor.
 
-Closed-form KL divergences ``IndependentCauchy || IndependentCauchy`` and ``OvR || OvR`` are
-registered with :func:`torch.distributions.kl.register_kl` on import, so
-``torch.distributions.kl_divergence`` (and Pyro's ``TraceMeanField_ELBO``) use them.
+Closed-form KL divergences ``IndependentCauchy || IndependentCauchy``, ``IndependentCauchy ||
+Independent(Cauchy, 1)`` (both directions) and ``OvR || OvR`` are registered with
+:func:`torch.distributions.kl.register_kl` on import, so ``torch.distributions.kl_divergence``
+(and Pyro's ``TraceMeanField_ELBO``) use them; the Cauchy ones share one kernel,
+:func:`cauchylin._special.cauchy_kl`.
 
 Validation follows torch: ``validate_args=None`` uses the global torch/Pyro default
 (``pyro.enable_validation``), and is also off while cauchylin's own switch is off
 (:func:`cauchylin.set_validate_args`, :func:`cauchylin.validation`); an explicit
 ``validate_args=True/False`` wins over both. When validating, the parameters are checked against
-``arg_constraints`` *and* for finiteness, and ``log_prob`` checks its value against ``support``,
-each raising ``ValueError`` that names the argument. Half-precision parameters are computed in
+``arg_constraints`` (torch's event-dimension conventions: ``real_vector`` and
+``independent(positive, 1)`` for parameters that carry the event dimension) *and* for finiteness,
+and ``log_prob`` checks its value against ``support`` (torch's ``_validate_sample``), each raising
+``ValueError`` that names the argument. Half-precision parameters are computed in
 float32 internally and their log-probabilities are returned in float32.
 """
 
@@ -34,12 +38,11 @@ from typing import Any
 
 import torch
 from pyro.distributions.torch_distribution import TorchDistribution
-from torch.distributions import constraints
+from torch.distributions import Cauchy, Independent, constraints
 from torch.distributions.kl import register_kl
 
 from cauchylin import _special
 from cauchylin._validation import broadcast_shapes_or_raise, check_finite, is_validating
-from cauchylin.vector import standard_cauchy
 
 __all__ = ["IndependentCauchy", "OvR", "OvRLabel"]
 
@@ -95,50 +98,11 @@ def _resolve(validate_args: bool | None) -> bool | None:
 def _log_density(value: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """Element-wise Cauchy log-density ``-log(pi) - log(scale) - log(1 + ((x - loc)/scale)^2)``.
 
-    With ``d = |x - loc|``, ``m = max(d, scale)`` and ``n = min(d, scale)`` the identity
-    ``scale^2 + d^2 = m^2 (1 + (n/m)^2)`` gives the branch-free, overflow-free form
-
-        log p = -log(pi) + log(scale) - 2 log(m) - log1p((n/m)^2),
-
-    which never forms ``(x - loc)/scale`` (it may overflow) and keeps ``log1p`` accuracy for
-    ``d << scale`` and ``d >> scale``. Its gradient is exact everywhere (both one-sided formulas
-    agree at ``d = scale``).
+    The displacement is formed in the working dtype and handed to :func:`cauchylin._special.log_pdf`
+    (overflow-free, finite gradients, also at ``x = +-inf``).
     """
     dtype = _special.working_dtype(value, loc, scale)
-    d = (value.to(dtype) - loc.to(dtype)).abs()
-    s = scale.to(dtype)
-    m = torch.maximum(d, s)
-    n = torch.minimum(d, s)
-    return (torch.log(s) - 2.0 * torch.log(m)) - torch.log1p((n / m).square()) - _special.LOG_PI
-
-
-def _cauchy_kl(
-    m1: torch.Tensor, g1: torch.Tensor, m2: torch.Tensor, g2: torch.Tensor
-) -> torch.Tensor:
-    """Element-wise ``KL(Cauchy(m1, g1) || Cauchy(m2, g2))`` in the overflow-free form.
-
-    ``log(((g1+g2)^2 + (m1-m2)^2) / (4 g1 g2)) = log1p(r^2)`` with
-    ``r = hypot(g1 - g2, m1 - m2) / (2 sqrt(g1) sqrt(g2))``: never negative, exact near zero,
-    and finite in float32 even where ``r`` itself would overflow.
-    """
-    dtype = _special.working_dtype(m1, g1, m2, g2)
-    m1, g1, m2, g2 = (t.to(dtype) for t in (m1, g1, m2, g2))
-    dg, dm = torch.broadcast_tensors(g1 - g2, m1 - m2)
-    den = (2.0 * torch.sqrt(g1) * torch.sqrt(g2)).expand_as(dg)
-    # r <= 1: log1p(a^2 + b^2) with a = dg/den, b = dm/den (|a|, |b| <= 1, and smooth at p = q,
-    # where the gradient of hypot would be 0/0). r > 1: r = h/den can overflow (h = 1e30,
-    # den = 2e-15), so use log1p(r^2) = 2 (log h - log den) + log1p((den/h)^2).
-    with torch.no_grad():
-        big = torch.hypot(dg, dm) > den
-    zero = torch.zeros_like(dg)
-    a = torch.where(big, zero, dg) / den
-    b = torch.where(big, zero, dm) / den
-    small = torch.log1p(a.square() + b.square())
-    # hypot only on the big entries (elsewhere hypot(1, 0)), so p == q never reaches its 0/0.
-    h_big = torch.hypot(torch.where(big, dg, torch.ones_like(dg)), torch.where(big, dm, zero))
-    inv = torch.where(big, den, zero) / h_big
-    large = 2.0 * (torch.log(h_big) - torch.log(den)) + torch.log1p(inv.square())
-    return torch.where(big, large, small)
+    return _special.log_pdf(value.to(dtype) - loc.to(dtype), scale.to(dtype))
 
 
 def _logits(
@@ -200,8 +164,11 @@ class IndependentCauchy(TorchDistribution):
         tensor([-3.4342, -3.4342])
     """
 
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}  # noqa: RUF012
-    support = constraints.independent(constraints.real, 1)
+    arg_constraints = {  # noqa: RUF012
+        "loc": constraints.real_vector,
+        "scale": constraints.independent(constraints.positive, 1),
+    }
+    support = constraints.real_vector
     has_rsample = True
 
     def __init__(
@@ -315,7 +282,7 @@ class IndependentCauchy(TorchDistribution):
         """
         shape = self._extended_shape(torch.Size(sample_shape))
         dtype = _special.working_dtype(self.loc)
-        eps = standard_cauchy(shape, like=self.loc.to(dtype))
+        eps = _special.standard_cauchy(shape, like=self.loc.to(dtype))
         x = self.loc.to(dtype) + eps * self.scale.to(dtype)
         if x.dtype != self.loc.dtype:
             big = torch.finfo(self.loc.dtype).max
@@ -338,6 +305,50 @@ class IndependentCauchy(TorchDistribution):
         if self._validate_args:
             self._validate_sample(value)
         return _log_density(value, self.loc, self.scale).sum(-1)
+
+    def cdf(self, value: torch.Tensor) -> torch.Tensor:
+        r"""Joint CDF ``P(X_1 <= x_1, ..., X_C <= x_C) = prod_c cdf_c(x_c)``, shape ``[*S, *batch]``.
+
+        The components are independent, so the joint CDF is the product of the marginal CDFs
+        ``1/2 + atan((x_c - loc_c)/scale_c)/pi``; it is computed as ``exp(sum_c log cdf_c)``
+        (each ``log cdf_c`` from :func:`cauchylin._special.log_cdf`), so a product of many small
+        factors neither underflows early nor loses accuracy.
+
+        Args:
+            value: tensor of shape ``[*S, *batch, C]`` (broadcastable).
+
+        Returns:
+            The joint probability in ``[0, 1]`` (float32 for half-precision inputs).
+
+        Raises:
+            ValueError: (when validating) ``value`` holds NaN or has the wrong event shape.
+
+        Example:
+            >>> d = IndependentCauchy(torch.zeros(2), torch.ones(2))
+            >>> d.cdf(torch.tensor([0.0, 1.0]))  # 1/2 * 3/4
+            tensor(0.3750)
+        """
+        if self._validate_args:
+            self._validate_sample(value)
+        dtype = _special.working_dtype(value, self.loc, self.scale)
+        d = value.to(dtype) - self.loc.to(dtype)
+        return _special.log_cdf(d, self.scale.to(dtype)).sum(-1).exp()
+
+    def icdf(self, value: torch.Tensor) -> torch.Tensor:
+        """Not defined: a joint CDF over ``C > 1`` components has no unique inverse.
+
+        Args:
+            value: a probability (any value is refused).
+
+        Raises:
+            NotImplementedError: always; invert the marginals instead, e.g.
+                ``loc + scale * torch.tan(pi * (q - 0.5))``, or use
+                :meth:`cauchylin.CauchyVector.icdf` for per-component quantiles.
+        """
+        raise NotImplementedError(
+            "IndependentCauchy.icdf is not defined: the joint CDF of several components has no "
+            "unique inverse; use the per-component quantiles, CauchyVector(loc, scale).icdf(q)"
+        )
 
     def entropy(self) -> torch.Tensor:
         """Differential entropy ``sum_c log(4 pi scale_c)``, shape ``[*batch]``.
@@ -395,9 +406,9 @@ class OvR(TorchDistribution):
     """
 
     arg_constraints = {  # noqa: RUF012
-        "loc": constraints.real,
-        "scale": constraints.positive,
-        "threshold": constraints.real,
+        "loc": constraints.real_vector,
+        "scale": constraints.independent(constraints.positive, 1),
+        "threshold": constraints.real_vector,
     }
     support = constraints.independent(constraints.boolean, 1)
     has_rsample = False
@@ -789,16 +800,14 @@ class OvRLabel(TorchDistribution):
             The log-likelihood, shape ``broadcast(value.shape, batch_shape)``, ``<= 0``.
 
         Raises:
-            ValueError: (when validating) a float ``value`` that is not a whole number, or a
-                label outside ``[0, V)``.
+            ValueError: (when validating, torch's ``_validate_sample``) a value outside the
+                support ``integer_interval(0, V - 1)`` (a float that is not a whole number
+                included) or one that does not broadcast with ``batch_shape``.
         """
         value = torch.as_tensor(value, device=self.loc.device)
-        if self._validate_args and value.is_floating_point():
-            # Pyro may hand over float labels from a float obs; accept exact integers only.
-            if not bool((value == value.round()).all()):
-                raise ValueError(
-                    f"value must hold integer class labels (shape {tuple(value.shape)})"
-                )
+        if self._validate_args:
+            # Pyro may hand over float labels from a float obs; the support accepts whole numbers.
+            self._validate_sample(value)
         return self.ovr.log_prob_index(value.long())
 
     def sample(self, sample_shape: _Shape = ()) -> torch.Tensor:
@@ -811,16 +820,24 @@ class OvRLabel(TorchDistribution):
             sample_shape: leading sample dimensions ``S``.
 
         Returns:
-            Integer (int64) labels of shape ``[*S, *batch]``.
+            Integer (int64) labels of shape ``[*S, *batch]`` (empty when ``S`` or the batch has
+            no element).
+
+        Example:
+            >>> d = OvRLabel(torch.tensor([5.0, -5.0, -5.0]), 1.0)
+            >>> d.sample(), d.sample((2,)).shape, d.sample((0,)).shape
+            (tensor(0), torch.Size([2]), torch.Size([0]))
         """
+        shape = self._extended_shape(torch.Size(sample_shape))
+        n = math.prod(torch.Size(sample_shape))
+        if n == 0 or math.prod(self.batch_shape) == 0:
+            return torch.empty(shape, dtype=torch.long, device=self.loc.device)
         with torch.no_grad():
-            logits = self.ovr.logits
+            logits = self.ovr.logits.detach()
             probs = torch.softmax(logits.to(torch.float64), dim=-1)
             flat = probs.reshape(-1, probs.shape[-1])
-            n = math.prod(sample_shape)
             draws = torch.multinomial(flat, n, replacement=True)  # [batch, n]
-            draws = draws.T.reshape(*sample_shape, *self.batch_shape)
-            return draws
+            return draws.T.reshape(shape)
 
     def entropy(self) -> torch.Tensor:
         """Not defined: ``log_prob`` is not normalised over the labels.
@@ -837,15 +854,47 @@ class OvRLabel(TorchDistribution):
 # ------------------------------------------------------------------------------------------- KL
 
 
-@register_kl(IndependentCauchy, IndependentCauchy)
-def _kl_independent_cauchy(p: IndependentCauchy, q: IndependentCauchy) -> torch.Tensor:
-    r"""``sum_c log(((g1 + g2)^2 + (m1 - m2)^2) / (4 g1 g2))``, shape ``broadcast(batch)``."""
+def _same_event(p: Any, q: Any) -> None:
     if p.event_shape != q.event_shape:
         raise ValueError(
             f"p and q must have the same event shape, got {tuple(p.event_shape)} and "
             f"{tuple(q.event_shape)}"
         )
-    return _cauchy_kl(p.loc, p.scale, q.loc, q.scale).sum(-1)
+
+
+@register_kl(IndependentCauchy, IndependentCauchy)
+def _kl_independent_cauchy(p: IndependentCauchy, q: IndependentCauchy) -> torch.Tensor:
+    r"""``sum_c log(((g1 + g2)^2 + (m1 - m2)^2) / (4 g1 g2))``, shape ``broadcast(batch)``."""
+    _same_event(p, q)
+    return _special.cauchy_kl(p.loc, p.scale, q.loc, q.scale).sum(-1)
+
+
+def _as_cauchy_vector(d: Independent) -> Cauchy:
+    """The ``Cauchy`` base of ``Independent(Cauchy, 1)``; ``NotImplementedError`` for any other."""
+    base = d.base_dist
+    if not isinstance(base, Cauchy) or d.reinterpreted_batch_ndims != 1:
+        raise NotImplementedError(
+            "KL between IndependentCauchy and Independent is implemented only for "
+            f"Independent(Cauchy, 1); got Independent({type(base).__name__}, "
+            f"{d.reinterpreted_batch_ndims})"
+        )
+    return base
+
+
+@register_kl(IndependentCauchy, Independent)
+def _kl_independent_cauchy_torch(p: IndependentCauchy, q: Independent) -> torch.Tensor:
+    """``KL(IndependentCauchy || Independent(Cauchy, 1))``: the same closed form, summed over ``C``."""
+    base = _as_cauchy_vector(q)
+    _same_event(p, q)
+    return _special.cauchy_kl(p.loc, p.scale, base.loc, base.scale).sum(-1)
+
+
+@register_kl(Independent, IndependentCauchy)
+def _kl_torch_independent_cauchy(p: Independent, q: IndependentCauchy) -> torch.Tensor:
+    """``KL(Independent(Cauchy, 1) || IndependentCauchy)``: the same closed form, summed over ``C``."""
+    base = _as_cauchy_vector(p)
+    _same_event(p, q)
+    return _special.cauchy_kl(base.loc, base.scale, q.loc, q.scale).sum(-1)
 
 
 @register_kl(OvR, OvR)
@@ -855,11 +904,7 @@ def _kl_ovr(p: OvR, q: OvR) -> torch.Tensor:
     Computed from the stable log pairs; each class term is clamped at 0 (it is mathematically
     non-negative) to remove rounding noise of order one ulp.
     """
-    if p.event_shape != q.event_shape:
-        raise ValueError(
-            f"p and q must have the same event shape, got {tuple(p.event_shape)} and "
-            f"{tuple(q.event_shape)}"
-        )
+    _same_event(p, q)
     lp1, lq1 = p.log_probs()
     lp2, lq2 = q.log_probs()
     zero = torch.zeros((), dtype=lp1.dtype, device=lp1.device)

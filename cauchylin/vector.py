@@ -35,12 +35,14 @@ from typing import Any
 import torch
 
 from cauchylin import _special
+from cauchylin._special import standard_cauchy
 from cauchylin._validation import (
     broadcast_shapes_or_raise,
     check_finite,
     check_positive_finite,
     is_validating,
 )
+from cauchylin.distributions import IndependentCauchy
 
 __all__ = ["CauchyVector", "cat", "kl_divergence"]
 
@@ -481,16 +483,24 @@ class CauchyVector:
         ``scale = |W M| scale_s`` summed over the sources), so ``u.linear(W1).linear(W2)`` has
         scales ``|W2 W1| scale_u`` and not ``|W2| |W1| scale_u``.
 
+        Dtypes promote like tensor arithmetic (and like ``+`` and :func:`cat` of vectors): the
+        result has dtype ``torch.promote_types`` of the vector's, the weight's and the bias's
+        dtypes, and a narrower vector is cast (``.to``, the same random variables) before the
+        map. A float32 vector and a float64 weight give a float64 vector, a bfloat16 weight on
+        a float32 vector a float32 one, and an integer or bool weight takes the vector's dtype.
+
         Args:
-            weight: ``[out, C]`` or batched ``[..., out, C]`` (batch dims broadcast with ``X``).
-            bias: ``[out]`` or ``[..., out]``, optional.
+            weight: ``[out, C]`` or batched ``[..., out, C]`` (batch dims broadcast with ``X``);
+                a real (floating, integer or bool) tensor.
+            bias: ``[out]`` or ``[..., out]``, optional; a real tensor.
 
         Returns:
-            A ``CauchyVector`` of shape ``[..., out]``.
+            A ``CauchyVector`` of shape ``[..., out]`` in the promoted dtype.
 
         Raises:
             ValueError: ``weight`` is not at least 2-D, its last dimension is not ``C``, the
-                batch dimensions do not broadcast, or ``bias`` has the wrong last dimension.
+                batch dimensions do not broadcast, ``bias`` has the wrong last dimension, or
+                ``weight``/``bias`` is complex (the message names the dtypes).
 
         Example:
             >>> import torch
@@ -498,6 +508,8 @@ class CauchyVector:
             >>> u = CauchyVector(torch.zeros(2), torch.ones(2))
             >>> u.linear(torch.tensor([[1.0, 1.0]]), torch.tensor([3.0])).loc
             tensor([3.])
+            >>> u.linear(torch.ones(1, 2, dtype=torch.float64)).scale  # float32 x float64
+            tensor([2.], dtype=torch.float64)
         """
         if not isinstance(weight, torch.Tensor) or weight.ndim < 2:
             got = tuple(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__
@@ -524,6 +536,19 @@ class CauchyVector:
                 weight_batch=weight.shape[:-2],
                 bias_batch=bias.shape[:-1],
             )
+        for name, t in (("weight", weight), ("bias", bias)):
+            if t is not None and t.is_complex():
+                raise ValueError(
+                    f"{name} must be a real tensor; got dtype {t.dtype} for a vector of dtype "
+                    f"{self.dtype}"
+                )
+        dtype = self.dtype
+        for t in (weight, bias):
+            if t is not None:
+                dtype = torch.promote_types(dtype, t.dtype)
+        weight = weight.to(dtype)
+        bias = None if bias is None else bias.to(dtype)
+        vec = self if all(t.source.loc.dtype == dtype for t in self._terms) else self.to(dtype)
         if is_validating(self._validate):
             check_finite("weight", weight)
             if bias is not None:
@@ -531,15 +556,15 @@ class CauchyVector:
         # Terms with the same map keep sharing one composed map, so marginals stay one GEMM.
         composed: dict[tuple[int, int, int], _Term] = {}
         terms = []
-        for term in self._terms:
+        for term in vec._terms:
             key = (id(term.matrix), id(term.select), id(term.row_scale))
             if key not in composed:
                 composed[key] = _compose(weight, term)
             proto = composed[key]
             terms.append(replace(term, select=None, matrix=proto.matrix, row_scale=None))
         offset = None
-        if self._offset is not None:
-            offset = _apply_matrix(weight, self._offset)
+        if vec._offset is not None:
+            offset = _apply_matrix(weight, vec._offset.to(dtype))
         if bias is not None:
             offset = bias if offset is None else offset + bias
         return self._rebuild(_merge_terms(terms), offset, torch.Size((*batch, out_size)))
@@ -999,8 +1024,10 @@ class CauchyVector:
 
         evaluated as ``-log(pi) - log(scale + (x - loc)^2 / scale)`` on the CPU and, where that
         would overflow (and always on other devices), as
-        ``-log(pi) - 2 log(hypot(sqrt(scale), |x - loc| / sqrt(scale)))``: one ``log``, no
-        overflow, a few ulp in float32 for ``|x - loc| / scale`` up to ``1e30``.
+        ``-log(pi) + log(scale) - 2 log(m) - log1p((n/m)^2)`` with ``m = max(|x - loc|, scale)``
+        and ``n = min(|x - loc|, scale)``: no overflow for any finite input, a few ulp in float32
+        for ``|x - loc| / scale`` up to ``1e30`` and beyond. The gradients are finite for every
+        ``x`` (also ``+-inf``, where they are the limits) where ``scale > 0``.
 
         Args:
             x: values, broadcastable with the vector's shape ``[..., C]``.
@@ -1312,38 +1339,10 @@ class CauchyVector:
                 "joint law is not a product of its marginals. Use .rsample() for the joint law, or "
                 "CauchyVector(x.loc, x.scale) to deliberately build the independent approximation."
             )
-        from cauchylin.distributions import IndependentCauchy
-
         return IndependentCauchy(self.loc, self.scale, validate_args=validate_args)
 
 
 # ---------------------------------------------------------------------- helpers
-
-
-def standard_cauchy(
-    shape: Sequence[int] | torch.Size,
-    like: torch.Tensor,
-    generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    """Standard Cauchy draws via the exact quantile of a float64 uniform on the open interval.
-
-    Args:
-        shape: the shape of the draws.
-        like: a tensor whose device and dtype the draws take.
-        generator: optional ``torch.Generator``.
-
-    Returns:
-        ``tan(pi (u - 1/2))`` for ``u ~ Uniform(0, 1)`` in float64 (clamped away from 0 and 1,
-        so every draw is finite in float64), cast to ``like.dtype``.
-
-    Example:
-        >>> import torch
-        >>> standard_cauchy((2, 3), torch.zeros(1), torch.Generator().manual_seed(0)).shape
-        torch.Size([2, 3])
-    """
-    u = torch.rand(torch.Size(shape), dtype=torch.float64, device=like.device, generator=generator)
-    u = u.clamp(2.0**-60, 1.0 - 2.0**-53)
-    return _special.icdf_std(u).to(like.dtype)
 
 
 def _apply_matrix(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -1676,9 +1675,10 @@ def kl_divergence(p: CauchyVector, q: CauchyVector) -> torch.Tensor:
         = \log\frac{(g_1 + g_2)^2 + (m_1 - m_2)^2}{4 g_1 g_2}
         = \log\Big(1 + \frac{(g_1 - g_2)^2 + (m_1 - m_2)^2}{4 g_1 g_2}\Big),
 
-    evaluated in the second form (never negative, exact near zero) through ``log1p(r^2)`` with
-    ``r = hypot(g1 - g2, m1 - m2) / (2 sqrt(g1 g2))``, which cannot overflow. For independent
-    vectors ``.sum(-1)`` is the KL of the joint laws.
+    evaluated by :func:`cauchylin._special.cauchy_kl` (the kernel the registered Pyro KL uses too):
+    ``log1p(r^2)`` with ``r = hypot(g1 - g2, m1 - m2) / (2 sqrt(g1 g2))``, never negative, exact
+    near zero, finite where ``r`` overflows, with finite gradients (0 at ``p == q``). For
+    independent vectors ``.sum(-1)`` is the KL of the joint laws.
 
     Args:
         p: a ``CauchyVector``.
@@ -1701,8 +1701,4 @@ def kl_divergence(p: CauchyVector, q: CauchyVector) -> torch.Tensor:
     if not isinstance(p, CauchyVector) or not isinstance(q, CauchyVector):
         raise ValueError("p and q must be CauchyVector instances")
     broadcast_shapes_or_raise(p=p.shape, q=q.shape)
-    dtype = _special.working_dtype(p.loc, q.loc)
-    m1, g1 = p.loc.to(dtype), p.scale.to(dtype)
-    m2, g2 = q.loc.to(dtype), q.scale.to(dtype)
-    r = torch.hypot(g1 - g2, m1 - m2) / (2.0 * torch.sqrt(g1) * torch.sqrt(g2))
-    return _special.log1p_square(r)
+    return _special.cauchy_kl(p.loc, p.scale, q.loc, q.scale)

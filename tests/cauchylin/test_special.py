@@ -102,7 +102,7 @@ def kernel_path(request, monkeypatch):
     """Run a test on the CPU fast paths, and again with them switched off (the code other devices
     run, and the fallback for zeros / overflow)."""
     if request.param == "general":
-        monkeypatch.setattr(S, "_cpu_without_zeros", lambda t: False)
+        monkeypatch.setattr(S, "_cpu_all_normal", lambda t: False)
         monkeypatch.setattr(S, "_cpu_all_finite", lambda y: False)
     return request.param
 
@@ -361,3 +361,261 @@ def test_row_blocks_are_accurate_and_keep_the_gradient(monkeypatch, which):
     d64 = torch.randn(40, 20, generator=g, dtype=torch.float64).requires_grad_()
     s64 = (torch.rand(20, generator=g, dtype=torch.float64) + 0.5).requires_grad_()
     assert torch.autograd.gradcheck(lambda a, b: fn(a, b), (d64, s64))
+
+
+# ------------------------------------------------------------------------------ limits at +-inf
+
+
+def test_icdf_of_negative_zero_is_minus_infinity():
+    """-0.0 is the probability 0: the quantile is -inf (1/tan(-0) would flip the sign)."""
+    q = torch.tensor([-0.0, 0.0, 1.0], dtype=torch.float32)
+    assert S.icdf_std(q).tolist() == [-math.inf, -math.inf, math.inf]
+    assert S.icdf_std(q.double()).tolist() == [-math.inf, -math.inf, math.inf]
+
+
+@pytest.mark.parametrize(
+    ("name", "x", "value", "grad_d", "grad_s"),
+    [
+        # value and the limits of the partial derivatives as |d| -> inf (s = 2)
+        ("log_cdf", math.inf, 0.0, 0.0, 0.0),
+        ("log_sf", -math.inf, 0.0, 0.0, 0.0),
+        ("log_cdf", -math.inf, -math.inf, 0.0, 0.5),  # log cdf ~ log s - log|d| - log pi
+        ("log_sf", math.inf, -math.inf, 0.0, 0.5),
+        ("cdf", math.inf, 1.0, 0.0, 0.0),
+        ("cdf", -math.inf, 0.0, 0.0, 0.0),
+        ("sf", math.inf, 0.0, 0.0, 0.0),
+        ("sf", -math.inf, 1.0, 0.0, 0.0),
+        ("log_pdf", math.inf, -math.inf, 0.0, 0.5),  # d/ds [log s - 2 log|d|] = 1/s
+        ("log_pdf", -math.inf, -math.inf, 0.0, 0.5),
+    ],
+)
+def test_gradients_at_infinite_displacement_are_the_limits(name, x, value, grad_d, grad_s):
+    fn = getattr(S, name)
+    for dtype in (torch.float32, torch.float64):
+        d = torch.tensor([x], dtype=dtype, requires_grad=True)
+        s = torch.tensor([2.0], dtype=dtype, requires_grad=True)
+        y = fn(d, s)
+        assert y.item() == value
+        gd, gs = torch.autograd.grad(y.sum(), (d, s))
+        assert (gd.item(), gs.item()) == (grad_d, grad_s), (name, x, dtype)
+    # the pair, and the standardised OvR pair used by the losses and OvR
+    d = torch.tensor([math.inf, -math.inf], requires_grad=True)
+    s = torch.tensor([2.0, 2.0], requires_grad=True)
+    lc, ls = S.log_cdf_sf(d, s)
+    gd, gs = torch.autograd.grad(lc.sum() + ls.sum(), (d, s))
+    assert gd.tolist() == [0.0, 0.0] and gs.tolist() == [0.5, 0.5]
+    z = torch.tensor([math.inf, -math.inf], requires_grad=True)
+    lp, lq = S.ovr_log_probs_std(z)
+    (gz,) = torch.autograd.grad(lp.sum() + lq.sum(), (z,))
+    assert gz.tolist() == [0.0, 0.0]
+
+
+def test_cdf_gradients_match_mpmath_in_the_tails():
+    """The hand-written cdf/sf derivatives: p and -d/(pi h^2), against mpmath, float32."""
+    d = grid32(-20, 30, 51)
+    s = torch.tensor(1.5)
+    for fn, sign in ((S.cdf, 1), (S.sf, -1)):
+        dd = d.clone().requires_grad_()
+        ss = s.clone().requires_grad_()
+        gd, gs = torch.autograd.grad(fn(dd, ss).sum(), (dd, ss), allow_unused=False)
+        gd_ref = [sign * ref_pdf(v, 1.5) for v in d.double().tolist()]
+        _check_grad(gd, gd_ref, 1e-6, fn.__name__)
+        gs_ref = sum(
+            -sign * mpmath.mpf(v) / (mpmath.pi * (mpmath.mpf(1.5) ** 2 + mpmath.mpf(v) ** 2))
+            for v in d.double().tolist()
+        )
+        assert abs(float(gs) - float(gs_ref)) <= 1e-6 * float(
+            sum(abs(mpmath.mpf(v)) / (mpmath.pi * (2.25 + mpmath.mpf(v) ** 2)) for v in d.tolist())
+        )
+
+
+# ------------------------------------------------------------------------------ subnormal tails
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_log_tails_stay_finite_and_exact_where_the_tail_is_subnormal(kernel_path, dtype):
+    """t = atan2(s, |d|)/pi below the smallest normal: log t = log s - log|d| - log pi.
+
+    float32: s = 1.4e-45 (the smallest subnormal), d = 1 gives log sf = -104.42 (the tail itself
+    is 4.5e-46, below every float32); before, such tails underflowed to -inf.
+    """
+    info = torch.finfo(dtype)
+    smallest = float(torch.tensor(info.tiny, dtype=dtype) * info.eps)  # smallest subnormal
+    scales = [smallest, 1e-40 if dtype == torch.float32 else 1e-310, 1e-30, 1.0]
+    ds = [1.0, 1e10, 1e30, float(info.max)]
+    cases = [(d, s) for d in ds for s in scales]
+    d = torch.tensor([c[0] for c in cases], dtype=dtype)
+    s = torch.tensor([c[1] for c in cases], dtype=dtype)
+    d_, s_ = d.double().tolist(), s.double().tolist()
+    ref_sf = [ref_log_sf(a, b) for a, b in zip(d_, s_, strict=True)]
+    ref_cdf = [ref_log_cdf(-a, b) for a, b in zip(d_, s_, strict=True)]
+    tol_ulps = 4.0
+    for values, refs in (
+        (S.log_sf(d, s), ref_sf),
+        (S.log_cdf(-d, s), ref_cdf),
+        (S.log_cdf_sf(d, s)[1], ref_sf),
+        (S.log_cdf_sf(-d, s)[0], ref_cdf),
+    ):
+        assert bool(torch.isfinite(values).all())
+        for y, r in zip(values.tolist(), refs, strict=True):
+            # |log t| is large here (>= 40): a few ulp of the result
+            assert abs(mpmath.mpf(y) - r) <= tol_ulps * abs(float(r)) * float(info.eps), (y, r)
+    if dtype == torch.float32:
+        one = torch.tensor(1.0)
+        assert abs(S.log_sf(one, torch.tensor(1e-45)).item() - (-104.4237)) < 1e-3
+    # s = 0 (a point mass) and an infinite displacement still give an exact -inf
+    zero = torch.zeros((), dtype=dtype)
+    assert S.log_sf(torch.tensor([1.0, 0.0], dtype=dtype), zero).tolist() == [-math.inf] * 2
+    assert S.log_sf(torch.tensor([math.inf], dtype=dtype), one_like(dtype)).item() == -math.inf
+
+
+def one_like(dtype: torch.dtype) -> torch.Tensor:
+    return torch.ones((), dtype=dtype)
+
+
+def test_subnormal_tail_gradients_are_the_limits():
+    """d log t / d|d| = -1/|d| and d log t / ds = 1/s where t is subnormal (float64 reference)."""
+    d = torch.tensor([1e30, 1e38], requires_grad=True)
+    s = torch.tensor([1e-12, 1e-2], requires_grad=True)
+    gd, gs = torch.autograd.grad(S.log_sf(d, s).sum(), (d, s))
+    torch.testing.assert_close(gd, -1.0 / d.detach(), rtol=1e-6, atol=0)
+    torch.testing.assert_close(gs, 1.0 / s.detach(), rtol=1e-6, atol=0)
+
+
+# ------------------------------------------------------------------------------ Cauchy KL
+
+
+def mp_kl(m1: float, g1: float, m2: float, g2: float) -> mpmath.mpf:
+    """KL(C(m1, g1) || C(m2, g2)) from the closed form at 60 digits (inputs taken exactly)."""
+    m1, g1, m2, g2 = (mpmath.mpf(v) for v in (m1, g1, m2, g2))
+    return mpmath.log(((g1 + g2) ** 2 + (m1 - m2) ** 2) / (4 * g1 * g2))
+
+
+KL_CASES = [
+    (1e30, 1e-15, 0.0, 1e-15),  # the overflow case: 205.846 in float32
+    (0.0, 1e-15, 1e30, 1e-15),
+    (0.0, 1.0, 0.0, 1.0 + 2.0**-20),  # nearly equal laws: KL ~ 2**-42 / 4
+    (1e-7, 1.0, 0.0, 1.0),
+    (3.0, 1e-30, -2.0, 1e30),  # scales 60 decades apart
+    (0.0, 1e38, 0.0, 1e-38),
+    (-1e38, 1.0, 1e38, 1.0),
+    (0.5, 2.0, -0.25, 0.125),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", KL_CASES)
+def test_cauchy_kl_is_accurate_at_the_extremes(case, dtype):
+    args = [torch.tensor(v, dtype=dtype) for v in case]
+    got = S.cauchy_kl(*args)
+    ref = mp_kl(*[a.item() for a in args])  # the rounded inputs, exactly
+    assert got.dtype == dtype and math.isfinite(got.item())
+    eps = float(torch.finfo(dtype).eps)
+    assert abs(mpmath.mpf(got.item()) - ref) <= 4 * eps * abs(ref) + 1e-300, (got.item(), ref)
+
+
+def test_cauchy_kl_overflow_case_in_float32():
+    one_e30, g = torch.tensor(1e30), torch.tensor(1e-15)
+    got = S.cauchy_kl(one_e30, g, torch.tensor(0.0), g)
+    assert abs(got.item() - 205.84636) < 1e-3
+
+
+def mp_kl_grad(m1: float, g1: float, m2: float, g2: float) -> list[mpmath.mpf]:
+    """The four partial derivatives by mpmath's numerical differentiation of the closed form."""
+    x = [mpmath.mpf(v) for v in (m1, g1, m2, g2)]
+    out = []
+    for i in range(4):
+
+        def f(t: mpmath.mpf, i: int = i) -> mpmath.mpf:
+            y = list(x)
+            y[i] = t
+            return mp_kl(*y)
+
+        out.append(mpmath.diff(f, x[i]))
+    return out
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        (0.0, 1.0, 0.0, 1.0),  # p == q: every derivative is exactly 0
+        (2.5, 1e-15, 2.5, 1e-15),
+        (-1e20, 3e10, -1e20, 3e10),
+        (1.0, 2.0, -0.5, 0.5),
+        (1e30, 1e-15, 0.0, 1e-15),
+        (0.0, 1e-3, 0.0, 1e3),
+    ],
+)
+def test_cauchy_kl_gradients_match_the_derivative(point):
+    leaves = [torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in point]
+    grads = torch.autograd.grad(S.cauchy_kl(*leaves), leaves)
+    refs = mp_kl_grad(*point)
+    for g, r in zip(grads, refs, strict=True):
+        assert math.isfinite(g.item())
+        assert abs(mpmath.mpf(g.item()) - r) <= 1e-12 * abs(r) + 1e-300, (point, g.item(), r)
+    if point[:2] == point[2:]:
+        assert all(g.item() == 0.0 for g in grads)
+    # float32 at p == q: zero, not NaN (hypot's 0/0)
+    leaves32 = [torch.tensor(v, dtype=torch.float32, requires_grad=True) for v in point]
+    grads32 = torch.autograd.grad(S.cauchy_kl(*leaves32), leaves32)
+    assert all(math.isfinite(g.item()) for g in grads32)
+
+
+def test_cauchy_kl_gradcheck_and_broadcasting():
+    gen = torch.Generator().manual_seed(0)
+    m1 = torch.randn(3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    g1 = (torch.rand(3, 4, generator=gen, dtype=torch.float64) + 0.2).requires_grad_()
+    m2 = torch.randn(4, generator=gen, dtype=torch.float64, requires_grad=True)
+    g2 = (torch.rand(1, generator=gen, dtype=torch.float64) + 0.2).requires_grad_()
+    assert torch.autograd.gradcheck(S.cauchy_kl, (m1, g1, m2, g2))
+    assert torch.autograd.gradgradcheck(S.cauchy_kl, (m1, g1, m2, g2))
+    assert S.cauchy_kl(m1, g1, m2, g2).shape == (3, 4)
+
+
+# ------------------------------------------------------------------------------ tracing
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated:DeprecationWarning")
+def test_traced_kernels_are_the_same_graph_with_and_without_gradients():
+    """torch.jit.trace (with its check) of every Function-backed kernel; values and gradients
+    of the traced function equal eager ones, for inputs that do and do not need gradients."""
+    gen = torch.Generator().manual_seed(1)
+    d = torch.randn(5, 3, generator=gen) * 10
+    s = torch.rand(3, generator=gen) + 0.1
+    kernels = {
+        "log_cdf_sf": lambda d, s: S.log_cdf_sf(d, s),
+        "log_cdf": S.log_cdf,
+        "log_sf": S.log_sf,
+        "cdf": S.cdf,
+        "sf": S.sf,
+        "log_pdf": S.log_pdf,
+        "kl": lambda d, s: S.cauchy_kl(d, s, d.flip(0), s.flip(0)),
+    }
+    for name, fn in kernels.items():
+        for grad in (False, True):
+            dd, ss = d.clone().requires_grad_(grad), s.clone().requires_grad_(grad)
+            traced = torch.jit.trace(fn, (dd, ss), check_trace=True)
+            other_d = (torch.randn(5, 3, generator=gen) * 1e3).requires_grad_()
+            other_s = (torch.rand(3, generator=gen) + 0.5).requires_grad_()
+            out_t, out_e = traced(other_d, other_s), fn(other_d, other_s)
+            out_t = out_t if isinstance(out_t, tuple) else (out_t,)
+            out_e = out_e if isinstance(out_e, tuple) else (out_e,)
+            for a, b in zip(out_t, out_e, strict=True):
+                torch.testing.assert_close(a, b, rtol=0, atol=0)
+            g_t = torch.autograd.grad(sum(o.sum() for o in out_t), (other_d, other_s))
+            g_e = torch.autograd.grad(sum(o.sum() for o in out_e), (other_d, other_s))
+            for a, b in zip(g_t, g_e, strict=True):
+                torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+
+
+def test_compiled_kernels_have_no_graph_break():
+    """torch.compile(fullgraph=True): no host read of tensor values inside the kernels."""
+    d = torch.tensor([-1e30, -1.0, 0.0, 2.0, 1e38])
+    s = torch.tensor(1.0)
+
+    def f(d, s):
+        lc, ls = S.log_cdf_sf(d, s)
+        return lc + ls + S.log_pdf(d, s) + S.cdf(d, s) + S.cauchy_kl(d, s, 0.5 * d, s)
+
+    compiled = torch.compile(f, fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(d, s), f(d, s), rtol=0, atol=0)

@@ -534,3 +534,53 @@ def test_marginal_algebra_property_examples_with_plain_reference():
     expected_scale = scale @ coef_u.abs().T + (w2.abs() @ torch.full((4,), 0.3, dtype=DTYPE))
     torch.testing.assert_close(y.scale, expected_scale)
     torch.testing.assert_close(y.loc, loc @ coef_u.T)
+
+
+@pytest.mark.parametrize(
+    ("vec_dtype", "w_dtype", "bias_dtype"),
+    [
+        (torch.float32, torch.float64, None),
+        (torch.float64, torch.float32, None),
+        (torch.float32, torch.bfloat16, None),
+        (torch.bfloat16, torch.float32, None),
+        (torch.float16, torch.bfloat16, None),
+        (torch.float32, torch.int64, None),
+        (torch.float64, torch.int32, torch.float32),
+        (torch.float32, torch.bool, torch.float64),
+    ],
+)
+def test_linear_promotes_dtypes_like_tensor_arithmetic(vec_dtype, w_dtype, bias_dtype):
+    """A weight (or bias) of another dtype promotes like ``+`` and ``cat`` (torch.promote_types):
+    the marginals and draws come out in that dtype, against a float64 reference."""
+    gen = torch.Generator().manual_seed(0)
+    loc = torch.randn(4, 3, generator=gen).to(vec_dtype)
+    scale = (torch.rand(4, 3, generator=gen) + 0.5).to(vec_dtype)
+    w = (torch.randn(2, 3, generator=gen) * 3).round().to(w_dtype)
+    b = None if bias_dtype is None else torch.randn(2, generator=gen).to(bias_dtype)
+    expected = torch.promote_types(vec_dtype, w_dtype)
+    if b is not None:
+        expected = torch.promote_types(expected, b.dtype)
+    u = CauchyVector(loc, scale)
+    y = u.linear(w, b)
+    assert y.dtype == expected and y.loc.dtype == expected and y.scale.dtype == expected
+    assert y.rsample((5,), generator=gen).dtype == expected
+    ref_loc = loc.double() @ w.double().T + (0.0 if b is None else b.double())
+    ref_scale = scale.double() @ w.double().abs().T
+    tol = {"rtol": 2e-2, "atol": 2e-2} if torch.finfo(expected).bits < 32 else {}
+    torch.testing.assert_close(y.loc.double(), ref_loc, **tol, check_dtype=False)
+    torch.testing.assert_close(y.scale.double(), ref_scale, **tol, check_dtype=False)
+    # the cast vector keeps its sources: the image minus the same image in the vector's own dtype
+    # is 0 up to the rounding of the narrower copy (independent sources would give 2 * scale)
+    same = u.linear(w.to(vec_dtype) if w.is_floating_point() else w)
+    diff = (y - same).scale.double()
+    eps = max(torch.finfo(t).eps for t in (vec_dtype, w_dtype) if t.is_floating_point)
+    bound = 4 * eps * ref_scale
+    assert bool((diff <= bound).all()), (diff, bound)
+
+
+def test_linear_refuses_a_complex_weight_naming_the_dtypes():
+    u = CauchyVector(torch.zeros(3), torch.ones(3))
+    with pytest.raises(ValueError, match=r"weight must be a real tensor.*complex64.*float32"):
+        u.linear(torch.ones(2, 3, dtype=torch.complex64))
+    with pytest.raises(ValueError, match=r"bias must be a real tensor.*complex128"):
+        u.linear(torch.ones(2, 3), torch.zeros(2, dtype=torch.complex128))
