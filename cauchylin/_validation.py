@@ -21,6 +21,7 @@ import torch
 
 __all__ = [
     "broadcast_shapes_or_raise",
+    "check_binary_mask",
     "check_finite",
     "check_positive_finite",
     "is_tracing",
@@ -190,6 +191,42 @@ def check_positive_finite(name: str, t: torch.Tensor) -> None:
         smallest = t.min().item()
         raise ValueError(
             f"{name} must be strictly positive, but its smallest entry is {smallest!r} ({_describe(t)})"
+        )
+
+
+def check_binary_mask(name: str, mask: torch.Tensor) -> None:
+    """Raise ``ValueError`` unless every entry of the mask ``mask`` is 0 or 1 (skipped while tracing).
+
+    A mask selects positions with ``mask != 0``; a NaN (``NaN != 0`` is true), a 0.5 or a 2 would
+    be counted silently, so such values are refused. A ``bool`` tensor always passes (no
+    reduction).
+
+    Args:
+        name: the argument name used in the message.
+        mask: a ``bool``, integer or floating tensor.
+
+    Raises:
+        ValueError: an entry is neither 0 nor 1 (NaN included), or the mask is complex; the
+            message names ``name``, the first bad value, shape and dtype.
+
+    Example:
+        >>> import torch
+        >>> check_binary_mask("attention_mask", torch.tensor([1, 1, 0]))  # fine
+        >>> check_binary_mask("attention_mask", torch.tensor([1.0, float("nan")]))
+        Traceback (most recent call last):
+        ...
+        ValueError: attention_mask must hold only 0 and 1 (or be a bool tensor), but it holds nan (shape (2,), dtype torch.float32)
+    """
+    if mask.dtype == torch.bool or is_tracing() or mask.numel() == 0:
+        return
+    if mask.is_complex():
+        raise ValueError(f"{name} must be a real 0/1 or bool tensor ({_describe(mask)})")
+    ok = (mask == 0) | (mask == 1)
+    if not bool(ok.all()):
+        bad = mask.detach()[~ok].flatten()[0].item()
+        raise ValueError(
+            f"{name} must hold only 0 and 1 (or be a bool tensor), but it holds {bad!r} "
+            f"({_describe(mask)})"
         )
 
 

@@ -1,4 +1,4 @@
-"""Training losses of the causal decision heads (SPEC §3 "Losses", seed 001 §5).
+"""Training losses of the causal decision heads (the formulas: ``docs/concepts.md``).
 
 * :func:`ovr_bce` — the one-vs-rest binary cross-entropy of Cauchy class scores, summed over the
   vocabulary, in log space (no ``log(p + eps)``), without a one-hot tensor.
@@ -28,13 +28,19 @@ returned in ``float32``; ``float64`` inputs give ``float64`` losses.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
 
 from cauchylin._fused_ovr import default_chunks, fused_ovr_rows
 from cauchylin._special import LOG_PI, log1p_square, ovr_log_probs_std, working_dtype
-from cauchylin._validation import check_finite, check_positive_finite, is_validating
+from cauchylin._validation import (
+    check_binary_mask,
+    check_finite,
+    check_positive_finite,
+    is_validating,
+)
 
 __all__ = [
     "CausalLMLoss",
@@ -154,8 +160,12 @@ def _counted_positions(
     ignore_index: int,
     batch_shape: tuple[int, ...],
     batch_name: str,
+    validate: bool,
 ) -> torch.Tensor:
-    """Flat boolean mask of the positions that count (label kept and attention on)."""
+    """Flat boolean mask of the positions that count (label kept and attention on).
+
+    When validating, ``attention_mask`` must hold only 0/1 (a NaN would count as "on").
+    """
     _require_tensor("labels", labels)
     if labels.dtype == torch.bool or labels.is_floating_point() or labels.is_complex():
         raise ValueError(f"labels must be an integer tensor, got dtype {labels.dtype}")
@@ -172,6 +182,8 @@ def _counted_positions(
                 f"attention_mask shape {_shape(attention_mask)} must equal the labels shape "
                 f"{batch_shape}"
             )
+        if validate:
+            check_binary_mask("attention_mask", attention_mask)
         counted = counted & (attention_mask != 0)
     return counted.reshape(-1)
 
@@ -237,6 +249,13 @@ def _scatter_rows(
     return out.index_put((index,), rows).reshape(shape)
 
 
+def _require_classes(name: str, v: int, shape: tuple[int, ...]) -> None:
+    if v < 1:
+        raise ValueError(
+            f"{name} has V = {v} classes (shape {shape}); the one-vs-rest loss needs at least one"
+        )
+
+
 def _mean(rows: torch.Tensor, n: int) -> torch.Tensor:
     # sum() of an empty tensor is 0 and keeps the graph, so an all-ignored batch gives 0.0
     # with zero gradients instead of 0/0.
@@ -280,18 +299,21 @@ def ovr_bce(
         threshold: the OvR thresholds ``C``: a float, a scalar tensor or a ``[V]`` tensor
             (gradients flow into tensors that require them).
         ignore_index: label value of positions that do not count.
-        attention_mask: optional ``[...]``; positions where it is 0 do not count.
-        validate_args: check values (positive finite scales, finite locations, label range);
-            ``None`` follows :func:`cauchylin.set_validate_args`. Shape checks always run.
+        attention_mask: optional ``[...]`` of 0/1 (or bool); positions where it is 0 do not
+            count.
+        validate_args: check values (positive finite scales, finite locations, a 0/1
+            ``attention_mask``); ``None`` follows :func:`cauchylin.set_validate_args`. Shape
+            checks and the label range always run.
 
     Returns:
         :class:`OvRLoss` ``(mean, per_position [...], count)``; losses are ``float32`` for
         half-precision and ``float32`` inputs, ``float64`` for ``float64`` inputs.
 
     Raises:
-        ValueError: mismatched shapes, a threshold that is neither ``()`` nor ``[V]``, a label
-            outside ``[0, V)`` at a counted position, or (when validating) a non-positive or
-            non-finite scale / non-finite location at a counted position.
+        ValueError: mismatched shapes, ``V = 0`` classes, a threshold that is neither ``()`` nor
+            ``[V]``, a label outside ``[0, V)`` at a counted position, or (when validating) a
+            non-positive or non-finite scale / non-finite location at a counted position, or an
+            ``attention_mask`` holding values other than 0/1 (NaN included).
 
     Example:
         >>> import torch
@@ -310,21 +332,26 @@ def ovr_bce(
     if _shape(scale_S) != _shape(loc_S):
         raise ValueError(f"scale_S shape {_shape(scale_S)} must equal loc_S shape {_shape(loc_S)}")
     V = loc_S.shape[-1]
+    _require_classes("loc_S", V, _shape(loc_S))
     batch_shape = _shape(loc_S)[:-1]
-    counted = _counted_positions(labels, attention_mask, ignore_index, batch_shape, "loc_S")
+    validate = is_validating(validate_args)
+    counted = _counted_positions(
+        labels, attention_mask, ignore_index, batch_shape, "loc_S", validate
+    )
     dt = working_dtype(loc_S, scale_S, threshold if isinstance(threshold, torch.Tensor) else loc_S)
     thr = _threshold_tensor(threshold, V, dt, loc_S.device)
 
     flat_labels = labels.reshape(-1)
     all_counted = bool(counted.all())
     index = None if all_counted else counted.nonzero().squeeze(1)
-    loc = loc_S.reshape(-1, V)
-    scale = scale_S.reshape(-1, V)
+    rows_total = counted.shape[0]
+    loc = loc_S.reshape(rows_total, V)
+    scale = scale_S.reshape(rows_total, V)
     lab = flat_labels
     if index is not None:
         loc, scale, lab = loc[index], scale[index], lab[index]
     _check_label_range(lab, V)
-    if is_validating(validate_args):
+    if validate:
         _screen_finite("loc_S", loc)
         _screen_finite("scale_S", scale, positive=True)
         _screen_finite("threshold", thr)
@@ -346,19 +373,28 @@ def ovr_bce(
 def _parse_chunks(
     chunk_size: int | tuple[int, int] | None, n: int, v: int, device: torch.device
 ) -> tuple[int, int]:
+    """``(tokens per tile, classes per tile)``, clamped to ``[1, n]`` and ``[1, v]``.
+
+    A tile never exceeds the data: ``chunk_size=10**9`` gives tiles of ``N x V`` at most, not
+    buffers of a billion columns.
+    """
     rc, vc = default_chunks(max(n, 1), v, device)
+
+    def clamp(r: int, c: int) -> tuple[int, int]:
+        return max(1, min(r, n)), max(1, min(c, v))
+
     if chunk_size is None:
-        return rc, vc
+        return clamp(rc, vc)
     if isinstance(chunk_size, int) and not isinstance(chunk_size, bool):
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be a positive int, got {chunk_size}")
-        return rc, chunk_size
+        return clamp(rc, chunk_size)
     if (
         isinstance(chunk_size, (tuple, list))
         and len(chunk_size) == 2
         and all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in chunk_size)
     ):
-        return int(chunk_size[0]), int(chunk_size[1])
+        return clamp(int(chunk_size[0]), int(chunk_size[1]))
     raise ValueError(
         "chunk_size must be None, a positive int (classes per chunk) or a pair "
         f"(tokens per chunk, classes per chunk) of positive ints, got {chunk_size!r}"
@@ -411,11 +447,13 @@ def ovr_bce_fused(
         threshold: a float, a scalar tensor or a ``[V]`` tensor.
         labels: ``[...]`` integer labels in ``[0, V)`` or ``ignore_index``.
         ignore_index: label value of positions that do not count.
-        attention_mask: optional ``[...]``; positions where it is 0 do not count.
+        attention_mask: optional ``[...]`` of 0/1 (or bool); positions where it is 0 do not
+            count.
         chunk_size: ``None`` (tiles of about 2**20 elements on CPU), an int (classes per tile)
-            or a pair ``(tokens per tile, classes per tile)``.
+            or a pair ``(tokens per tile, classes per tile)``; tiles are clamped to the counted
+            positions and ``V``.
         validate_args: value checks as in :func:`ovr_bce` (on ``loc_U``, ``scale_U``, ``weight``,
-            ``bias``, ``threshold``); ``None`` follows the global setting.
+            ``bias``, ``threshold``, ``attention_mask``); ``None`` follows the global setting.
         eager_grad: compute the gradients of ``mean`` in the forward pass (default). ``False``
             defers all gradient work to the backward pass (two extra GEMMs per tile).
 
@@ -425,9 +463,9 @@ def ovr_bce_fused(
 
     Raises:
         ValueError: mismatched shapes (``scale_U`` vs ``loc_U``, ``weight`` vs ``C``, ``bias`` vs
-            ``V``, labels), a bad threshold shape or ``chunk_size``, a label outside ``[0, V)``
-            at a counted position, or (when validating) non-positive / non-finite scales or
-            non-finite parameters.
+            ``V``, labels), ``C = 0`` or ``V = 0``, a bad threshold shape or ``chunk_size``, a
+            label outside ``[0, V)`` at a counted position, or (when validating) non-positive /
+            non-finite scales, non-finite parameters or an ``attention_mask`` other than 0/1.
 
     Example:
         >>> import torch
@@ -449,12 +487,18 @@ def ovr_bce_fused(
     if _shape(scale_U) != _shape(loc_U):
         raise ValueError(f"scale_U shape {_shape(scale_U)} must equal loc_U shape {_shape(loc_U)}")
     C = loc_U.shape[-1]
+    if C < 1:
+        raise ValueError(
+            f"loc_U has C = 0 features (shape {_shape(loc_U)}): every class would have "
+            "scale_S = |W_k| . scale_U = 0"
+        )
     if weight.dim() != 2 or weight.shape[1] != C:
         raise ValueError(
             f"weight must have shape [V, C] with C = {C} (the last dimension of loc_U "
             f"{_shape(loc_U)}), got shape {_shape(weight)}"
         )
     V = weight.shape[0]
+    _require_classes("weight", V, _shape(weight))
     if bias is not None:
         _require_tensor("bias", bias)
         _require_float("bias", bias)
@@ -464,20 +508,24 @@ def ovr_bce_fused(
                 f"got shape {_shape(bias)}"
             )
     batch_shape = _shape(loc_U)[:-1]
-    counted = _counted_positions(labels, attention_mask, ignore_index, batch_shape, "loc_U")
+    validate = is_validating(validate_args)
+    counted = _counted_positions(
+        labels, attention_mask, ignore_index, batch_shape, "loc_U", validate
+    )
     dt = working_dtype(loc_U, scale_U, weight)
     device = loc_U.device
     thr = _threshold_tensor(threshold, V, dt, device)
 
     all_counted = bool(counted.all())
     index = None if all_counted else counted.nonzero().squeeze(1)
-    x = loc_U.reshape(-1, C)
-    s = scale_U.reshape(-1, C)
+    rows_total = counted.shape[0]
+    x = loc_U.reshape(rows_total, C)
+    s = scale_U.reshape(rows_total, C)
     lab = labels.reshape(-1)
     if index is not None:
         x, s, lab = x[index], s[index], lab[index]
     _check_label_range(lab, V)
-    if is_validating(validate_args):
+    if validate:
         _screen_finite("loc_U", x)
         _screen_finite("scale_U", s, positive=True)
         _screen_finite("weight", weight)
@@ -537,7 +585,7 @@ def gated_regression_loss(
 
     ``log(1 + r^2)`` is evaluated without overflow (:func:`cauchylin._special.log1p_square`).
     Gradients flow into ``loc_Y``, ``scale_Y`` and ``log_p_num`` (the gate is part of the loss,
-    as in seed 001 §5.2). With no ``<NUM>`` target the result is exactly ``0.0`` with zero
+    see ``docs/concepts.md``). With no ``<NUM>`` target the result is exactly ``0.0`` with zero
     gradients. Positions with ``num_mask == 0`` are replaced before any arithmetic, so their
     ``target_values`` (and ``log_p_num``) may hold anything, NaN included, without leaking into
     the loss or the gradients.
@@ -547,20 +595,21 @@ def gated_regression_loss(
         scale_Y: ``[...]`` its scale (``> 0`` at ``<NUM>`` positions).
         target_values: ``[...]`` true values (read only where ``num_mask`` is set).
         num_mask: ``[...]`` bool or 0/1: the next token is ``<NUM>`` (combine with the
-            attention mask before calling).
+            attention mask before calling); other values (0.5, NaN) are refused when validating.
         log_p_num: ``[...]`` ``log P_<NUM>`` from the classification head, or ``None`` for an
             ungated loss (gate = ``num_mask``, as with ``alpha = 1``).
         alpha: gate floor in ``[0, 1]``: 0 gates fully by ``P_num``, 1 ignores it.
-        validate_args: value checks (scales positive and finite, targets finite at ``<NUM>``
-            positions, ``log_p_num <= 0``); ``None`` follows the global setting.
+        validate_args: value checks (``num_mask`` 0/1, scales positive and finite, targets
+            finite at ``<NUM>`` positions, ``log_p_num <= 0``); ``None`` follows the global
+            setting.
 
     Returns:
         :class:`RegLoss` ``(mean, per_position [...], count)``, in the working dtype
         (``float32`` for half precision).
 
     Raises:
-        ValueError: mismatched shapes, ``alpha`` outside ``[0, 1]`` or (when validating) bad
-            values at ``<NUM>`` positions.
+        ValueError: mismatched shapes, ``alpha`` outside ``[0, 1]`` (or NaN) or (when validating)
+            a ``num_mask`` other than 0/1 or bad values at ``<NUM>`` positions.
 
     Example:
         >>> import torch
@@ -587,6 +636,8 @@ def gated_regression_loss(
     alpha = float(alpha)
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
+    if is_validating(validate_args):
+        check_binary_mask("num_mask", num_mask)
 
     dt = working_dtype(loc_Y, scale_Y, target_values)
     m = num_mask != 0
@@ -619,18 +670,19 @@ def gated_regression_loss(
 
 
 def causal_lm_loss(cls: OvRLoss, reg: RegLoss, *, reg_weight: float = 1.0) -> CausalLMLoss:
-    """The training objective ``L = L_cls_mean + lambda * L_reg_eff`` (seed 001 §5.3).
+    """The training objective ``L = L_cls_mean + lambda * L_reg_eff`` (see ``docs/concepts.md``).
 
     Args:
         cls: the classification loss (:func:`ovr_bce` or :func:`ovr_bce_fused`).
         reg: the gated regression loss (:func:`gated_regression_loss`).
-        reg_weight: ``lambda``, the weight of the regression term.
+        reg_weight: ``lambda >= 0``, the weight of the regression term (a finite number).
 
     Returns:
         :class:`CausalLMLoss` ``(total, cls, reg)``.
 
     Raises:
-        ValueError: if ``cls``/``reg`` are not the loss tuples.
+        ValueError: if ``cls``/``reg`` are not the loss tuples, or ``reg_weight`` is negative,
+            NaN or infinite.
 
     Example:
         >>> import torch
@@ -643,5 +695,11 @@ def causal_lm_loss(cls: OvRLoss, reg: RegLoss, *, reg_weight: float = 1.0) -> Ca
         raise ValueError(f"cls must be an OvRLoss, got {type(cls).__name__}")
     if not isinstance(reg, RegLoss):
         raise ValueError(f"reg must be a RegLoss, got {type(reg).__name__}")
-    total = cls.mean + float(reg_weight) * reg.mean
+    try:
+        weight = float(reg_weight)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"reg_weight must be a number, got {reg_weight!r}") from None
+    if not (math.isfinite(weight) and weight >= 0.0):
+        raise ValueError(f"reg_weight must be a finite number >= 0, got {weight}")
+    total = cls.mean + weight * reg.mean
     return CausalLMLoss(total, cls, reg)

@@ -1,7 +1,7 @@
-"""Training and evaluation metrics of the causal language model (seed 000 §5).
+"""Training and evaluation metrics of the causal language model (``docs/training.md#evaluation``).
 
 Plain functions over tensors, each returning Python floats, plus :func:`compute_metrics`, which
-gathers them under the names of seed 000 §5:
+gathers them under these logging names:
 
 ======================================= =======================================================
 name                                    what
@@ -20,7 +20,8 @@ name                                    what
 ======================================= =======================================================
 
 Conventions: *counted* positions are those whose label is not ``ignore_index`` and whose
-``attention_mask`` (if given) is non-zero; *valid* positions (for the ``dist/`` statistics) are
+``attention_mask`` (if given, a bool or 0/1 tensor: other values such as NaN are refused while
+validation is on, see :func:`cauchylin.set_validate_args`) is 1; *valid* positions (for the ``dist/`` statistics) are
 those whose ``attention_mask`` is non-zero (all positions without a mask). Predictions and labels
 are aligned: ``predictions[i]`` is the model's guess for ``labels[i]``. Medians and quantiles
 interpolate linearly (as ``numpy.percentile``'s default); the standard deviation is the
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from cauchylin._validation import check_binary_mask, is_validating
 from cauchylin.vector import CauchyVector
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,6 +60,14 @@ def _require_tensor(name: str, t: object) -> torch.Tensor:
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     return t
+
+
+def _valid_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """``attention_mask != 0`` after checking (while validating) that it holds only 0/1."""
+    _require_tensor("attention_mask", attention_mask)
+    if is_validating(None):
+        check_binary_mask("attention_mask", attention_mask)
+    return attention_mask != 0
 
 
 def _same_shape(**named: torch.Tensor | None) -> None:
@@ -87,7 +97,8 @@ def counted_positions(
         ``BoolTensor`` of ``labels``' shape.
 
     Raises:
-        ValueError: mismatched shapes or a non-tensor argument.
+        ValueError: mismatched shapes, a non-tensor argument, or (while validating) an
+            ``attention_mask`` holding values other than 0/1, NaN included.
 
     Example:
         >>> import torch
@@ -99,7 +110,7 @@ def counted_positions(
     if attention_mask is not None:
         _require_tensor("attention_mask", attention_mask)
         _same_shape(labels=labels, attention_mask=attention_mask)
-        counted = counted & (attention_mask != 0)
+        counted = counted & _valid_mask(attention_mask)
     return counted
 
 
@@ -122,7 +133,8 @@ def token_accuracy(
         ``#correct / #counted``; ``nan`` when nothing is counted.
 
     Raises:
-        ValueError: mismatched shapes.
+        ValueError: mismatched shapes, or an ``attention_mask`` other than 0/1 (see
+            :func:`counted_positions`).
 
     Example:
         >>> import torch
@@ -163,7 +175,8 @@ def num_precision_recall_f1(
         ``(precision, recall, f1)``.
 
     Raises:
-        ValueError: mismatched shapes.
+        ValueError: mismatched shapes, or an ``attention_mask`` other than 0/1 (see
+            :func:`counted_positions`).
 
     Example:
         >>> import torch
@@ -249,7 +262,8 @@ def regression_errors(
         ``(mae, mdae)``; ``(nan, nan)`` without ``<NUM>`` targets.
 
     Raises:
-        ValueError: mismatched shapes.
+        ValueError: mismatched shapes, or an ``attention_mask`` other than 0/1 (see
+            :func:`counted_positions`).
 
     Example:
         >>> import torch
@@ -285,7 +299,8 @@ def distribution_stats(
         ``iqr = q75 - q25``.
 
     Raises:
-        ValueError: ``attention_mask`` does not match ``values.shape[:-1]``.
+        ValueError: ``attention_mask`` does not match ``values.shape[:-1]`` or (while
+            validating) holds values other than 0/1.
 
     Example:
         >>> import torch
@@ -301,7 +316,7 @@ def distribution_stats(
                 f"attention_mask shape {tuple(attention_mask.shape)} must equal values' shape "
                 f"without its last dimension, {tuple(values.shape[:-1])}"
             )
-        x = x[attention_mask.to(values.device) != 0]
+        x = x[_valid_mask(attention_mask).to(values.device)]
     x = x.reshape(-1)
     if x.numel() == 0:
         return {"mean": math.nan, "median": math.nan, "std": math.nan, "iqr": math.nan}
@@ -325,7 +340,7 @@ def ovr_prob_sums(
     The positions are processed in chunks of ``chunk_size`` rows (default: about ``2**22``
     scores per chunk), each through ``action(U_chunk, mode, temperature)``; the random modes draw
     chunk by chunk from ``generator``. For one individual whose next token has a single true
-    value the sum should be close to 1 (seed 000 §5.4).
+    value the sum should be close to 1 (see ``docs/training.md#evaluation``).
 
     Args:
         action: the :class:`~cauchylin.nn.Action` layer.
@@ -384,7 +399,8 @@ def ovr_prob_sum_median(sums: torch.Tensor, attention_mask: torch.Tensor | None 
         The median (``nan`` without valid positions).
 
     Raises:
-        ValueError: ``sums`` is not a tensor, or ``attention_mask`` has a different shape.
+        ValueError: ``sums`` is not a tensor, or ``attention_mask`` has a different shape or
+            (while validating) holds values other than 0/1.
 
     Example:
         >>> import torch
@@ -395,7 +411,7 @@ def ovr_prob_sum_median(sums: torch.Tensor, attention_mask: torch.Tensor | None 
     x = sums.detach()
     if attention_mask is not None:
         _same_shape(sums=sums, attention_mask=attention_mask)
-        x = x[attention_mask != 0]
+        x = x[_valid_mask(attention_mask)]
     return quantiles(x, (0.5,))[0]
 
 
@@ -418,10 +434,10 @@ def compute_metrics(
     train_labels: torch.Tensor | None = None,
     train_attention_mask: torch.Tensor | None = None,
 ) -> dict[str, float]:
-    """All metrics of seed 000 §5 that the given inputs allow, under their logging names.
+    """All metrics that the given inputs allow, under their logging names (the module's table).
 
     The ``eval/`` metrics should come from deterministic inference (standard mode,
-    ``predictions = ActionOutput.predict()``, ``pred_values = loc_Y``), seed 000 §5.1.
+    ``predictions = ActionOutput.predict()``, ``pred_values = loc_Y``).
 
     * ``train/accuracy`` — needs ``train_predictions`` and ``train_labels``
       (``train_attention_mask`` optional);
@@ -456,7 +472,8 @@ def compute_metrics(
         ``dict`` from metric name to float.
 
     Raises:
-        ValueError: mismatched shapes.
+        ValueError: mismatched shapes, or an ``attention_mask`` other than 0/1 (see
+            :func:`counted_positions`).
 
     Example:
         >>> import torch

@@ -388,3 +388,45 @@ def test_fused_refuses_an_all_zero_weight_row_like_the_plain_path():
         ovr_bce(loc_U @ weight.T, scale_U @ weight.abs().T, labels, 100.0)
     with pytest.raises(ValueError, match=r"all-zero row.*\[2\]"):
         ovr_bce_fused(loc_U, scale_U, weight, torch.zeros(6), 100.0, labels)
+
+
+class _RefuseLargeAllocations(TorchDispatchMode):
+    """Fails *before* any factory op allocates more than ``limit`` elements (no real 80 GB)."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.default):
+            numel = 1
+            for n in args[0]:
+                numel *= int(n)
+            self.largest = max(self.largest, numel)
+            assert numel <= self.limit, f"{func} of {numel} elements (limit {self.limit})"
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("chunk", [10**9, (10**9, 10**9), (10**6, 3)])
+def test_fused_tiles_are_clamped_to_the_data(chunk):
+    """chunk_size=10**9 used to allocate 5 tile buffers of 1024 x 10**9 floats (80 GB)."""
+    N, C, V = 6, 3, 11
+    inp, labels = _inputs(N, C, V, torch.float32, seed=12)
+    scale_U = inp["s"] + inp["b_noise"].abs()
+    guard = _RefuseLargeAllocations(limit=5 * N * V)
+    with guard:
+        fused = ovr_bce_fused(
+            inp["loc_U"], scale_U, inp["W"], inp["b"], inp["thr"], labels, chunk_size=chunk
+        )
+        g = torch.autograd.grad(fused.mean, _leaves(inp))
+    scale_U = inp["s"] + inp["b_noise"].abs()  # a separate graph for the plain side
+    plain = ovr_bce(
+        inp["loc_U"] @ inp["W"].T + inp["b"], scale_U @ inp["W"].abs().T, labels, inp["thr"]
+    )
+    torch.testing.assert_close(fused.per_position, plain.per_position, rtol=2e-6, atol=1e-5)
+    _assert_grads_close(
+        g, torch.autograd.grad(plain.mean, _leaves(inp)), rtol=1e-5, atol_scale=1e-6
+    )
+    assert guard.largest >= N * V // 3  # the guard saw the tile buffers

@@ -415,3 +415,94 @@ def test_causal_lm_loss_combines_parts():
     assert loc.grad is not None and reg_loc.grad is not None
     with pytest.raises(ValueError, match="cls"):
         causal_lm_loss(reg, reg)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------ lenient inputs
+
+
+def _ovr_inputs(n: int = 3, v: int = 4):
+    gen = torch.Generator().manual_seed(0)
+    loc = torch.randn(n, v, generator=gen)
+    scale = torch.rand(n, v, generator=gen) + 0.5
+    labels = torch.randint(0, v, (n,), generator=gen)
+    return loc, scale, labels
+
+
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("bad", [float("nan"), 0.5, 2.0, -1.0])
+def test_attention_mask_must_be_zero_or_one(fused, bad):
+    """A NaN (NaN != 0 is true), 0.5 or 2 would silently count as an attended position."""
+    loc, scale, labels = _ovr_inputs()
+    mask = torch.tensor([1.0, bad, 0.0])
+
+    def call(m):
+        if fused:
+            return ovr_bce_fused(loc, scale, torch.eye(4), None, 0.0, labels, attention_mask=m)
+        return ovr_bce(loc, scale, labels, 0.0, attention_mask=m)
+
+    with pytest.raises(ValueError, match=r"attention_mask must hold only 0 and 1"):
+        call(mask)
+    # 0/1 in any dtype, and bool, are accepted and agree
+    ref = call(torch.tensor([True, True, False]))
+    for m in (
+        torch.tensor([1, 1, 0]),
+        torch.tensor([1.0, 1.0, 0.0]),
+        torch.tensor([1, 1, 0.0]).half(),
+    ):
+        torch.testing.assert_close(call(m).per_position, ref.per_position)
+    assert int(ref.count) == 2
+
+
+def test_num_mask_must_be_zero_or_one():
+    loc, scale, y = torch.zeros(3), torch.ones(3), torch.zeros(3)
+    for bad in (0.5, float("nan"), 3.0):
+        with pytest.raises(ValueError, match=r"num_mask must hold only 0 and 1"):
+            gated_regression_loss(loc, scale, y, torch.tensor([1.0, bad, 0.0]))
+    out = gated_regression_loss(loc, scale, y, torch.tensor([1.0, 1.0, 0.0]))
+    assert int(out.count) == 2
+    with_bool = gated_regression_loss(loc, scale, y, torch.tensor([True, True, False]))
+    torch.testing.assert_close(out.per_position, with_bool.per_position)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -0.5, float("inf"), -float("inf"), "a", None])
+def test_causal_lm_loss_refuses_a_bad_reg_weight(bad):
+    cls = OvRLoss(torch.tensor(2.0), torch.zeros(3), torch.tensor(3))
+    reg = RegLoss(torch.tensor(0.5), torch.zeros(3), torch.tensor(1))
+    with pytest.raises(ValueError, match="reg_weight"):
+        causal_lm_loss(cls, reg, reg_weight=bad)
+    assert causal_lm_loss(cls, reg, reg_weight=0).total.item() == 2.0
+
+
+def test_zero_classes_and_zero_features_are_clear_errors():
+    labels = torch.zeros(3, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"loc_S has V = 0 classes"):
+        ovr_bce(torch.zeros(3, 0), torch.ones(3, 0), labels, 0.0)
+    with pytest.raises(ValueError, match=r"loc_S has V = 0 classes"):
+        ovr_bce(torch.zeros(3, 0), torch.ones(3, 0), torch.full((3,), -100), 0.0)
+    with pytest.raises(ValueError, match=r"weight has V = 0 classes"):
+        ovr_bce_fused(torch.zeros(3, 2), torch.ones(3, 2), torch.zeros(0, 2), None, 0.0, labels)
+    with pytest.raises(ValueError, match=r"loc_U has C = 0 features"):
+        ovr_bce_fused(torch.zeros(3, 0), torch.ones(3, 0), torch.zeros(4, 0), None, 0.0, labels)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("batch", [(0,), (2, 0), (0, 5)])
+def test_empty_batches_give_empty_results_and_zero_gradients(fused, batch):
+    """No position at all: per_position has the batch shape, mean 0, count 0, zero gradients."""
+    C, V = 3, 4
+    loc_U = torch.zeros(*batch, C, requires_grad=True)
+    scale_U = torch.ones(*batch, C, requires_grad=True)
+    W = torch.randn(V, C, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    labels = torch.zeros(batch, dtype=torch.long)
+    if fused:
+        out = ovr_bce_fused(loc_U, scale_U, W, None, 0.0, labels, chunk_size=10**9)
+    else:
+        out = ovr_bce(loc_U @ W.T, scale_U @ W.abs().T, labels, 0.0)
+    assert out.per_position.shape == batch and int(out.count) == 0 and out.mean.item() == 0.0
+    grads = torch.autograd.grad(out.mean, (loc_U, scale_U, W), allow_unused=True)
+    for g in grads:
+        assert g is None or not bool(g.any())
+    reg = gated_regression_loss(
+        torch.zeros(batch), torch.ones(batch), torch.zeros(batch), torch.zeros(batch)
+    )
+    assert reg.per_position.shape == batch and int(reg.count) == 0 and reg.mean.item() == 0.0

@@ -298,3 +298,25 @@ def test_docstring_examples_of_the_metrics_run():
 
     result = doctest.testmod(cauchylin.metrics, optionflags=doctest.ELLIPSIS, verbose=False)
     assert result.attempted > 10 and result.failed == 0
+
+
+@pytest.mark.parametrize("bad", [float("nan"), 0.5, 2.0])
+def test_attention_mask_must_be_zero_or_one(bad):
+    """A NaN mask entry used to count as a position (NaN != 0); now every mask user refuses it."""
+    labels = torch.tensor([1, 2, 3])
+    preds = torch.tensor([1, 0, 3])
+    mask = torch.tensor([1.0, bad, 1.0])
+    match = r"attention_mask must hold only 0 and 1"
+    with pytest.raises(ValueError, match=match):
+        counted_positions(labels, mask)
+    with pytest.raises(ValueError, match=match):
+        token_accuracy(preds, labels, attention_mask=mask)
+    with pytest.raises(ValueError, match=match):
+        distribution_stats(torch.ones(3, 2), mask)
+    with pytest.raises(ValueError, match=match):
+        ovr_prob_sum_median(torch.ones(3), mask)
+    with pytest.raises(ValueError, match=match):
+        compute_metrics(labels=labels, predictions=preds, attention_mask=mask)
+    # 0/1 float and bool masks agree
+    assert token_accuracy(preds, labels, attention_mask=torch.tensor([1.0, 0.0, 1.0])) == 1.0
+    assert token_accuracy(preds, labels, attention_mask=torch.tensor([True, False, True])) == 1.0
