@@ -1,0 +1,542 @@
+"""The causal estimators against scikit-learn's models on bundled tables, clean and with corrupted labels.
+
+For every table and every repetition (a fresh random train/test split, 75/25, stratified for
+classification), each model is fitted on the training rows three times: on the clean labels, and
+with 10 % and 20 % of the training labels corrupted (the 20 % include the 10 %); it is always
+scored on the clean test rows. Corruption:
+
+* regression, ``--corruption scale`` (default): the chosen targets are multiplied by 100;
+  ``--corruption shift``: they are moved up by 50 robust standard deviations
+  (``IQR / 1.349`` of the clean training targets);
+* classification: the chosen labels are replaced by a different class drawn at random.
+
+Tables (all ship inside the scikit-learn wheel, nothing is downloaded):
+
+==================  =====================================================================
+regression
+``diabetes``        ``load_diabetes``: disease progression from 10 features (442 rows)
+``wine_alcohol``    ``load_wine``: alcohol content from the 12 other measurements (178 rows)
+``cancer_smooth``   ``load_breast_cancer``: "mean smoothness" from the 27 features that are
+                    not a version of smoothness (569 rows)
+classification
+``breast_cancer``   ``load_breast_cancer``: 2 classes, 30 features (569 rows)
+``wine``            ``load_wine``: 3 classes, 13 features (178 rows)
+``iris``            ``load_iris``: 3 classes, 4 features (150 rows)
+``digits``          ``load_digits``: 10 classes, 64 features (1797 rows)
+==================  =====================================================================
+
+Models (every one sees standardised inputs; the two neural networks have the same hidden layers):
+
+* ``causal``: ``cauchylin.estimators.CausalRegressor`` / ``CausalClassifier`` with default settings;
+* ``mlp``: ``MLPRegressor`` (targets standardised by ``TransformedTargetRegressor``) /
+  ``MLPClassifier``, scikit-learn's settings but ``max_iter=1000``;
+* ``mlp_es``: the same with ``early_stopping=True`` (10 % of the rows held out, as ours);
+* ``huber``: ``HuberRegressor`` (regression only);
+* ``ridge`` / ``logreg``: ``Ridge`` / ``LogisticRegression``;
+* ``hgb``: ``HistGradientBoostingRegressor`` / ``HistGradientBoostingClassifier``.
+
+Metrics on the clean test rows, averaged over the repetitions (with their standard error): mean
+and median absolute error (regression), accuracy (classification), and the share of test targets
+inside the causal regressor's central 50 % and 90 % predictive intervals. The summary prints, per
+regression table and corruption level, each model's median-error ratio corrupted / clean, and the
+clean ratio causal / MLP (the better of the two MLPs), against the goals (the causal model
+degrades least and by at most 10 %; clean, it is within 10 % of the MLP).
+
+Run:
+    python benchmarks/bench_estimators.py                  # every table, 10 splits (~15 min, 1 core)
+    python benchmarks/bench_estimators.py --datasets diabetes,iris --seeds 3
+    python benchmarks/bench_estimators.py --json estimators.json --plot estimators.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for folder in (ROOT, os.path.dirname(os.path.abspath(__file__))):
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+
+import numpy as np  # noqa: E402
+import sklearn  # noqa: E402
+import torch  # noqa: E402
+from sklearn import datasets  # noqa: E402
+from sklearn.compose import TransformedTargetRegressor  # noqa: E402
+from sklearn.ensemble import (  # noqa: E402
+    HistGradientBoostingClassifier,
+    HistGradientBoostingRegressor,
+)
+from sklearn.linear_model import HuberRegressor, LogisticRegression, Ridge  # noqa: E402
+from sklearn.model_selection import train_test_split  # noqa: E402
+from sklearn.neural_network import MLPClassifier, MLPRegressor  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
+
+from cauchylin.estimators import CausalClassifier, CausalRegressor  # noqa: E402
+
+LEVELS = (0.0, 0.1, 0.2)
+REGRESSION_MODELS = ("causal", "mlp", "mlp_es", "huber", "ridge", "hgb")
+CLASSIFICATION_MODELS = ("causal", "mlp", "mlp_es", "logreg", "hgb")
+DEGRADATION_GOAL = 1.10  # corrupted / clean median error of the causal regressor
+CLEAN_GOAL = 1.10  # clean median error, causal / MLP
+
+
+# --------------------------------------------------------------------------------------------
+# tables
+
+
+def _without(X: np.ndarray, columns: list[int]) -> np.ndarray:
+    return np.delete(X, columns, axis=1)
+
+
+def _load(name: str) -> tuple[str, np.ndarray, np.ndarray]:
+    """``(task, X, y)`` of a table; task is ``"regression"`` or ``"classification"``."""
+    if name == "diabetes":
+        X, y = datasets.load_diabetes(return_X_y=True)
+        return "regression", X, y
+    if name == "wine_alcohol":
+        X = datasets.load_wine().data
+        return "regression", _without(X, [0]), X[:, 0]
+    if name == "cancer_smooth":
+        X = datasets.load_breast_cancer().data
+        return "regression", _without(X, [4, 14, 24]), X[:, 4]  # mean, se, worst smoothness
+    loaders = {
+        "breast_cancer": datasets.load_breast_cancer,
+        "wine": datasets.load_wine,
+        "iris": datasets.load_iris,
+        "digits": datasets.load_digits,
+    }
+    X, y = loaders[name](return_X_y=True)
+    return "classification", X, y
+
+
+DATASETS = ("diabetes", "wine_alcohol", "cancer_smooth", "breast_cancer", "wine", "iris", "digits")
+
+
+# --------------------------------------------------------------------------------------------
+# models
+
+
+def _models(task: str, names: list[str], seed: int, args: argparse.Namespace) -> dict:
+    hidden = tuple(args.hidden)
+    nn_kw = {"hidden_layer_sizes": hidden, "random_state": seed}
+    if args.max_iter is not None:
+        nn_kw["max_iter"] = args.max_iter
+    mlp_kw = {
+        "hidden_layer_sizes": hidden,
+        "max_iter": args.max_iter if args.max_iter is not None else 1000,
+        "random_state": seed,
+    }
+    if task == "regression":
+        factories: dict[str, Callable[[], object]] = {
+            "causal": lambda: CausalRegressor(**nn_kw),
+            "mlp": lambda: TransformedTargetRegressor(
+                make_pipeline(StandardScaler(), MLPRegressor(**mlp_kw)),
+                transformer=StandardScaler(),
+            ),
+            "mlp_es": lambda: TransformedTargetRegressor(
+                make_pipeline(StandardScaler(), MLPRegressor(**mlp_kw, early_stopping=True)),
+                transformer=StandardScaler(),
+            ),
+            "huber": lambda: make_pipeline(StandardScaler(), HuberRegressor(max_iter=1000)),
+            "ridge": lambda: make_pipeline(StandardScaler(), Ridge()),
+            "hgb": lambda: HistGradientBoostingRegressor(random_state=seed),
+        }
+    else:
+        factories = {
+            "causal": lambda: CausalClassifier(**nn_kw),
+            "mlp": lambda: make_pipeline(StandardScaler(), MLPClassifier(**mlp_kw)),
+            "mlp_es": lambda: make_pipeline(
+                StandardScaler(), MLPClassifier(**mlp_kw, early_stopping=True)
+            ),
+            "logreg": lambda: make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000)),
+            "hgb": lambda: HistGradientBoostingClassifier(random_state=seed),
+        }
+    return {name: factories[name]() for name in names if name in factories}
+
+
+# --------------------------------------------------------------------------------------------
+# corruption
+
+
+def _corrupt(
+    task: str, y: np.ndarray, rows: np.ndarray, corruption: str, n_classes: int, seed: int
+) -> np.ndarray:
+    """A copy of ``y`` whose ``rows`` are corrupted (see the module docstring)."""
+    out = y.copy()
+    if rows.size == 0:
+        return out
+    if task == "regression":
+        if corruption == "scale":
+            out[rows] = out[rows] * 100.0
+        else:
+            q25, q75 = np.percentile(y, [25.0, 75.0])
+            out[rows] = out[rows] + 50.0 * (q75 - q25) / 1.349
+        return out
+    rng = np.random.default_rng([seed, 17])
+    out[rows] = (out[rows] + rng.integers(1, n_classes, size=rows.size)) % n_classes
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# one table
+
+
+def _score(task: str, model: object, X: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    pred = model.predict(X)  # type: ignore[attr-defined]
+    if task == "classification":
+        return {"accuracy": float(np.mean(pred == y))}
+    err = np.abs(pred - y)
+    scores = {"mae": float(err.mean()), "medae": float(np.median(err))}
+    if isinstance(model, CausalRegressor):
+        for coverage in (0.5, 0.9):
+            lower, upper = model.predict_interval(X, coverage=coverage)
+            scores[f"coverage_{round(coverage * 100)}"] = float(
+                np.mean((lower <= y) & (y <= upper))
+            )
+    return scores
+
+
+def run_table(name: str, args: argparse.Namespace) -> dict:
+    """Every model, level and repetition on one table: ``{model: {level: {metric: [..]}}}``."""
+    task, X, y = _load(name)
+    if task == "classification":
+        _, y = np.unique(y, return_inverse=True)
+    n_classes = int(y.max()) + 1 if task == "classification" else 0
+    names = REGRESSION_MODELS if task == "regression" else CLASSIFICATION_MODELS
+    names = [m for m in names if args.models is None or m in args.models]
+    raw: dict[str, dict[str, dict[str, list[float]]]] = {}
+    seconds: dict[str, float] = {m: 0.0 for m in names}
+    for rep in range(args.seeds):
+        seed = args.seed_offset + rep
+        X_tr, X_te, y_tr, y_te = train_test_split(
+            X,
+            y,
+            test_size=0.25,
+            random_state=seed,
+            stratify=y if task == "classification" else None,
+        )
+        order = np.random.default_rng([seed, 3]).permutation(len(y_tr))
+        for level in args.levels:
+            rows = order[: round(level * len(y_tr))]  # nested: the 20 % include the 10 %
+            y_fit = _corrupt(task, y_tr, rows, args.corruption, n_classes, seed)
+            for model_name, model in _models(task, names, seed, args).items():
+                start = time.perf_counter()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # convergence warnings of the baselines
+                    model.fit(X_tr, y_fit)  # type: ignore[attr-defined]
+                seconds[model_name] += time.perf_counter() - start
+                per_level = raw.setdefault(model_name, {}).setdefault(f"{level:g}", {})
+                for metric, value in _score(task, model, X_te, y_te).items():
+                    per_level.setdefault(metric, []).append(value)
+        print(f"  {name}: repetition {rep + 1}/{args.seeds} done", file=sys.stderr)
+    return {"task": task, "n_rows": len(y), "raw": raw, "fit_seconds": seconds}
+
+
+def _mean_se(values: list[float]) -> tuple[float, float]:
+    a = np.asarray(values, dtype=np.float64)
+    se = float(a.std(ddof=1) / math.sqrt(a.size)) if a.size > 1 else 0.0
+    return float(a.mean()), se
+
+
+def summarise(table: dict, levels: list[float]) -> dict:
+    """Means, standard errors and the ratios of the goals for one table."""
+    task = table["task"]
+    main = "medae" if task == "regression" else "accuracy"
+    clean = f"{levels[0]:g}"
+    summary: dict[str, dict] = {}
+    for model_name, per_level in table["raw"].items():
+        entry: dict[str, dict] = {}
+        for level, metrics in per_level.items():
+            entry[level] = {m: _mean_se(v) for m, v in metrics.items()}
+        base = entry[clean][main][0]
+        for level in entry:
+            value = entry[level][main][0]
+            entry[level]["ratio_to_clean"] = value / base if base > 0 else math.nan
+        summary[model_name] = entry
+    return summary
+
+
+# --------------------------------------------------------------------------------------------
+# printing
+
+
+def print_table(name: str, table: dict, summary: dict, levels: list[float]) -> None:
+    task = table["task"]
+    labels = [f"{level:g}" for level in levels]
+    print(f"\n{name} ({task}, {table['n_rows']} rows)")
+    if task == "regression":
+        head = "".join(f"  MedAE @{float(lv) * 100:>3.0f}%        MAE" for lv in labels)
+        print(f"  {'model':<8s}{head}   fit s")
+        for model_name, entry in summary.items():
+            cells = "".join(
+                f"  {entry[lv]['medae'][0]:9.4g} ±{entry[lv]['medae'][1]:<7.2g}"
+                f"{entry[lv]['mae'][0]:9.4g}"
+                for lv in labels
+            )
+            print(f"  {model_name:<8s}{cells}  {table['fit_seconds'][model_name]:6.1f}")
+        print("  median-error ratio corrupted / clean:")
+        for model_name, entry in summary.items():
+            ratios = "  ".join(f"{entry[lv]['ratio_to_clean']:8.3f}" for lv in labels[1:])
+            print(f"    {model_name:<8s} {ratios}")
+        causal = summary.get("causal")
+        if causal is not None:
+            cover = "  ".join(
+                f"@{float(lv) * 100:.0f}%: 50% -> {causal[lv]['coverage_50'][0]:.2f}, "
+                f"90% -> {causal[lv]['coverage_90'][0]:.2f}"
+                for lv in labels
+            )
+            print(f"  causal interval coverage on clean test rows: {cover}")
+    else:
+        head = "".join(f"  accuracy @{float(lv) * 100:>3.0f}%" for lv in labels)
+        print(f"  {'model':<8s}{head}   fit s")
+        for model_name, entry in summary.items():
+            cells = "".join(
+                f"  {entry[lv]['accuracy'][0]:7.4f} ±{entry[lv]['accuracy'][1]:<6.2g}"
+                for lv in labels
+            )
+            print(f"  {model_name:<8s}{cells}  {table['fit_seconds'][model_name]:6.1f}")
+
+
+def goals(summaries: dict[str, tuple[dict, dict]], levels: list[float]) -> list[dict]:
+    """The goal checks of every regression table (printed and returned)."""
+    rows = []
+    labels = [f"{level:g}" for level in levels]
+    print("\ngoals (regression, median absolute error on the clean test rows):")
+    for name, (table, summary) in summaries.items():
+        if table["task"] != "regression" or "causal" not in summary:
+            continue
+        causal = summary["causal"]
+        mlps = {m: summary[m][labels[0]]["medae"][0] for m in ("mlp", "mlp_es") if m in summary}
+        if mlps:
+            best_mlp = min(mlps, key=mlps.__getitem__)  # the goal is against the better MLP
+            ratio = causal[labels[0]]["medae"][0] / mlps[best_mlp]
+            ok = ratio <= CLEAN_GOAL
+            print(
+                f"  {name:<14s} clean: causal / {best_mlp} = {ratio:.3f} "
+                f"({'ok' if ok else 'missed'}: goal <= {CLEAN_GOAL})"
+            )
+            rows.append(
+                {
+                    "table": name,
+                    "level": 0.0,
+                    "versus": best_mlp,
+                    "causal_over_mlp": ratio,
+                    "ok": ok,
+                }
+            )
+        for lv in labels[1:]:
+            own = causal[lv]["ratio_to_clean"]
+            others = {m: s[lv]["ratio_to_clean"] for m, s in summary.items() if m != "causal"}
+            best_other = min(others.items(), key=lambda kv: kv[1]) if others else ("-", math.inf)
+            least = own <= best_other[1]
+            within = own <= DEGRADATION_GOAL
+            print(
+                f"  {name:<14s} {float(lv) * 100:>3.0f}% corrupted: causal x{own:.3f} "
+                f"({'ok' if within else 'missed'}: goal <= {DEGRADATION_GOAL}); "
+                f"least-degrading other: {best_other[0]} x{best_other[1]:.3f} "
+                f"({'causal degrades least' if least else 'causal does not degrade least'})"
+            )
+            rows.append(
+                {
+                    "table": name,
+                    "level": float(lv),
+                    "causal_ratio": own,
+                    "best_other": best_other[0],
+                    "best_other_ratio": best_other[1],
+                    "degrades_least": least,
+                    "within_goal": within,
+                }
+            )
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# figure
+
+
+def plot(summaries: dict[str, tuple[dict, dict]], levels: list[float], note: str, path: str) -> str:
+    """Left: median-error ratio corrupted / clean per regression table (log scale). Right:
+    classification accuracy against the share of flipped labels."""
+    from _plotting import OURS, TARGET, footnote, pyplot, save
+
+    plt = pyplot()
+    labels = [f"{level:g}" for level in levels]
+    reg = {n: s for n, (t, s) in summaries.items() if t["task"] == "regression"}
+    cls = {n: s for n, (t, s) in summaries.items() if t["task"] == "classification"}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.6))
+    palette = {
+        "causal": OURS,
+        "mlp": "#9e9e9e",
+        "mlp_es": "#616161",
+        "huber": "#ffb300",
+        "ridge": "#8d6e63",
+        "logreg": "#8d6e63",
+        "hgb": "#43a047",
+    }
+    if reg and len(labels) > 1:
+        groups = [(n, lv) for n in reg for lv in labels[1:]]
+        models = list(next(iter(reg.values())))
+        width = 0.8 / len(models)
+        for i, model in enumerate(models):
+            xs = [g + (i - (len(models) - 1) / 2) * width for g in range(len(groups))]
+            values = [reg[n][model][lv]["ratio_to_clean"] for n, lv in groups]
+            left.bar(xs, values, width * 0.95, label=model, color=palette.get(model, "#616161"))
+        left.set_yscale("log")
+        left.axhline(1.0, color="black", lw=0.8)
+        left.axhline(DEGRADATION_GOAL, color=TARGET, lw=1, ls="--", label="goal x1.1")
+        left.set_xticks(range(len(groups)))
+        left.set_xticklabels([f"{n}\n{float(lv) * 100:.0f}%" for n, lv in groups], fontsize=8)
+        left.set_ylabel("median |error|: corrupted / clean (log)")
+        left.set_title("Regression: degradation with corrupted targets (lower is better)")
+        left.legend(fontsize=8, ncol=3)
+    if cls:
+        xs = [float(lv) * 100 for lv in labels]
+        styles = ["-", "--", ":", "-."]
+        for j, (name, summary) in enumerate(cls.items()):
+            for model, entry in summary.items():
+                right.plot(
+                    xs,
+                    [entry[lv]["accuracy"][0] for lv in labels],
+                    marker="o",
+                    ls=styles[j % len(styles)],
+                    color=palette.get(model, "#616161"),
+                    label=f"{name}: {model}",
+                )
+        right.set_xlabel("training labels flipped (%)")
+        right.set_ylabel("test accuracy")
+        right.set_title("Classification: accuracy with flipped labels")
+        right.legend(fontsize=6, ncol=2)
+    footnote(fig, note)
+    return save(fig, path)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _write_json(path: str, payload: dict) -> None:
+    """Write through a temporary file in the same folder, then rename (no half-written file)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(payload, f, indent=2)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    print(f"wrote {path}")
+
+
+def _csv(parser: argparse.ArgumentParser, flag: str, text: str, allowed: tuple) -> list[str]:
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in items if s not in allowed]
+    if unknown or not items:
+        parser.error(f"{flag}: unknown {unknown}; choose from {', '.join(allowed)}")
+    return items
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--datasets", default=",".join(DATASETS), help="comma list of tables")
+    parser.add_argument(
+        "--models", default=None, help="comma list of models (default: all that apply)"
+    )
+    parser.add_argument("--seeds", type=int, default=10, help="repeated random splits")
+    parser.add_argument(
+        "--seed-offset", type=int, default=0, help="first split seed (tune on other splits)"
+    )
+    parser.add_argument(
+        "--levels", default="0,0.1,0.2", help="comma list of corrupted shares, starting with 0"
+    )
+    parser.add_argument("--corruption", default="scale", choices=["scale", "shift"])
+    parser.add_argument(
+        "--hidden",
+        default=None,
+        help="hidden layer sizes of both neural networks, e.g. 64,64 (default: the causal "
+        "estimators' default)",
+    )
+    parser.add_argument(
+        "--max-iter", type=int, default=None, help="epochs cap of both networks (smoke tests)"
+    )
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--json", default=None, help="also write the results to this file")
+    parser.add_argument("--plot", default=None, help="also draw the results to this PNG file")
+    args = parser.parse_args(argv)
+
+    names = _csv(parser, "--datasets", args.datasets, DATASETS)
+    if args.models is not None:
+        args.models = _csv(
+            parser,
+            "--models",
+            args.models,
+            tuple(dict.fromkeys(REGRESSION_MODELS + CLASSIFICATION_MODELS)),
+        )
+    try:
+        args.levels = [float(s) for s in args.levels.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--levels: expected comma-separated numbers, got {args.levels!r}")
+    if not args.levels or args.levels[0] != 0.0 or not all(0 <= v < 1 for v in args.levels):
+        parser.error(f"--levels: expected shares in [0, 1) starting with 0, got {args.levels}")
+    if args.seeds < 1:
+        parser.error("--seeds must be >= 1")
+    if args.hidden is None:
+        args.hidden = list(CausalRegressor().hidden_layer_sizes)
+    else:
+        try:
+            args.hidden = [int(s) for s in args.hidden.split(",") if s.strip()]
+        except ValueError:
+            parser.error(f"--hidden: expected comma-separated integers, got {args.hidden!r}")
+    torch.set_num_threads(args.threads)
+
+    machine = f"CPU, {torch.get_num_threads()} torch thread(s)"
+    print(
+        f"{machine}; torch {torch.__version__}, scikit-learn {sklearn.__version__}; "
+        f"{args.seeds} splits from seed {args.seed_offset}; corruption {args.corruption}; "
+        f"hidden layers {tuple(args.hidden)}"
+    )
+    summaries: dict[str, tuple[dict, dict]] = {}
+    for name in names:
+        table = run_table(name, args)
+        summary = summarise(table, args.levels)
+        summaries[name] = (table, summary)
+        print_table(name, table, summary, args.levels)
+    goal_rows = goals(summaries, args.levels)
+    command = "python benchmarks/bench_estimators.py " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    payload = {
+        "machine": machine,
+        "torch": torch.__version__,
+        "sklearn": sklearn.__version__,
+        "command": command,
+        "settings": {
+            "seeds": args.seeds,
+            "seed_offset": args.seed_offset,
+            "levels": args.levels,
+            "corruption": args.corruption,
+            "hidden": args.hidden,
+            "max_iter": args.max_iter,
+        },
+        "tables": {n: {**t, "summary": s} for n, (t, s) in summaries.items()},
+        "goals": goal_rows,
+    }
+    if args.json:
+        _write_json(args.json, payload)
+    if args.plot:
+        plot(summaries, args.levels, f"{machine}, torch {torch.__version__}.  {command}", args.plot)
+    return payload
+
+
+if __name__ == "__main__":
+    main()

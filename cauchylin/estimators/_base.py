@@ -1,0 +1,267 @@
+"""What the two estimators share: settings, checks, standardisation, the fit and the forward pass.
+
+The inputs are standardised column by column with the training mean and standard deviation
+(a constant column is only centred), so the network sees features of unit scale whatever their
+units. The network, the split into training and validation rows and the row order of every
+epoch are drawn from one seed taken from ``random_state``, so two fits with the same integer
+``random_state`` give the same model.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import numbers
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from cauchylin.estimators._mlp import ACTIVATIONS, CausalMLP
+from cauchylin.estimators._training import LossFn, train
+from cauchylin.nn import MODES, ActionOutput, draw_eps_noise, draw_eps_seed
+
+__all__ = ["CausalEstimatorBase", "finite_number"]
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def finite_number(name: str, value: Any) -> float:
+    """``float(value)`` for a finite real number (not a bool), else a ``ValueError`` naming it."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+    v = float(value) if ok else math.nan
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return v
+
+
+def _positive_number(name: str, value: Any, *, allow_zero: bool = False) -> float:
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+    v = float(value) if ok else math.nan
+    if not (math.isfinite(v) and (v >= 0 if allow_zero else v > 0)):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+    return v
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+class CausalEstimatorBase(BaseEstimator):
+    """The shared machinery of :class:`~cauchylin.estimators.CausalRegressor` and
+    :class:`~cauchylin.estimators.CausalClassifier` (not an estimator on its own).
+
+    Subclasses define ``__init__`` (every setting stored as given), the loss and the output.
+    """
+
+    # ------------------------------------------------------------------ settings
+    def _hidden_sizes(self) -> tuple[int, ...]:
+        sizes = self.hidden_layer_sizes
+        if isinstance(sizes, numbers.Integral) and not isinstance(sizes, bool):
+            sizes = (sizes,)
+        try:
+            sizes = tuple(sizes)
+        except TypeError:
+            raise ValueError(
+                f"hidden_layer_sizes must be a sequence of positive ints, got {sizes!r}"
+            ) from None
+        return tuple(_positive_int("hidden_layer_sizes", s) for s in sizes)
+
+    def _check_settings(self) -> None:
+        """Raise a ``ValueError`` naming the first bad setting."""
+        self._hidden_sizes()
+        if self.causal_size is not None:
+            _positive_int("causal_size", self.causal_size)
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
+            )
+        _positive_number("gamma_init", self.gamma_init)
+        _positive_number("b_noise_init", self.b_noise_init, allow_zero=True)
+        _positive_number("learning_rate", self.learning_rate)
+        _positive_number("alpha", self.alpha, allow_zero=True)
+        _positive_int("batch_size", self.batch_size)
+        _positive_int("max_iter", self.max_iter)
+        _positive_int("n_iter_no_change", self.n_iter_no_change)
+        _positive_number("tol", self.tol, allow_zero=True)
+        if not isinstance(self.early_stopping, bool | np.bool_):
+            raise ValueError(f"early_stopping must be a bool, got {self.early_stopping!r}")
+        fraction = _positive_number("validation_fraction", self.validation_fraction)
+        if fraction >= 1:
+            raise ValueError(
+                f"validation_fraction must lie in (0, 1), got {self.validation_fraction!r}"
+            )
+        self._check_mode(self.mode, self.temperature)
+        self._torch_dtype()
+
+    @staticmethod
+    def _check_mode(mode: Any, temperature: Any) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        _positive_number("temperature", temperature, allow_zero=True)
+
+    def _torch_dtype(self) -> torch.dtype:
+        if self.dtype not in _DTYPES:
+            raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
+        return _DTYPES[self.dtype]
+
+    # ------------------------------------------------------------------ data
+    def _standardise(self, X: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+        # torch.tensor copies, so read-only (memory-mapped) inputs are fine.
+        return torch.tensor((X - self.x_mean_) / self.x_scale_, dtype=dtype, device=self.device)
+
+    def _split(
+        self, n: int, y: np.ndarray, stratify: bool, seed: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Row indices ``(train, validation)``; no validation rows when there are too few."""
+        rows = np.arange(n)
+        n_val = math.ceil(self.validation_fraction * n)
+        if not self.early_stopping or n_val < 2 or n - n_val < 2:
+            return rows, rows[:0]
+        strata = None
+        if stratify:
+            _, counts = np.unique(y, return_counts=True)
+            if counts.min() >= 2 and n_val >= counts.size and n - n_val >= counts.size:
+                strata = y
+        train_rows, val_rows = train_test_split(
+            rows, test_size=n_val, random_state=seed, stratify=strata
+        )
+        return np.sort(train_rows), np.sort(val_rows)
+
+    # ------------------------------------------------------------------ fit
+    def _fit_network(
+        self,
+        X: np.ndarray,
+        targets: np.ndarray,
+        target_dtype: torch.dtype,
+        num_classes: int,
+        loss_fn: LossFn,
+        *,
+        threshold: float,
+        stratify: bool,
+    ) -> None:
+        """Standardise ``X``, split, build the network from the seed and train it."""
+        self._check_settings()
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        self.x_mean_ = X.mean(axis=0)
+        scale = X.std(axis=0)
+        self.x_scale_ = np.where(scale > 0, scale, 1.0)
+        train_rows, val_rows = self._split(X.shape[0], targets, stratify, seed)
+        x = self._standardise(X, self._torch_dtype())
+        y = torch.as_tensor(targets, device=self.device).to(target_dtype)
+        generator = torch.Generator().manual_seed(seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.module_ = CausalMLP(
+                X.shape[1],
+                self._hidden_sizes(),
+                num_classes,
+                causal_size=self.causal_size,
+                activation=self.activation,
+                gamma_init=self.gamma_init,
+                b_noise_init=self.b_noise_init,
+                threshold=threshold,
+                dtype=self._torch_dtype(),
+            ).to(self.device)
+        has_val = val_rows.size > 0
+        result = train(
+            self.module_,
+            loss_fn,
+            x[train_rows],
+            y[train_rows],
+            x_val=x[val_rows] if has_val else None,
+            y_val=y[val_rows] if has_val else None,
+            learning_rate=self.learning_rate,
+            weight_decay=self.alpha,
+            batch_size=self.batch_size,
+            max_iter=self.max_iter,
+            n_iter_no_change=self.n_iter_no_change,
+            tol=self.tol,
+            generator=generator,
+            verbose=self.verbose,
+            desc=type(self).__name__,
+        )
+        self.n_iter_ = result.n_iter
+        self.best_epoch_ = result.best_epoch
+        self.loss_curve_ = result.loss_curve
+        self.validation_loss_curve_ = result.validation_losses if has_val else None
+        self._predict_seed = seed
+        if not result.converged:
+            warnings.warn(
+                f"{type(self).__name__}: max_iter={self.max_iter} epochs reached before the "
+                f"monitored loss stopped improving; raise max_iter",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+
+    # ------------------------------------------------------------------ predict
+    def _output(
+        self,
+        X: Any,
+        mode: str | None,
+        temperature: float | None,
+        generator: torch.Generator | None,
+        eps_seed: torch.Tensor | None,
+        eps_noise: torch.Tensor | None,
+    ) -> ActionOutput:
+        """The network's :class:`~cauchylin.nn.ActionOutput` on ``X`` in a mode (no gradients).
+
+        ``mode``/``temperature`` default to the estimator's settings. The random modes draw from
+        ``generator``, by default a fresh generator seeded at fit time (so repeated calls give
+        the same draws); the shared modes draw one ``eps_seed``/``eps_noise`` of shape ``[C]``
+        from it unless one is given, i.e. one individual (or one noise) for all rows.
+        """
+        check_is_fitted(self, "module_")
+        mode = self.mode if mode is None else mode
+        temperature = self.temperature if temperature is None else temperature
+        self._check_mode(mode, temperature)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        # Predictions run in float64 whatever the training dtype (MPS has no float64): a float32
+        # matrix product may round a row differently depending on how many rows come with it, a
+        # float64 one only at the 1e-16 level, so a row's prediction does not depend on the batch.
+        dtype = torch.float32 if torch.device(self.device).type == "mps" else torch.float64
+        module = self.module_
+        if module.action.classifier.weight.dtype != dtype:
+            module = copy.deepcopy(module).to(dtype)
+        x = self._standardise(X, dtype)
+        if generator is None:
+            generator = torch.Generator(device=x.device).manual_seed(self._predict_seed)
+        c = module.action.causal_size
+        if mode == "shared_individual" and eps_seed is None:
+            eps_seed = draw_eps_seed((c,), generator=generator, device=x.device, dtype=dtype)
+        if mode == "shared_noise" and eps_noise is None:
+            eps_noise = draw_eps_noise((c,), generator=generator, device=x.device, dtype=dtype)
+        with torch.no_grad():
+            out = module(
+                x,
+                mode,
+                float(temperature),
+                generator=generator,
+                eps_seed=eps_seed,
+                eps_noise=eps_noise,
+            )
+        # The marginals of S and Y are computed lazily, on first use: detach them from the
+        # parameters so that whatever the caller reads carries no gradient.
+        return dataclasses.replace(
+            out,
+            S=None if out.S is None else out.S.detach(),
+            Y=out.Y.detach(),
+            threshold=out.threshold.detach(),
+            U_prime=None if out.U_prime is None else out.U_prime.detach(),
+        )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.non_deterministic = False
+        return tags
