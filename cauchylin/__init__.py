@@ -6,7 +6,8 @@ The public API:
 * :mod:`cauchylin.distributions` — Pyro distributions (``IndependentCauchy``, ``OvR``);
 * :mod:`cauchylin.nn` — ``NumericEmbedding``, ``Abduction``, ``Action`` and the inference modes;
 * :mod:`cauchylin.losses` — the OvR loss (plain and memory-efficient) and the gated regression;
-* :mod:`cauchylin.metrics` — the monitoring metrics of the seeds;
+* :mod:`cauchylin.metrics` — the monitoring metrics (token accuracy, `<NUM>` F1, regression
+  errors, distribution statistics);
 * :func:`set_validate_args`, :func:`validation` — switch argument validation.
 """
 

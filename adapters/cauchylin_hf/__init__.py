@@ -1,7 +1,8 @@
 """cauchylin_hf: turn any Hugging Face decoder into a causal language model with numbers.
 
 The model: one-vs-rest Cauchy decisions over the tokens plus a Cauchy regression channel for the
-numbers in the text (see [The causal decision model](../concepts.md) for the formulas).
+numbers in the text (the formulas: the documentation page "The causal decision model",
+``docs/concepts.md``).
 
 Importing the package registers the model with the Auto classes (``model_type="cauchy_lm"``), so
 ``AutoConfig``/``AutoModelForCausalLM``/``AutoModel.from_pretrained`` load saved causal models.

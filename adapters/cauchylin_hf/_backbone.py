@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers import (
@@ -35,6 +35,7 @@ __all__ = [
     "ZERO_ROW_FILL",
     "grow_embeddings",
     "head_matrix",
+    "input_embedding_weight",
     "load_base",
     "load_tokenizer",
     "resolve_num_token",
@@ -51,6 +52,23 @@ logit scaling): there ``loc_S`` cannot equal the base logits exactly."""
 ZERO_ROW_FILL = 1e-9
 """Entries given to an all-zero head row so that its ``scale_S`` is positive (see
 :func:`head_matrix`)."""
+
+
+def input_embedding_weight(model: PreTrainedModel) -> torch.Tensor:
+    """The input embedding matrix ``[rows, H]`` of a model or decoder.
+
+    Args:
+        model: a ``PreTrainedModel`` (``get_input_embeddings()`` gives an embedding module).
+
+    Returns:
+        Its ``weight`` (the parameter itself, not a copy).
+
+    Example:
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> tuple(input_embedding_weight(tiny_base_model("qwen2")).shape)
+        (300, 32)
+    """
+    return cast(torch.Tensor, model.get_input_embeddings().weight)
 
 
 def warn_logit_postprocessing(model: PreTrainedModel) -> None:
@@ -99,7 +117,7 @@ def split_causal_lm(model: Any) -> tuple[PreTrainedModel, torch.Tensor, torch.Te
     if getattr(model.config, "is_encoder_decoder", False):
         raise ValueError(f"{name} is an encoder-decoder model; a decoder-only causal LM is needed")
     head = model.get_output_embeddings()
-    backbone = model.base_model
+    backbone = cast(PreTrainedModel, model.base_model)
     if head is None or backbone is model:
         raise ValueError(
             f"{name} has no language-model head and separate decoder: load the base with "
@@ -309,13 +327,13 @@ def grow_embeddings(backbone: PreTrainedModel, rows: int, mean_resizing: bool = 
         rows: the new number of rows.
         mean_resizing: new rows = the mean row (True) or transformers' default init (False).
     """
-    old = backbone.get_input_embeddings().weight
+    old = input_embedding_weight(backbone)
     n = old.shape[0]
     if rows == n:
         return
     mean = old.detach().float().mean(0)
     backbone.resize_token_embeddings(rows, mean_resizing=False)
-    new = backbone.get_input_embeddings().weight
+    new = input_embedding_weight(backbone)
     if rows > n and mean_resizing:
         new[n:] = mean.to(new.dtype)
     backbone.config.vocab_size = rows

@@ -127,7 +127,7 @@ def pad_rows(
     length: int,
     *,
     side: str,
-    pad_values: Mapping[str, int | float],
+    pad_values: Mapping[str, int | float | None],
     dtypes: Mapping[str, torch.dtype] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Pad rows of 1-D tensors (one row per example, equal lengths within a row) to ``length``.
@@ -136,7 +136,8 @@ def pad_rows(
         rows: the examples; every row has the fields of ``rows[0]``.
         length: the padded length (at least each row's length).
         side: ``"left"`` (padding first, for generation) or ``"right"``.
-        pad_values: the padding value of every field.
+        pad_values: the padding value of every field (None, "no pad id", is written as 0: only
+            valid when no row of that field is padded).
         dtypes: the dtype of every field (default :func:`field_dtype`).
 
     Returns:
@@ -153,6 +154,7 @@ def pad_rows(
     for key in rows[0]:
         value = pad_values[key]
         dtype = dtypes[key] if dtypes is not None and key in dtypes else field_dtype(key, value)
+        value = 0 if value is None else value
         padded = torch.full((len(rows), length), value, dtype=dtype)
         for b, row in enumerate(rows):
             seq = row[key]

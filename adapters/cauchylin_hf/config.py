@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import torch
 from transformers import AutoConfig, PreTrainedConfig
@@ -163,7 +163,7 @@ class CauchyLMConfig(PreTrainedConfig):
             base_impl = self.base_config._attn_implementation
         super().__post_init__(**kwargs)
         if base_impl is not None:
-            self.base_config._attn_implementation = base_impl
+            cast(PreTrainedConfig, self.base_config)._attn_implementation = base_impl
         self._validate_settings()
 
     # ------------------------------------------------------------------ validation
@@ -222,19 +222,21 @@ class CauchyLMConfig(PreTrainedConfig):
         rows = self.vocab_size
         if rows is None:
             raise ValueError(
-                f"base_config ({self.base_config.model_type}) has no vocab_size: not a text decoder"
+                f"base_config ({getattr(self.base_config, 'model_type', None)}) has no vocab_size: "
+                "not a text decoder"
             )
         if k is not None and k >= rows:
             raise ValueError(
                 f"num_token_id={k} is outside the embedding matrix ({rows} rows); resize the "
                 "embeddings first (CauchyLMForCausalLM.from_base does this)"
             )
-        if self.ovr_classes == "tokenizer":
-            if self.tokenizer_size > rows:
+        size = self.tokenizer_size
+        if self.ovr_classes == "tokenizer" and size is not None:
+            if size > rows:
                 raise ValueError(
                     f"tokenizer_size={self.tokenizer_size} exceeds the {rows} embedding rows"
                 )
-            if k is not None and k >= self.tokenizer_size:
+            if k is not None and k >= size:
                 raise ValueError(
                     f"num_token_id={k} is not among the tokenizer_size={self.tokenizer_size} "
                     "OvR classes"

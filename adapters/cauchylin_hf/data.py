@@ -456,7 +456,9 @@ class NumericDataCollator:
             for r in rows:
                 labels = r.get("labels", r["input_ids"])
                 r["labels"] = labels.masked_fill(r["attention_mask"] == 0, IGNORE_INDEX)
-                r["target_values"] = regression_targets(r.get("target_values"), r["numeric_values"])
+                targets = regression_targets(r.get("target_values"), r["numeric_values"])
+                assert targets is not None  # numeric_values is always there
+                r["target_values"] = targets
         length = padded_length(
             [r["input_ids"].numel() for r in rows], pad_to_multiple_of=self.pad_to_multiple_of
         )

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -307,7 +307,7 @@ def generate(
             raise ValueError("text prompts need a tokenizer")
         if numeric_values is not None or attention_mask is not None:
             raise ValueError("text prompts carry their own numeric_values and attention_mask")
-        prompts = [input_ids] if isinstance(input_ids, str) else list(input_ids)
+        prompts = cast(list[str], [input_ids] if isinstance(input_ids, str) else list(input_ids))
         input_ids, numeric_values, attention_mask = _encode_prompts(tokenizer, prompts, device)
     ids = _as_ids(input_ids, "input_ids").to(device)
     B, S = ids.shape

@@ -34,7 +34,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
-from ._backbone import grow_embeddings, load_base, split_causal_lm
+from ._backbone import grow_embeddings, input_embedding_weight, load_base, split_causal_lm
 from .config import CauchyLMConfig
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,7 +61,7 @@ _EXTRA_ROWS = "extra_embedding_rows"
 
 def _base_fingerprint(model: CauchyLMForCausalLM, rows: int) -> float:
     """float64 L2 norm of the backbone's weights (embedding rows limited to the base's ``rows``)."""
-    emb = model.get_input_embeddings().weight
+    emb = input_embedding_weight(model)
     total = 0.0
     with torch.no_grad():
         for p in model.backbone.parameters():
@@ -116,7 +116,8 @@ def save_heads(model: CauchyLMForCausalLM, save_directory: str | os.PathLike) ->
         )
     state = _head_state(model)
     rows = cfg.base_vocab_size or cfg.vocab_size
-    emb = model.get_input_embeddings().weight
+    assert rows is not None  # a built model has a base config
+    emb = input_embedding_weight(model)
     if emb.shape[0] > rows:
         state[_EXTRA_ROWS] = emb[rows:].detach().contiguous().cpu()
     save_file(state, str(path / HEADS_WEIGHTS_NAME), metadata={"format": "pt"})
@@ -172,7 +173,7 @@ def load_heads(
     """
     # The model class registered for the config (by ``import cauchylin_hf``): this module sits
     # below model.py, which delegates its save_heads / from_heads here.
-    cls = model_class or MODEL_FOR_CAUSAL_LM_MAPPING[CauchyLMConfig]
+    cls: Any = model_class or MODEL_FOR_CAUSAL_LM_MAPPING[CauchyLMConfig]
     path = Path(os.fspath(heads_directory))
     if not path.is_dir():
         raise ValueError(f"heads folder {str(path)!r} does not exist")
@@ -193,28 +194,30 @@ def load_heads(
     model_in, base_path = load_base(base, base_kwargs)
     backbone, _, _ = split_causal_lm(model_in)
     saved = CauchyLMConfig.from_dict(stored)
-    rows = backbone.get_input_embeddings().weight.shape[0]
+    saved_type = getattr(saved.base_config, "model_type", None)
+    rows = input_embedding_weight(backbone).shape[0]
     got = backbone.config
     if (
-        got.model_type != saved.base_config.model_type
+        got.model_type != saved_type
         or got.hidden_size != saved.hidden_size
         or rows != meta["base_vocab_size"]
     ):
         raise ValueError(
             f"the base ({got.model_type}, hidden {got.hidden_size}, {rows} rows) is not the one "
-            f"the heads were saved for ({saved.base_config.model_type}, hidden "
+            f"the heads were saved for ({saved_type}, hidden "
             f"{saved.hidden_size}, {meta['base_vocab_size']} rows)"
         )
     state = load_file(str(weights_file))
     backbone.config = copy.deepcopy(backbone.config)
     vocab = saved.vocab_size
+    assert vocab is not None  # the saved config has a base config
     extra = state.pop(_EXTRA_ROWS, None)
     if vocab > rows:
         if extra is None or extra.shape[0] != vocab - rows:
             raise ValueError(f"{HEADS_WEIGHTS_NAME} lacks the {vocab - rows} added embedding rows")
         grow_embeddings(backbone, vocab)
         with torch.no_grad():
-            weight = backbone.get_input_embeddings().weight
+            weight = input_embedding_weight(backbone)
             weight[rows:] = extra.to(weight.dtype)
     stored.pop("base_config")
     config = CauchyLMConfig.from_dict({**stored, "base_config": backbone.config.to_dict()})
@@ -222,7 +225,7 @@ def load_heads(
     if base_path is not None:
         config.base_model_name_or_path = base_path
     model = cls(config, backbone=backbone)
-    device = backbone.get_input_embeddings().weight.device
+    device = input_embedding_weight(backbone).device
     missing, unexpected = model.load_state_dict(
         {k: v.to(device) for k, v in state.items()}, strict=False
     )

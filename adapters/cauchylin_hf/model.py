@@ -41,11 +41,11 @@ import logging
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, cast
 
 import torch
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin, PreTrainedConfig, PreTrainedModel
 from transformers import initialization as hf_init
 from transformers.models.auto.modeling_auto import MODEL_MAPPING
 from transformers.utils import ModelOutput
@@ -58,6 +58,7 @@ from . import heads_io
 from ._backbone import (
     grow_embeddings,
     head_matrix,
+    input_embedding_weight,
     load_base,
     load_tokenizer,
     resolve_num_token,
@@ -364,7 +365,8 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
     _supports_flash_attn = True
     _supports_flex_attn = True
     _supports_attention_backend = True
-    _skip_keys_device_placement: ClassVar[list[str]] = ["past_key_values"]
+    # transformers declares this an instance attribute, hence no ClassVar.
+    _skip_keys_device_placement: set[str] | list[str] | None = ["past_key_values"]  # noqa: RUF012
     # The loss is a per-batch mean (OvR mean over counted positions, regression mean over <NUM>
     # targets): the Trainer scales it for gradient accumulation and passes no num_items_in_batch.
     accepts_loss_kwargs = False
@@ -378,28 +380,28 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
                 "base) or give the config the base decoder's config"
             )
         super().__init__(config)
+        base_config = cast(PreTrainedConfig, config.base_config)  # a config object after init
         if backbone is None:
-            backbone_cls = MODEL_MAPPING.get(type(config.base_config), None)
+            backbone_cls: Any = MODEL_MAPPING.get(type(base_config), None)
             if backbone_cls is None:
                 raise ValueError(
-                    f"AutoModel has no decoder class for base model_type "
-                    f"{config.base_config.model_type!r}"
+                    f"AutoModel has no decoder class for base model_type {base_config.model_type!r}"
                 )
-            backbone = backbone_cls._from_config(config.base_config)
+            backbone = backbone_cls._from_config(base_config)
         else:
             self._check_backbone(backbone, config)
             # The injected decoder is loaded: keep transformers' init from touching it.
             for t in [*backbone.parameters(), *backbone.buffers()]:
-                t._is_hf_initialized = True
+                setattr(t, "_is_hf_initialized", True)  # noqa: B010 (an attribute of tensors)
             for m in backbone.modules():
-                m._is_hf_initialized = True
+                setattr(m, "_is_hf_initialized", True)  # noqa: B010
         self.backbone = backbone
         # One config object for the backbone and config.base_config (resizing updates both).
         self.config.base_config = backbone.config
         if backbone.config._attn_implementation is None:
             backbone.config._attn_implementation = self.config._attn_implementation
-        H = config.hidden_size
-        C = config.causal_hidden_size
+        H, C, K = config.hidden_size, config.causal_hidden_size, config.num_classes
+        assert H is not None and C is not None and K is not None  # set by the base config
         dtype = config.torch_head_dtype
         self.numeric_embedding = CauchyNumericEmbedding(H, init=config.w_num_init, dtype=dtype)
         if torch.get_default_device().type == "meta":
@@ -413,7 +415,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             self.abduction = Abduction(H, C, gamma_init=config.gamma_init, dtype=dtype)
         self.action = Action(
             C,
-            config.num_classes,
+            K,
             threshold=config.threshold,
             threshold_per_class=config.threshold_per_class,
             learnable_threshold=config.learnable_threshold,
@@ -431,7 +433,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
     def _check_backbone(backbone: Any, config: CauchyLMConfig) -> None:
         if not isinstance(backbone, PreTrainedModel):
             raise ValueError(f"backbone must be a PreTrainedModel, got {type(backbone).__name__}")
-        rows = backbone.get_input_embeddings().weight.shape[0]
+        rows = input_embedding_weight(backbone).shape[0]
         if backbone.config.hidden_size != config.hidden_size or rows != config.vocab_size:
             raise ValueError(
                 f"backbone (hidden {backbone.config.hidden_size}, {rows} embedding rows) does not "
@@ -521,11 +523,12 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             abduction.in_features,
             abduction.causal_size,
             gamma_init=abduction.gamma_init,
-            dtype=linear.weight.dtype,
+            dtype=cast(torch.Tensor, linear.weight).dtype,
         )
         source = ref.loc_net if linear is abduction.loc_net else ref.scale_net
-        hf_init.copy_(linear.weight, source.weight.to(linear.weight.device))
-        hf_init.copy_(linear.bias, source.bias.to(linear.bias.device))
+        weight, bias = cast(torch.Tensor, linear.weight), cast(torch.Tensor, linear.bias)
+        hf_init.copy_(weight, source.weight.to(weight.device))
+        hf_init.copy_(bias, source.bias.to(bias.device))
 
     def _init_classifier(self, action: Action) -> None:
         """``W_cls`` = the input embedding rows (a tied base's head), ``b_cls = 0``.
@@ -534,7 +537,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         """
         W = action.classifier.weight
         if not _flagged(W):
-            emb = self.get_input_embeddings().weight
+            emb = input_embedding_weight(self)
             hf_init.copy_(W, head_matrix(emb, None, W.shape[0], W.shape[1])[0])
         hf_init.zeros_(action.classifier.bias)
 
@@ -557,7 +560,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             >>> {p.device for p in model.action.parameters()} == {emb.device}
             True
         """
-        device = self.get_input_embeddings().weight.device
+        device = input_embedding_weight(self).device
         for name in HEAD_MODULES:
             getattr(self, name).to(device)
 
@@ -684,7 +687,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         backbone, head_w, head_b = split_causal_lm(model_in)
         warn_logit_postprocessing(model_in)
         plain_tok, numeric_tok = load_tokenizer(tokenizer, base_path)
-        rows = backbone.get_input_embeddings().weight.shape[0]
+        rows = input_embedding_weight(backbone).shape[0]
         k = resolve_num_token(plain_tok, numeric_tok, rows, num_token, num_token_id)
         # The decoder gets its own config object: resizing must not edit the base's config.
         backbone.config = copy.deepcopy(backbone.config)
@@ -712,7 +715,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             **settings,
         )
         model = cls(config, backbone=backbone)
-        w, b = head_matrix(head_w, head_b, config.num_classes, config.causal_hidden_size)
+        w, b = head_matrix(head_w, head_b, model.action.num_classes, model.action.causal_size)
         model.action.copy_base_head(
             w.to(model.action.classifier.weight.dtype), b.to(model.action.classifier.bias.dtype)
         )
@@ -750,19 +753,20 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         Raises:
             ValueError: a size below the ``<NUM>`` id or below ``tokenizer_size``.
         """
-        emb = self.get_input_embeddings()
-        target = emb.weight.shape[0] if new_num_tokens is None else int(new_num_tokens)
+        rows = input_embedding_weight(self).shape[0]
+        target = rows if new_num_tokens is None else int(new_num_tokens)
         if pad_to_multiple_of:
             target = math.ceil(target / pad_to_multiple_of) * pad_to_multiple_of
         k = self.config.num_token_id
         if k is not None and target <= k:
             raise ValueError(f"cannot shrink to {target} rows: <NUM> has id {k}")
-        if self.config.ovr_classes == "tokenizer" and target < self.config.tokenizer_size:
-            raise ValueError(f"cannot shrink below tokenizer_size={self.config.tokenizer_size}")
+        size = self.config.tokenizer_size
+        if self.config.ovr_classes == "tokenizer" and size is not None and target < size:
+            raise ValueError(f"cannot shrink below tokenizer_size={size}")
         grow_embeddings(self.backbone, target, mean_resizing=mean_resizing)
         if self.config.ovr_classes == "all":
             self.action.resize_classes(target)
-        return self.get_input_embeddings()
+        return cast(nn.Embedding, self.get_input_embeddings())
 
     # ------------------------------------------------------------------ forward pass
 
@@ -843,6 +847,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
         if inputs_embeds is None:
+            assert input_ids is not None
             if input_ids.dim() != 2:
                 raise ValueError(f"input_ids must be [batch, seq], got {tuple(input_ids.shape)}")
             inputs_embeds = self.get_input_embeddings()(input_ids)
@@ -1185,7 +1190,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
 
     # ------------------------------------------------------------------ transformers' generate
 
-    def prepare_inputs_for_generation(
+    def prepare_inputs_for_generation(  # type: ignore[override]  # its arguments pass as **kwargs
         self, input_ids: torch.LongTensor, **kwargs: Any
     ) -> dict[str, Any]:
         """Inputs of one step of transformers' ``generate`` (compatible mode), with the prompt's numbers.
@@ -1217,7 +1222,8 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             tensor([[0.0000, 2.5000, 0.0000, 0.0000, 0.0000]])
         """
         numeric_values = kwargs.pop("numeric_values", None)
-        model_inputs = super().prepare_inputs_for_generation(input_ids, **kwargs)
+        # GenerationMixin types its self as a protocol that mypy cannot match to this class.
+        model_inputs = super().prepare_inputs_for_generation(input_ids, **kwargs)  # type: ignore[misc]
         if numeric_values is None:
             return model_inputs
         if not isinstance(numeric_values, torch.Tensor) or numeric_values.dim() != 2:

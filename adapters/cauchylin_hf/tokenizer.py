@@ -29,7 +29,7 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers import AddedToken, AutoTokenizer, BatchEncoding, PreTrainedTokenizerBase
@@ -176,7 +176,7 @@ class NumericTokenizer:
                 tokenizer.add_tokens(
                     [AddedToken(num_token, special=True, normalized=False)], special_tokens=True
                 )
-                num_token_id = tokenizer.convert_tokens_to_ids(num_token)
+                num_token_id = cast(int, tokenizer.convert_tokens_to_ids(num_token))
                 self.num_token_added = True
         else:
             if isinstance(num_token_id, bool) or not isinstance(num_token_id, int):
@@ -196,7 +196,7 @@ class NumericTokenizer:
     @property
     def padding_side(self) -> str:
         """``"left"`` or ``"right"``: the wrapper's setting, else the wrapped tokenizer's."""
-        return self._padding_side or getattr(self.tokenizer, "padding_side", "right")
+        return str(self._padding_side or getattr(self.tokenizer, "padding_side", "right"))
 
     @padding_side.setter
     def padding_side(self, side: str | None) -> None:
@@ -329,8 +329,9 @@ class NumericTokenizer:
             (2, 34)
         """
         single = isinstance(text, str)
+        texts: list[str]
         if single:
-            texts = [text]
+            texts = [cast(str, text)]
         elif isinstance(text, (list, tuple)):
             if not text:
                 raise ValueError("text must be a str or a non-empty list of str, got an empty list")
@@ -509,6 +510,7 @@ class NumericTokenizer:
                 raise ValueError(f"features[{b}] has no 'input_ids'")
             ids = _to_int_list(feature["input_ids"], f"features[{b}]['input_ids']")
             row: dict[str, list] = {}
+            seq: list[Any]
             for key, value in feature.items():
                 if key == "number_texts":
                     row[key] = list(value)
@@ -553,7 +555,7 @@ class NumericTokenizer:
             [{key: torch.tensor(row[key], dtype=wide[key]) for key in fields} for row in rows],
             target,
             side=side,
-            pad_values={key: fill[key] if fill[key] is not None else 0 for key in fields},
+            pad_values={key: fill[key] for key in fields},
             dtypes=wide,
         )
         out: dict[str, Any] = {}

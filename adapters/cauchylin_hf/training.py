@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -266,8 +266,9 @@ class LossPartsCallback(TrainerCallback):
         kwargs: dict[str, Any],
         output: Any,
     ) -> None:
-        parts = [getattr(output, name, None) for name in LOSS_PARTS]
-        if any(not isinstance(p, torch.Tensor) for p in parts):
+        found = [getattr(output, name, None) for name in LOSS_PARTS]
+        parts = [p for p in found if isinstance(p, torch.Tensor)]
+        if len(parts) != len(found):
             return
         if module.training:
             # The Trainer's logged loss is the plain mean over micro-batches.
@@ -464,7 +465,7 @@ def make_trainer(
     if args is None:
         args = make_training_arguments(**arg_overrides)
     for name, ds in (("train_dataset", train_dataset), ("eval_dataset", eval_dataset)):
-        if ds is not None and hasattr(ds, "__len__") and len(ds) == 0:  # type: ignore[arg-type]
+        if ds is not None and hasattr(ds, "__len__") and len(ds) == 0:
             raise ValueError(f"{name} is empty: the dataset needs at least one example")
     if data_collator is None:
         if tokenizer is None:
@@ -479,7 +480,7 @@ def make_trainer(
         data_collator=data_collator,
         callbacks=[callback, *callbacks],
     )
-    callback.attach(trainer.model)
+    callback.attach(cast(nn.Module, trainer.model))
     _declare_mean_loss(trainer)
     trainer.loss_parts = callback  # type: ignore[attr-defined]
     return trainer
@@ -561,13 +562,15 @@ def evaluate_model(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     dataset = _as_dataset(data, tokenizer, "data", max_length)
+    assert dataset is not None  # data is given
     loader = torch.utils.data.DataLoader(
         dataset,
         batch_size=batch_size,
         shuffle=False,
         collate_fn=NumericDataCollator(tokenizer, padding_side="right"),
     )
-    inner = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    get_base_model = getattr(model, "get_base_model", None)  # a PEFT wrapper
+    inner: Any = get_base_model() if callable(get_base_model) else model
     config = inner.config
     action = inner.action
     temperature = float(config.temperature)

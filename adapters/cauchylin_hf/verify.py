@@ -22,7 +22,7 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +30,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from cauchylin.nn.modes import STANDARD
 
-from ._backbone import load_base, load_tokenizer
+from ._backbone import input_embedding_weight, load_base, load_tokenizer
 from .batch import IGNORE_INDEX
 from .model import CauchyLMForCausalLM, next_token_targets
 
@@ -263,14 +263,14 @@ def verify(
             f"causal_model (H={cfg.hidden_size}) was not built on this base "
             f"(H={model.config.hidden_size})"
         )
-    device = model.get_input_embeddings().weight.device
+    device = input_embedding_weight(model).device
     if input_ids is None:
         if plain_tok is not None:
             input_ids, attention_mask = _encode_texts(
                 plain_tok, list(texts or DEFAULT_TEXTS), max_length
             )
         else:
-            high = min(model.get_input_embeddings().weight.shape[0], cfg.num_classes)
+            high = min(input_embedding_weight(model).shape[0], causal_model.action.num_classes)
             gen = torch.Generator().manual_seed(0)
             input_ids = torch.randint(0, high, (4, 32), generator=gen)
     if attention_mask is None:
@@ -283,7 +283,9 @@ def verify(
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
         dtype = str(logits.dtype).removeprefix("torch.")
         logits = logits.float()
-        hidden, _ = causal_model.encode(input_ids, attention_mask=attention_mask)
+        hidden, _ = causal_model.encode(
+            cast(torch.LongTensor, input_ids), attention_mask=attention_mask
+        )
         U, act = causal_model.heads(hidden, STANDARD, 1.0)
         loc_S = act.loc_S.float()
         log_p = act.ovr_log_probs()[0].float()
@@ -314,9 +316,9 @@ def verify(
         architecture=type(model).__name__,
         model_type=str(model.config.model_type),
         tied_embeddings=bool(getattr(model.config, "tie_word_embeddings", False)),
-        hidden_size=int(cfg.hidden_size),
+        hidden_size=int(causal_model.abduction.in_features),
         base_vocab_size=int(logits.shape[-1]),
-        num_classes=int(cfg.num_classes),
+        num_classes=int(causal_model.action.num_classes),
         num_token_id=cfg.num_token_id,
         positions=int(valid.sum()),
         max_abs_diff=float(diff.max()) if diff.numel() else 0.0,

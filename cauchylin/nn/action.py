@@ -513,8 +513,8 @@ class Action(nn.Module):
         an optimizer step, ``load_state_dict``, ``.to()`` or :meth:`resize_classes` recomputes it.
         The cache lives outside the module (a weak mapping), so copies and pickles never carry it.
         """
-        key = (id(weight), weight.data_ptr(), weight._version, tuple(weight.shape), weight.device)
-        key = (*key, dtype, absolute)
+        key: tuple[Any, ...] = (id(weight), weight.data_ptr(), weight._version, weight.shape)
+        key = (*key, weight.device, dtype, absolute)
         cache = _STEP_CACHE.setdefault(self, {})
         hit = cache.get(name)
         if hit is not None and hit[0] == key:

@@ -6,8 +6,8 @@ whole sequence, whether it draws anew at every call, and how a generation step p
 token. :data:`MODES`, :func:`effective_mode`, :class:`~cauchylin.nn.Action` and the Hugging Face
 generation loop all read this table, so a change to a mode is made here once.
 
-With temperature ``T`` and ``n = |b_noise|`` (formulas and figures:
-`Inference modes <https://cauchylin.readthedocs.io/modes/>`_, ``docs/modes.md``):
+With temperature ``T`` and ``n = |b_noise|`` (each mode worked through on a toy model:
+[Inference modes](../modes.md)):
 
 ================== =====================================================================
 mode               decision input ``U'`` fed to the linear heads

@@ -24,7 +24,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["build_parser", "load_causal_model", "main"]
 
@@ -103,16 +103,18 @@ def load_causal_model(
                     ntok.tokenizer, num_token=ntok.num_token, num_token_id=model.config.num_token_id
                 )
         else:
-            model, ntok = CauchyLMForCausalLM.from_base(
+            built = CauchyLMForCausalLM.from_base(
                 str(folder), tokenizer, return_tokenizer=True, **settings
             )
+            model, loaded = cast(tuple[CauchyLMForCausalLM, NumericTokenizer | None], built)
+            if loaded is None:
+                raise CliError(f"{str(folder)!r} has no tokenizer; pass --tokenizer FOLDER")
+            ntok = loaded
     except (OSError, ValueError, KeyError) as exc:
         raise CliError(
             f"could not load {str(folder)!r} (a local decoder-only causal LM checkpoint is "
             f"needed): {exc}"
         ) from exc
-    if ntok is None:
-        raise CliError(f"{str(folder)!r} has no tokenizer; pass --tokenizer FOLDER")
     model.eval()
     return model, ntok
 

@@ -479,6 +479,7 @@ def run_demo(
         eps_seed=eps,
         max_new_tokens=s.max_new_tokens,
     )
+    assert cf.eps_seed is not None  # a shared_individual run returns its draw
     same = bool(torch.equal(cf.eps_seed[0], cf.eps_seed[1]))
     say(
         f"eps_seed[:4] = {[round(x, 4) for x in eps[:4].tolist()]} (identical in both rows: {same})"
