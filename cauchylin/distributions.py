@@ -105,6 +105,23 @@ def _log_density(value: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor) ->
     return _special.log_pdf(value.to(dtype) - loc.to(dtype), scale.to(dtype))
 
 
+def _validate_value(d: TorchDistribution, value: torch.Tensor) -> None:
+    """torch's ``_validate_sample`` (shape and support, torch's messages); for an empty ``value``
+    only the shapes, since torch's ``independent`` constraints cannot reshape an empty tensor."""
+    if value.numel() > 0:
+        d._validate_sample(value)
+        return
+    if not isinstance(value, torch.Tensor):
+        raise ValueError("The value argument to log_prob must be a Tensor")
+    n = len(d.event_shape)
+    if value.shape[value.dim() - n :] != d.event_shape or value.dim() < n:
+        raise ValueError(
+            f"The right-most size of value must match event_shape: {tuple(value.shape)} vs "
+            f"{tuple(d.event_shape)}."
+        )
+    broadcast_shapes_or_raise(value=value.shape, distribution=d.batch_shape + d.event_shape)
+
+
 def _logits(
     z: torch.Tensor, log_pair: tuple[torch.Tensor, torch.Tensor] | None = None
 ) -> torch.Tensor:
@@ -303,7 +320,7 @@ class IndependentCauchy(TorchDistribution):
             ValueError: (when validating) ``value`` holds NaN or has the wrong event shape.
         """
         if self._validate_args:
-            self._validate_sample(value)
+            _validate_value(self, value)
         return _log_density(value, self.loc, self.scale).sum(-1)
 
     def cdf(self, value: torch.Tensor) -> torch.Tensor:
@@ -329,7 +346,7 @@ class IndependentCauchy(TorchDistribution):
             tensor(0.3750)
         """
         if self._validate_args:
-            self._validate_sample(value)
+            _validate_value(self, value)
         dtype = _special.working_dtype(value, self.loc, self.scale)
         d = value.to(dtype) - self.loc.to(dtype)
         return _special.log_cdf(d, self.scale.to(dtype)).sum(-1).exp()
@@ -596,7 +613,7 @@ class OvR(TorchDistribution):
             ValueError: (when validating) an entry other than 0/1 or the wrong event shape.
         """
         if self._validate_args:
-            self._validate_sample(value)
+            _validate_value(self, value)
         log_p, log_q = self.log_probs()
         value = value.to(log_p.dtype)
         zero = torch.zeros((), dtype=log_p.dtype, device=log_p.device)
@@ -630,7 +647,10 @@ class OvR(TorchDistribution):
             >>> torch.allclose(d.log_prob_index(y), d.log_prob(torch.nn.functional.one_hot(y, 4).float()))
             True
         """
-        index = torch.as_tensor(index, device=self.loc.device)
+        if isinstance(index, torch.Tensor):
+            index = index.to(self.loc.device)
+        else:
+            index = torch.as_tensor(index, device=self.loc.device)
         num_classes = self.event_shape[0]
         if self._validate_args:
             if index.is_floating_point() or index.is_complex() or index.dtype == torch.bool:
@@ -804,10 +824,13 @@ class OvRLabel(TorchDistribution):
                 support ``integer_interval(0, V - 1)`` (a float that is not a whole number
                 included) or one that does not broadcast with ``batch_shape``.
         """
-        value = torch.as_tensor(value, device=self.loc.device)
+        if isinstance(value, torch.Tensor):
+            value = value.to(self.loc.device)
+        else:
+            value = torch.as_tensor(value, device=self.loc.device)
         if self._validate_args:
             # Pyro may hand over float labels from a float obs; the support accepts whole numbers.
-            self._validate_sample(value)
+            _validate_value(self, value)
         return self.ovr.log_prob_index(value.long())
 
     def sample(self, sample_shape: _Shape = ()) -> torch.Tensor:

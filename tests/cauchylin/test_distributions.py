@@ -224,6 +224,48 @@ class TestIndependentCauchyLogProb:
         np.testing.assert_allclose(d.entropy().numpy(), ref, rtol=1e-13)
 
 
+class TestIndependentCauchyCdf:
+    def test_joint_cdf_is_the_product_of_the_marginal_cdfs(self):
+        """P(X_1 <= x_1, ..., X_C <= x_C) = prod_c cdf_c(x_c) (independence), against scipy."""
+        g = torch.Generator().manual_seed(1)
+        loc = torch.randn(4, 5, generator=g, dtype=torch.float64)
+        scale = torch.rand(4, 5, generator=g, dtype=torch.float64) + 0.1
+        x = torch.randn(3, 4, 5, generator=g, dtype=torch.float64) * 3
+        got = IndependentCauchy(loc, scale).cdf(x)
+        ref = scipy.stats.cauchy.cdf(x.numpy(), loc=loc.numpy(), scale=scale.numpy()).prod(-1)
+        assert got.shape == (3, 4)
+        np.testing.assert_allclose(got.numpy(), ref, rtol=1e-13, atol=0)
+
+    def test_joint_cdf_keeps_relative_accuracy_in_the_far_tail(self):
+        """40 components each with cdf ~3e-9: the product 1e-340-ish in float64 is not 0 early
+        (log space), and float32 gives the correctly rounded 0 or subnormal, never NaN."""
+        loc, scale = torch.zeros(40, dtype=torch.float64), torch.ones(40, dtype=torch.float64)
+        x = torch.full((40,), -1e8, dtype=torch.float64)
+        got = IndependentCauchy(loc, scale).cdf(x).item()
+        ref = mpmath.fprod([mpmath.atan2(1, mpmath.mpf(1e8)) / mpmath.pi] * 40)
+        assert got == 0.0 or abs(got - float(ref)) <= 1e-12 * float(ref)
+        x = torch.full((8,), -1e8, dtype=torch.float64)
+        got = IndependentCauchy(loc[:8], scale[:8]).cdf(x).item()
+        ref = mpmath.fprod([mpmath.atan2(1, mpmath.mpf(1e8)) / mpmath.pi] * 8)
+        assert abs(got - float(ref)) <= 1e-13 * float(ref)
+        f32 = IndependentCauchy(torch.zeros(40), torch.ones(40)).cdf(torch.full((40,), -1e8))
+        assert f32.item() == 0.0
+
+    def test_cdf_gradient_and_validation(self):
+        loc = torch.zeros(3, requires_grad=True)
+        d = IndependentCauchy(loc, torch.ones(3), validate_args=True)
+        (g,) = torch.autograd.grad(d.cdf(torch.tensor([0.0, 1.0, math.inf])), (loc,))
+        # d/dloc prod cdf = -pdf_c * prod_{k != c} cdf_k; the infinite component gives 0 there
+        ref = [-(1 / math.pi) * 0.75, -(1 / (2 * math.pi)) * 0.5, 0.0]
+        torch.testing.assert_close(g, torch.tensor(ref))
+        with pytest.raises(ValueError, match="support"):
+            d.cdf(torch.tensor([0.0, math.nan, 1.0]))
+
+    def test_icdf_is_refused_with_a_message(self):
+        with pytest.raises(NotImplementedError, match="per-component quantiles"):
+            IndependentCauchy(torch.zeros(2), torch.ones(2)).icdf(torch.tensor([0.5, 0.5]))
+
+
 class TestIndependentCauchySampling:
     def test_goodness_of_fit_1d_and_2d(self):
         """Pyro's GOF helpers: sample() and log_prob() agree (p-value > 1e-6).

@@ -270,3 +270,52 @@ def test_kl_divergence_errors(u):
         kl_divergence(u, torch.zeros(4, 3))
     with pytest.raises(ValueError, match=r"do not broadcast: p \(4, 3\), q \(2, 3\)"):
         kl_divergence(u, CauchyVector(torch.zeros(2, 3), torch.ones(2, 3)))
+
+
+# ------------------------------------------------------------------------------ graph capture
+
+
+def _embedding_and_inputs():
+    from cauchylin.nn import NumericEmbedding  # the layer whose forward validates its input
+
+    emb = NumericEmbedding(4, generator=torch.Generator().manual_seed(0))
+    base = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(1))
+    values = torch.tensor([[0.0, 1.5, -2.0], [3.0, 0.0, -1e3]])
+    return emb, base, values
+
+
+def test_value_checks_do_not_break_torch_export():
+    """check_finite reads tensor data; while exporting it is skipped (shape checks remain)."""
+    emb, base, values = _embedding_and_inputs()
+    exported = torch.export.export(emb, (base, values))
+    torch.testing.assert_close(exported.module()(base, values), emb(base, values))
+    # eager calls still validate
+    with pytest.raises(ValueError, match="numeric_values must be finite"):
+        emb(base, torch.full((2, 3), math.nan))
+
+
+def test_value_checks_do_not_break_full_graph_compile():
+    emb, base, values = _embedding_and_inputs()
+    compiled = torch.compile(emb, fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(base, values), emb(base, values))
+
+    def scores(loc: torch.Tensor, scale: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        from cauchylin._validation import check_finite, check_positive_finite
+
+        check_finite("loc", loc)
+        check_positive_finite("scale", scale)
+        return (x - loc) / scale
+
+    args = (torch.zeros(3), torch.ones(3), torch.tensor([0.5, -1.0, 2.0]))
+    torch.testing.assert_close(
+        torch.compile(scores, fullgraph=True, backend="eager")(*args), scores(*args)
+    )
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+def test_value_checks_are_skipped_inside_torch_jit_trace():
+    """The trace holds no host read of the data: it runs on other inputs like eager does."""
+    emb, base, values = _embedding_and_inputs()
+    traced = torch.jit.trace(emb, (base, values))
+    torch.testing.assert_close(traced(base, 2 * values), emb(base, 2 * values))
