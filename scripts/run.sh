@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One entry point for the README's two commands:
 #   bash scripts/run.sh demo   -> installs what is missing, runs the main job
-#   bash scripts/run.sh test   -> installs what is missing, runs lint, the test suite and the docs build
+#   bash scripts/run.sh test   -> installs what is missing, runs lint, the type check, the test suite
+#                                 (numerics twice, on two CPU kernel settings) and the docs build
 # Torch: an installed torch (CPU or CUDA) is used as it is; without one, torch==2.13.0 is installed
 # (the CPU build on machines that carry it). GPU users install their CUDA torch first.
 set -euo pipefail
@@ -17,7 +18,7 @@ setup() {
   # Reinstall when anything is missing or when the installed packages belong to another checkout.
   here="$(pwd -P)"
   if ! "$PY" -c "
-import os, sys, cauchylin, cauchylin_hf, pytest, hypothesis, mkdocs, transformers, peft
+import os, sys, cauchylin, cauchylin_hf, pytest, hypothesis, mkdocs, transformers, peft, mypy
 for m in (cauchylin, cauchylin_hf):
     if not os.path.realpath(m.__file__).startswith(sys.argv[1] + os.sep):
         sys.exit(1)
@@ -43,11 +44,20 @@ case "$cmd" in
     echo "== ruff"
     "$PY" -m ruff check .
     "$PY" -m ruff format --check .
+    echo "== mypy"
+    "$PY" -m mypy  # files and settings: [tool.mypy] in pyproject.toml
     echo "== pytest"
     CI="${CI:-true}" "$PY" -m pytest -n 2 --dist loadfile -q "$@"
+    # The numerics once more with other CPU kernels: results must not hang on one kernel's
+    # rounding (MKL picks AVX-512, AVX2 or SSE code paths by CPU; ATen its own vector width).
+    if grep -qs avx512f /proc/cpuinfo; then mkl_alt=AVX2; else mkl_alt=SSE4_2; fi
+    echo "== pytest tests/cauchylin with MKL_ENABLE_INSTRUCTIONS=$mkl_alt ATEN_CPU_CAPABILITY=default"
+    MKL_ENABLE_INSTRUCTIONS="$mkl_alt" ATEN_CPU_CAPABILITY=default CI="${CI:-true}" \
+      "$PY" -m pytest -n 2 --dist loadfile -q tests/cauchylin
     if [ -f mkdocs.yml ]; then
+      # No -q: it would hide the warnings that --strict turns into a failure.
       echo "== mkdocs build --strict"
-      "$PY" -m mkdocs build --strict -q -d "$(mktemp -d)/site"
+      "$PY" -m mkdocs build --strict -d "$(mktemp -d)/site"
     fi
     ;;
   *)

@@ -104,7 +104,7 @@ class CauchyLMOutput(ModelOutput):
 
     Attributes:
         loss: scalar ``L = L_cls + reg_weight * L_reg`` (only when ``labels`` are given; formula
-            in :meth:`CauchyLMForCausalLM.forward`).
+            in :meth:`cauchylin.nn.Action.loss`).
         cls_loss: scalar ``L_cls``, the OvR binary cross-entropy summed over classes, averaged
             over counted positions.
         reg_loss: scalar ``L_reg``, the gated Cauchy NLL of the ``<NUM>`` targets (0 when there
@@ -1037,21 +1037,10 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         temperature: no ``[N, V]`` tensor is formed, and the class-score fields of the output stay
         None unless ``return_distributions=True``.
 
-        **Loss.** With ``T = config.loss_temperature`` (0 in ``"causal"`` mode),
-        ``U'_i ~ Cauchy(loc_U_i, scale_U_i + T |b_noise|)``, ``S = W_cls U' + b_cls``,
-        ``Y = W_reg U' + b_reg`` and ``P_ik = 1/2 + atan((loc_S_ik - C_k) / scale_S_ik) / pi``,
-        summed over the ``N`` counted positions ``i``:
-
-        .. math::
-
-            L = \underbrace{\frac{1}{N}\sum_i -\sum_k \big[y_{ik}\log P_{ik}
-                + (1 - y_{ik})\log(1 - P_{ik})\big]}_{\texttt{cls\_loss}}
-              + \lambda\,\underbrace{\frac{\sum_i g_i\,\mathrm{NLL}_i}{\sum_i m_i}}_{\texttt{reg\_loss}}
-
-        with ``y_ik`` the one-hot next token, ``m_i = 1`` where it is ``<NUM>``, the gate
-        ``g_i = m_i (alpha + (1 - alpha) P_i,<NUM>)``, the Cauchy NLL of the target value ``v_i``
-        ``NLL_i = log(pi scale_Y_i) + log(1 + ((v_i - loc_Y_i) / scale_Y_i)^2)`` and
-        ``lambda = config.reg_weight``.
+        **Loss.** ``cls_loss + lambda * reg_loss``, :meth:`cauchylin.nn.Action.loss` (the formula
+        is written out there and on [The total loss](../../concepts.md#the-total-loss)) with
+        ``T = config.loss_temperature`` (0 in ``"causal"`` training mode),
+        ``alpha = config.alpha`` and ``lambda = config.reg_weight``.
 
         Args:
             input_ids: ``[B, S]`` token ids (``<NUM>`` where numbers were).

@@ -168,6 +168,7 @@ class LossPartsCallback(TrainerCallback):
 
     Works with the plain ``Trainer`` (and its subclasses): pass it in ``callbacks``; the hook is
     attached when the Trainer is built or when training starts. :func:`make_trainer` adds one.
+    Its ``on_*`` events take the arguments of every ``transformers.TrainerCallback`` event.
 
     Attributes:
         history: one dict per training log: ``step``, ``epoch``, ``loss`` (the Trainer's),
@@ -286,10 +287,8 @@ class LossPartsCallback(TrainerCallback):
         """Attach the hook to the Trainer's model.
 
         Args:
-            args: the Trainer's ``TrainingArguments``.
-            state: the Trainer's ``TrainerState``.
-            control: the Trainer's ``TrainerControl`` (left unchanged).
-            **kwargs: the Trainer's callback keywords; ``model`` is the model to hook.
+            args: the Trainer's ``TrainingArguments``; ``state``, ``control`` (left unchanged) and
+                ``**kwargs`` as in every ``TrainerCallback`` event (``model``: the model to hook).
         """
         if kwargs.get("model") is not None:
             self.attach(kwargs["model"])
@@ -300,10 +299,8 @@ class LossPartsCallback(TrainerCallback):
         """Attach the hook (if not yet) and start from empty sums.
 
         Args:
-            args: the Trainer's ``TrainingArguments``.
-            state: the Trainer's ``TrainerState``.
-            control: the Trainer's ``TrainerControl`` (left unchanged).
-            **kwargs: the Trainer's callback keywords; ``model`` is the model to hook.
+            args: the Trainer's ``TrainingArguments``; ``state``, ``control`` (left unchanged) and
+                ``**kwargs`` as in every ``TrainerCallback`` event (``model``: the model to hook).
         """
         if kwargs.get("model") is not None:
             self.attach(kwargs["model"])
@@ -316,10 +313,8 @@ class LossPartsCallback(TrainerCallback):
         """Forget eval-mode forward passes made outside an evaluation (e.g. by other callbacks).
 
         Args:
-            args: the Trainer's ``TrainingArguments``.
-            state: the Trainer's ``TrainerState``.
-            control: the Trainer's ``TrainerControl`` (left unchanged).
-            **kwargs: the Trainer's callback keywords; ``model`` is the model to hook.
+            args: the Trainer's ``TrainingArguments``; ``state``, ``control`` (left unchanged) and
+                ``**kwargs`` as in every ``TrainerCallback`` event (``model``: the model to hook).
         """
         self._eval.reset()
 

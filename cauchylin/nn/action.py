@@ -789,11 +789,22 @@ class Action(nn.Module):
     ) -> losses.CausalLMLoss:
         r"""The training objective in standard mode, without any ``[N, V]`` tensor.
 
+        With ``U'_i ~ Cauchy(loc_U_i, scale_U_i + T |b_noise|)``, ``S = W_cls U' + b_cls``,
+        ``Y = W_reg U' + b_reg`` and ``P_ik = 1/2 + atan((loc_S_ik - C_k) / scale_S_ik) / pi``,
+        summed over the ``N`` counted positions ``i``:
+
         .. math::
 
-            L = \underbrace{\frac{\sum_i L_{\mathrm{cls},i}}{\#\mathrm{counted}}}_{\text{OvR BCE}}
-              + \lambda \underbrace{\frac{\sum_i m_i (\alpha + (1-\alpha) P_{\mathrm{NUM},i})
-              L_{\mathrm{nll},i}}{\sum_i m_i}}_{\text{gated regression}}
+            L = \underbrace{\frac{1}{N}\sum_i -\sum_k \big[y_{ik}\log P_{ik}
+                + (1 - y_{ik})\log(1 - P_{ik})\big]}_{\texttt{cls}}
+              + \lambda\,\underbrace{\frac{\sum_i g_i\,\mathrm{NLL}_i}{\sum_i m_i}}_{\texttt{reg}}
+
+        with ``y_ik`` the one-hot label, ``m_i = 1`` where the label is ``<NUM>``, the gate
+        ``g_i = m_i (alpha + (1 - alpha) P_i,<NUM>)``, the Cauchy NLL of the target value ``v_i``
+        ``NLL_i = log(pi scale_Y_i) + log(1 + ((v_i - loc_Y_i) / scale_Y_i)^2)`` and
+        ``lambda = reg_weight`` (the derivation: the documentation page "The causal decision
+        model", ``docs/concepts.md``, sections "The OvR classification loss" to "The total loss").
+        It is computed as:
 
         * classification: :func:`cauchylin.losses.ovr_bce_fused` on ``loc_U`` and the total scale
           ``scale_U + T|b_noise|`` with ``W_cls, b_cls`` and the thresholds (gradients reach
