@@ -1,4 +1,4 @@
-"""The causal estimators against scikit-learn's models on bundled tables, clean and with corrupted labels.
+"""Causal estimators against scikit-learn models on bundled tables, clean and with bad labels.
 
 For every table and every repetition (a fresh random train/test split, 75/25, stratified for
 classification), each model is fitted on the training rows three times: on the clean labels, and
@@ -43,7 +43,7 @@ clean ratio causal / MLP (the better of the two MLPs), against the goals (the ca
 degrades least and by at most 10 %; clean, it is within 10 % of the MLP).
 
 Run:
-    python benchmarks/bench_estimators.py                  # every table, 10 splits (~15 min, 1 core)
+    python benchmarks/bench_estimators.py         # every table, 10 splits (about 15 min on 1 core)
     python benchmarks/bench_estimators.py --datasets diabetes,iris --seeds 3
     python benchmarks/bench_estimators.py --json estimators.json --plot estimators.png
 """

@@ -1,4 +1,4 @@
-"""scikit-learn estimators with the causal decision heads: ``CausalRegressor``, ``CausalClassifier``.
+"""scikit-learn estimators with the causal heads: ``CausalRegressor`` and ``CausalClassifier``.
 
 Both are ``x -> MLP -> Abduction -> Action`` networks (:mod:`cauchylin.nn`) behind the
 scikit-learn estimator contract (``fit``, ``predict``, ``score``, ``get_params``/``set_params``;
@@ -10,7 +10,7 @@ Example:
     >>> import numpy as np
     >>> from cauchylin.estimators import CausalClassifier, CausalRegressor
     >>> X = np.linspace(-1, 1, 60)[:, None]
-    >>> reg = CausalRegressor((8,), max_iter=30, random_state=0).fit(X, 2 * X[:, 0])
+    >>> reg = CausalRegressor((8,), learning_rate=0.03, random_state=0).fit(X, 2 * X[:, 0])
     >>> reg.predict_distribution(X[:2]).shape
     torch.Size([2])
 """

@@ -34,7 +34,23 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 def finite_number(name: str, value: Any) -> float:
-    """``float(value)`` for a finite real number (not a bool), else a ``ValueError`` naming it."""
+    """``float(value)`` for a finite real number (not a bool), else a ``ValueError`` naming it.
+
+    Args:
+        name: the argument's name, for the message.
+        value: the value to check.
+
+    Returns:
+        ``float(value)``.
+
+    Raises:
+        ValueError: ``value`` is not a real number, is a bool, NaN or infinite.
+
+    Example:
+        >>> from cauchylin.estimators._base import finite_number
+        >>> finite_number("threshold", 2)
+        2.0
+    """
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
     v = float(value) if ok else math.nan
     if not math.isfinite(v):
@@ -62,6 +78,12 @@ class CausalEstimatorBase(BaseEstimator):
     :class:`~cauchylin.estimators.CausalClassifier` (not an estimator on its own).
 
     Subclasses define ``__init__`` (every setting stored as given), the loss and the output.
+
+    Example:
+        >>> from cauchylin.estimators import CausalClassifier, CausalRegressor
+        >>> from cauchylin.estimators._base import CausalEstimatorBase
+        >>> [issubclass(c, CausalEstimatorBase) for c in (CausalRegressor, CausalClassifier)]
+        [True, True]
     """
 
     # ------------------------------------------------------------------ settings

@@ -99,6 +99,12 @@ class CausalMLP(nn.Module):
 
         Returns:
             :class:`~cauchylin.CauchyVector` ``[N, C]`` with independent components.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin.estimators._mlp import CausalMLP
+            >>> CausalMLP(3, (8,), num_classes=1).abduct(torch.randn(5, 3)).shape
+            torch.Size([5, 8])
         """
         return self.abduction(self.features(x))
 

@@ -33,6 +33,11 @@ class TrainResult:
         validation_losses: mean validation loss after each epoch (empty without validation rows).
         best_epoch: 1-based epoch whose weights were kept (the last one without validation rows).
         converged: training stopped by the ``n_iter_no_change`` rule before ``max_iter``.
+
+    Example:
+        >>> from cauchylin.estimators._training import TrainResult
+        >>> TrainResult(n_iter=3, loss_curve=[1.0, 0.5, 0.4], best_epoch=3).converged
+        False
     """
 
     n_iter: int = 0
@@ -105,6 +110,19 @@ def train(
 
     Raises:
         FloatingPointError: the loss became NaN or infinite (e.g. a learning rate far too large).
+
+    Example:
+        >>> import torch
+        >>> from cauchylin.estimators._training import train
+        >>> _ = torch.manual_seed(0)
+        >>> net = torch.nn.Linear(1, 1)
+        >>> mse = lambda m, x, y: ((m(x)[:, 0] - y) ** 2).mean()
+        >>> x = torch.linspace(-1, 1, 32)[:, None]
+        >>> result = train(net, mse, x, 2 * x[:, 0], x_val=None, y_val=None, learning_rate=0.05,
+        ...                weight_decay=0.0, batch_size=8, max_iter=500, n_iter_no_change=5,
+        ...                tol=1e-8, generator=torch.Generator().manual_seed(0))
+        >>> result.converged, result.loss_curve[-1] < result.loss_curve[0] / 100
+        (True, True)
     """
     optimizer = torch.optim.Adam(_param_groups(module, weight_decay), lr=learning_rate)
     n = x.shape[0]

@@ -14,7 +14,8 @@ Training minimises the one-vs-rest binary cross-entropy in the standard mode
 
 .. math::
 
-    \mathcal{L} = -\frac1N \sum_i \sum_k \big[y_{ik} \log P_{ik} + (1 - y_{ik}) \log(1 - P_{ik})\big].
+    \mathcal{L} = -\frac1N \sum_i \sum_k
+        \big[y_{ik} \log P_{ik} + (1 - y_{ik}) \log(1 - P_{ik})\big].
 
 ``predict`` returns the class of largest ``P_k`` (in the ``compatible`` mode: of largest
 ``loc_S``), ``predict_proba`` the normalised ``P_k / sum_j P_j`` (in the ``compatible`` mode:
@@ -96,7 +97,7 @@ class CausalClassifier(ClassifierMixin, CausalEstimatorBase):
         >>> rng = np.random.default_rng(0)
         >>> X = rng.normal(size=(150, 2))
         >>> y = np.where(X[:, 0] + X[:, 1] > 0, "yes", "no")
-        >>> clf = CausalClassifier((16,), random_state=0).fit(X, y)
+        >>> clf = CausalClassifier((16,), learning_rate=0.01, random_state=0).fit(X, y)
         >>> clf.classes_.tolist(), bool(clf.score(X, y) > 0.9)
         (['no', 'yes'], True)
         >>> clf.predict_proba(X[:2]).sum(axis=1).round(6).tolist()
@@ -168,9 +169,9 @@ class CausalClassifier(ClassifierMixin, CausalEstimatorBase):
             >>> import numpy as np
             >>> from cauchylin.estimators import CausalClassifier
             >>> X = np.array([[0.0], [0.1], [0.9], [1.0]] * 5)
-            >>> clf = CausalClassifier((4,), max_iter=3, random_state=0).fit(X, [0, 0, 1, 1] * 5)
-            >>> clf.classes_, clf.n_iter_
-            (array([0, 1]), 3)
+            >>> clf = CausalClassifier((4,), learning_rate=0.05, tol=1e-3, random_state=0)
+            >>> clf.fit(X, [0, 0, 1, 1] * 5).classes_, clf.n_features_in_
+            (array([0, 1]), 1)
         """
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
         check_classification_targets(y)
@@ -228,7 +229,8 @@ class CausalClassifier(ClassifierMixin, CausalEstimatorBase):
             >>> import numpy as np
             >>> from cauchylin.estimators import CausalClassifier
             >>> X = np.array([[0.0], [0.1], [0.9], [1.0]] * 5)
-            >>> clf = CausalClassifier((4,), max_iter=30, random_state=0).fit(X, [0, 0, 1, 1] * 5)
+            >>> clf = CausalClassifier((4,), learning_rate=0.05, tol=1e-3, random_state=0)
+            >>> clf = clf.fit(X, [0, 0, 1, 1] * 5)
             >>> S = clf.predict_distribution(X[:2])
             >>> S.shape, bool(np.allclose(S.ovr_prob(0.0).numpy(), clf.predict_ovr_proba(X[:2])))
             (torch.Size([2, 2]), True)
@@ -268,7 +270,8 @@ class CausalClassifier(ClassifierMixin, CausalEstimatorBase):
             >>> import numpy as np
             >>> from cauchylin.estimators import CausalClassifier
             >>> X = np.array([[0.0], [0.1], [0.9], [1.0]] * 5)
-            >>> clf = CausalClassifier((4,), max_iter=30, random_state=0).fit(X, [0, 0, 1, 1] * 5)
+            >>> clf = CausalClassifier((4,), learning_rate=0.05, tol=1e-3, random_state=0)
+            >>> clf = clf.fit(X, [0, 0, 1, 1] * 5)
             >>> P = clf.predict_ovr_proba(X[:2])
             >>> P.shape, bool(((P > 0) & (P < 1)).all())
             ((2, 2), True)
@@ -309,7 +312,8 @@ class CausalClassifier(ClassifierMixin, CausalEstimatorBase):
             >>> import numpy as np
             >>> from cauchylin.estimators import CausalClassifier
             >>> X = np.array([[0.0], [0.1], [0.9], [1.0]] * 5)
-            >>> clf = CausalClassifier((4,), max_iter=30, random_state=0).fit(X, [0, 0, 1, 1] * 5)
+            >>> clf = CausalClassifier((4,), learning_rate=0.05, tol=1e-3, random_state=0)
+            >>> clf = clf.fit(X, [0, 0, 1, 1] * 5)
             >>> p = clf.predict_proba(X[:2])
             >>> p.shape, p.sum(axis=1).round(6).tolist()
             ((2, 2), [1.0, 1.0])
@@ -358,7 +362,7 @@ class CausalClassifier(ClassifierMixin, CausalEstimatorBase):
             >>> from cauchylin.estimators import CausalClassifier
             >>> X = np.array([[0.0], [0.1], [0.9], [1.0]] * 5)
             >>> y = ["a", "a", "b", "b"] * 5
-            >>> clf = CausalClassifier((4,), max_iter=200, random_state=0).fit(X, y)
+            >>> clf = CausalClassifier((4,), learning_rate=0.05, tol=1e-3, random_state=0).fit(X, y)
             >>> clf.predict(X[:4]).tolist()
             ['a', 'a', 'b', 'b']
         """

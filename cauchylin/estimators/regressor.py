@@ -117,7 +117,7 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
         >>> rng = np.random.default_rng(0)
         >>> X = rng.normal(size=(200, 2))
         >>> y = 3 * X[:, 0] - X[:, 1] + 0.1 * rng.standard_cauchy(200)
-        >>> reg = CausalRegressor(hidden_layer_sizes=(), random_state=0).fit(X, y)
+        >>> reg = CausalRegressor((), learning_rate=0.01, random_state=0).fit(X, y)
         >>> bool(np.median(np.abs(reg.predict(X) - (3 * X[:, 0] - X[:, 1]))) < 0.2)
         True
         >>> lower, upper = reg.predict_interval(X[:3], coverage=0.9)
@@ -187,9 +187,10 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
             >>> import numpy as np
             >>> from cauchylin.estimators import CausalRegressor
             >>> X = np.linspace(-1, 1, 50)[:, None]
-            >>> reg = CausalRegressor((8,), max_iter=5, random_state=0).fit(X, 2 * X[:, 0])
-            >>> reg.n_features_in_, reg.n_iter_
-            (1, 5)
+            >>> reg = CausalRegressor((8,), learning_rate=0.03, random_state=0)
+            >>> reg = reg.fit(X, 2 * X[:, 0])
+            >>> reg.n_features_in_, reg.best_epoch_ <= reg.n_iter_ == len(reg.loss_curve_)
+            (1, True)
         """
         X, y = validate_data(self, X, y, y_numeric=True, dtype=[np.float64, np.float32])
         y = np.asarray(y, dtype=np.float64)
@@ -247,7 +248,7 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
             >>> import numpy as np
             >>> from cauchylin.estimators import CausalRegressor
             >>> X = np.linspace(-1, 1, 40)[:, None]
-            >>> reg = CausalRegressor((8,), max_iter=20, random_state=0).fit(X, X[:, 0])
+            >>> reg = CausalRegressor((8,), learning_rate=0.03, random_state=0).fit(X, X[:, 0])
             >>> d = reg.predict_distribution(X[:2])
             >>> d.shape, bool(np.allclose(d.loc.numpy(), reg.predict(X[:2])))
             (torch.Size([2]), True)
@@ -290,7 +291,7 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
             >>> import numpy as np
             >>> from cauchylin.estimators import CausalRegressor
             >>> X = np.linspace(-1, 1, 40)[:, None]
-            >>> reg = CausalRegressor((8,), max_iter=20, random_state=0).fit(X, X[:, 0])
+            >>> reg = CausalRegressor((8,), learning_rate=0.03, random_state=0).fit(X, X[:, 0])
             >>> reg.predict(X[:3]).shape
             (3,)
         """
@@ -334,7 +335,7 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
             >>> import numpy as np
             >>> from cauchylin.estimators import CausalRegressor
             >>> X = np.linspace(-1, 1, 40)[:, None]
-            >>> reg = CausalRegressor((8,), max_iter=20, random_state=0).fit(X, X[:, 0])
+            >>> reg = CausalRegressor((8,), learning_rate=0.03, random_state=0).fit(X, X[:, 0])
             >>> lower, upper = reg.predict_interval(X[:2], coverage=0.5)
             >>> d = reg.predict_distribution(X[:2])
             >>> bool(np.allclose(upper - lower, 2 * d.scale.numpy()))  # +-scale_Y at 50 %
