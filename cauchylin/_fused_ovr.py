@@ -143,13 +143,13 @@ class _Sweep:
             wbuf = torch.empty(2 if cast else 1, vc * C, dtype=dt, device=dev)
         one = torch.ones((), dtype=dt, device=dev)
         pi = torch.full((), math.pi, dtype=dt, device=dev)
-        w_col = w.to(dt).unsqueeze(1) if grads else None
+        w_col = w.to(dt).unsqueeze(1) if grads and w is not None else None
         thr = self.threshold
 
         for j, v0 in enumerate(range(0, v, vc)):
             v1 = min(v, v0 + vc)
             vv = v1 - v0
-            if cast:
+            if wcast is not None:  # (a cast copy exactly when the weight's dtype differs)
                 w_v = wcast[: vv * C].view(vv, C).copy_(weight[v0:v1])
             else:
                 w_v = weight[v0:v1]
@@ -189,6 +189,7 @@ class _Sweep:
                     rr = rows_g - r0
                     z_l, s_l = z[rr, cc], sc[rr, cc]
                 if grads:
+                    assert w_col is not None
                     # u = pi sf(z) = atan2(1, z): the small tail where z > 0, pi minus it
                     # elsewhere; a 0/1 lerp selects exactly (`end` at weight 1, `start` at 0).
                     torch.sub(pi, tv, out=tg)
@@ -216,6 +217,7 @@ class _Sweep:
                     if want_loss:
                         torch.gt(z, 0, out=te)
                 if want_loss:
+                    assert loss is not None
                     # sum_k log sf(z_k): log t where z > 0, log1p(-t) elsewhere (z's buffer is
                     # free from here on and takes log t).
                     torch.mul(tv, _INV_PI, out=tg)
@@ -275,6 +277,7 @@ class _FusedOvR(torch.autograd.Function):
             ctx.eager_grads = g
         else:
             loss, _ = sweep.run(None, need, want_loss=True)
+        assert loss is not None  # (want_loss=True)
         mean = loss.sum() / max(n, 1)
         return mean, loss
 
@@ -292,6 +295,7 @@ class _FusedOvR(torch.autograd.Function):
             return (None,) * 8
         x, s, weight, bias, threshold, labels = ctx.saved_tensors
         if g is not None and grad_rows is None:
+            assert grad_mean is not None  # (not both None, see above)
             # The eager gradients belong to the mean; rescale them by the incoming gradient (a
             # host-side check skips the pass in the usual case `loss.backward()` on CPU).
             skip = grad_mean.device.type == "cpu" and bool(grad_mean == 1)

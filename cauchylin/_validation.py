@@ -89,6 +89,9 @@ def is_tracing() -> bool:
 def is_validating(validate_args: bool | None = None) -> bool:
     """Whether value checks run: the per-object flag when given, else the global default.
 
+    Never while a graph is captured (:func:`is_tracing`): a value check reads tensor data on
+    the host, which a traced, compiled or exported graph cannot do.
+
     Args:
         validate_args: a per-object setting, or ``None`` for the global default.
 
@@ -99,6 +102,8 @@ def is_validating(validate_args: bool | None = None) -> bool:
         >>> is_validating(False), is_validating(None)
         (False, True)
     """
+    if is_tracing():
+        return False
     return _VALIDATE_DEFAULT if validate_args is None else bool(validate_args)
 
 

@@ -42,7 +42,12 @@ from torch.distributions import Cauchy, Independent, constraints
 from torch.distributions.kl import register_kl
 
 from cauchylin import _special
-from cauchylin._validation import broadcast_shapes_or_raise, check_finite, is_validating
+from cauchylin._validation import (
+    broadcast_shapes_or_raise,
+    check_finite,
+    is_tracing,
+    is_validating,
+)
 
 __all__ = ["IndependentCauchy", "OvR", "OvRLabel"]
 
@@ -224,7 +229,9 @@ class IndependentCauchy(TorchDistribution):
         return vector.to_distribution(validate_args=validate_args)
 
     @classmethod
-    def infer_shapes(cls, loc: _Shape, scale: _Shape) -> tuple[torch.Size, torch.Size]:
+    def infer_shapes(  # type: ignore[override]  # (Pyro's is **arg_shapes; named here)
+        cls, loc: _Shape, scale: _Shape
+    ) -> tuple[torch.Size, torch.Size]:
         """``(batch_shape, event_shape)`` for parameters of the given shapes (Pyro's shape API).
 
         Args:
@@ -473,7 +480,7 @@ class OvR(TorchDistribution):
         return cls(vector.loc, vector.scale, threshold, validate_args=validate_args)
 
     @classmethod
-    def infer_shapes(
+    def infer_shapes(  # type: ignore[override]  # (Pyro's is **arg_shapes; named here)
         cls, loc: _Shape, scale: _Shape, threshold: _Shape = ()
     ) -> tuple[torch.Size, torch.Size]:
         """``(batch_shape, event_shape)`` for parameters of the given shapes (Pyro's shape API).
@@ -756,7 +763,7 @@ class OvRLabel(TorchDistribution):
         return constraints.integer_interval(0, self.ovr.event_shape[0] - 1)
 
     @classmethod
-    def infer_shapes(
+    def infer_shapes(  # type: ignore[override]  # (Pyro's is **arg_shapes; named here)
         cls, loc: _Shape, scale: _Shape, threshold: _Shape = ()
     ) -> tuple[torch.Size, torch.Size]:
         """``(batch_shape, event_shape)`` for parameters of the given shapes (event shape ``[]``).
@@ -853,7 +860,8 @@ class OvRLabel(TorchDistribution):
         """
         shape = self._extended_shape(torch.Size(sample_shape))
         n = math.prod(torch.Size(sample_shape))
-        if n == 0 or math.prod(self.batch_shape) == 0:
+        # (a captured graph has fixed, non-empty shapes: no shape test to freeze into it)
+        if not is_tracing() and (n == 0 or math.prod(self.batch_shape) == 0):
             return torch.empty(shape, dtype=torch.long, device=self.loc.device)
         with torch.no_grad():
             logits = self.ovr.logits.detach()

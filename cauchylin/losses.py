@@ -77,7 +77,7 @@ class OvRLoss(NamedTuple):
 
     mean: torch.Tensor
     per_position: torch.Tensor
-    count: torch.Tensor
+    count: torch.Tensor  # type: ignore[assignment]  # (a field; shadows tuple.count)
 
 
 class RegLoss(NamedTuple):
@@ -105,7 +105,7 @@ class RegLoss(NamedTuple):
 
     mean: torch.Tensor
     per_position: torch.Tensor
-    count: torch.Tensor
+    count: torch.Tensor  # type: ignore[assignment]  # (a field; shadows tuple.count)
 
 
 class CausalLMLoss(NamedTuple):

@@ -916,6 +916,7 @@ class CauchyVector:
             ) from err
         out = self._map_batch(lambda t: t.expand(new_batch), new_batch)
         if new_c != self.event_size:
+            assert new_c is not None  # (target is non-empty here)
             out = out._select_components(
                 torch.zeros(int(new_c), dtype=torch.long, device=self.device)
             )
@@ -971,18 +972,21 @@ class CauchyVector:
         sources: dict[int, _Source] = {}
         memo: dict[int, torch.Tensor] = {}
 
-        def conv(t: torch.Tensor | None) -> torch.Tensor | None:
-            if t is None:
-                return None
+        def conv_tensor(t: torch.Tensor) -> torch.Tensor:
             if id(t) not in memo:
                 memo[id(t)] = fn(t)
             return memo[id(t)]
+
+        def conv(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else conv_tensor(t)
 
         terms = []
         for term in self._terms:
             src = term.source
             if id(src) not in sources:
-                sources[id(src)] = _Source(conv(src.loc), conv(src.scale), key=src.key)
+                sources[id(src)] = _Source(
+                    conv_tensor(src.loc), conv_tensor(src.scale), key=src.key
+                )
             terms.append(
                 _Term(
                     sources[id(src)],

@@ -608,6 +608,8 @@ def test_traced_kernels_are_the_same_graph_with_and_without_gradients():
                 torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
 
 
+# torch's Dynamo warns about its own handling of every custom autograd.Function (torch 2.13)
+@pytest.mark.filterwarnings("ignore:.*should not be instantiated:DeprecationWarning")
 def test_compiled_kernels_have_no_graph_break():
     """torch.compile(fullgraph=True): no host read of tensor values inside the kernels."""
     d = torch.tensor([-1e30, -1.0, 0.0, 2.0, 1e38])
