@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from cauchylin._validation import check_binary_mask, is_validating
+from cauchylin.nn.modes import INDIVIDUAL, STANDARD, get_mode
 from cauchylin.vector import CauchyVector
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -330,7 +331,7 @@ def ovr_prob_sums(
     action: Action,
     U: CauchyVector,
     *,
-    mode: str = "standard",
+    mode: str = STANDARD,
     temperature: float = 1.0,
     generator: torch.Generator | None = None,
     chunk_size: int | None = None,
@@ -367,7 +368,7 @@ def ovr_prob_sums(
         tensor([[3., 3., 3.],
                 [3., 3., 3.]], dtype=torch.float64)
     """
-    if mode in ("shared_individual", "shared_noise"):
+    if get_mode(mode).draw is not None:  # (an unknown mode raises here, naming the modes)
         raise ValueError(f"ovr_prob_sums does not take the shared mode {mode!r}")
     if not isinstance(U, CauchyVector):
         raise ValueError(f"U must be a CauchyVector, got {type(U).__name__}")
@@ -524,7 +525,7 @@ def compute_metrics(
                 out[f"dist/{name}_{stat}"] = v
     if action is not None and loc_U is not None and scale_U is not None:
         U = CauchyVector(loc_U.detach(), scale_U.detach())
-        for key, mode in (("standard", "standard"), ("causal", "individual")):
+        for key, mode in (("standard", STANDARD), ("causal", INDIVIDUAL)):
             sums = ovr_prob_sums(
                 action,
                 U,
