@@ -113,11 +113,9 @@ def _log_density(value: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor) ->
 def _validate_value(d: TorchDistribution, value: torch.Tensor) -> None:
     """torch's ``_validate_sample`` (shape and support, torch's messages); for an empty ``value``
     only the shapes, since torch's ``independent`` constraints cannot reshape an empty tensor."""
-    if value.numel() > 0:
-        d._validate_sample(value)
+    if not isinstance(value, torch.Tensor) or value.numel() > 0:
+        d._validate_sample(value)  # (also refuses a non-tensor, with torch's message)
         return
-    if not isinstance(value, torch.Tensor):
-        raise ValueError("The value argument to log_prob must be a Tensor")
     n = len(d.event_shape)
     if value.shape[value.dim() - n :] != d.event_shape or value.dim() < n:
         raise ValueError(
