@@ -54,7 +54,8 @@ class CausalClassifier(ClassifierMixin, CausalEstimatorBase):
 
     Args:
         hidden_layer_sizes: widths of the hidden layers of the feature MLP (an int for one layer;
-            ``()`` for none).
+            ``()`` for none). The default, one layer of 32, suits tables of a few hundred to a
+            few thousand rows.
         threshold: the OvR threshold ``C_k`` of every class (a fixed scalar).
         causal_size: ``C``, the width of ``U`` (``None``: the last hidden width).
         activation: ``"relu"``, ``"tanh"``, ``"gelu"`` or ``"silu"``.
@@ -106,7 +107,7 @@ class CausalClassifier(ClassifierMixin, CausalEstimatorBase):
 
     def __init__(
         self,
-        hidden_layer_sizes: Any = (64, 64),
+        hidden_layer_sizes: Any = (32,),
         *,
         threshold: float = 0.0,
         causal_size: int | None = None,
