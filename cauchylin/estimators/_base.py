@@ -59,11 +59,14 @@ def finite_number(name: str, value: Any) -> float:
 
 
 def _positive_number(name: str, value: Any, *, allow_zero: bool = False) -> float:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
-    v = float(value) if ok else math.nan
-    if not (math.isfinite(v) and (v >= 0 if allow_zero else v > 0)):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+    bound = ">= 0" if allow_zero else "> 0"
+    message = f"{name} must be a finite number {bound}, got {value!r}"
+    try:
+        v = finite_number(name, value)
+    except ValueError:
+        raise ValueError(message) from None
+    if not (v >= 0 if allow_zero else v > 0):
+        raise ValueError(message)
     return v
 
 

@@ -49,7 +49,8 @@ class TrainResult:
 
 def _param_groups(module: nn.Module, weight_decay: float) -> list[dict]:
     """L2 penalty on the weight matrices only (not on biases, ``b_noise`` or thresholds)."""
-    decay, plain = [], []
+    decay: list[nn.Parameter] = []
+    plain: list[nn.Parameter] = []
     for name, p in module.named_parameters():
         (decay if name.endswith("weight") and p.ndim == 2 else plain).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]

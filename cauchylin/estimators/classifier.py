@@ -34,12 +34,14 @@ from sklearn.utils.validation import validate_data
 from torch import nn
 
 from cauchylin.estimators._base import CausalEstimatorBase, finite_number
+from cauchylin.estimators._mlp import CausalMLP
 from cauchylin.vector import CauchyVector
 
 __all__ = ["CausalClassifier"]
 
 
 def _ovr_loss(module: nn.Module, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    assert isinstance(module, CausalMLP)
     return module.action.loss(module.abduct(x), labels).total
 
 
@@ -72,7 +74,9 @@ class CausalClassifier(ClassifierMixin, CausalEstimatorBase):
         tol: minimal decrease of the monitored mean loss that counts as an improvement.
         mode: default inference mode of the predict methods.
         temperature: default temperature ``T >= 0`` of the predict methods.
-        dtype: ``"float32"`` or ``"float64"``.
+        dtype: ``"float32"`` or ``"float64"``, the dtype of the parameters and of training.
+            Predictions are computed in float64 either way (on a copy of the network), so that
+            a row's prediction does not depend on the rows predicted with it.
         device: torch device of the network.
         random_state: ``None``, an int or a ``numpy.random.RandomState``: seeds the weights, the
             validation split and the row order.

@@ -91,7 +91,9 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
         mode: default inference mode of the predict methods (a name of
             :data:`cauchylin.nn.MODES`).
         temperature: default temperature ``T >= 0`` of the predict methods.
-        dtype: ``"float32"`` or ``"float64"``, the parameters' and computations' dtype.
+        dtype: ``"float32"`` or ``"float64"``, the dtype of the parameters and of training.
+            Predictions are computed in float64 either way (on a copy of the network), so that
+            a row's prediction does not depend on the rows predicted with it.
         device: torch device of the network (``"cpu"``, ``"cuda"``, ...).
         random_state: ``None``, an int or a ``numpy.random.RandomState``: seeds the weights, the
             validation split and the row order.
