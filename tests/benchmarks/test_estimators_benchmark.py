@@ -57,6 +57,18 @@ def test_bench_estimators_toy_run(tmp_path):
     assert {row["table"] for row in data["goals"]} == {"diabetes"}
     assert "median-error ratio corrupted / clean" in proc.stdout
     assert "goals (regression" in proc.stdout
+    # --from-json re-summarises the raw results without fitting: the same summary and goals
+    again = tmp_path / "again.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--from-json", str(out_json), "--json", str(again)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    redone = json.loads(again.read_text())
+    assert redone["tables"] == data["tables"] and redone["goals"] == data["goals"]
 
 
 def test_bench_estimators_rejects_bad_flags():
