@@ -6,12 +6,19 @@ The public API:
 * :mod:`cauchylin.distributions` — Pyro distributions (``IndependentCauchy``, ``OvR``);
 * :mod:`cauchylin.nn` — ``NumericEmbedding``, ``Abduction``, ``Action`` and the inference modes;
 * :mod:`cauchylin.losses` — the OvR loss (plain and memory-efficient) and the gated regression;
+* :mod:`cauchylin.value_space` — the space in which the regression value is Cauchy, and back;
 * :mod:`cauchylin.metrics` — the monitoring metrics (token accuracy, `<NUM>` F1, regression
   errors, distribution statistics);
 * :func:`set_validate_args`, :func:`validation` — switch argument validation.
 """
 
-from cauchylin import distributions, losses, metrics, nn  # noqa: F401  (submodules as attributes)
+from cauchylin import (  # noqa: F401  (submodules as attributes)
+    distributions,
+    losses,
+    metrics,
+    nn,
+    value_space,
+)
 from cauchylin._validation import set_validate_args, validation
 from cauchylin.vector import CauchyVector, cat, kl_divergence
 

@@ -28,6 +28,13 @@ from cauchylin.nn.modes import (
     get_mode,
     resolve_mode,
 )
+from cauchylin.value_space import (
+    IDENTITY,
+    check_value_space,
+    from_value_space,
+    to_value_space,
+    value_quantiles,
+)
 from cauchylin.vector import CauchyVector
 
 __all__ = ["Action", "ActionOutput", "ActionStep"]
@@ -54,6 +61,9 @@ class ActionOutput:
         temperature: the temperature ``T`` it ran with (the softmax temperature in compatible
             mode).
         U_prime: the decision input ``U'`` (``[..., C]``), e.g. to read the drawn individual.
+        value_space: the space ``t = g(y)`` in which ``Y`` is Cauchy (see
+            :mod:`cauchylin.value_space`); :meth:`value_median` and :meth:`value_quantile` map
+            back to the numbers' units.
 
     The method examples below read one output built by hand: three classes with
     ``loc_S = (1, 0, -1)``, ``scale_S = 1`` and threshold 0, so ``z = (1, 0, -1)`` and
@@ -78,6 +88,7 @@ class ActionOutput:
     mode: str = STANDARD
     temperature: float = 1.0
     U_prime: CauchyVector | None = None
+    value_space: str = IDENTITY
 
     def _scores(self) -> CauchyVector:
         if self.S is None:
@@ -108,6 +119,46 @@ class ActionOutput:
     def scale_Y(self) -> torch.Tensor:
         """``[...]`` scale of the regression value."""
         return self.Y.scale[..., 0]
+
+    def value_median(self) -> torch.Tensor:
+        """``[...]`` the median of the predicted number, ``g^{-1}(loc_Y)`` in its own units.
+
+        Returns:
+            float32 (float64 for float64 heads) tensor of the batch shape.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> from cauchylin.nn import ActionOutput
+            >>> Y = CauchyVector(torch.tensor([[2.0]]), torch.tensor([[0.1]]))
+            >>> out = ActionOutput(None, Y, torch.tensor(0.0), value_space="signed_log1p")
+            >>> out.value_median()  # e^2 - 1
+            tensor([6.3891])
+        """
+        return from_value_space(self.loc_Y, self.value_space)
+
+    def value_quantile(self, q: torch.Tensor | float) -> torch.Tensor:
+        """Quantiles of the predicted number, exact: ``g^{-1}(loc_Y + scale_Y tan(pi (q - 1/2)))``.
+
+        Args:
+            q: probabilities in ``[0, 1]`` (a float or a tensor broadcastable with ``loc_Y``).
+
+        Returns:
+            The quantiles in the numbers' units.
+
+        Raises:
+            ValueError: ``q`` outside ``[0, 1]``.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> from cauchylin.nn import ActionOutput
+            >>> Y = CauchyVector(torch.tensor([[3.0]]), torch.tensor([[2.0]]))
+            >>> out = ActionOutput(None, Y, torch.tensor(0.0))  # identity value space
+            >>> out.value_quantile(0.25), out.value_quantile(0.75)  # loc -+ scale
+            (tensor([1.]), tensor([5.]))
+        """
+        return value_quantiles(self.loc_Y, self.scale_Y, q, self.value_space)
 
     def ovr_log_probs(self) -> tuple[torch.Tensor, torch.Tensor]:
         r"""``(log P_k, log(1 - P_k))``, ``[..., V]`` each, with ``P_k = P(S_k > C_k)``.
@@ -245,12 +296,13 @@ class ActionStep:
 
     Attributes:
         ids: ``LongTensor [...]`` the next token of every row, by the mode's token rule.
-        values: ``[...]`` float32 numeric value of each next token: ``loc_Y`` (clamped to the
-            float32 range, NaN read as 0) where the token is ``<NUM>``, else 0.
+        values: ``[...]`` float32 numeric value of each next token: the median number
+            ``g^{-1}(loc_Y)`` of the value space (clamped to the float32 range, NaN read as 0)
+            where the token is ``<NUM>``, else 0.
         loc_S: ``[..., V]`` class-score locations ``W_cls loc_U' + b_cls``.
         scale_S: ``[..., V]`` class-score scales ``|W_cls| scale_U'``; None when the mode's rule
             does not read them and ``return_distributions`` is off.
-        loc_Y: ``[...]`` regression location ``W_reg loc_U' + b_reg``.
+        loc_Y: ``[...]`` regression location ``W_reg loc_U' + b_reg`` (in the value space).
         scale_Y: ``[...]`` regression scale ``|W_reg| scale_U'`` (with ``return_distributions``,
             else None).
         U_prime: the decision input ``U'``.
@@ -300,6 +352,11 @@ class Action(nn.Module):
         threshold_per_class: one threshold per class (shape ``[V]``) instead of a scalar (``[]``).
         learnable_threshold: the thresholds are an ``nn.Parameter`` (else a buffer).
         b_noise_init: the constant initial value of ``b_noise`` (default 0.1).
+        value_space: the space ``t = g(y)`` in which the regression value ``Y`` is Cauchy:
+            ``"identity"`` (default) or ``"signed_log1p"`` (``t = sign(y) ln(1 + |y|)``, the
+            scale on which :class:`~cauchylin.nn.NumericEmbedding` reads numbers); see
+            :mod:`cauchylin.value_space`. :meth:`loss` maps the targets into it, :meth:`step`
+            and :class:`ActionOutput` map predictions back.
         device: device of the parameters.
         dtype: dtype of the parameters. Half-precision parameters are computed in float32: the
             heads are cast on every call (a copy of ``W_cls``; keep float32 master weights for
@@ -336,10 +393,12 @@ class Action(nn.Module):
         threshold_per_class: bool = False,
         learnable_threshold: bool = False,
         b_noise_init: float = 0.1,
+        value_space: str = IDENTITY,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
+        self.value_space = check_value_space(value_space)
         for name, size in (("causal_size", causal_size), ("num_classes", num_classes)):
             if not isinstance(size, int) or size < 1:
                 raise ValueError(f"{name} must be a positive int, got {size!r}")
@@ -664,6 +723,7 @@ class Action(nn.Module):
             mode=resolve_mode(mode, temperature).name,
             temperature=check_temperature(temperature),
             U_prime=u_prime,
+            value_space=self.value_space,
         )
 
     @torch.no_grad()
@@ -759,7 +819,8 @@ class Action(nn.Module):
         )
         values = torch.zeros(ids.shape, dtype=torch.float32, device=ids.device)
         if num_token_id is not None:
-            y = torch.nan_to_num(loc_Y.float(), nan=0.0, posinf=_F32_MAX, neginf=-_F32_MAX)
+            y = from_value_space(loc_Y.float(), self.value_space)
+            y = torch.nan_to_num(y, nan=0.0, posinf=_F32_MAX, neginf=-_F32_MAX)
             values = torch.where(ids == num_token_id, y, values)
         return ActionStep(
             ids=ids,
@@ -801,7 +862,8 @@ class Action(nn.Module):
 
         with ``y_ik`` the one-hot label, ``m_i = 1`` where the label is ``<NUM>``, the gate
         ``g_i = m_i (alpha + (1 - alpha) P_i,<NUM>)``, the Cauchy NLL of the target value ``v_i``
-        ``NLL_i = log(pi scale_Y_i) + log(1 + ((v_i - loc_Y_i) / scale_Y_i)^2)`` and
+        in the value space ``t_i = g(v_i)`` (:mod:`cauchylin.value_space`)
+        ``NLL_i = log(pi scale_Y_i) + log(1 + ((t_i - loc_Y_i) / scale_Y_i)^2)`` and
         ``lambda = reg_weight`` (the derivation: the documentation page "The causal decision
         model", ``docs/concepts.md``, sections "The OvR classification loss" to "The total loss").
         It is computed as:
@@ -908,8 +970,8 @@ class Action(nn.Module):
                     f"target_values shape {tuple(target_values.shape)} must equal the labels "
                     f"shape {tuple(labels.shape)}"
                 )
-            targets = target_values.to(device=loc_Y.device, dtype=loc_Y.dtype)
-            targets = torch.where(num_mask, targets, torch.zeros_like(targets))
+            targets = to_value_space(target_values.to(loc_Y.device), self.value_space)
+            targets = torch.where(num_mask, targets.to(loc_Y.dtype), torch.zeros_like(loc_Y))
             if float(alpha) < 1.0:
                 k = int(num_token_id)
                 s_num = u_prime.linear(W[k : k + 1].to(U.dtype), b[k : k + 1].to(U.dtype))
@@ -925,11 +987,12 @@ class Action(nn.Module):
 
         Returns:
             ``"causal_size=C, num_classes=V, threshold=... (scalar|per class, fixed|learnable),
-            b_noise_init=..."``.
+            b_noise_init=..., value_space=..."``.
         """
         kind = "learnable" if self.learnable_threshold else "fixed"
         per = "per class" if self.threshold_per_class else "scalar"
         return (
             f"causal_size={self.causal_size}, num_classes={self.num_classes}, "
-            f"threshold={self.threshold_init} ({per}, {kind}), b_noise_init={self.b_noise_init}"
+            f"threshold={self.threshold_init} ({per}, {kind}), b_noise_init={self.b_noise_init}, "
+            f"value_space={self.value_space}"
         )

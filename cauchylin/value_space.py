@@ -1,0 +1,162 @@
+r"""The space in which the regression value ``Y`` is a Cauchy variable.
+
+The regression head predicts ``Y ~ Cauchy(loc_Y, scale_Y)`` in a *value space* ``t = g(y)`` and
+the number itself is ``y = g^{-1}(t)``. Two spaces are offered:
+
+==================  ==========================================  ===============================
+name                ``t = g(y)``                                ``y = g^{-1}(t)``
+==================  ==========================================  ===============================
+``"identity"``      ``y``                                       ``t``
+``"signed_log1p"``  ``sign(y) ln(1 + |y|)``                     ``sign(t) (e^{|t|} - 1)``
+==================  ==========================================  ===============================
+
+``"signed_log1p"`` is the map that :class:`~cauchylin.nn.NumericEmbedding` uses to read numbers,
+so the model reads and writes numbers on one scale: products become sums and a relative error
+becomes an absolute one. Because ``g`` is strictly increasing, the quantiles of ``y`` are the
+images of the quantiles of ``t``, exactly: ``Q_y(q) = g^{-1}(loc_Y + scale_Y tan(pi (q - 1/2)))``,
+so the median of the number is ``g^{-1}(loc_Y)`` and a central interval of ``t`` maps to a central
+interval of ``y`` with the same coverage. The Cauchy algebra (linear maps, sums) holds in
+``t``-space, where the heads compute.
+
+Both maps are computed in float32 (float64 stays float64) with ``log1p``/``expm1``; ``g^{-1}`` of a
+``t`` beyond the float range is ``±inf`` (an unbounded interval end), never NaN.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from cauchylin._special import icdf_std
+
+__all__ = [
+    "IDENTITY",
+    "SIGNED_LOG1P",
+    "VALUE_SPACES",
+    "check_value_space",
+    "from_value_space",
+    "to_value_space",
+    "value_quantiles",
+]
+
+IDENTITY = "identity"
+"""Regress the numbers as they are: ``t = y``."""
+
+SIGNED_LOG1P = "signed_log1p"
+"""Regress ``t = sign(y) ln(1 + |y|)``, the scale on which the numeric embedding reads numbers."""
+
+VALUE_SPACES: tuple[str, ...] = (IDENTITY, SIGNED_LOG1P)
+"""The value spaces accepted by :class:`~cauchylin.nn.Action` and the Hugging Face config."""
+
+
+def check_value_space(value_space: str) -> str:
+    """Return ``value_space`` if it is one of :data:`VALUE_SPACES`.
+
+    Args:
+        value_space: the name to check.
+
+    Returns:
+        The name, unchanged.
+
+    Raises:
+        ValueError: an unknown name (the message lists the known ones).
+
+    Example:
+        >>> check_value_space("signed_log1p")
+        'signed_log1p'
+    """
+    if value_space not in VALUE_SPACES:
+        raise ValueError(f"value_space must be one of {VALUE_SPACES}, got {value_space!r}")
+    return value_space
+
+
+def _float(x: torch.Tensor) -> torch.Tensor:
+    return x if x.dtype == torch.float64 else x.float()
+
+
+def to_value_space(y: torch.Tensor, value_space: str) -> torch.Tensor:
+    """``t = g(y)``: numbers to the space the regression head predicts in.
+
+    Args:
+        y: ``[...]`` numbers (any real dtype; half precision and integers compute in float32).
+        value_space: one of :data:`VALUE_SPACES`.
+
+    Returns:
+        ``[...]`` float32 (float64 for float64 input).
+
+    Raises:
+        ValueError: an unknown ``value_space``.
+
+    Example:
+        >>> import torch
+        >>> to_value_space(torch.tensor([-99.0, 0.0, 0.5, 1e6]), "signed_log1p")
+        tensor([-4.6052,  0.0000,  0.4055, 13.8155])
+    """
+    check_value_space(value_space)
+    y = _float(y)
+    if value_space == IDENTITY:
+        return y
+    return torch.sign(y) * torch.log1p(y.abs())
+
+
+def from_value_space(t: torch.Tensor, value_space: str) -> torch.Tensor:
+    """``y = g^{-1}(t)``: back from the regression space to numbers.
+
+    Args:
+        t: ``[...]`` values in the regression space (``±inf`` allowed: interval ends).
+        value_space: one of :data:`VALUE_SPACES`.
+
+    Returns:
+        ``[...]`` float32 (float64 for float64 input); ``±inf`` beyond the float range.
+
+    Raises:
+        ValueError: an unknown ``value_space``.
+
+    Example:
+        >>> import torch
+        >>> t = to_value_space(torch.tensor([-99.0, 0.0, 0.5, 1e6]), "signed_log1p")
+        >>> from_value_space(t, "signed_log1p")
+        tensor([-9.9000e+01,  0.0000e+00,  5.0000e-01,  1.0000e+06])
+        >>> from_value_space(torch.tensor([float("-inf"), 200.0]), "signed_log1p")
+        tensor([-inf, inf])
+    """
+    check_value_space(value_space)
+    t = _float(t)
+    if value_space == IDENTITY:
+        return t
+    return torch.sign(t) * torch.expm1(t.abs())
+
+
+def value_quantiles(
+    loc: torch.Tensor, scale: torch.Tensor, q: torch.Tensor | float, value_space: str
+) -> torch.Tensor:
+    r"""Quantiles of the number ``y = g^{-1}(t)`` for ``t ~ Cauchy(loc, scale)``.
+
+    ``Q_y(q) = g^{-1}(loc + scale tan(pi (q - 1/2)))``, exact because ``g`` is increasing; the
+    Cauchy quantile uses the library's exact ``icdf`` (``q = 0`` and ``1`` give ``∓inf``).
+
+    Args:
+        loc: ``[...]`` ``loc_Y`` in the regression space.
+        scale: ``[...]`` ``scale_Y > 0``.
+        q: probabilities in ``[0, 1]``, a float or a tensor broadcastable with ``loc``.
+        value_space: one of :data:`VALUE_SPACES`.
+
+    Returns:
+        The quantiles in the numbers' units, of the broadcast shape.
+
+    Raises:
+        ValueError: an unknown ``value_space`` or ``q`` outside ``[0, 1]``.
+
+    Example:
+        >>> import torch
+        >>> loc, scale = torch.tensor([4.0]), torch.tensor([0.1])
+        >>> lo, mid, hi = (value_quantiles(loc, scale, q, "signed_log1p") for q in (0.25, 0.5, 0.75))
+        >>> round(mid.item(), 3), round(lo.item(), 3), round(hi.item(), 3)  # e^4 - 1, e^3.9 - 1, ...
+        (53.598, 48.402, 59.34)
+    """
+    check_value_space(value_space)
+    q_t = torch.as_tensor(q, dtype=torch.float64 if loc.dtype == torch.float64 else torch.float32)
+    if bool(((q_t < 0) | (q_t > 1) | torch.isnan(q_t)).any()):
+        raise ValueError(f"q must lie in [0, 1], got {q!r}")
+    loc, scale = _float(loc), _float(scale)
+    t = loc + scale * icdf_std(q_t.to(loc.device, loc.dtype))
+    return from_value_space(t, value_space)
