@@ -27,6 +27,7 @@ from transformers.configuration_utils import SubConfigSpec
 
 from cauchylin.nn.embedding import W_NUM_INITS
 from cauchylin.nn.modes import CAUSAL, STANDARD
+from cauchylin.value_space import VALUE_SPACES
 
 __all__ = [
     "CAUSAL_SETTINGS",
@@ -96,6 +97,10 @@ class CauchyLMConfig(PreTrainedConfig):
         w_num_init: ``w_num``'s initialisation: ``"random_unit"`` (a random unit direction),
             ``"normal"`` (``N(0, 1/H)`` entries) or ``"zeros"`` (see
             :class:`cauchylin.nn.NumericEmbedding`).
+        value_space: the space in which the regression value is Cauchy:
+            ``"signed_log1p"`` (default: ``t = sign(y) ln(1 + |y|)``, the scale on which the
+            numeric embedding reads numbers) or ``"identity"`` (raw numbers); see
+            :mod:`cauchylin.value_space` and the measured comparison on the Training page.
         head_dtype: dtype of the heads and of the hidden states they read: ``"float32"``
             (default), ``"float64"``, ``"bfloat16"`` or ``"float16"``.
         tie_word_embeddings: False (the default; leave it): ``W_cls`` is a copy of the base head
@@ -139,6 +144,7 @@ class CauchyLMConfig(PreTrainedConfig):
     temperature: float = 1.0
     freeze_backbone: bool = True
     w_num_init: str = "random_unit"
+    value_space: str = "signed_log1p"
     head_dtype: str = "float32"
     # The heads are never tied to the embeddings (W_cls is a copy that trains on its own).
     tie_word_embeddings: bool = False
@@ -209,6 +215,7 @@ class CauchyLMConfig(PreTrainedConfig):
         choice("ovr_classes", OVR_CLASS_SETS)
         choice("training_mode", TRAINING_MODES)
         choice("w_num_init", W_NUM_INITS)
+        choice("value_space", VALUE_SPACES)
         choice("head_dtype", HEAD_DTYPES)
         if not isinstance(self.num_token, str) or not self.num_token:
             raise ValueError(f"num_token must be a non-empty str, got {self.num_token!r}")

@@ -420,6 +420,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             threshold_per_class=config.threshold_per_class,
             learnable_threshold=config.learnable_threshold,
             b_noise_init=config.b_noise_init,
+            value_space=config.value_space,
             dtype=dtype,
         )
         self._no_split_modules = list(getattr(backbone, "_no_split_modules", None) or [])

@@ -17,6 +17,7 @@ from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
 from cauchylin_hf.tokenizer import NumericTokenizer
 
 from cauchylin.nn import MODES
+from cauchylin.value_space import from_value_space
 
 VOCAB = 300
 NUM = VOCAB  # the first spare row
@@ -131,7 +132,9 @@ def test_num_token_value_fed_back_and_written(ntok):
         return_distributions=True,
     )
     assert out.new_tokens.tolist() == [[NUM] * 3]
-    torch.testing.assert_close(out.new_values, out.steps["loc_Y"].float())
+    # the number written is the median of the value space: g^{-1}(loc_Y)
+    expected = from_value_space(out.steps["loc_Y"].float(), model.config.value_space)
+    torch.testing.assert_close(out.new_values, expected)
     assert out.new_texts == ["".join(format_number(v) for v in out.new_values[0].tolist())]
     assert out.texts[0].startswith("3 eggs and")
     # the fed-back values are what the uncached run sees too

@@ -42,7 +42,9 @@ def numeric_batch():
     return ids, values, mask
 
 
-def reference_loss(out, ids, labels, targets, mask, num_id, alpha=0.0, reg_weight=1.0, thr=100.0):
+def reference_loss(
+    out, ids, labels, targets, mask, num_id, alpha=0.0, reg_weight=1.0, thr=100.0, log1p=False
+):
     """float64 OvR + gated regression loss from materialised distributions, shifted by hand."""
     loc_S, scale_S = out.loc_S.double(), out.scale_S.double()
     z = (loc_S - thr) / scale_S
@@ -60,7 +62,9 @@ def reference_loss(out, ids, labels, targets, mask, num_id, alpha=0.0, reg_weigh
             if y == num_id:
                 n_num += 1
                 loc, scale = out.loc_Y[b, i].double(), out.scale_Y[b, i].double()
-                r = (float(targets[b, i + 1]) - loc) / scale
+                v = float(targets[b, i + 1])
+                t = math.copysign(math.log1p(abs(v)), v) if log1p else v
+                r = (t - loc) / scale
                 nll = torch.log(math.pi * scale) + torch.log1p(r * r)
                 gate = alpha + (1 - alpha) * p[num_id]
                 reg_terms.append(gate * nll)
@@ -138,11 +142,19 @@ def test_training_forward_never_saves_an_N_by_V_tensor(make_base, tiny_tok):
 # ------------------------------------------------------------------ the loss and the shift
 
 
+@pytest.mark.parametrize("value_space", ["identity", "signed_log1p"])
 @pytest.mark.parametrize(("alpha", "reg_weight"), [(0.0, 1.0), (0.3, 2.5)])
-def test_loss_matches_a_shifted_float64_reference(make_base, tiny_tok, alpha, reg_weight):
+def test_loss_matches_a_shifted_float64_reference(
+    make_base, tiny_tok, alpha, reg_weight, value_space
+):
     torch.manual_seed(0)
     model = CauchyLMForCausalLM.from_base(
-        make_base(spare_rows=3), tiny_tok, alpha=alpha, reg_weight=reg_weight, threshold=2.0
+        make_base(spare_rows=3),
+        tiny_tok,
+        alpha=alpha,
+        reg_weight=reg_weight,
+        threshold=2.0,
+        value_space=value_space,
     )
     perturb_heads(model)  # make P_<NUM> and the regression head non-trivial
     ids, values, mask = numeric_batch()
@@ -151,7 +163,16 @@ def test_loss_matches_a_shifted_float64_reference(make_base, tiny_tok, alpha, re
         ids, numeric_values=values, attention_mask=mask, labels=labels, return_distributions=True
     )
     cls, reg, total, n_cls, n_num = reference_loss(
-        out, ids, labels, values, mask, NUM, alpha=alpha, reg_weight=reg_weight, thr=2.0
+        out,
+        ids,
+        labels,
+        values,
+        mask,
+        NUM,
+        alpha=alpha,
+        reg_weight=reg_weight,
+        thr=2.0,
+        log1p=value_space == "signed_log1p",
     )
     assert int(out.cls_count) == n_cls == 15 and int(out.reg_count) == n_num == 5
     torch.testing.assert_close(out.cls_loss.double(), cls, rtol=2e-5, atol=1e-5)
