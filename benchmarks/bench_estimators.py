@@ -388,24 +388,26 @@ def goals(summaries: dict[str, tuple[dict, dict]], levels: list[float]) -> list[
 
 
 def plot(summaries: dict[str, tuple[dict, dict]], levels: list[float], note: str, path: str) -> str:
-    """Left: median-error ratio corrupted / clean per regression table (log scale). Right:
-    classification accuracy against the share of flipped labels."""
-    from _plotting import OURS, TARGET, footnote, pyplot, save
+    """Left: median-error ratio corrupted / clean per regression table and level (bars above the
+    axis are cut and labelled). Right: classification accuracy at the largest corruption level,
+    with a tick at each model's clean accuracy."""
+    from _plotting import OURS, TARGET, footnote, label_bar, pyplot, save
 
     plt = pyplot()
     labels = [f"{level:g}" for level in levels]
     reg = {n: s for n, (t, s) in summaries.items() if t["task"] == "regression"}
     cls = {n: s for n, (t, s) in summaries.items() if t["task"] == "classification"}
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.6))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
     palette = {
         "causal": OURS,
-        "mlp": "#9e9e9e",
-        "mlp_es": "#616161",
+        "mlp": "#bdbdbd",
+        "mlp_es": "#757575",
         "huber": "#ffb300",
         "ridge": "#8d6e63",
         "logreg": "#8d6e63",
         "hgb": "#43a047",
     }
+    top = 1.4
     if reg and len(labels) > 1:
         groups = [(n, lv) for n in reg for lv in labels[1:]]
         models = list(next(iter(reg.values())))
@@ -413,32 +415,51 @@ def plot(summaries: dict[str, tuple[dict, dict]], levels: list[float], note: str
         for i, model in enumerate(models):
             xs = [g + (i - (len(models) - 1) / 2) * width for g in range(len(groups))]
             values = [reg[n][model][lv]["ratio_to_clean"] for n, lv in groups]
-            left.bar(xs, values, width * 0.95, label=model, color=palette.get(model, "#616161"))
-        left.set_yscale("log")
+            shown = [min(v, top) for v in values]
+            left.bar(xs, shown, width * 0.95, label=model, color=palette.get(model, "#616161"))
+            for x, v in zip(xs, values, strict=True):
+                if v > top:  # a cut bar: its value written upwards inside it
+                    left.text(
+                        x,
+                        top - 0.01,
+                        f"x{v:.0f}",
+                        rotation=90,
+                        ha="center",
+                        va="top",
+                        fontsize=6,
+                        color="white",
+                    )
+                else:
+                    label_bar(left, x, v, f"{v:.2f}", fontsize=6)
         left.axhline(1.0, color="black", lw=0.8)
         left.axhline(DEGRADATION_GOAL, color=TARGET, lw=1, ls="--", label="goal x1.1")
+        left.set_ylim(0.9, top * 1.08)
         left.set_xticks(range(len(groups)))
         left.set_xticklabels([f"{n}\n{float(lv) * 100:.0f}%" for n, lv in groups], fontsize=8)
-        left.set_ylabel("median |error|: corrupted / clean (log)")
+        left.set_ylabel("median |error|: corrupted / clean")
         left.set_title("Regression: degradation with corrupted targets (lower is better)")
-        left.legend(fontsize=8, ncol=3)
-    if cls:
-        xs = [float(lv) * 100 for lv in labels]
-        styles = ["-", "--", ":", "-."]
-        for j, (name, summary) in enumerate(cls.items()):
-            for model, entry in summary.items():
-                right.plot(
-                    xs,
-                    [entry[lv]["accuracy"][0] for lv in labels],
-                    marker="o",
-                    ls=styles[j % len(styles)],
-                    color=palette.get(model, "#616161"),
-                    label=f"{name}: {model}",
-                )
-        right.set_xlabel("training labels flipped (%)")
+        left.legend(fontsize=7, ncol=4, loc="upper left")
+    if cls and len(labels) > 1:
+        worst = labels[-1]
+        names = list(cls)
+        models = list(next(iter(cls.values())))
+        width = 0.8 / len(models)
+        for i, model in enumerate(models):
+            xs = [g + (i - (len(models) - 1) / 2) * width for g in range(len(names))]
+            noisy = [cls[n][model][worst]["accuracy"][0] for n in names]
+            clean = [cls[n][model][labels[0]]["accuracy"][0] for n in names]
+            left_edge = [x - width * 0.45 for x in xs]
+            right.bar(xs, noisy, width * 0.95, label=model, color=palette.get(model, "#616161"))
+            right.hlines(clean, left_edge, [x + width * 0.45 for x in xs], color="black", lw=1.2)
+        right.set_xticks(range(len(names)))
+        right.set_xticklabels(names, fontsize=8)
+        right.set_ylim(0.4, 1.02)
         right.set_ylabel("test accuracy")
-        right.set_title("Classification: accuracy with flipped labels")
-        right.legend(fontsize=6, ncol=2)
+        right.set_title(
+            f"Classification: accuracy, {float(worst) * 100:.0f}% of labels flipped (bars), "
+            "clean (ticks)"
+        )
+        right.legend(fontsize=7, ncol=5, loc="lower left")
     footnote(fig, note)
     return save(fig, path)
 
