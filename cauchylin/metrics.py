@@ -48,10 +48,12 @@ __all__ = [
     "compute_metrics",
     "counted_positions",
     "distribution_stats",
+    "interval_coverage",
     "num_precision_recall_f1",
     "ovr_prob_sum_median",
     "ovr_prob_sums",
     "quantiles",
+    "rank_correlation",
     "regression_errors",
     "token_accuracy",
 ]
@@ -282,6 +284,90 @@ def regression_errors(
     if err.numel() == 0:
         return math.nan, math.nan
     return float(err.mean()), quantiles(err, (0.5,))[0]
+
+
+def _average_ranks(x: torch.Tensor) -> torch.Tensor:
+    """Ranks 1..n of a 1-d tensor, ties sharing their average rank."""
+    order = torch.argsort(x, stable=True)
+    sorted_x = x[order]
+    ranks = torch.empty_like(x)
+    ranks[order] = torch.arange(1, x.numel() + 1, dtype=x.dtype, device=x.device)
+    # tied runs: replace each run's ranks by their mean
+    _, inverse, counts = torch.unique_consecutive(sorted_x, return_inverse=True, return_counts=True)
+    sums = torch.zeros(counts.numel(), dtype=x.dtype, device=x.device)
+    sums.index_add_(0, inverse, ranks[order])
+    ranks[order] = (sums / counts.to(x.dtype))[inverse]
+    return ranks
+
+
+def rank_correlation(pred: torch.Tensor, target: torch.Tensor) -> float:
+    """Spearman's rank correlation of predictions with the truth (ties get average ranks).
+
+    ``rho = corr(rank(pred), rank(target))``, the Pearson correlation of the ranks, as
+    ``scipy.stats.spearmanr`` computes it.
+
+    Args:
+        pred: ``[n]`` predictions.
+        target: ``[n]`` true values.
+
+    Returns:
+        ``rho`` in ``[-1, 1]``; ``nan`` for fewer than two pairs or a constant input.
+
+    Raises:
+        ValueError: inputs that are not 1-d tensors of one length, or hold NaN.
+
+    Example:
+        >>> import torch
+        >>> round(rank_correlation(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([1.0, 3.0, 2.0, 4.0])), 6)
+        0.8
+    """
+    _require_tensor("pred", pred)
+    _require_tensor("target", target)
+    if pred.dim() != 1 or target.shape != pred.shape:
+        raise ValueError(
+            f"pred and target must be 1-d of one length, got {tuple(pred.shape)} and "
+            f"{tuple(target.shape)}"
+        )
+    a, b = pred.detach().double().cpu(), target.detach().double().cpu()
+    if bool(torch.isnan(a).any() or torch.isnan(b).any()):
+        raise ValueError("pred and target must not hold NaN")
+    if a.numel() < 2:
+        return math.nan
+    ra, rb = _average_ranks(a), _average_ranks(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    den = float(ra.norm() * rb.norm())
+    return float((ra * rb).sum()) / den if den > 0 else math.nan
+
+
+def interval_coverage(target: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor) -> float:
+    """The share of true values inside their predicted intervals, ``lower <= y <= upper``.
+
+    Args:
+        target: ``[n]`` true values.
+        lower: ``[n]`` interval starts (``-inf`` allowed).
+        upper: ``[n]`` interval ends (``inf`` allowed).
+
+    Returns:
+        The coverage in ``[0, 1]``; ``nan`` without data.
+
+    Raises:
+        ValueError: shapes that differ, or an interval with ``lower > upper`` or NaN ends.
+
+    Example:
+        >>> import torch
+        >>> interval_coverage(torch.tensor([1.0, 5.0]), torch.tensor([0.0, 0.0]), torch.tensor([2.0, 4.0]))
+        0.5
+    """
+    for name, t in (("target", target), ("lower", lower), ("upper", upper)):
+        _require_tensor(name, t)
+    _same_shape(target=target, lower=lower, upper=upper)
+    lo, hi = lower.detach().double(), upper.detach().double()
+    if bool((torch.isnan(lo) | torch.isnan(hi) | (lo > hi)).any()):
+        raise ValueError("every interval needs lower <= upper and no NaN ends")
+    if target.numel() == 0:
+        return math.nan
+    y = target.detach().double()
+    return float(((lo <= y) & (y <= hi)).double().mean())
 
 
 def distribution_stats(

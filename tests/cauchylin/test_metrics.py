@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -320,3 +321,48 @@ def test_attention_mask_must_be_zero_or_one(bad):
     # 0/1 float and bool masks agree
     assert token_accuracy(preds, labels, attention_mask=torch.tensor([1.0, 0.0, 1.0])) == 1.0
     assert token_accuracy(preds, labels, attention_mask=torch.tensor([True, False, True])) == 1.0
+
+
+# ------------------------------------------------------------------ rank correlation, coverage
+
+
+def test_rank_correlation_matches_scipy_with_ties():
+    from scipy.stats import spearmanr
+
+    from cauchylin.metrics import rank_correlation
+
+    g = torch.Generator().manual_seed(0)
+    for n in (2, 3, 17, 200):
+        a = torch.randint(0, 5, (n,), generator=g).double()  # many ties
+        b = a + torch.randn(n, generator=g, dtype=torch.float64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # scipy warns on a constant input (nan expected)
+            expected = spearmanr(a.numpy(), b.numpy()).statistic
+        got = rank_correlation(a, b)
+        if math.isnan(expected):
+            assert math.isnan(got)
+        else:
+            assert abs(got - expected) < 1e-12 * n
+
+
+def test_rank_correlation_edge_cases():
+    from cauchylin.metrics import rank_correlation
+
+    assert math.isnan(rank_correlation(torch.tensor([1.0]), torch.tensor([2.0])))
+    assert math.isnan(rank_correlation(torch.ones(4), torch.arange(4.0)))
+    with pytest.raises(ValueError, match="one length"):
+        rank_correlation(torch.ones(3), torch.ones(4))
+    with pytest.raises(ValueError, match="NaN"):
+        rank_correlation(torch.tensor([1.0, float("nan")]), torch.ones(2))
+
+
+def test_interval_coverage_counts_closed_intervals():
+    from cauchylin.metrics import interval_coverage
+
+    y = torch.tensor([0.0, 1.0, 2.0, 3.0])
+    lo = torch.tensor([0.0, 1.5, -math.inf, 3.0])
+    hi = torch.tensor([0.0, 2.0, 1.0, math.inf])
+    assert interval_coverage(y, lo, hi) == 0.5  # the ends count; 1 and 2 fall outside
+    with pytest.raises(ValueError, match="lower <= upper"):
+        interval_coverage(y, hi, lo)
+    assert math.isnan(interval_coverage(torch.zeros(0), torch.zeros(0), torch.zeros(0)))
