@@ -475,6 +475,9 @@ def _write_json(path: str, payload: dict) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(payload, f, indent=2)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give it a normal file's mode
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
