@@ -46,9 +46,11 @@ by at most 10 %; clean, it is within 10 % of the MLP. ``--from-json`` re-prints 
 raw results of an earlier run without fitting anything.
 
 Run:
-    python benchmarks/bench_estimators.py         # every table, 10 splits (about 15 min on 1 core)
+    python benchmarks/bench_estimators.py           # every table, 10 splits (~10 min on 1 core)
     python benchmarks/bench_estimators.py --datasets diabetes,iris --seeds 3
-    python benchmarks/bench_estimators.py --json estimators.json --plot estimators.png
+    python benchmarks/bench_estimators.py --seeds 20 --json docs/assets/benchmarks/estimators.json \
+        --plot docs/assets/benchmarks/estimators.png  # the documentation's figure (~20 min)
+    python benchmarks/bench_estimators.py --from-json docs/assets/benchmarks/estimators.json
 """
 
 from __future__ import annotations
