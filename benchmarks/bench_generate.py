@@ -1,23 +1,31 @@
-"""Tokens per second of ``cauchylin_hf.generation.generate`` in every mode vs the base's ``generate``.
+"""Tokens per second of ``cauchylin_hf.generation.generate`` per mode against the base's ``generate``.
 
 Both sides use the same weights (the causal model is built with ``from_base`` on the base, so its
 backbone is the base's decoder and ``W_cls`` its head), the KV cache, one batch of prompts and a
-fixed number of new tokens (no EOS). The base runs HF ``generate`` greedily
-(``do_sample=False``); our loop runs each mode of SPEC §3. Printed side by side with the ratio
-ours / base (targets: standard >= 0.75x, compatible >= 0.95x).
+fixed number of new tokens (no EOS). The base runs Hugging Face ``generate`` greedily
+(``do_sample=False``); our loop runs each requested mode. One process, interleaved rounds: every
+round times the base and then each mode (the order alternates between rounds), and the ratio
+ours / base is taken within the round; the table shows the median of the rounds' ratios with
+[min-max]. Targets: standard >= 0.75, compatible >= 0.95.
 
-Models (random weights from a config, no download):
+Per step our loop runs the backbone, Abduction at the last position, the mode's decision input
+``U'`` and its heads: ``loc_S = W_cls loc_U' + b_cls`` and (every mode but compatible)
+``scale_S = |W_cls| scale_U'``, computed in one pass over ``W_cls`` by the fused heads of
+``cauchylin._fused_heads`` (``--no-fused``: two matrix products with a cached ``|W_cls|``).
 
-* ``small``: a Qwen2 config with H=256, 4 layers, 8192 tokens;
-* ``qwen2.5-0.5b`` (``--qwen``): the Qwen2.5-0.5B shape (H=896, 24 layers, 14 heads / 2 KV heads,
-  MLP 4864, 151936 rows, tied embeddings).
+Models (random weights from a Qwen2 config, tied embeddings, no download):
+
+* ``v32k``: H=256, 4 layers, 8/2 heads, MLP 1024, 32000 tokens;
+* ``v152k``: H=512, 8 layers, 8/2 heads, MLP 2048, 151936 tokens (Qwen2.5's vocabulary);
+* ``qwen2.5-0.5b``: H=896, 24 layers, 14/2 heads, MLP 4864, 151936 tokens;
+* ``tiny``: for the smoke test of this script, not for numbers.
 
 Usage::
 
-    python benchmarks/bench_generate.py              # small model
-    python benchmarks/bench_generate.py --qwen       # small and Qwen2.5-0.5B-shaped
-    python benchmarks/bench_generate.py --batch 4 --new-tokens 32 --repeats 3
-    python benchmarks/bench_generate.py --qwen --plot generate.png --json generate.json
+    python benchmarks/bench_generate.py                            # v32k and v152k, batch 1 and 8
+    python benchmarks/bench_generate.py --shapes v32k,v152k,qwen2.5-0.5b --batch 1,8
+    python benchmarks/bench_generate.py --modes all --rounds 3     # every mode
+    python benchmarks/bench_generate.py --json generate.json --plot generate.png
 """
 
 from __future__ import annotations
@@ -25,13 +33,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _plotting
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _plotting, _machine
 
+from _machine import describe, machine_info
 from cauchylin_hf.generation import generate
 from cauchylin_hf.model import CauchyLMForCausalLM
 from transformers import AutoModelForCausalLM, Qwen2Config
@@ -39,7 +49,7 @@ from transformers import AutoModelForCausalLM, Qwen2Config
 from cauchylin.nn import MODES
 
 SHAPES = {
-    "tiny": dict(  # for the smoke test of this script, not for numbers
+    "tiny": dict(
         vocab_size=512,
         hidden_size=32,
         num_hidden_layers=2,
@@ -47,13 +57,21 @@ SHAPES = {
         num_key_value_heads=2,
         intermediate_size=64,
     ),
-    "small": dict(
-        vocab_size=8192,
+    "v32k": dict(
+        vocab_size=32000,
         hidden_size=256,
         num_hidden_layers=4,
         num_attention_heads=8,
         num_key_value_heads=2,
         intermediate_size=1024,
+    ),
+    "v152k": dict(
+        vocab_size=151936,
+        hidden_size=512,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        intermediate_size=2048,
     ),
     "qwen2.5-0.5b": dict(
         vocab_size=151936,
@@ -69,6 +87,7 @@ MODE_KW = {
     "causal": dict(temperature=0.0),
     "compatible": dict(temperature=0.0),  # greedy, like the base
 }
+TARGETS = {"standard": 0.75, "compatible": 0.95}
 
 
 def build(shape: str):
@@ -87,21 +106,26 @@ def build(shape: str):
     return base, model
 
 
-def timed(fn, repeats: int) -> float:
-    fn()  # warm-up
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+def _summary(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 def bench(
-    shape: str, batch: int, prompt_len: int, new_tokens: int, repeats: int
-) -> dict[str, float]:
-    """Tokens per second of the base and of every mode; returns ``{"base": tok/s, mode: ratio}``."""
-    base, model = build(shape)
+    shape: str,
+    batch: int,
+    prompt_len: int,
+    new_tokens: int,
+    rounds: int,
+    modes: list[str],
+    built=None,
+    clock=time.perf_counter,
+) -> dict[str, dict[str, float]]:
+    """Interleaved rounds of the base and every mode at one shape and batch size.
+
+    Returns:
+        ``{"base": {tok/s summary}, mode: {ratio summary, "tok_s": median tok/s}}``.
+    """
+    base, model = built or build(shape)
     vocab = SHAPES[shape]["vocab_size"]
     ids = torch.randint(
         3, vocab - 1, (batch, prompt_len), generator=torch.Generator().manual_seed(0)
@@ -122,76 +146,121 @@ def bench(
             )
         assert out.shape[1] == prompt_len + new_tokens
 
-    t_base = timed(run_base, repeats)
-    base_tps = n_tokens / t_base
+    def run_mode(mode: str):
+        out = generate(
+            model,
+            ids,
+            attention_mask=mask,
+            mode=mode,
+            max_new_tokens=new_tokens,
+            eos_token_id=[],
+            seed=0,
+            **MODE_KW.get(mode, dict(temperature=1.0)),
+        )
+        assert out.new_tokens.shape[1] == new_tokens
+
+    runners = {"base": run_base, **{m: (lambda m=m: run_mode(m)) for m in modes}}
+    for fn in runners.values():  # warm-up: lazy init, the fused heads' compilation
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    order = list(runners)
+    for r in range(rounds):
+        for name in order if r % 2 == 0 else order[::-1]:
+            start = clock()
+            runners[name]()
+            times[name].append(clock() - start)
+    base_tps = [n_tokens / t for t in times["base"]]
+    result: dict[str, dict[str, float]] = {"base": _summary(base_tps)}
     print(
         f"\n[{shape}] batch {batch}, prompt {prompt_len}, {new_tokens} new tokens, "
-        f"{torch.get_num_threads()} threads, best of {repeats}"
+        f"{rounds} interleaved rounds; ratio = ours / base within a round"
     )
-    print(f"{'generator':<28}{'tokens/s':>12}{'ratio':>9}")
-    print(f"{'base HF generate (greedy)':<28}{base_tps:>12.1f}{1.0:>9.2f}")
-    result = {"base": base_tps}
-    for mode in MODES:
-        kw = MODE_KW.get(mode, dict(temperature=1.0))
-
-        def run_ours(mode=mode, kw=kw):
-            out = generate(
-                model,
-                ids,
-                attention_mask=mask,
-                mode=mode,
-                max_new_tokens=new_tokens,
-                eos_token_id=[],
-                seed=0,
-                **kw,
-            )
-            assert out.new_tokens.shape[1] == new_tokens
-
-        t = timed(run_ours, repeats)
-        tps = n_tokens / t
+    print(f"{'generator':<28}{'tokens/s (median)':>18}  {'ratio median [min-max]':>24}")
+    print(f"{'base HF generate (greedy)':<28}{statistics.median(base_tps):>18.1f}")
+    for mode in modes:
+        ratios = [tb / tm for tm, tb in zip(times[mode], times["base"], strict=True)]
+        summary = _summary(ratios)
+        summary["tok_s"] = statistics.median(n_tokens / t for t in times[mode])
+        result[mode] = summary
         label = f"ours {mode}" + (" (T=0)" if mode == "compatible" else "")
-        print(f"{label:<28}{tps:>12.1f}{tps / base_tps:>9.2f}")
-        result[mode] = tps / base_tps
+        target = TARGETS.get(mode)
+        flag = "" if target is None else ("  ok" if summary["median"] >= target else "  below")
+        print(
+            f"{label:<28}{summary['tok_s']:>18.1f}  {summary['median']:>8.2f} "
+            f"[{summary['min']:.2f}-{summary['max']:.2f}]{flag}"
+        )
     return result
 
 
-TARGETS = {"standard": 0.75, "compatible": 0.95}
-
-
-def plot(results: dict[str, dict[str, float]], command: str, path: str) -> str:
-    """Grouped bars: the ratio ours / base per mode, one bar per model, targets marked."""
+def plot(results: dict[str, dict[str, dict[str, float]]], footnote_text: str, path: str) -> str:
+    """Ratio ours / base per mode, one bar per (shape, batch), median with [min-max] whiskers."""
     from _plotting import TARGET, footnote, pyplot, ratio_bars, save
 
     plt = pyplot()
+    runs = list(results)
+    modes = [m for m in next(iter(results.values())) if m != "base"]
     fig, ax = plt.subplots(figsize=(11, 4.4))
     series = {
-        f"{shape} (base {r['base']:.1f} tok/s)": [r[m] for m in MODES]
-        for shape, r in results.items()
+        f"{run} (base {results[run]['base']['median']:.1f} tok/s)": [
+            results[run][m]["median"] for m in modes
+        ]
+        for run in runs
     }
-    ratio_bars(ax, list(MODES), series, ylabel="tokens/s, ours / base HF generate")
-    for n, (mode, target) in enumerate(TARGETS.items()):
-        i = list(MODES).index(mode)
-        label = "targets: " + ", ".join(f"{m} >= {t}" for m, t in TARGETS.items())
-        ax.hlines(
-            target, i - 0.45, i + 0.45, color=TARGET, lw=2, ls="--", label=label if n == 0 else None
-        )
+    ratio_bars(ax, modes, series, ylabel="tokens/s, ours / base HF generate")
+    width = 0.8 / max(len(runs), 1)
+    for i, run in enumerate(runs):
+        xs = [g + (i - (len(runs) - 1) / 2) * width for g in range(len(modes))]
+        lo = [results[run][m]["median"] - results[run][m]["min"] for m in modes]
+        hi = [results[run][m]["max"] - results[run][m]["median"] for m in modes]
+        meds = [results[run][m]["median"] for m in modes]
+        ax.errorbar(xs, meds, yerr=[lo, hi], fmt="none", ecolor="black", lw=0.8, capsize=2)
+    first = True
+    for mode, target in TARGETS.items():
+        if mode in modes:
+            i = modes.index(mode)
+            ax.hlines(
+                target,
+                i - 0.45,
+                i + 0.45,
+                color=TARGET,
+                lw=2,
+                ls="--",
+                label="targets: " + ", ".join(f"{m} >= {t}" for m, t in TARGETS.items())
+                if first
+                else None,
+            )
+            first = False
     ax.legend(fontsize=8, loc="upper left")
-    ax.set_title(
-        f"Generation speed per mode, relative to the base model ({torch.get_num_threads()} CPU threads)"
-        if not torch.cuda.is_available()
-        else "Generation speed per mode, relative to the base model"
-    )
-    footnote(fig, command)
+    ax.set_title("Generation speed per mode relative to the base model (median of rounds)")
+    footnote(fig, footnote_text)
     return save(fig, path)
 
 
-def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--qwen", action="store_true", help="also the Qwen2.5-0.5B-shaped model")
     p.add_argument(
         "--shapes",
-        default=None,
-        help=f"comma list of model shapes from {sorted(SHAPES)} (overrides --qwen)",
+        default="v32k,v152k",
+        help=f"comma list of model shapes from {sorted(SHAPES)}",
+    )
+    p.add_argument("--batch", default="1,8", help="comma list of batch sizes")
+    p.add_argument(
+        "--modes",
+        default="standard,compatible",
+        help=f"comma list of modes from {list(MODES)}, or 'all'",
+    )
+    p.add_argument("--prompt-len", type=int, default=16)
+    p.add_argument("--new-tokens", type=int, default=32)
+    p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument(
+        "--timer",
+        default="wall",
+        choices=["wall", "process"],
+        help="wall clock, or process CPU time (robust on a shared machine; use with --threads 1)",
+    )
+    p.add_argument(
+        "--no-fused", action="store_true", help="two matrix products instead of the fused heads"
     )
     p.add_argument("--json", default=None, help="also write the results to this file")
     p.add_argument("--plot", default=None, help="also draw the results to this PNG file")
@@ -201,41 +270,71 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         metavar="PATH",
         help="measure nothing: redraw --plot from the results a previous --json run wrote",
     )
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--prompt-len", type=int, default=16)
-    p.add_argument("--new-tokens", type=int, default=32)
-    p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)
     if args.from_json:
         if not args.plot:
             p.error("--from-json needs --plot")
         with open(args.from_json) as f:
             saved = json.load(f)
-        plot(saved["results"], saved.get("command", "bench_generate.py"), args.plot)
+        plot(saved["results"], saved.get("footnote", saved.get("command", "")), args.plot)
         return saved["results"]
-    if args.shapes:
-        shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
-        unknown = [s for s in shapes if s not in SHAPES]
-        if unknown or not shapes:
-            p.error(f"--shapes: unknown {unknown}; choose from {sorted(SHAPES)}")
-    else:
-        shapes = ["small", "qwen2.5-0.5b"] if args.qwen else ["small"]
-    results = {
-        shape: bench(shape, args.batch, args.prompt_len, args.new_tokens, args.repeats)
-        for shape in shapes
-    }
+    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown or not shapes:
+        p.error(f"--shapes: unknown {unknown}; choose from {sorted(SHAPES)}")
+    modes = (
+        list(MODES)
+        if args.modes.strip() == "all"
+        else [m.strip() for m in args.modes.split(",") if m.strip()]
+    )
+    bad_modes = [m for m in modes if m not in MODES]
+    if bad_modes or not modes:
+        p.error(f"--modes: unknown {bad_modes}; choose from {list(MODES)} or 'all'")
+    try:
+        batches = [int(b) for b in args.batch.split(",") if b.strip()]
+    except ValueError:
+        p.error(f"--batch: expected comma-separated integers, got {args.batch!r}")
+    if not batches or min(batches) < 1:
+        p.error(f"--batch: expected positive integers, got {args.batch!r}")
+    if args.rounds < 1:
+        p.error("--rounds must be >= 1")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    if args.no_fused:
+        os.environ["CAUCHYLIN_FUSED_HEADS"] = "0"  # read by cauchylin at every step
+    machine = describe()
+    print(machine)
+    print(f"heads: {'two matrix products' if args.no_fused else 'fused (one pass over W_cls)'}")
+    print(f"timer: {'process CPU time' if args.timer == 'process' else 'wall clock'}")
+    clock = time.process_time if args.timer == "process" else time.perf_counter
+    results = {}
+    for shape in shapes:
+        built = build(shape)
+        for batch in batches:
+            results[f"{shape} b{batch}"] = bench(
+                shape, batch, args.prompt_len, args.new_tokens, args.rounds, modes, built, clock
+            )
+        del built
     command = "python benchmarks/bench_generate.py " + " ".join(
         sys.argv[1:] if argv is None else argv
     )
+    footnote_text = f"{machine}.  {command}"
     if args.json:
         with open(args.json, "w") as f:
             json.dump(
-                {"threads": torch.get_num_threads(), "command": command, "results": results},
+                {
+                    "machine": machine_info(),
+                    "command": command,
+                    "footnote": footnote_text,
+                    "fused_heads": not args.no_fused,
+                    "timer": args.timer,
+                    "results": results,
+                },
                 f,
                 indent=2,
             )
     if args.plot:
-        plot(results, command, args.plot)
+        plot(results, footnote_text, args.plot)
     return results
 
 

@@ -19,6 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from cauchylin import losses
+from cauchylin._fused_heads import head_scores
 from cauchylin._special import working_dtype
 from cauchylin.nn.modes import (
     STANDARD,
@@ -747,9 +748,13 @@ class Action(nn.Module):
         ``loc_Y = W_reg loc_U' + b_reg`` and, when the mode's token rule reads it (every mode but
         ``compatible``) or ``return_distributions`` is set, ``scale_S = |W_cls| scale_U'``. The
         next token is the mode's rule (:meth:`~cauchylin.nn.modes.InferenceMode.choose`, the same
-        as :meth:`ActionOutput.next_token`). ``|W_cls|`` (and, for half-precision heads, the
-        float32 copies of the heads) are computed once and reused while the weights are unchanged,
-        so a decoding loop pays one GEMM per head and step and nothing else over the vocabulary.
+        as :meth:`ActionOutput.next_token`). On the CPU, ``loc_S`` and ``scale_S`` come from one
+        pass over ``W_cls`` (a compiled loop that forms ``|W_cls|`` in registers; switch:
+        ``CAUCHYLIN_FUSED_HEADS`` = ``1``/``0``/``auto``, ``auto`` fusing heads of at least 2**22
+        weights; it falls back to the two products below when it cannot be compiled). Otherwise
+        ``|W_cls|`` (and, for half-precision heads, the float32 copies of the heads) are computed
+        once and reused while the weights are unchanged, so a decoding loop pays one GEMM per head
+        and step and nothing else over the vocabulary.
 
         Args:
             U: :class:`~cauchylin.CauchyVector` ``[..., C]`` (one position per row).
@@ -795,12 +800,18 @@ class Action(nn.Module):
         b_reg = self._cached("b_reg", self.regressor.bias, dtype, absolute=False)
         need_scale = return_distributions or not spec.samples_logits
         if Up.is_independent:
-            loc_S = F.linear(Up.loc, W, b)
+            # one pass over W_cls for loc_S and scale_S where the fused loop applies
+            fused = head_scores(W, b, Up.loc, Up.scale if need_scale else None)
+            if fused is not None:
+                loc_S, scale_S = fused
+            else:
+                loc_S = F.linear(Up.loc, W, b)
+                scale_S = None
+                if need_scale:
+                    W_abs = self._cached("W_abs", self.classifier.weight, dtype, absolute=True)
+                    scale_S = F.linear(Up.scale, W_abs)
             loc_Y = F.linear(Up.loc, W_reg, b_reg)[..., 0]
-            scale_S = scale_Y = None
-            if need_scale:
-                W_abs = self._cached("W_abs", self.classifier.weight, dtype, absolute=True)
-                scale_S = F.linear(Up.scale, W_abs)
+            scale_Y = None
             if return_distributions:
                 scale_Y = F.linear(Up.scale, W_reg.abs())[..., 0]
         else:  # dependent components: the exact marginals of the linear images

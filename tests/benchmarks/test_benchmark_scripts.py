@@ -80,24 +80,16 @@ def test_bench_generate_every_mode(tmp_path):
 
     data, stdout = _run(
         "bench_generate.py",
-        *(
-            "--shapes",
-            "tiny",
-            "--batch",
-            "2",
-            "--prompt-len",
-            "4",
-            "--new-tokens",
-            "3",
-            "--repeats",
-            "1",
-        ),
+        *("--shapes", "tiny", "--batch", "2", "--prompt-len", "4", "--new-tokens", "3"),
+        *("--rounds", "1", "--modes", "all", "--threads", "1", "--timer", "process"),
         tmp_path=tmp_path,
     )
-    ratios = data["results"]["tiny"]
-    assert set(ratios) == {"base", *MODES}
-    assert all(_positive(v) for v in ratios.values())
-    assert "ours compatible" in stdout
+    run = data["results"]["tiny b2"]
+    assert set(run) == {"base", *MODES}
+    assert all(_positive(r["median"]) for r in run.values())
+    assert all(r["min"] <= r["median"] <= r["max"] for r in run.values())
+    assert data["machine"]["threads"] == 1 and data["machine"]["cpu"]
+    assert "ours compatible" in stdout and "torch thread(s)" in stdout and "malloc" in stdout
 
 
 def test_bench_scripts_reject_bad_flags(tmp_path):
