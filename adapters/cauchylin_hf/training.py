@@ -411,7 +411,11 @@ def make_trainer(
     """A plain ``transformers.Trainer`` set up for the causal language model.
 
     The Trainer gets a :class:`~cauchylin_hf.data.NumericDataCollator` (right padding), a
-    :class:`LossPartsCallback` and arguments from :func:`make_training_arguments`. The model's loss
+    :class:`LossPartsCallback` and arguments from :func:`make_training_arguments`. Its optimizer
+    is the Trainer's own (``args.optim``), with the classification head's parameters in groups of
+    their own at ``config.classifier_lr_scale`` times the learning rate (as
+    :meth:`~cauchylin_hf.model.CauchyLMForCausalLM.parameter_groups`); the scheduler then scales
+    every group alike. The model's loss
     is taken as a per-micro-batch mean: when the model does not declare ``accepts_loss_kwargs``
     the Trainer is told it does not normalise by ``num_items_in_batch`` (otherwise a ``forward``
     with ``**kwargs`` would make the Trainer skip the division by the gradient accumulation steps
@@ -467,7 +471,7 @@ def make_trainer(
             raise ValueError("make_trainer needs a tokenizer or an explicit data_collator")
         data_collator = NumericDataCollator(tokenizer, padding_side="right")
     callback = LossPartsCallback()
-    trainer = Trainer(
+    trainer = _CausalTrainer(
         model=model,
         args=args,
         train_dataset=train_dataset,
@@ -479,6 +483,33 @@ def make_trainer(
     _declare_mean_loss(trainer)
     trainer.loss_parts = callback  # type: ignore[attr-defined]
     return trainer
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    base = getattr(model, "get_base_model", None)  # PEFT
+    return cast(nn.Module, base()) if callable(base) else model
+
+
+class _CausalTrainer(Trainer):
+    """``Trainer`` whose optimizer puts the classification head in groups of their own."""
+
+    def create_optimizer(self, model: nn.Module | None = None) -> torch.optim.Optimizer:
+        optimizer = super().create_optimizer(model)
+        inner = _unwrap(self.model if model is None else model)
+        scale = float(getattr(getattr(inner, "config", None), "classifier_lr_scale", 1.0))
+        action = getattr(inner, "action", None)
+        if scale == 1.0 or action is None:
+            return optimizer
+        head = {id(p) for p in action.classifier.parameters()}
+        if isinstance(action.threshold, nn.Parameter):
+            head.add(id(action.threshold))
+        for group in list(optimizer.param_groups):
+            moved = [p for p in group["params"] if id(p) in head]
+            if moved:
+                group["params"] = [p for p in group["params"] if id(p) not in head]
+                optimizer.add_param_group({**group, "params": moved, "lr": group["lr"] * scale})
+        optimizer.param_groups[:] = [g for g in optimizer.param_groups if g["params"]]
+        return optimizer
 
 
 def _declare_mean_loss(trainer: Trainer) -> None:
