@@ -62,6 +62,7 @@ MODULES = [
     "cauchylin_hf.app.cli",
     "cauchylin_hf.app.demo",
     "cauchylin_hf.app.corpus",
+    "cauchylin_hf.app.compare",
 ]
 
 SECTION = re.compile(r"^(\w[\w ]*):\s*$", re.M)
