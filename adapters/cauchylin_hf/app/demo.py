@@ -39,8 +39,18 @@ from typing import Any, TextIO
 import torch
 
 from cauchylin.nn import modes
+from cauchylin.value_space import from_value_space
 
-__all__ = ["FULL", "QUICK", "DemoSettings", "run_demo"]
+from .compare import Recipe
+
+__all__ = [
+    "FULL",
+    "QUICK",
+    "DemoSettings",
+    "compare_with_text_model",
+    "comparison_table",
+    "run_demo",
+]
 
 
 @dataclass(frozen=True)
@@ -62,40 +72,59 @@ class DemoSettings:
 
     Example:
         >>> QUICK.max_steps, FULL.max_steps, DemoSettings().hidden_size
-        (80, 2000, 128)
+        (300, 1000, 64)
         >>> small = with_overrides(QUICK, max_steps=10, seed=None)  # None keeps a field
         >>> small.max_steps, small.seed, small.n_train
-        (10, 0, 800)
+        (10, 0, 1500)
+        >>> FULL.recipe().max_steps, FULL.recipe().hidden_size  # the budget both models get
+        (1000, 64)
     """
 
-    n_train: int = 8000
+    n_train: int = 4000
     n_heldout: int = 200
     vocab_size: int = 512
-    hidden_size: int = 128
-    num_layers: int = 4
+    hidden_size: int = 64
+    num_layers: int = 2
     num_heads: int = 4
-    max_steps: int = 2000
+    max_steps: int = 1000
     batch_size: int = 32
     learning_rate: float = 3e-3
     max_new_tokens: int = 24
     seed: int = 0
 
+    def recipe(self) -> Recipe:
+        """The backbone and training budget, shared by the causal model and the text baseline.
+
+        Returns:
+            A :class:`~cauchylin_hf.app.compare.Recipe`.
+
+        Example:
+            >>> QUICK.recipe().max_steps == QUICK.max_steps
+            True
+        """
+        return Recipe(
+            hidden_size=self.hidden_size,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            vocab_size=self.vocab_size,
+            max_steps=self.max_steps,
+            batch_size=self.batch_size,
+            learning_rate=self.learning_rate,
+            seed=self.seed,
+        )
+
 
 FULL = DemoSettings()
-"""The default demo (a few minutes on 2 CPU cores)."""
+"""The default demo: the quality benchmark's recipe (about 3 minutes on 2 CPU cores)."""
 
 QUICK = DemoSettings(
-    n_train=800,
-    n_heldout=60,
+    n_train=1500,
+    n_heldout=100,
     vocab_size=400,
-    hidden_size=64,
-    num_layers=2,
-    max_steps=80,
-    batch_size=16,
-    learning_rate=5e-3,
+    max_steps=300,
     max_new_tokens=12,
 )
-"""The shortened demo (``--quick``; well under a minute)."""
+"""The shortened demo (``--quick``; about a minute)."""
 
 PROMPTS = (
     "3 boxes of 12 eggs hold",
@@ -144,31 +173,16 @@ def build_model(settings: DemoSettings, train_texts: list[str]) -> tuple[Any, An
         randomly initialised ``Qwen2ForCausalLM`` (whole model trainable) and its
         :class:`~cauchylin_hf.tokenizer.NumericTokenizer`.
     """
-    from transformers import AutoModelForCausalLM, Qwen2Config
-
     from ..model import CauchyLMForCausalLM
     from ..tokenizer import NumericTokenizer
     from .corpus import train_corpus_tokenizer
 
-    tok = train_corpus_tokenizer(train_texts, vocab_size=settings.vocab_size)
+    recipe = settings.recipe()
+    tok = train_corpus_tokenizer(train_texts, vocab_size=recipe.vocab_size)
     ntok = NumericTokenizer(tok)
-    H = settings.hidden_size
-    config = Qwen2Config(
-        vocab_size=len(tok),
-        hidden_size=H,
-        num_hidden_layers=settings.num_layers,
-        num_attention_heads=settings.num_heads,
-        num_key_value_heads=max(1, settings.num_heads // 2),
-        intermediate_size=3 * H,
-        max_position_embeddings=256,
-        tie_word_embeddings=True,
-        pad_token_id=tok.pad_token_id,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
+    base = recipe.backbone(tok)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(settings.seed)
-        base = AutoModelForCausalLM.from_config(config)
         model = CauchyLMForCausalLM.from_base(base, ntok, freeze_backbone=False)
     return model, ntok
 
@@ -228,7 +242,8 @@ def heldout_predictions(
         mask = enc["attention_mask"].bool()
         pair = mask[:, :-1] & mask[:, 1:]
         at_num = pair & (enc["input_ids"][:, 1:] == num)
-        keep["pred"].append(out.loc_Y[:, :-1][at_num].float())
+        median = from_value_space(out.loc_Y[:, :-1][at_num], model.config.value_space)
+        keep["pred"].append(median.float())
         keep["true"].append(enc["numeric_values"][:, 1:][at_num].float())
         U = CauchyVector(out.loc_U[mask], out.scale_U[mask])
         keep["sum_standard"].append(ovr_prob_sums(model.action, U, mode=modes.STANDARD).float())
@@ -292,7 +307,7 @@ def write_plots(
     ax.set_xscale("symlog", linthresh=1.0)
     ax.set_yscale("symlog", linthresh=1.0)
     ax.set_xlabel("true number")
-    ax.set_ylabel("predicted loc_Y")
+    ax.set_ylabel("predicted number (median)")
     ax.set_title("Held-out numbers: predicted vs true")
     ax.legend()
     paths.append(_save_figure(fig, output_dir / "predicted_vs_true.png"))
@@ -336,6 +351,136 @@ def metrics_table(columns: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
+COMPARISON_ROWS = (
+    ("MAE", "mae"),
+    ("median abs. error", "mdae"),
+    ("Spearman with the truth", "spearman"),
+    ("50% interval coverage", "coverage_50"),
+    ("80% interval coverage", "coverage_80"),
+    ("90% interval coverage", "coverage_90"),
+    ("text-token accuracy", "text_accuracy"),
+    ("training seconds", "train_seconds"),
+)
+"""(label, key) rows of the comparison table."""
+
+LEVELS = (0.5, 0.8, 0.9)
+"""Coverages of the causal model's central intervals."""
+
+
+def compare_with_text_model(
+    model: Any,
+    ntok: Any,
+    train_texts: list[str],
+    heldout_texts: list[str],
+    settings: DemoSettings,
+    say: Any = print,
+) -> dict[str, dict[str, float]]:
+    """The target number of each held-out sentence: the causal model, a plain LM, the median.
+
+    The plain language model is :func:`~cauchylin_hf.app.compare.train_text_baseline` on the
+    same sentences with :meth:`DemoSettings.recipe` (same backbone, steps, batch, schedule and
+    seed; numbers written as digits), read back from its greedy continuation.
+
+    Args:
+        model: the trained causal model.
+        ntok: its numeric tokenizer.
+        train_texts: the training sentences (for the baseline and the training median).
+        heldout_texts: the held-out sentences.
+        settings: the demo's sizes.
+        say: where progress lines go.
+
+    Returns:
+        ``{"causal LM": {...}, "CE text LM": {...}, "training median": {...}}``, each with the
+        keys of :data:`COMPARISON_ROWS` (``nan`` where a score does not apply).
+
+    Example:
+        >>> tiny = DemoSettings(n_train=16, n_heldout=4, vocab_size=300, hidden_size=16,
+        ...                     num_layers=1, num_heads=2, max_steps=2, batch_size=8)
+        >>> from cauchylin_hf.app.corpus import make_splits
+        >>> splits = make_splits(16, 4, seed=0)
+        >>> model, ntok = build_model(tiny, splits.train)
+        >>> rows = compare_with_text_model(model, ntok, splits.train, splits.heldout, tiny,
+        ...                                say=lambda *a: None)
+        >>> sorted(rows), 0.0 <= rows["causal LM"]["coverage_90"] <= 1.0
+        (['CE text LM', 'causal LM', 'training median'], True)
+    """
+    from . import compare
+
+    say("== the target number (the last number of each held-out sentence) against a plain LM")
+    say(
+        f"training the plain softmax-CE language model on the same sentences with the same "
+        f"budget ({settings.max_steps} steps of {settings.batch_size}, digits as tokens) ..."
+    )
+    text_model, text_tok, text_seconds = compare.train_text_baseline(train_texts, settings.recipe())
+    mine = compare.causal_predictions(model, ntok, heldout_texts, LEVELS)
+    true = mine["true"]
+    median = compare.training_median(train_texts)
+    text_pred, _ = compare.baseline_predictions(
+        text_model, text_tok, heldout_texts, fallback=median
+    )
+    rows = {
+        "causal LM": compare.score(
+            mine["median"],
+            true,
+            text_accuracy=compare.text_accuracy(model, ntok, heldout_texts, causal=True),
+            train_seconds=math.nan,
+            lower=mine["lower"],
+            upper=mine["upper"],
+            levels=LEVELS,
+        ),
+        "CE text LM": compare.score(
+            text_pred,
+            true,
+            text_accuracy=compare.text_accuracy(text_model, text_tok, heldout_texts, causal=False),
+            train_seconds=text_seconds,
+        ),
+        "training median": compare.score(
+            torch.full_like(true, median), true, text_accuracy=math.nan, train_seconds=0.0
+        ),
+    }
+    out: dict[str, dict[str, float]] = {}
+    for name, sc in rows.items():
+        flat = {k: getattr(sc, k) for k in ("mae", "mdae", "spearman", "text_accuracy")}
+        flat["train_seconds"] = sc.train_seconds
+        for c in LEVELS:
+            flat[f"coverage_{round(100 * c)}"] = sc.coverage.get(c, math.nan)
+        out[name] = flat
+    say("examples (truth | causal LM median [80% interval] | plain LM):")
+    lo, hi = mine["lower"][:, 1], mine["upper"][:, 1]
+    for i in range(min(5, len(heldout_texts))):
+        prompt, _ = compare.split_at_target(heldout_texts[i])
+        say(
+            f"  {prompt.strip()[-48:]:>48s} -> {float(true[i]):g} | {float(mine['median'][i]):.4g} "
+            f"[{float(lo[i]):.4g}, {float(hi[i]):.4g}] | {float(text_pred[i]):g}"
+        )
+    return out
+
+
+def comparison_table(columns: dict[str, dict[str, float]]) -> str:
+    """The comparison table (rows :data:`COMPARISON_ROWS`, one column per model).
+
+    Args:
+        columns: from :func:`compare_with_text_model`.
+
+    Returns:
+        The table as text.
+
+    Example:
+        >>> table = comparison_table({"a": {"mae": 1.0, "mdae": 0.5}})
+        >>> [line.split()[-1] for line in table.splitlines()[2:5]]  # missing scores print —
+        ['1', '0.5', '—']
+    """
+    width = max(len(label) for label, _ in COMPARISON_ROWS) + 2
+    titles = list(columns)
+    col = max(12, *(len(t) + 2 for t in titles))
+    lines = ["held-out target number".ljust(width) + "".join(t.rjust(col) for t in titles)]
+    lines.append("-" * len(lines[0]))
+    for label, key in COMPARISON_ROWS:
+        cells = "".join(_fmt(columns[t].get(key)).rjust(col) for t in titles)
+        lines.append(label.ljust(width) + cells)
+    return "\n".join(lines)
+
+
 def run_demo(
     output_dir: str | os.PathLike[str] = "outputs/demo",
     *,
@@ -356,8 +501,8 @@ def run_demo(
         stream: where to print (default ``sys.stdout``).
 
     Returns:
-        ``{"metrics", "untrained", "mean_baseline", "generations", "counterfactual", "files",
-        "seconds", "settings"}``.
+        ``{"metrics", "untrained", "mean_baseline", "comparison", "generations",
+        "counterfactual", "files", "seconds", "settings"}``.
 
     Example:
         ``run_demo("outputs/demo", quick=True)`` is the ``--quick`` run; a tiny one in a second:
@@ -440,6 +585,11 @@ def run_demo(
     )
     say("")
 
+    comparison = compare_with_text_model(model, ntok, splits.train, splits.heldout, s, say)
+    comparison["causal LM"]["train_seconds"] = float(result.train_runtime)
+    say(comparison_table(comparison))
+    say("")
+
     generations: dict[str, list[str]] = {}
     say("== generation from the same prompts in every mode (seed 0)")
     model.eval()
@@ -497,6 +647,7 @@ def run_demo(
         "metrics": metrics,
         "untrained": untrained,
         "mean_baseline": baseline,
+        "comparison": comparison,
         "generations": generations,
         "counterfactual": counterfactual,
         "files": files,
@@ -505,7 +656,10 @@ def run_demo(
     }
     (folder / "metrics.json").write_text(
         json.dumps(
-            {k: summary[k] for k in ("metrics", "untrained", "mean_baseline", "settings")},
+            {
+                k: summary[k]
+                for k in ("comparison", "metrics", "untrained", "mean_baseline", "settings")
+            },
             indent=2,
         )
     )
@@ -519,11 +673,12 @@ def run_demo(
     say("== files")
     for f in files:
         say(f"  {f}")
-    f1, mdae = metrics.get("eval/num_f1", math.nan), metrics.get("eval/reg_mdae", math.nan)
+    mine, text = comparison["causal LM"], comparison["CE text LM"]
     say(
-        f"held-out <NUM> F1 {f1:.3f} (untrained {untrained.get('eval/num_f1', math.nan):.3f}); "
-        f"regression median abs. error {mdae:.4g} (untrained "
-        f"{untrained.get('eval/reg_mdae', math.nan):.4g}, training mean {baseline['eval/reg_mdae']:.4g})"
+        f"held-out target number: median abs. error {mine['mdae']:.4g} (plain CE language model "
+        f"{text['mdae']:.4g}, training median {comparison['training median']['mdae']:.4g}); "
+        f"50% interval coverage {mine['coverage_50']:.2f}; text-token accuracy "
+        f"{mine['text_accuracy']:.3f} (plain CE {text['text_accuracy']:.3f})"
     )
     say(f"demo finished in {summary['seconds']:.1f} s")
     return summary
