@@ -542,7 +542,8 @@ def evaluate_model(
     One forward pass per batch (eval mode, no gradients) gives the loss parts and the individual
     representation U at every position. Position ``i`` is scored against token ``i + 1`` (the
     model's shift) where both positions are real tokens. Predictions are ``argmax_k P_k`` in
-    standard mode at the model's temperature and the regression prediction is ``loc_Y``,
+    standard mode at the model's temperature and the regression prediction is the median number
+    ``g^{-1}(loc_Y)`` of the model's value space (``loc_Y`` itself for ``"identity"``),
     computed in chunks of positions so that no ``[batch, seq, vocab]`` tensor is formed.
     :func:`cauchylin.metrics.compute_metrics` then gives token accuracy, ``<NUM>``
     precision / recall / F1, regression MAE and median absolute error, statistics of ``loc_U``
@@ -642,7 +643,7 @@ def evaluate_model(
                 U = CauchyVector(loc_u[start : start + chunk], scale_u[start : start + chunk])
                 act = action(U, STANDARD, temperature)
                 keep["predictions"].append(act.predict().cpu())
-                keep["pred_values"].append(act.loc_Y.float().cpu())
+                keep["pred_values"].append(act.value_median().float().cpu())
         cat = {k: torch.cat(v) for k, v in keep.items()}
         generator = torch.Generator(device=device).manual_seed(seed)
         metrics = compute_metrics(
