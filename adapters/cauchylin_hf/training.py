@@ -495,7 +495,9 @@ class _CausalTrainer(Trainer):
 
     def create_optimizer(self, model: nn.Module | None = None) -> torch.optim.Optimizer:
         optimizer = super().create_optimizer(model)
-        inner = _unwrap(self.model if model is None else model)
+        target = self.model if model is None else model
+        assert target is not None  # the Trainer always has a model here
+        inner = _unwrap(target)
         scale = float(getattr(getattr(inner, "config", None), "classifier_lr_scale", 1.0))
         action = getattr(inner, "action", None)
         if scale == 1.0 or action is None:

@@ -238,6 +238,7 @@ def train_causal(train_texts: Sequence[str], recipe: Recipe) -> tuple[Any, Numer
         torch.manual_seed(recipe.seed)
         settings = {"freeze_backbone": False, **recipe.settings}
         model = CauchyLMForCausalLM.from_base(base, ntok, **settings)
+    assert isinstance(model, CauchyLMForCausalLM)  # return_tokenizer is False
     args = recipe.trainer_arguments()
     with tempfile.TemporaryDirectory() as out:
         result = train(

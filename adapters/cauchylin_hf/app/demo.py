@@ -673,12 +673,13 @@ def run_demo(
     say("== files")
     for f in files:
         say(f"  {f}")
-    mine, text = comparison["causal LM"], comparison["CE text LM"]
+    causal_row, text_row = comparison["causal LM"], comparison["CE text LM"]
     say(
-        f"held-out target number: median abs. error {mine['mdae']:.4g} (plain CE language model "
-        f"{text['mdae']:.4g}, training median {comparison['training median']['mdae']:.4g}); "
-        f"50% interval coverage {mine['coverage_50']:.2f}; text-token accuracy "
-        f"{mine['text_accuracy']:.3f} (plain CE {text['text_accuracy']:.3f})"
+        f"held-out target number: median abs. error {causal_row['mdae']:.4g} (plain CE language "
+        f"model {text_row['mdae']:.4g}, training median "
+        f"{comparison['training median']['mdae']:.4g}); 50% interval coverage "
+        f"{causal_row['coverage_50']:.2f}; text-token accuracy "
+        f"{causal_row['text_accuracy']:.3f} (plain CE {text_row['text_accuracy']:.3f})"
     )
     say(f"demo finished in {summary['seconds']:.1f} s")
     return summary
