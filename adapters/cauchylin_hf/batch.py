@@ -31,6 +31,7 @@ __all__ = [
     "BATCH_FIELDS",
     "IGNORE_INDEX",
     "MODEL_FIELDS",
+    "check_size",
     "field_dtype",
     "pad_rows",
     "pad_values",
@@ -97,6 +98,35 @@ def field_dtype(name: str, pad_value: int | float | None = None) -> torch.dtype:
     return torch.float32 if isinstance(pad_value, float) else torch.long
 
 
+def check_size(name: str, value: Any) -> int | None:
+    """A length or size option: ``None`` or a positive int (``max_length``, ``pad_to_multiple_of``).
+
+    Args:
+        name: the argument's name, for the message.
+        value: the value given.
+
+    Returns:
+        ``value`` (an int, or None).
+
+    Raises:
+        ValueError: ``value`` is not None and not a positive int (a bool, a float, a string, 0 or
+            a negative number); the message names the argument.
+
+    Example:
+        >>> check_size("max_length", 8), check_size("pad_to_multiple_of", None)
+        (8, None)
+        >>> check_size("pad_to_multiple_of", 2.5)
+        Traceback (most recent call last):
+        ...
+        ValueError: pad_to_multiple_of must be a positive int or None, got 2.5
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+    return value
+
+
 def padded_length(
     lengths: Sequence[int], *, max_length: int | None = None, pad_to_multiple_of: int | None = None
 ) -> int:
@@ -110,14 +140,19 @@ def padded_length(
     Returns:
         The length of the padded batch.
 
+    Raises:
+        ValueError: ``max_length`` or ``pad_to_multiple_of`` is not a positive int or None.
+
     Example:
         >>> padded_length([3, 5], pad_to_multiple_of=4), padded_length([3], max_length=6)
         (8, 6)
     """
+    check_size("max_length", max_length)
+    check_size("pad_to_multiple_of", pad_to_multiple_of)
     target = max(lengths)
     if max_length is not None:
         target = max(target, max_length)
-    if pad_to_multiple_of:
+    if pad_to_multiple_of is not None:
         target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
     return target
 

@@ -31,6 +31,7 @@ from .batch import (
     BATCH_FIELDS,
     IGNORE_INDEX,
     MODEL_FIELDS,
+    check_size,
     pad_rows,
     pad_values,
     padded_length,
@@ -276,14 +277,12 @@ class NumericDataset(Dataset):
             raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
         eos = tokenizer.eos_token_id if add_eos else None
         n_special = len(tokenizer("", add_special_tokens=add_special_tokens)["input_ids"])
-        if max_length is not None:
-            if isinstance(max_length, bool) or not isinstance(max_length, int):
-                raise ValueError(f"max_length must be an int or None, got {max_length!r}")
-            if max_length < n_special + 1 + (eos is not None):
-                raise ValueError(
-                    f"max_length={max_length} leaves no room for a token next to the "
-                    f"{n_special + (eos is not None)} special tokens"
-                )
+        check_size("max_length", max_length)
+        if max_length is not None and max_length < n_special + 1 + (eos is not None):
+            raise ValueError(
+                f"max_length={max_length} leaves no room for a token next to the "
+                f"{n_special + (eos is not None)} special tokens"
+            )
         budget = None if max_length is None else max_length - (eos is not None)
 
         examples: list[dict[str, list]] = []
@@ -414,14 +413,7 @@ class NumericDataCollator:
             raise ValueError(
                 f"padding_side must be 'left', 'right' or None, got {self.padding_side!r}"
             )
-        if self.pad_to_multiple_of is not None and (
-            isinstance(self.pad_to_multiple_of, bool)
-            or not isinstance(self.pad_to_multiple_of, int)
-            or self.pad_to_multiple_of < 1
-        ):
-            raise ValueError(
-                f"pad_to_multiple_of must be a positive int or None, got {self.pad_to_multiple_of!r}"
-            )
+        check_size("pad_to_multiple_of", self.pad_to_multiple_of)
 
     def _pad_id(self) -> int:
         if self.pad_token_id is not None:

@@ -3,7 +3,8 @@
 A *number* is an ASCII decimal literal with an optional sign, fraction and exponent::
 
     number   := [sign] mantissa [exponent]
-    sign     := "+" | "-"              (only where a sign may stand, see below)
+    sign     := "+" | minus            (only where a sign may stand, see below)
+    minus    := "-" | "\u2212" | "\u2013"   (hyphen-minus, minus sign, en dash)
     mantissa := digits ["." digits] | "." digits
     exponent := ("e" | "E") ["+" | "-"] digits
     digits   := one or more of 0-9     (ASCII only)
@@ -12,10 +13,14 @@ Text is scanned left to right for maximal *numeric runs*: ASCII digits joined by
 ``e[+-]digits`` continuations (``1.2.3`` and ``1e5.3`` are one run each). A run is a number when it
 is exactly one mantissa plus an optional exponent; every other run stays text. In detail:
 
-* **Sign.** A ``+`` or ``-`` directly before a run is the number's sign only when the character
-  before the sign is not a letter, digit, ``_``, ``.``, ``+``, ``-``, ``)``, ``]`` or ``}`` (any
+* **Sign.** A ``+`` or a minus directly before a run is the number's sign only when the character
+  before the sign is not a letter, digit, ``_``, ``.``, ``+``, a minus, ``)``, ``]`` or ``}`` (any
   Unicode letter or digit counts). So ``-3`` and ``x = -3`` are negative, while ``x-3``, ``3-4``,
   ``(a)-3`` and ``--3`` contain a positive ``3``: the ``-`` is a hyphen or an operator, kept as text.
+  The minus sign U+2212 (``\u22123``, typeset text) and the en dash U+2013 (``\u20133``, a common
+  stand-in for it) are minus signs by the same rule, so a range written with an en dash,
+  ``3\u20134``, is still ``3``, ``\u2013``, ``4``. The spelling keeps the character;
+  :func:`format_number` writes ``-``. The exponent's sign is ASCII only.
 * **Leading dot.** ``.5`` is 0.5 when the dot is not preceded by a letter, digit, ``_``, ``.``
   or ``e+`` / ``e-``; in ``v.5`` the number is ``5``. A trailing dot is text: ``3.`` is ``3`` then
   ``.``.
@@ -60,9 +65,13 @@ __all__ = [
 _RUN = re.compile(r"[0-9]+(?:\.[0-9]+|[eE][+-]?[0-9]+)*")
 # A run that is one number (without sign).
 _NUMBER_BODY = re.compile(r"(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_SIGNED_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_SIGNED_NUMBER = re.compile(
+    r"[+\-\u2212\u2013]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+)
 
-_SIGN_BLOCKERS = frozenset("_.+-)]}")
+_MINUS_SIGNS = "-\u2212\u2013"  # hyphen-minus, minus sign, en dash
+_SIGNS = "+" + _MINUS_SIGNS
+_SIGN_BLOCKERS = frozenset("_.)]}" + _SIGNS)
 _DOT_BLOCKERS = frozenset("_.")
 
 
@@ -126,7 +135,9 @@ def _blocks(text: str, index: int, blockers: frozenset[str]) -> bool:
 
 
 def _value_or_none(spelling: str) -> float | None:
-    x = float(spelling)  # the grammar is a subset of Python's float syntax
+    if spelling[:1] in _MINUS_SIGNS:
+        spelling = "-" + spelling[1:]
+    x = float(spelling)  # with an ASCII sign, the grammar is a subset of Python's float syntax
     if math.isinf(x):
         return None
     try:
@@ -166,7 +177,11 @@ def find_numbers(text: str) -> list[NumberSpan]:
         body = text[start:end]
         if _NUMBER_BODY.fullmatch(body) is None:
             continue  # a version, an address or a malformed run: text
-        if start >= 1 and text[start - 1] in "+-" and not _blocks(text, start - 2, _SIGN_BLOCKERS):
+        if (
+            start >= 1
+            and text[start - 1] in _SIGNS
+            and not _blocks(text, start - 2, _SIGN_BLOCKERS)
+        ):
             start -= 1
         spelling = text[start:end]
         value = _value_or_none(spelling)

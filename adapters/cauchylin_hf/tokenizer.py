@@ -15,6 +15,14 @@ normalizer (GPT-2 style, the corpus tokenizer of :mod:`cauchylin_hf.app.corpus`)
 NFC-normalizes, so there it holds for NFC text; SentencePiece tokenizers that add a prefix space
 do not round-trip whitespace.
 
+Numbers that would touch: a sequence that no text encodes to, such as two adjacent ``<NUM>``
+(generation may produce one), would decode to ``-0.250.35``, which reads back as other numbers.
+Decoding therefore puts a space on each side of a number where its neighbour would merge with it or
+change its sign (between two numbers, ``-4`` after a letter, ``3`` before ``e5``): encoding the
+decoded text again finds the same numbers with the same values, in order
+(``-0.25 0.35``). A number that reads back as it stands gets no space, so the round trips above are
+unchanged.
+
 Special strings written in the text: a literal ``num_token`` (``"<NUM>"``) is cut into ``"<"`` and
 ``"NUM>"`` before the wrapped tokenizer sees it, so it stays text and round-trips. Other special
 tokens of the wrapped tokenizer written in the text (``"<|endoftext|>"``) become their ids, as with
@@ -34,9 +42,9 @@ from typing import Any, cast
 import torch
 from transformers import AddedToken, AutoTokenizer, BatchEncoding, PreTrainedTokenizerBase
 
-from .batch import field_dtype, pad_rows, padded_length
+from .batch import check_size, field_dtype, pad_rows, padded_length
 from .batch import pad_values as batch_pad_values
-from .numbers import format_number, split_numbers
+from .numbers import find_numbers, format_number, is_number, parse_number, split_numbers
 
 __all__ = ["NUMERIC_TOKENIZER_CONFIG", "NumericTokenizer"]
 
@@ -44,6 +52,7 @@ NUMERIC_TOKENIZER_CONFIG = "numeric_tokenizer_config.json"
 """File name of the wrapper's settings written by :meth:`NumericTokenizer.save_pretrained`."""
 
 _NO_LIMIT = int(1e12)  # model_max_length above this means "no limit" (HF's VERY_LARGE_INTEGER)
+_ID_LIMIT = 2**32  # ids are unsigned 32-bit in the tokenizers library
 
 
 def _to_int_list(ids: Any, name: str) -> list[int]:
@@ -90,6 +99,49 @@ def _to_float_list(values: Any, name: str) -> list[float]:
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{name}[{i}] must be a real number, got {v!r}") from exc
     return out
+
+
+_CONTEXT = 4  # characters before a number that decide its sign and leading dot (3 suffice)
+_LOOKAHEAD = 16  # characters after it that can merge with it (3 suffice)
+
+
+def _reads_back(left: str, spelling: str, right: str, value: float) -> bool:
+    """Whether ``spelling`` between ``left`` and ``right`` scans as one number of ``value``."""
+    start, end = len(left), len(left) + len(spelling)
+    return any(
+        s.start == start and s.end == end and s.value == value
+        for s in find_numbers(left + spelling + right)
+    )
+
+
+def _join_numbers(pieces: list[tuple[str, bool]]) -> str:
+    """Concatenate decoded pieces ``(text, is a number)``, keeping every number readable.
+
+    A number next to another (two adjacent ``<NUM>``), or next to text it would merge with
+    (``-4`` after a letter reads as a hyphen and ``4``; ``3`` before ``e5`` reads as ``3e5``),
+    gets a space on the side that needs one, so that encoding the text again finds the same
+    numbers with the same values. Numbers that read back as they are get no space.
+    """
+    kept: list[tuple[str, bool]] = []
+    for text, number in pieces:
+        if not text:
+            continue
+        if number and kept and kept[-1][1]:
+            kept.append((" ", False))  # two numbers never touch
+        kept.append((text, number))
+    out: list[str] = []
+    tail = ""
+    for i, (text, number) in enumerate(kept):
+        if number and is_number(text):
+            value = parse_number(text)
+            right = kept[i + 1][0][:_LOOKAHEAD] if i + 1 < len(kept) else ""
+            for before, after in (("", ""), (" ", ""), ("", " "), (" ", " ")):
+                if _reads_back(tail + before, text, after + right, value):
+                    break
+            text = before + text + after
+        out.append(text)
+        tail = (tail + text)[-_CONTEXT:]
+    return "".join(out)
 
 
 def _rows(x: Any, name: str) -> list[Any]:
@@ -314,7 +366,8 @@ class NumericTokenizer:
         Raises:
             ValueError: for text that is not a str or list of str, an unknown padding or
                 return_tensors option, padding without a pad token, ``padding="max_length"``
-                without ``max_length``, a ``max_length`` too small for the special tokens, ragged
+                without ``max_length``, a ``max_length`` or ``pad_to_multiple_of`` that is not a
+                positive int, a ``max_length`` too small for the special tokens, ragged
                 sequences with tensors and no padding, or text that the wrapped tokenizer maps
                 to the ``<NUM>`` id (a literal ``num_token`` in the text is not such text: it is
                 cut so that it stays text, see the module docstring).
@@ -343,6 +396,8 @@ class NumericTokenizer:
             raise ValueError(f"text must be a str or a list of str, got {type(text).__name__}")
         if return_tensors not in (None, "pt", "np"):
             raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {return_tensors!r}")
+        check_size("max_length", max_length)
+        check_size("pad_to_multiple_of", pad_to_multiple_of)
         self._check_num_id()
 
         # 1. split every text; tokenize all non-empty segments in one call of the wrapped tokenizer
@@ -362,8 +417,6 @@ class NumericTokenizer:
         if do_truncate and max_length is None:
             model_max = getattr(self.tokenizer, "model_max_length", None)
             max_length = model_max if model_max is not None and model_max < _NO_LIMIT else None
-        if max_length is not None and (isinstance(max_length, bool) or max_length < 1):
-            raise ValueError(f"max_length must be a positive int, got {max_length!r}")
         k = self.num_token_id
         features: list[dict[str, list]] = []
         it = iter(seg_ids)
@@ -470,7 +523,8 @@ class NumericTokenizer:
         Raises:
             ValueError: for an empty batch, fields of mismatched length within an example, an
                 unknown per-position field, no pad token, bad ``padding`` / ``padding_side`` /
-                ``return_tensors``, or ``"max_length"`` without ``max_length``.
+                ``return_tensors``, ``"max_length"`` without ``max_length``, or a ``max_length`` /
+                ``pad_to_multiple_of`` that is not a positive int.
 
         Example:
             >>> from cauchylin_hf.testing import tiny_tokenizer
@@ -489,6 +543,8 @@ class NumericTokenizer:
             features = [{key: features[key][i] for key in keys} for i in range(n)]
         if not isinstance(features, Sequence) or len(features) == 0:
             raise ValueError("features must be a non-empty list of examples")
+        check_size("max_length", max_length)
+        check_size("pad_to_multiple_of", pad_to_multiple_of)
         side = padding_side or self.padding_side
         if side not in ("left", "right"):
             raise ValueError(f"padding_side must be 'left' or 'right', got {side!r}")
@@ -588,7 +644,10 @@ class NumericTokenizer:
         (when given and not None), :func:`~cauchylin_hf.numbers.format_number` of its value in
         ``numeric_values``, or — with neither — the ``num_token`` string (dropped when
         ``skip_special_tokens``). The other ids are decoded with the wrapped tokenizer, run by run
-        between ``<NUM>`` positions, with ``clean_up_tokenization_spaces=False`` unless given.
+        between ``<NUM>`` positions, with ``clean_up_tokenization_spaces=False`` unless given. A
+        number that would merge with its neighbour (another number, or text that would change
+        it) is set off by a space, so that the text reads back as the same numbers (see the
+        module docstring).
 
         Args:
             input_ids: ``[seq]`` ids (list, 1-D tensor or array).
@@ -604,7 +663,7 @@ class NumericTokenizer:
 
         Raises:
             ValueError: for non-integer or non-1-D ``input_ids`` (use :meth:`batch_decode` for a
-                batch), ``numeric_values`` / ``attention_mask`` of another length, a
+                batch), a negative id, ``numeric_values`` / ``attention_mask`` of another length, a
                 ``number_texts`` whose length differs from the number of ``<NUM>`` positions, or a
                 nan/inf value at a ``<NUM>`` position that has no spelling.
 
@@ -620,6 +679,11 @@ class NumericTokenizer:
             '<NUM> eggs'
         """
         ids = _to_int_list(input_ids, "input_ids")
+        for i, t in enumerate(ids):
+            if not 0 <= t < _ID_LIMIT:
+                raise ValueError(
+                    f"input_ids[{i}] = {t} is not a token id (ids lie in [0, {_ID_LIMIT}))"
+                )
         values = None
         if numeric_values is not None:
             values = _to_float_list(numeric_values, "numeric_values")
@@ -649,13 +713,14 @@ class NumericTokenizer:
                     f"number_texts has {len(number_texts)} entries but input_ids has "
                     f"{len(positions)} <NUM> positions"
                 )
-        pieces: list[str | None] = []  # None: a placeholder for the next decoded segment
+        # (text, is a number); a None text is a placeholder for the next decoded segment
+        pieces: list[tuple[str | None, bool]] = []
         segments: list[list[int]] = []
         start = 0
         for n, pos in enumerate([*positions, len(ids)]):
             if pos > start:
                 segments.append(ids[start:pos])
-                pieces.append(None)
+                pieces.append((None, False))
             if pos == len(ids):
                 break
             spelling = number_texts[n] if number_texts is not None else None
@@ -664,7 +729,7 @@ class NumericTokenizer:
                     raise ValueError(
                         f"number_texts[{n}] must be a str or None, got {type(spelling).__name__}"
                     )
-                pieces.append(spelling)
+                pieces.append((spelling, True))
             elif values is not None:
                 v = values[pos]
                 if not math.isfinite(v):
@@ -672,13 +737,13 @@ class NumericTokenizer:
                         f"numeric_values holds {v} at the <NUM> position {pos}; a number must be "
                         f"finite to be written into text"
                     )
-                pieces.append(format_number(v))
+                pieces.append((format_number(v), True))
             elif number_texts is not None:
                 raise ValueError(
                     f"number_texts[{n}] is None and no numeric_values were given to format it"
                 )
             else:
-                pieces.append("" if skip_special_tokens else self.num_token)
+                pieces.append(("" if skip_special_tokens else self.num_token, False))
             start = pos + 1
         kwargs.setdefault("clean_up_tokenization_spaces", False)
         decoded = (
@@ -687,7 +752,7 @@ class NumericTokenizer:
             else []
         )
         it = iter(decoded)
-        return "".join(next(it) if p is None else p for p in pieces)
+        return _join_numbers([(next(it) if t is None else t, num) for t, num in pieces])
 
     def batch_decode(
         self,

@@ -87,6 +87,14 @@ def texts(text):
         ("0x1F", ["0", "1"]),  # no hex: decimal digits only
         ("1_000", ["1", "000"]),
         ("", []),
+        ("x = \u22125", ["\u22125"]),  # the minus sign U+2212 is a minus
+        ("\u20133 C", ["\u20133"]),  # so is the en dash U+2013 where a sign may stand
+        ("pages 10\u201320", ["10", "20"]),  # an en-dash range: two positive numbers
+        ("a\u22123", ["3"]),
+        ("\u2212-3", ["3"]),  # a sign after a sign is text
+        ("-\u20133", ["3"]),
+        ("(\u2212.5)", ["\u2212.5"]),
+        ("1e\u22125", ["1", "5"]),  # the exponent's sign is ASCII only
     ],
 )
 def test_grammar_decisions(text, expected):
@@ -104,6 +112,14 @@ def test_dates_values_and_signs():
     assert values("3-4") == [3.0, 4.0]
     assert values("from -3 to -4") == [-3.0, -4.0]
     assert values("x-3") == [3.0]
+
+
+def test_unicode_minus_signs():
+    assert values("x = \u22125 and \u20132.5") == [-5.0, -2.5]
+    assert values("from 3\u20134") == [3.0, 4.0]
+    assert parse_number("\u22124.5") == parse_number("\u20134.5") == -4.5
+    assert is_number("\u22121e3") and not is_number("\u2212\u22121")
+    assert canonical("x = \u22125") == "x = -5"
 
 
 def test_underflow_and_negative_zero():
@@ -281,6 +297,19 @@ def test_overflowing_numbers_stay_text(parts):
     assert texts(text) == expected
 
 
+@given(
+    st.lists(st.tuples(NO_DIGIT_TEXT, BEFORE, st.sampled_from("\u2212\u2013"), number_strings()))
+)
+def test_unicode_minus_reads_as_minus(parts):
+    """A U+2212 or U+2013 where a sign may stand gives the value that ``-`` gives there."""
+    unicode = "".join(c + b + m + n.lstrip("+-") for c, b, m, n in parts)
+    ascii_ = "".join(c + b + "-" + n.lstrip("+-") for c, b, _, n in parts)
+    found, expected = find_numbers(unicode), find_numbers(ascii_)
+    assert [(s.start, s.end) for s in found] == [(s.start, s.end) for s in expected]
+    assert all(same_float(a.value, b.value) for a, b in zip(found, expected, strict=True))
+    assert len(found) == len(parts) and all(s.value <= 0 for s in found)
+
+
 def canonical(text):
     """The text with every number rewritten by format_number."""
     segments, numbers = split_numbers(text)
@@ -297,7 +326,8 @@ def check_invariants_and_stability(text):
     assert all(a.end <= b.start for a, b in itertools.pairwise(numbers))
     for n in numbers:
         assert text[n.start : n.end] == n.text and is_number(n.text)
-        assert same_float(n.value, np_float32(float(n.text))) and math.isfinite(n.value)
+        ascii_sign = re.sub("^[\u2212\u2013]", "-", n.text)
+        assert same_float(n.value, np_float32(float(ascii_sign))) and math.isfinite(n.value)
     again = find_numbers(canonical(text))
     assert len(again) == len(numbers)
     for a, b in zip(numbers, again, strict=True):
@@ -311,7 +341,7 @@ def test_arbitrary_splice_invariants_and_canonical_stability(parts, tail):
     check_invariants_and_stability("".join(c + n for c, n in parts) + tail)
 
 
-@given(st.text(alphabet="0123456789..eE++--_a )x,٣ ", max_size=40))
+@given(st.text(alphabet="0123456789..eE++--\u2212\u2013_a )x,٣ ", max_size=40))
 def test_canonical_stability_on_adversarial_alphabet(text):
     check_invariants_and_stability(text)
 

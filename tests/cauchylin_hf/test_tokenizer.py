@@ -514,6 +514,93 @@ def test_decode_errors():
     assert ntok.decode([k, 17], torch.tensor([0.1, float("nan")])).startswith("0.1")
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"truncation": True, "max_length": 2.5}, "max_length"),
+        ({"truncation": True, "max_length": "8"}, "max_length"),
+        ({"padding": "max_length", "max_length": -3}, "max_length"),
+        ({"padding": True, "pad_to_multiple_of": 0}, "pad_to_multiple_of"),
+        ({"padding": True, "pad_to_multiple_of": -4}, "pad_to_multiple_of"),
+        ({"padding": True, "pad_to_multiple_of": 2.5}, "pad_to_multiple_of"),
+        ({"padding": True, "pad_to_multiple_of": "a"}, "pad_to_multiple_of"),
+        ({"padding": True, "pad_to_multiple_of": True}, "pad_to_multiple_of"),
+    ],
+)
+def test_bad_lengths_are_refused_by_name(kwargs, name):
+    ntok = NTOKS["corpus"]
+    with pytest.raises(ValueError, match=rf"^{name} must be a positive int"):
+        ntok(["1 a", "2 bb"], **kwargs)
+    padding = {"padding": "max_length"} if kwargs.get("padding") == "max_length" else {}
+    option = {key: v for key, v in kwargs.items() if key in ("max_length", "pad_to_multiple_of")}
+    with pytest.raises(ValueError, match=rf"^{name} must be a positive int"):
+        ntok.pad([ntok("1 a"), ntok("2 bb")], **padding, **option)
+
+
+def test_decode_refuses_ids_that_are_not_token_ids():
+    ntok = NTOKS["corpus"]
+    for bad in (-1, 2**32, -(2**40)):
+        with pytest.raises(ValueError, match=rf"input_ids\[1\] = {bad} is not a token id"):
+            ntok.decode([5, bad])
+        with pytest.raises(ValueError, match="is not a token id"):
+            ntok.batch_decode(torch.tensor([[5, bad]]))
+
+
+def test_adjacent_numbers_decode_apart():
+    """Two adjacent <NUM> (as generation may write them) decode to text that reads back."""
+    ntok = NTOKS["corpus"]
+    k = ntok.num_token_id
+    text = ntok.decode([k, k, k], [-0.25, 0.35, 0.35])
+    assert text == "-0.25 0.35 0.35"
+    assert [s.value for s in find_numbers(text)] == [-0.25, np_float32(0.35), np_float32(0.35)]
+    letters = ntok("x", add_special_tokens=False)["input_ids"]
+    e5 = ntok("e", add_special_tokens=False)["input_ids"]
+    assert ntok.decode([*letters, k], [0.0] * len(letters) + [-4.0]) == "x -4"  # not "x-4" = 4
+    assert ntok.decode([k, *e5, k], [3.0, *[0.0] * len(e5), 5.0]) == "3e 5"  # not 3e5
+    assert ntok.decode([k, *letters], [3.0] + [0.0] * len(letters)) == "3x"  # no space needed
+    # a skipped special token between two numbers does not glue them
+    eos = ntok.eos_token_id
+    assert ntok.decode([k, eos, k], [1.0, 0.0, 2.0], skip_special_tokens=True) == "1 2"
+
+
+# Text pieces without ASCII digits (so without numbers of their own) and float32 numbers, in any
+# order: adjacent numbers included.
+PIECES = st.lists(
+    st.one_of(
+        NO_DIGIT_TEXT.filter(bool),
+        st.floats(width=32, allow_nan=False, allow_infinity=False),
+    ),
+    max_size=8,
+)
+
+
+@pytest.mark.parametrize("name", ["corpus", "gpt2"])
+@given(pieces=PIECES)
+def test_decoded_numbers_read_back_in_order(name, pieces):
+    """For any sequence of ``<NUM>`` and text ids: encoding the decoded text finds the same
+    numbers (float32 values, in order), and decoding that encoding gives the same text."""
+    ntok = NTOKS[name]
+    k = ntok.num_token_id
+    ids: list[int] = []
+    vals: list[float] = []
+    numbers = []
+    for piece in pieces:
+        if isinstance(piece, float):
+            ids.append(k)
+            vals.append(piece)
+            numbers.append(np_float32(piece))
+        else:
+            piece_ids = ntok(piece, add_special_tokens=False)["input_ids"]
+            ids += piece_ids
+            vals += [0.0] * len(piece_ids)
+    text = ntok.decode(ids, vals)
+    enc = ntok(text, add_special_tokens=False)
+    found = [v for t, v in zip(enc["input_ids"], enc["numeric_values"], strict=True) if t == k]
+    assert len(found) == len(numbers)
+    assert all(same_float(a, b) for a, b in zip(found, numbers, strict=True))
+    assert ntok.decode(enc["input_ids"], enc["numeric_values"]) == text
+
+
 # ---------------------------------------------------------------- save / load
 
 
