@@ -40,6 +40,7 @@ on other prompts (a counterfactual: the same individual in another context).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -58,6 +59,8 @@ from .batch import resolve_pad_token_id
 from .tokenizer import NumericTokenizer
 
 __all__ = ["GenerationOutput", "generate", "position_ids_from_mask"]
+
+logger = logging.getLogger(__name__)
 
 _STEP_FIELDS = ("loc_S", "scale_S", "loc_Y", "scale_Y", "loc_U", "scale_U", "loc_U_prime")
 
@@ -236,9 +239,9 @@ def generate(
 
     Args:
         model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM` (put in eval mode for the call).
-        input_ids: ``[B, S]`` prompt ids, left-padded (a ``[S]`` row is one prompt); or, with a
-            ``tokenizer``, a prompt text or a list of texts (encoded with left padding, numbers
-            as ``<NUM>`` with their values).
+        input_ids: ``[B, S]`` prompt ids, left-padded (a ``[S]`` row is one prompt; right
+            padding is refused); or, with a ``tokenizer``, a prompt text or a list of texts
+            (encoded with left padding, numbers as ``<NUM>`` with their values).
         numeric_values: ``[B, S]`` values of the prompt's ``<NUM>`` positions (0 elsewhere);
             default zeros.
         attention_mask: ``[B, S]`` 1 for tokens, 0 for (left) padding; default ones.
@@ -269,8 +272,11 @@ def generate(
 
     Raises:
         ValueError: an unknown mode, a bad temperature / ``top_k`` / ``top_p`` /
-            ``max_new_tokens``, mismatched shapes, text prompts or stop strings without a
-            tokenizer, both ``seed`` and ``generator``, or a draw of the wrong shape.
+            ``max_new_tokens``, mismatched shapes, ids outside the model's embedding rows, a
+            right-padded prompt (``attention_mask`` 0 at the end of a row; without a mask, a
+            pad id at the end only logs a warning, as in transformers), text prompts or stop
+            strings without a tokenizer, both ``seed`` and ``generator``, or a draw of the wrong
+            shape.
 
     Example:
         >>> from cauchylin_hf.model import CauchyLMForCausalLM
@@ -328,6 +334,21 @@ def generate(
         )
     if bool((mask.sum(-1) == 0).any()):
         raise ValueError("every prompt needs at least one token with attention_mask 1")
+    rows = int(model.get_input_embeddings().weight.shape[0])
+    outside = (ids < 0) | (ids >= rows)
+    if bool(outside.any()):
+        raise ValueError(
+            f"input_ids holds ids outside the model's {rows} embedding rows "
+            f"({sorted(set(ids[outside].tolist()))[:5]}): was the prompt encoded with another "
+            "tokenizer?"
+        )
+    right_padded = (mask[:, -1] == 0).nonzero().flatten().tolist()
+    if right_padded:
+        raise ValueError(
+            f"attention_mask ends in padding in rows {right_padded[:5]}: generation continues "
+            "each row from its last position, so pad prompts on the left "
+            "(NumericTokenizer(..., padding_side='left'))"
+        )
     if generator is None and seed is not None:
         generator = torch.Generator(device=device).manual_seed(int(seed))
 
@@ -345,6 +366,14 @@ def generate(
     gen_config = getattr(model, "generation_config", None)
     base_config = getattr(model.config, "base_config", None)
     pad = resolve_pad_token_id(tokenizer, gen_config, model.config, base_config, eos_token_id=eos)
+    if attention_mask is None and B > 1 and bool((ids[:, -1] == pad).any()):
+        # transformers' check: without a mask, a pad id at the end looks like right padding.
+        logger.warning(
+            "right-padding was detected (a prompt ends in the pad id %d and no attention_mask "
+            "was given): generation continues each row from its last position; pad prompts "
+            "on the left and pass their attention_mask",
+            pad,
+        )
 
     was_training = model.training
     model.eval()

@@ -135,7 +135,8 @@ def test_num_token_value_fed_back_and_written(ntok):
     # the number written is the median of the value space: g^{-1}(loc_Y)
     expected = from_value_space(out.steps["loc_Y"].float(), model.config.value_space)
     torch.testing.assert_close(out.new_values, expected)
-    assert out.new_texts == ["".join(format_number(v) for v in out.new_values[0].tolist())]
+    # adjacent numbers are written apart, so that the text reads back as the same numbers
+    assert out.new_texts == [" ".join(format_number(v) for v in out.new_values[0].tolist())]
     assert out.texts[0].startswith("3 eggs and")
     # the fed-back values are what the uncached run sees too
     again = generate(
@@ -324,6 +325,34 @@ def test_errors(models, ntok):
         generate(model, ids, mode="compatible", top_k=0)
     with pytest.raises(ValueError, match="seed or generator"):
         generate(model, ids, seed=1, generator=torch.Generator())
+
+
+def test_out_of_vocabulary_ids_are_refused_by_name(models):
+    model = models["qwen2"]
+    rows = VOCAB + 1
+    for bad in (rows, rows + 50, -1):
+        ids = torch.tensor([[5, bad, 7]])
+        with pytest.raises(ValueError, match=rf"outside the model's {rows} embedding rows.*{bad}"):
+            generate(model, ids, max_new_tokens=1, eos_token_id=[])
+    assert generate(model, torch.tensor([[5, rows - 1]]), max_new_tokens=1).sequences.shape[1] == 3
+
+
+def test_right_padded_prompts_are_refused(models, caplog):
+    """A right-padded row would take its first decision at a pad position."""
+    model = models["qwen2"]
+    rows = [torch.tensor([5, 6, 7, 8]), torch.tensor([9, 10])]
+    ids, values, left = left_pad(rows, [torch.zeros(4), torch.zeros(2)])
+    right = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    right_ids = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]])
+    with pytest.raises(ValueError, match=r"ends in padding in rows \[1\].*on the left"):
+        generate(model, right_ids, attention_mask=right, max_new_tokens=2, eos_token_id=[])
+    out = generate(model, ids, values, left, mode="causal", max_new_tokens=2, eos_token_id=[])
+    alone = generate(model, rows[1][None], mode="causal", max_new_tokens=2, eos_token_id=[])
+    assert torch.equal(out.new_tokens[1], alone.new_tokens[0])
+    # Without a mask, a pad id at the end only draws transformers' warning.
+    with caplog.at_level("WARNING", logger="cauchylin_hf.generation"):
+        generate(model, right_ids, mode="causal", max_new_tokens=1, eos_token_id=[])
+    assert "right-padding was detected" in caplog.text
 
 
 def test_generation_takes_its_decisions_from_the_mode_table(models, monkeypatch):
