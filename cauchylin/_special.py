@@ -66,6 +66,7 @@ __all__ = [
     "cauchy_kl",
     "cdf",
     "cdf_std",
+    "icdf",
     "icdf_std",
     "log1p_square",
     "log_cdf",
@@ -404,6 +405,16 @@ def _tail_grads(
 BLOCK_ELEMENTS = 1 << 18
 
 
+def _block_rows(shape: torch.Size) -> int:
+    """Rows (along the first dimension) per block of about :data:`BLOCK_ELEMENTS` elements, or 0
+    to evaluate whole: a small input (at most two blocks), a 0-d one, or too few rows to split."""
+    numel = math.prod(shape)
+    if len(shape) == 0 or numel <= 2 * BLOCK_ELEMENTS:
+        return 0
+    rows = max(1, BLOCK_ELEMENTS // max(1, numel // shape[0]))
+    return 0 if rows * 2 > shape[0] else rows
+
+
 def _log_cdf_sf_whole(
     d: torch.Tensor, s: torch.Tensor, which: str
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -431,11 +442,8 @@ def _log_cdf_sf_blocks(
     if is_tracing() or d.device.type != "cpu":
         return _log_cdf_sf_whole(d, s, which)
     shape = torch.broadcast_shapes(d.shape, s.shape)
-    numel = math.prod(shape)
-    if len(shape) == 0 or numel <= 2 * BLOCK_ELEMENTS:
-        return _log_cdf_sf_whole(d, s, which)
-    rows = max(1, BLOCK_ELEMENTS // max(1, numel // shape[0]))
-    if rows * 2 > shape[0]:
+    rows = _block_rows(shape)
+    if rows == 0:
         return _log_cdf_sf_whole(d, s, which)
     d, s = d.expand(shape), s.expand(shape)
     outs = [
@@ -567,7 +575,10 @@ class _Cdf(torch.autograd.Function):
     def forward(ctx: Any, d: torch.Tensor, s: torch.Tensor, upper: bool) -> torch.Tensor:
         ctx.upper = upper
         ctx.save_for_backward(d, s)
-        return torch.atan2(s, d if upper else -d).mul_(_INV_PI)
+        if upper:
+            return torch.atan2(s, d).mul_(_INV_PI)
+        out = torch.neg(d.expand(torch.broadcast_shapes(d.shape, s.shape)))  # one fresh tensor
+        return torch.atan2(s, out, out=out).mul_(_INV_PI)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -708,14 +719,140 @@ def sf_std(z: torch.Tensor) -> torch.Tensor:
     return _apply(_Cdf, z, z.new_ones(()), True)
 
 
+# ---------------------------------------------------------------------------- quantile
+
+
+def _quantile_general(q: torch.Tensor) -> torch.Tensor:
+    """The standard quantile as functional ops (autograd, tracing, other devices); NaN outside
+    ``[0, 1]``. The same formula as :func:`_quantile_block`."""
+    p = torch.minimum(q, 1.0 - q)
+    a = torch.minimum(p, 0.5 - p)
+    t = torch.tan(a * math.pi)
+    m = (p < 0.25).to(q.dtype)
+    one = torch.ones((), dtype=q.dtype, device=q.device)
+    z = torch.copysign(torch.lerp(t, one, m) / torch.lerp(one, t, m), q - 0.5)
+    inside = (q >= 0) & (q <= 1)
+    return torch.where(inside, z, torch.full((), math.nan, dtype=q.dtype, device=q.device))
+
+
+def _quantile_block(
+    q: torch.Tensor,
+    loc: torch.Tensor | None,
+    scale: torch.Tensor | None,
+    out: torch.Tensor,
+    p: torch.Tensor,
+    m: torch.Tensor,
+    t: torch.Tensor,
+) -> None:
+    """``out = loc + scale z(q)`` (``z(q)`` alone without ``loc``) in place, for ``q`` in ``[0, 1]``.
+
+    ``p``, ``m``, ``t`` are scratch buffers of ``out``'s shape. Twelve in-place passes, one
+    ``tan``, no ``torch.where`` (see :func:`icdf`).
+    """
+    one = torch.ones((), dtype=out.dtype, device=out.device)
+    half = torch.full((), 0.5, dtype=out.dtype, device=out.device)
+    torch.sub(one, q, out=p)  # 1 - q: exact for q >= 1/2
+    torch.minimum(q, p, out=p)  # p = min(q, 1 - q), the tail probability, exact
+    torch.lt(p, 0.25, out=m)  # m = 1 in the tails, 0 in the centre
+    torch.sub(half, p, out=t)  # 1/2 - p: exact for p >= 1/4
+    torch.minimum(p, t, out=t)  # a = min(p, 1/2 - p) in [0, 1/4], exact
+    t.mul_(math.pi).tan_()  # tan(pi a) in [0, 1]
+    torch.lerp(t, one, m, out=p)  # numerator: t in the centre, 1 in the tails
+    torch.lerp(one, t, m, out=t)  # denominator: 1 in the centre, t in the tails
+    p.div_(t)  # |z|: tan(pi a) or cot(pi a) (inf where q is 0 or 1)
+    torch.sub(q, half, out=t)  # the side: q - 1/2 < 0 below the median (q = -0.0 included)
+    if loc is None or scale is None:
+        torch.copysign(p, t, out=out)
+        return
+    torch.copysign(p, t, out=p)
+    torch.addcmul(loc, scale, p, out=out)
+
+
+def _quantile_fast_ok(q: torch.Tensor, scale: torch.Tensor | None) -> bool:
+    """CPU eager only: every ``q`` in ``[0, 1]`` (no NaN) and every ``scale > 0`` (one reduction
+    each, no device sync); then no NaN and no ``0 * inf`` needs fixing and the blocked in-place
+    kernel runs. Always False while a graph is captured."""
+    if is_tracing() or q.device.type != "cpu" or q.numel() == 0:
+        return False
+    lo, hi = torch.aminmax(q.detach())
+    if not (float(lo) >= 0.0 and float(hi) <= 1.0):  # False for NaN
+        return False
+    return scale is None or scale.numel() == 0 or float(scale.detach().amin()) > 0.0
+
+
+def icdf(
+    q: torch.Tensor, loc: torch.Tensor | None = None, scale: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Cauchy quantile ``loc + scale tan(pi (q - 1/2))``, exact infinities at ``q = 0`` and ``1``.
+
+    With the tail probability ``p = min(q, 1 - q)`` (exact: ``1 - q`` is exact for ``q >= 1/2``)
+    and ``a = min(p, 1/2 - p)`` in ``[0, 1/4]`` (exact: ``1/2 - p`` is exact for ``p >= 1/4``),
+    ``|z| = tan(pi a)`` in the centre (``p >= 1/4``) and ``cot(pi a) = 1/tan(pi a)`` in the tails,
+    with the sign of ``q - 1/2``. The argument of the one ``tan`` is always an exact reduced
+    number, so ``z`` is within 3 ulp for every normal ``q`` (2.0 measured in float32 against mpmath;
+    a subnormal ``q`` adds the relative spacing ``2**-149 / q`` of ``pi q``, and
+    ``tan(pi (q - 1/2))`` itself is ``-2.3e7`` at ``q = 1`` in float32: wrong sign, not ``+inf``),
+    and ``q = 0`` (also ``-0.0``) gives ``-inf``,
+    ``q = 1`` gives ``+inf``. The centre/tail choice is an exact 0/1 weight in two ``lerp`` (a
+    ratio ``num / den`` that is ``t / 1`` or ``1 / t``), not ``torch.where``.
+
+    On the CPU without gradients the result is computed in place, in row blocks of about
+    :data:`BLOCK_ELEMENTS` whose scratch buffers stay in cache (one fresh tensor, the result). A
+    ``q`` outside ``[0, 1]``, a NaN, a zero ``scale``, gradients, a graph capture or another
+    device take the functional path (same formula, NaN outside ``[0, 1]``, and ``+-inf`` for a
+    point mass at ``q`` in ``{0, 1}`` where ``0 * inf`` would be NaN).
+
+    Args:
+        q: probabilities in ``[0, 1]``; NaN outside.
+        loc: location, broadcastable with ``q`` (None: the standard quantile ``z`` alone).
+        scale: scale ``>= 0``, broadcastable (None with ``loc`` None).
+
+    Returns:
+        The broadcast quantiles in the working dtype of the inputs (float32 for half precision).
+
+    Example:
+        >>> import torch
+        >>> icdf(torch.tensor([0.0, 0.75, 1.0]), torch.tensor(2.0), torch.tensor(3.0))
+        tensor([-inf, 5., inf])
+    """
+    if (loc is None) != (scale is None):
+        raise ValueError("icdf: give both loc and scale, or neither")
+    if loc is None or scale is None:
+        (q,) = _as_working(q)
+        tensors = [q]
+        shape = q.shape
+    else:
+        q, loc, scale = _as_working(q, loc, scale)
+        tensors = [q, loc, scale]
+        shape = torch.broadcast_shapes(q.shape, loc.shape, scale.shape)
+    wants_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    if wants_grad or len(shape) == 0 or not _quantile_fast_ok(q, scale):
+        z = _quantile_general(q)
+        if loc is None or scale is None:
+            return z
+        out = torch.addcmul(loc, scale, z)  # as the fast path: loc + scale z
+        # a point mass (scale 0) has 0 * inf = NaN at q in {0, 1}: its quantiles are z there
+        return torch.where(torch.isinf(z), z.expand_as(out), out)
+    out = torch.empty(shape, dtype=q.dtype, device=q.device)
+    inputs = [x.expand(shape) for x in tensors]
+    rows = _block_rows(shape) or shape[0]
+    scratch = [out.new_empty((min(rows, shape[0]), *shape[1:])) for _ in range(3)]
+    for start in range(0, shape[0], rows):
+        stop = min(start + rows, shape[0])
+        xs = [x[start:stop] for x in inputs]
+        loc_b, scale_b = (xs[1], xs[2]) if len(xs) == 3 else (None, None)
+        buffers = (b[: stop - start] for b in scratch)
+        _quantile_block(xs[0], loc_b, scale_b, out[start:stop], *buffers)
+    return out
+
+
 def icdf_std(q: torch.Tensor) -> torch.Tensor:
     """The standard Cauchy quantile ``tan(pi (q - 1/2))`` with exact infinities at 0 and 1.
 
-    Three branches keep every step exact or well conditioned: ``q - 1/2`` is exact on
-    ``[1/4, 3/4]`` (Sterbenz), and in the tails ``-1/tan(pi q)`` and ``1/tan(pi (1 - q))`` give
+    :func:`icdf` with ``loc = 0`` and ``scale = 1`` (see there for the exact range reduction):
     ``-inf`` at ``q = 0`` (``-0.0`` included) and ``+inf`` at ``q = 1`` instead of a large finite
     number of the wrong sign (``tan(pi (1 - 1/2))`` in floating point is ``-2.3e7``, not
-    ``+inf``).
+    ``+inf``), within 3 ulp elsewhere (normal ``q``).
 
     Args:
         q: probabilities in ``[0, 1]``; NaN outside.
@@ -728,19 +865,7 @@ def icdf_std(q: torch.Tensor) -> torch.Tensor:
         >>> icdf_std(torch.tensor([-0.0, 0.0, 0.5, 1.0]))
         tensor([-inf, -inf, 0., inf])
     """
-    (qw,) = _as_working(q)
-    low = qw < 0.25
-    high = qw > 0.75
-    mid_arg = torch.where(low | high, torch.zeros_like(qw), qw - 0.5)
-    # |q|: q = -0.0 is the probability 0 (tan(-0) = -0 would give 1/-0 = -inf, negated +inf)
-    low_arg = torch.where(low, qw.abs(), torch.full_like(qw, 0.25))
-    high_arg = torch.where(high, 1.0 - qw, torch.full_like(qw, 0.25))
-    out = torch.where(
-        low,
-        -torch.tan(math.pi * low_arg).reciprocal(),
-        torch.where(high, torch.tan(math.pi * high_arg).reciprocal(), torch.tan(math.pi * mid_arg)),
-    )
-    return torch.where((qw < 0) | (qw > 1), torch.full_like(qw, math.nan), out)
+    return icdf(q)
 
 
 # ---------------------------------------------------------------------------- sampling

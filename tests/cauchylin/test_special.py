@@ -363,6 +363,115 @@ def test_row_blocks_are_accurate_and_keep_the_gradient(monkeypatch, which):
     assert torch.autograd.gradcheck(lambda a, b: fn(a, b), (d64, s64))
 
 
+# ------------------------------------------------------------------------------ quantile
+
+
+def ref_quantile(q: float) -> mpmath.mpf:
+    """tan(pi (q - 1/2)) of the exact float q, at 60 digits."""
+    return mpmath.tan(mpmath.pi * (mpmath.mpf(q) - mpmath.mpf(1) / 2))
+
+
+def quantile_grid32() -> torch.Tensor:
+    """q from 1e-40 (subnormal) to 1/2 and its mirror 1 - q in float32, the quartiles' neighbours,
+    and uniform draws."""
+    tails = torch.logspace(-40, math.log10(0.5), 400, dtype=torch.float64).float()
+    near = torch.tensor([0.25, 0.75], dtype=torch.float32)
+    near = torch.cat([near, torch.nextafter(near, near + 1), torch.nextafter(near, near - 1)])
+    draws = torch.rand(300, generator=torch.Generator().manual_seed(7))
+    return torch.cat([tails, 1.0 - tails, near, draws])
+
+
+@pytest.fixture(params=["blocked", "whole", "general"])
+def quantile_path(request, monkeypatch):
+    """The CPU kernel in row blocks, evaluated whole, and the functional path (gradients, graph
+    capture, other devices)."""
+    if request.param == "blocked":
+        monkeypatch.setattr(S, "BLOCK_ELEMENTS", 64)
+    if request.param == "general":
+        monkeypatch.setattr(S, "_quantile_fast_ok", lambda q, scale: False)
+    return request.param
+
+
+def test_icdf_is_within_3_ulp_of_mpmath_on_every_path(quantile_path):
+    """Float32 against mpmath, q normal; 2.0 ulp measured (tan is within 1 ulp in Sleef)."""
+    q = quantile_grid32()
+    q2 = q[: (q.numel() // 16) * 16].reshape(-1, 16)  # 2-D, many rows: several blocks
+    z = S.icdf_std(q2).flatten()
+    refs = [ref_quantile(v) for v in q2.flatten().tolist()]
+    flat = q2.flatten().tolist()
+    top = float(torch.finfo(torch.float32).max)
+    finite = [i for i, r in enumerate(refs) if abs(float(r)) < top]
+    normal = [i for i in finite if flat[i] >= F32_TINY]
+    assert len(normal) > 700
+    assert worst_ulp(z[normal], [refs[i] for i in normal]) <= 3.0
+    # a subnormal q (9.4e-40 < q < 1.2e-38, quantiles beyond -2.7e37) loses relative precision
+    # in pi q: at most the subnormal spacing 2**-149 relative to q, plus the 3 ulp
+    for i in set(finite) - set(normal):
+        rel = abs(mpmath.mpf(z[i].item()) / refs[i] - 1)
+        assert rel <= 2.0**-149 / flat[i] + 3 * 2.0**-23, (flat[i], rel)
+    # beyond float32's range (q below ~1e-39 or within 6e-8 of 1) the quantile is an infinity
+    for i in set(range(len(refs))) - set(finite):
+        assert z[i].item() == math.copysign(math.inf, float(refs[i]))
+
+
+def test_icdf_with_location_and_scale_matches_mpmath_and_broadcasts(quantile_path):
+    g = torch.Generator().manual_seed(11)
+    q = torch.rand(40, 1, generator=g)
+    loc = torch.randn(7, generator=g) * 100
+    scale = torch.rand(7, generator=g) * 10 + 1e-3
+    out = S.icdf(q, loc, scale)
+    assert out.shape == (40, 7) and out.dtype == torch.float32
+    eps = float(torch.finfo(torch.float32).eps)
+    for i in range(40):
+        for j in range(7):
+            z = ref_quantile(q[i, 0].item())
+            ref = mpmath.mpf(loc[j].item()) + mpmath.mpf(scale[j].item()) * z
+            tol = 4 * eps * (abs(loc[j].item()) + abs(float(mpmath.mpf(scale[j].item()) * z)))
+            assert abs(mpmath.mpf(out[i, j].item()) - ref) <= tol, (i, j)
+
+
+def test_icdf_edges_on_every_path(quantile_path):
+    q = torch.tensor([-0.0, 0.0, 0.5, 1.0, 0.25, 0.75])
+    assert S.icdf_std(q).tolist() == [-math.inf, -math.inf, 0.0, math.inf, -1.0, 1.0]
+    # a point mass (scale 0) keeps its infinities at 0 and 1 and is loc inside
+    out = S.icdf(torch.tensor([0.0, 0.3, 1.0]), torch.tensor(2.0), torch.tensor(0.0))
+    assert out.tolist() == [-math.inf, 2.0, math.inf]
+    # outside [0, 1] and NaN: NaN, on every path (the fast path hands these to the general one)
+    bad = S.icdf(torch.tensor([-0.1, 1.1, math.nan]), torch.zeros(3), torch.ones(3))
+    assert bool(torch.isnan(bad).all())
+    assert S.icdf_std(torch.tensor([])).shape == (0,)
+    with pytest.raises(ValueError, match="both loc and scale"):
+        S.icdf(q, torch.zeros(1))
+
+
+def test_icdf_fast_path_is_the_functional_formula_bit_for_bit(monkeypatch):
+    monkeypatch.setattr(S, "BLOCK_ELEMENTS", 256)
+    g = torch.Generator().manual_seed(5)
+    q = torch.rand(300, 33, generator=g)
+    loc, scale = torch.randn(33, generator=g), torch.rand(33, generator=g) + 0.1
+    fast = S.icdf(q, loc, scale)
+    general = torch.addcmul(loc, scale, S._quantile_general(q))
+    assert torch.equal(fast, general)
+    assert torch.equal(S.icdf_std(q.double()), S._quantile_general(q.double()))
+
+
+def test_icdf_gradients_are_the_derivatives():
+    """d/dq = pi scale (1 + z^2), d/dloc = 1, d/dscale = z; gradcheck in float64."""
+    g = torch.Generator().manual_seed(9)
+    q = (torch.rand(6, 4, generator=g, dtype=torch.float64) * 0.98 + 0.01).requires_grad_()
+    loc = torch.randn(4, generator=g, dtype=torch.float64).requires_grad_()
+    scale = (torch.rand(4, generator=g, dtype=torch.float64) + 0.5).requires_grad_()
+    assert torch.autograd.gradcheck(S.icdf, (q, loc, scale))
+    out = S.icdf(q, loc, scale)
+    gq, gl, gs = torch.autograd.grad(out.sum(), (q, loc, scale))
+    for (i, j), value in zip([(0, 0), (5, 3)], [gq[0, 0], gq[5, 3]], strict=True):
+        z = ref_quantile(q[i, j].item())
+        ref = mpmath.pi * mpmath.mpf(scale[j].item()) * (1 + z * z)
+        assert abs(mpmath.mpf(value.item()) - ref) <= 1e-12 * abs(ref)
+    torch.testing.assert_close(gl, torch.full((4,), 6.0, dtype=torch.float64))
+    torch.testing.assert_close(gs, S.icdf_std(q.detach()).sum(0))
+
+
 # ------------------------------------------------------------------------------ limits at +-inf
 
 
@@ -617,7 +726,9 @@ def test_compiled_kernels_have_no_graph_break():
 
     def f(d, s):
         lc, ls = S.log_cdf_sf(d, s)
-        return lc + ls + S.log_pdf(d, s) + S.cdf(d, s) + S.cauchy_kl(d, s, 0.5 * d, s)
+        q = S.cdf(d, s)
+        kl = S.cauchy_kl(d, s, 0.5 * d, s)
+        return lc + ls + S.log_pdf(d, s) + q + kl + S.icdf(q.clamp(0.1, 0.9), d, s)
 
     compiled = torch.compile(f, fullgraph=True, backend="eager")
     torch.testing.assert_close(compiled(d, s), f(d, s), rtol=0, atol=0)
