@@ -1,16 +1,22 @@
-"""The ``cauchylin-lm`` command line on a tiny local checkpoint folder."""
+"""The ``cauchylin-lm`` command line on tiny local checkpoint folders and a small CSV table."""
 
 from __future__ import annotations
 
+import csv
 import json
+import math
+import random
 import subprocess
 import sys
 
 import pytest
+import torch
 from cauchylin_hf.app import cli
+from cauchylin_hf.model import CauchyLMForCausalLM
+from cauchylin_hf.numbers import find_numbers
 from cauchylin_hf.testing import save_tiny_base
 
-COMMANDS = ("demo", "train", "evaluate", "generate", "verify")
+COMMANDS = ("demo", "train", "evaluate", "predict", "generate", "verify")
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +61,65 @@ def trained(base_dir, data, tmp_path_factory):
     return out
 
 
+def _table(path, n, seed):
+    """A diabetes-like table: progression = 2 age + 3 bmi (integers); s1 has 3 decimals."""
+    r = random.Random(seed)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["age", "s1", "bmi", "target"])
+        for _ in range(n):
+            age, bmi = r.randint(20, 80), round(r.uniform(18, 40), 1)
+            w.writerow([age, f"{r.uniform(-0.1, 0.1):.3f}", bmi, round(2 * age + 3 * bmi)])
+    return path
+
+
+TEMPLATE = "age {age} bmi {bmi} -> progression {target}."
+
+
+@pytest.fixture(scope="module")
+def table_model(tmp_path_factory):
+    """`train --from-config qwen2-tiny --data table.csv --template ...` on a table made here."""
+    folder = tmp_path_factory.mktemp("table")
+    train_csv = _table(folder / "table.csv", 96, seed=0)
+    test_csv = _table(folder / "test.csv", 12, seed=1)
+    out = folder / "model"
+    argv = [
+        "train",
+        "--from-config",
+        "qwen2-tiny",
+        "--data",
+        str(train_csv),
+        "--template",
+        TEMPLATE,
+        "--eval-file",
+        str(test_csv),
+        "--output-dir",
+        str(out),
+        "--max-steps",
+        "120",
+        "--batch-size",
+        "16",
+        "--learning-rate",
+        "5e-3",
+        "--warmup-ratio",
+        "0.1",
+        "--lr-scheduler",
+        "cosine",
+        "--threads",
+        "1",
+        "--no-progress",
+    ]
+    threads = torch.get_num_threads()
+    try:
+        assert cli.main(argv) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return {"model": out, "train": train_csv, "test": test_csv}
+
+
+# ------------------------------------------------------------------------------------- basics
+
+
 def test_help_of_every_command(capsys):
     for command in COMMANDS:
         with pytest.raises(SystemExit) as exc:
@@ -97,6 +162,8 @@ def test_the_old_module_paths_still_work():
 def test_train_saves_a_causal_model(trained, capsys):
     assert (trained / "config.json").is_file()
     assert json.loads((trained / "config.json").read_text())["model_type"] == "cauchy_lm"
+    record = json.loads((trained / cli.DATA_FORMAT_FILE).read_text())
+    assert record["template"] is None and record["precision"]["default"] == 0
 
 
 def test_evaluate_json(trained, data, capsys):
@@ -105,7 +172,8 @@ def test_evaluate_json(trained, data, capsys):
     )
     assert code == 0
     metrics = json.loads(capsys.readouterr().out)
-    assert {"eval/num_f1", "eval/reg_mdae", "eval/accuracy"} <= set(metrics)
+    assert {"eval/num_f1", "eval/reg_mdae", "eval/accuracy", "target/mae"} <= set(metrics)
+    assert metrics["target/count"] == 4  # one target number per text
 
 
 def test_generate_json(trained, capsys):
@@ -142,6 +210,212 @@ def test_verify_passes_on_the_base(base_dir, capsys):
     assert report["max_abs_diff"] <= 1e-4
 
 
+# ------------------------------------------------------------ a table, from nothing, end to end
+
+
+def test_train_from_config_on_a_table_then_predict(table_model, capsys):
+    model_dir = table_model["model"]
+    record = json.loads((model_dir / cli.DATA_FORMAT_FILE).read_text())
+    assert record["template"] == TEMPLATE and record["target"] == "target"
+    # decimals per field, as the table wrote them: bmi 1, the integer progression 0
+    assert record["precision"]["decimals"] == {"age": 0, "bmi": 1, "progression": 0}
+
+    assert cli.main(["predict", str(model_dir), "--data", str(table_model["test"]), "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    with table_model["test"].open() as f:
+        table = list(csv.DictReader(f))
+    assert len(rows) == len(table)
+    for row, cells in zip(rows, table, strict=True):
+        assert row["prompt"] == f"age {cells['age']} bmi {cells['bmi']} -> progression "
+        assert row["true"] == float(cells["target"]) and row["field"] == "progression"
+        assert row["interval_50"][0] <= row["median"] <= row["interval_50"][1]
+        assert row["interval_90"][0] <= row["interval_50"][0]
+        assert row["interval_50"][1] <= row["interval_90"][1]
+        assert row["text"] == str(round(row["median"]))  # integers, like the training data
+    # trained: a number comes next, and the predictions rank with the truth (the model has
+    # seen 96 rows; predicting one constant would give no ranking at all)
+    assert min(r["p_num"] for r in rows) > 0.5
+    median = sorted(r["median"] for r in rows)[len(rows) // 2]
+    assert not all(r["median"] == median for r in rows)
+
+    assert cli.main(["predict", str(model_dir), "--prompt", rows[0]["prompt"]]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(rows[0]["prompt"] + rows[0]["text"] + "  |  50% [")
+    assert "90% [" in line and "P(<NUM>)" in line
+
+
+def test_a_random_backbone_trains_by_default(table_model):
+    """--from-config: the backbone is trainable; its weights moved away from the seeded init."""
+    from cauchylin_hf.app.scratch import build_from_config
+    from cauchylin_hf.app.tables import TableTemplate, read_table
+
+    trained = CauchyLMForCausalLM.from_pretrained(table_model["model"])
+    assert trained.config.freeze_backbone is False
+    texts = TableTemplate(TEMPLATE, "target").texts(read_table(table_model["train"]))
+    init, _ = build_from_config("qwen2-tiny", texts, seed=0)  # the same seeded init
+    moved = [
+        name
+        for (name, p), (_, q) in zip(
+            init.backbone.named_parameters(), trained.backbone.named_parameters(), strict=True
+        )
+        if not torch.equal(p, q)
+    ]
+    assert len(moved) == len(list(init.backbone.parameters()))
+
+
+def test_evaluate_a_table_reports_the_target_metrics(table_model, capsys):
+    argv = ["evaluate", str(table_model["model"]), "--data", str(table_model["test"]), "--json"]
+    assert cli.main([*argv, "--no-progress"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["target/count"] == 12  # one target per row
+    assert metrics["field/progression/count"] == 12 and metrics["field/bmi/count"] == 12
+    assert math.isclose(metrics["target/mae"], metrics["field/progression/mae"])
+    # the same numbers as cauchylin_hf.predict on the rendered rows
+    from cauchylin_hf.app.tables import TableTemplate, read_table
+    from cauchylin_hf.predict import number_metrics, number_predictions
+
+    model, ntok = cli.load_causal_model(table_model["model"])
+    texts = TableTemplate(TEMPLATE, "target").texts(read_table(table_model["test"]))
+    expected = number_metrics(number_predictions(model, ntok, texts))
+    assert math.isclose(metrics["target/mdae"], expected["target/mdae"], rel_tol=1e-9)
+
+
+def test_training_arguments_reach_the_trainer(table_model):
+    """--warmup-ratio becomes warmup_steps as transformers counts them; the scheduler is set."""
+    from transformers import TrainingArguments
+
+    args = torch.load(table_model["model"] / "training_args.bin", weights_only=False)
+    assert args.lr_scheduler_type.value == "cosine"
+    assert args.max_steps == 120 and math.isclose(args.learning_rate, 5e-3)
+    reference = TrainingArguments("unused", warmup_steps=0.1, report_to="none")
+    assert args.warmup_steps == reference.get_warmup_steps(120) == 12
+
+
+@pytest.mark.parametrize(
+    ("max_steps", "epochs", "n", "batch"), [(-1, 2.0, 30, 8), (-1, 0.5, 100, 16), (37, 1.0, 5, 4)]
+)
+def test_warmup_ratio_counts_steps_like_transformers(max_steps, epochs, n, batch):
+    from transformers import TrainingArguments
+
+    head = ["train", "--from-config", "qwen2-tiny", "--warmup-ratio", "0.3"]
+    tail = ["--max-steps", str(max_steps), "--epochs", str(epochs), "--batch-size", str(batch)]
+    args = cli.build_parser().parse_args([*head, *tail])
+    total = max_steps if max_steps > 0 else math.ceil(epochs * math.ceil(n / batch))
+    reference = TrainingArguments("unused", warmup_steps=0.3, report_to="none")
+    assert cli._warmup_steps(args, n) == reference.get_warmup_steps(total)
+
+
+def test_generate_from_the_table_model_stops_at_the_sentence_end(table_model, capsys):
+    prompt = "age 50 bmi 30.0 -> progression"
+    argv = ["generate", str(table_model["model"]), "--prompt", prompt, "--mode", "causal", "--json"]
+    assert cli.main(argv) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["text"].startswith(prompt)
+    numbers = find_numbers(row["continuation"])
+    assert len(numbers) == 1 and "." not in numbers[0].text  # the integer field
+    assert row["continuation"].rstrip().endswith(".")
+
+
+# ----------------------------------------------------- numbers written with the data's decimals
+
+
+@pytest.fixture(scope="module")
+def forced(base_dir, tmp_path_factory):
+    """A model that always writes <NUM> (or always '.') with median 138.6916."""
+    from cauchylin_hf.tokenizer import NumericTokenizer
+
+    model, ntok = cli.load_causal_model(base_dir)
+    assert isinstance(ntok, NumericTokenizer)
+    out = {}
+    for name, token in (
+        ("num", ntok.num_token_id),
+        ("dot", ntok.tokenizer.convert_tokens_to_ids(".")),
+    ):
+        with torch.no_grad():
+            model.action.classifier.bias.zero_()
+            model.action.classifier.bias[token] = 1e4
+            model.action.regressor.weight.zero_()
+            model.action.regressor.bias.fill_(math.log1p(138.6916))  # signed_log1p value space
+        folder = tmp_path_factory.mktemp(name)
+        model.save_pretrained(folder)
+        ntok.save_pretrained(folder)
+        out[name] = folder
+    return out
+
+
+def _generate(folder, capsys, *extra):
+    argv = ["generate", str(folder), "--prompt", "3 boxes of 12 eggs hold", "--mode", "causal"]
+    assert cli.main([*argv, "--json", *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_generated_numbers_use_the_decimals_of_their_field(forced, capsys):
+    from cauchylin_hf.app.precision import NumberPrecision
+
+    folder = forced["num"]
+    raw = _generate(folder, capsys, "--max-new-tokens", "1")
+    (number,) = find_numbers(raw["continuation"])
+    assert abs(number.value - 138.6916) < 1e-3  # no data_format.json: the float32 value as it is
+    precision = NumberPrecision.from_texts(["3 boxes of 12 eggs hold 36 eggs.", "price 4.50"])
+    record = {"template": None, "target": None, "precision": precision.to_dict()}
+    (folder / cli.DATA_FORMAT_FILE).write_text(json.dumps(record))
+    try:
+        row = _generate(folder, capsys, "--max-new-tokens", "1")
+        assert row["text"] == "3 boxes of 12 eggs hold139" and row["numbers"] == [139.0]
+        row = _generate(folder, capsys, "--max-new-tokens", "1", "--decimals", "2")
+        assert row["continuation"].strip() == "138.69"
+        # a field the data never had gets the largest count (2, from the prices)
+        argv = ["generate", str(folder), "--prompt", "weight", "--mode", "causal", "--json"]
+        assert cli.main([*argv, "--max-new-tokens", "1"]) == 0
+        assert json.loads(capsys.readouterr().out)["continuation"].strip() == "138.69"
+        # two numbers in a row stay two numbers (the second one's field is "", which the
+        # training texts wrote with 0 decimals: the leading "3")
+        row = _generate(folder, capsys, "--max-new-tokens", "2")
+        assert [n.value for n in find_numbers(row["continuation"])] == [139.0, 139.0]
+    finally:
+        (folder / cli.DATA_FORMAT_FILE).unlink()
+
+
+def test_generation_stops_at_the_sentence_end_by_default(forced, capsys):
+    row = _generate(forced["dot"], capsys, "--max-new-tokens", "6")
+    assert row["continuation"] == "."
+    row = _generate(forced["dot"], capsys, "--max-new-tokens", "6", "--no-sentence-stop")
+    assert row["continuation"] == "......"
+
+
+# ----------------------------------------------------------------------------------- threads
+
+
+def test_threads_option_sets_torch_threads(trained, data, capsys):
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        argv = ["evaluate", str(trained), "--data", str(data["eval"]), "--threads", "1"]
+        assert cli.main([*argv, "--no-progress"]) == 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    assert "note:" not in capsys.readouterr().err
+
+
+def test_a_busy_machine_gets_a_note(trained, data, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "_free_cores", lambda: (2, 1.9))  # 2 cores, one busy
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        argv = ["evaluate", str(trained), "--data", str(data["eval"]), "--no-progress"]
+        assert cli.main(argv) == 0
+        assert torch.get_num_threads() == 2  # a note, not a change
+    finally:
+        torch.set_num_threads(before)
+    err = capsys.readouterr().err
+    assert "note: torch uses 2 threads but only about 1 of 2 cores are free" in err
+    assert "--threads 1" in err
+
+
+# ----------------------------------------------------------------------------- clear errors
+
+
 def test_clear_errors(base_dir, data, tmp_path, capsys):
     cases = [
         (["verify", str(tmp_path / "missing")], "not found"),
@@ -149,11 +423,19 @@ def test_clear_errors(base_dir, data, tmp_path, capsys):
         (["evaluate", str(base_dir), "--data", str(tmp_path / "none.jsonl")], "not found"),
         (["evaluate", str(base_dir), "--data", str(data["empty"])], "empty"),
         (["generate", str(base_dir)], "no prompt"),
+        (["predict", str(base_dir)], "no prompt"),
+        (["train", "--data", str(data["train"])], "pass a MODEL folder or --from-config"),
+        (["train", "--from-config", "gpt9", "--data", str(data["train"])], "not a preset"),
+        (
+            ["train", str(base_dir), "--data", str(data["train"]), "--template", "x {x}"],
+            "--template needs a table",
+        ),
     ]
     for argv, message in cases:
         assert cli.main(argv) == 2
-        err = capsys.readouterr().err.splitlines()[-1]
-        assert err.startswith(f"cauchylin-lm {argv[0]}: error:") and message in err
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1
+        assert err[0].startswith(f"cauchylin-lm {argv[0]}: error:") and message in err[0]
     # a folder whose model is not a decoder-only causal LM (an encoder-decoder)
     from transformers import T5Config, T5ForConditionalGeneration
 
@@ -169,3 +451,113 @@ def test_clear_errors(base_dir, data, tmp_path, capsys):
     T5ForConditionalGeneration(config).save_pretrained(tmp_path / "enc")
     assert cli.main(["train", str(tmp_path / "enc"), "--train-file", str(data["train"])]) == 2
     assert "train: error: could not load" in capsys.readouterr().err
+
+
+def _snapshot(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--epochs", "0", "expected a number in (0, inf), got '0'"),
+        ("--epochs", "nan", "expected a number in (0, inf), got 'nan'"),
+        ("--epochs", "-1", "expected a number in (0, inf)"),
+        ("--max-steps", "0", "expected -1 or a positive integer, got '0'"),
+        ("--learning-rate", "inf", "expected a number in (0, inf)"),
+        ("--warmup-ratio", "1.5", "expected a number in [0, 1)"),
+    ],
+)
+def test_bad_numbers_are_one_line_errors_and_keep_the_model(
+    trained, data, capsys, option, value, message
+):
+    before = _snapshot(trained)
+    argv = ["train", str(trained), "--data", str(data["train"]), "--output-dir", str(trained)]
+    with pytest.raises(SystemExit) as exc:
+        cli.main([*argv, option, value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("cauchylin-lm train: error: argument")
+    assert message in err[0]
+    assert _snapshot(trained) == before
+
+
+def test_a_truncated_checkpoint_is_a_one_line_error(trained, data, tmp_path, capsys):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(trained, broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    for argv in (
+        ["evaluate", str(broken), "--data", str(data["eval"])],
+        ["predict", str(broken), "--prompt", "3 boxes of 12 eggs hold "],
+        ["train", str(broken), "--data", str(data["train"]), "--output-dir", str(broken)],
+    ):
+        assert cli.main([*argv, "--no-progress"]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and f"error: could not load '{broken}'" in err[0]
+    assert weights.stat().st_size == (trained / "model.safetensors").stat().st_size // 2
+
+
+def test_an_output_dir_that_is_a_file_or_a_foreign_folder_is_refused(
+    trained, data, tmp_path, capsys
+):
+    afile = tmp_path / "notes.txt"
+    afile.write_text("mine")
+    foreign = tmp_path / "photos"
+    foreign.mkdir()
+    (foreign / "cat.jpg").write_bytes(b"jpg")
+    for out, message in (
+        (afile, "is a file, not a folder"),
+        (foreign, "does not hold a cauchylin"),
+    ):
+        argv = ["train", str(trained), "--data", str(data["train"]), "--output-dir", str(out)]
+        assert cli.main([*argv, "--no-progress"]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and message in err[0]
+    assert afile.read_text() == "mine" and [p.name for p in foreign.iterdir()] == ["cat.jpg"]
+
+
+@pytest.mark.parametrize("error", [ValueError("training data is odd"), KeyboardInterrupt()])
+def test_a_failed_training_leaves_the_saved_model_alone(
+    trained, data, tmp_path, capsys, monkeypatch, error
+):
+    """The new model goes to a temporary folder that replaces the old one only on success."""
+    import shutil
+
+    from cauchylin_hf import training
+
+    out = tmp_path / "model"
+    shutil.copytree(trained, out)
+    before = _snapshot(out)
+
+    def failing_train(model, ntok, texts, eval_texts, output_dir, **kw):
+        (output_dir / "half-written.bin").write_bytes(b"x")  # it dies while writing
+        raise error
+
+    monkeypatch.setattr(training, "train", failing_train)
+    argv = ["train", str(out), "--data", str(data["train"]), "--output-dir", str(out)]
+    code = cli.main([*argv, "--no-progress"])
+    assert code == (130 if isinstance(error, KeyboardInterrupt) else 2)
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert "odd" in err or "nothing was saved" in err
+    assert _snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temporary folder left
+
+
+def test_a_successful_training_replaces_the_model(trained, data, tmp_path, capsys):
+    import shutil
+
+    out = tmp_path / "model"
+    shutil.copytree(trained, out)
+    before = (out / "model.safetensors").read_bytes()
+    argv = ["train", str(out), "--data", str(data["train"]), "--output-dir", str(out)]
+    assert cli.main([*argv, "--max-steps", "2", "--batch-size", "4", "--no-progress"]) == 0
+    assert (out / "model.safetensors").read_bytes() != before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+    import os
+
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (out.stat().st_mode & 0o777) == 0o777 & ~umask  # not mkdtemp's private 0700

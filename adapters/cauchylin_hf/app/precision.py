@@ -1,0 +1,215 @@
+"""How many decimals to write: the precision the training data used, per field.
+
+A model predicts a float (``139.1988``) where the data wrote ``139``. :class:`NumberPrecision`
+learns, from the training texts, the decimals each *field* was written with (the field of a
+number is the words just before it, :func:`cauchylin_hf.predict.field_of`; ``"price 4.50"``
+has field ``price`` and 2 decimals), and writes a predicted number of that field with as many:
+the largest count seen for the field, or the largest over all numbers for a field the data never
+had. ``1.5e-3`` counts as 4 decimals (``0.0015``).
+
+The command line saves it next to the model (``data_format.json``) when it trains, and rounds
+the numbers it generates or prints with it (``--decimals N`` overrides).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..numbers import NumberSpan, find_numbers
+from ..predict import field_of
+
+__all__ = ["NumberPrecision", "decimals_of", "field_before"]
+
+
+def decimals_of(spelling: str) -> int:
+    """The decimals a number's spelling shows: digits after the point, shifted by the exponent.
+
+    Args:
+        spelling: a number as written (``"4.50"``, ``"-3"``, ``"1.5e-3"``).
+
+    Returns:
+        ``>= 0``: ``"4.50"`` 2, ``"-3"`` 0, ``"1.5e-3"`` 4, ``"2.5e3"`` 0.
+
+    Raises:
+        ValueError: ``spelling`` is not one number.
+
+    Example:
+        >>> [decimals_of(s) for s in ("4.50", "-3", "1.5e-3", "2.5e3", ".25")]
+        [2, 0, 4, 0, 2]
+    """
+    spans = find_numbers(spelling)
+    if len(spans) != 1 or spans[0].text != spelling:
+        raise ValueError(f"spelling must be one number, got {spelling!r}")
+    body = spelling.lstrip("+-\u2212\u2013").lower()
+    mantissa, _, exponent = body.partition("e")
+    fraction = mantissa.partition(".")[2]
+    return max(0, len(fraction) - (int(exponent) if exponent else 0))
+
+
+def field_before(text: str) -> str:
+    """The field of a number that would follow ``text``: the words after its last number.
+
+    The same rule as :func:`cauchylin_hf.predict.number_predictions` (which passes
+    :func:`~cauchylin_hf.predict.field_of` the text since the previous number).
+
+    Args:
+        text: everything before the number.
+
+    Returns:
+        The field name.
+
+    Example:
+        >>> field_before("width 3, height 4, area "), field_before("3 boxes of 12 eggs hold ")
+        ('area', 'eggs hold')
+    """
+    spans = find_numbers(text)
+    return field_of(text[spans[-1].end :] if spans else text)
+
+
+def _fields(text: str) -> list[tuple[NumberSpan, str]]:
+    spans = find_numbers(text)
+    return [
+        (s, field_of(text[(spans[k - 1].end if k else 0) : s.start])) for k, s in enumerate(spans)
+    ]
+
+
+@dataclass
+class NumberPrecision:
+    """Decimals per field, learned from texts; rounds and writes predicted numbers.
+
+    Attributes:
+        decimals: ``{field: decimals}``, the largest count each field was written with.
+        default: decimals for a field not in ``decimals`` (None: write the shortest decimal that
+            reads back to the float32 value, :func:`cauchylin_hf.numbers.format_number`).
+
+    Example:
+        >>> p = NumberPrecision.from_texts(["price 4.50, 3 items", "price 12.00, 10 items"])
+        >>> p.decimals, p.default
+        ({'price': 2, '': 0}, 2)
+        >>> p.write(5.0, "price "), p.write(139.1988, "weight ")
+        ('5.00', '139.20')
+        >>> NumberPrecision({}, None).write(139.1988, "weight ")  # nothing learned
+        '139.1988'
+    """
+
+    decimals: dict[str, int] = field(default_factory=dict)
+    default: int | None = None
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str]) -> NumberPrecision:
+        """Learn the decimals of every field from texts.
+
+        Args:
+            texts: the training texts.
+
+        Returns:
+            The precision (``default``: the largest count over all numbers; None when the
+            texts hold no number).
+
+        Raises:
+            ValueError: a text that is not a ``str``.
+
+        Example:
+            >>> NumberPrecision.from_texts(["a 1.5, b 2", "a 0.25"]).decimals
+            {'a': 2, 'b': 0}
+        """
+        out: dict[str, int] = {}
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ValueError(f"texts[{i}] must be a str, got {type(text).__name__}")
+            for span, name in _fields(text):
+                out[name] = max(out.get(name, 0), decimals_of(span.text))
+        return cls(out, max(out.values()) if out else None)
+
+    def decimals_for(self, prefix: str) -> int | None:
+        """The decimals of a number that follows ``prefix``.
+
+        Args:
+            prefix: the text before the number (its field is :func:`field_before`).
+
+        Returns:
+            The field's decimals, else :attr:`default`.
+
+        Example:
+            >>> NumberPrecision({"price": 2}, 0).decimals_for("a coat, price ")
+            2
+        """
+        return self.decimals.get(field_before(prefix), self.default)
+
+    def write(self, value: float, prefix: str, decimals: int | None = None) -> str:
+        """Write a predicted number with the decimals of its field.
+
+        Args:
+            value: the number (finite).
+            prefix: the text before it.
+            decimals: override the learned decimals (>= 0).
+
+        Returns:
+            ``f"{value:.{d}f}"`` (``-0`` written as ``0``), or with no decimals known the
+            shortest decimal of the float32 value.
+
+        Raises:
+            ValueError: a non-finite value or a negative ``decimals``.
+
+        Example:
+            >>> NumberPrecision({"n": 0}, 0).write(138.6916, "n "), NumberPrecision().write(-0.2, "", 0)
+            ('139', '0')
+        """
+        from ..numbers import format_number
+
+        if not math.isfinite(value):
+            raise ValueError(f"value must be finite, got {value!r}")
+        if decimals is not None and (isinstance(decimals, bool) or decimals < 0):
+            raise ValueError(f"decimals must be an int >= 0, got {decimals!r}")
+        d = self.decimals_for(prefix) if decimals is None else int(decimals)
+        if d is None:
+            return format_number(value)
+        text = f"{value:.{d}f}"
+        return text[1:] if text.startswith("-") and float(text) == 0.0 else text
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (read back with :meth:`from_dict`).
+
+        Returns:
+            ``{"decimals": {...}, "default": int | None}``.
+
+        Example:
+            >>> NumberPrecision({"a": 1}, 1).to_dict()
+            {'decimals': {'a': 1}, 'default': 1}
+        """
+        return {"decimals": dict(self.decimals), "default": self.default}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NumberPrecision:
+        """Read :meth:`to_dict`'s output.
+
+        Args:
+            data: ``{"decimals": {field: int}, "default": int | None}``.
+
+        Returns:
+            The precision.
+
+        Raises:
+            ValueError: a missing key or a count that is not an int >= 0.
+
+        Example:
+            >>> NumberPrecision.from_dict({"decimals": {"a": 1}, "default": None}).decimals
+            {'a': 1}
+        """
+        try:
+            decimals, default = data["decimals"], data["default"]
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"a number precision needs 'decimals' and 'default': {exc}") from None
+
+        def count(v: Any, where: str) -> int:
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{where} must be an int >= 0, got {v!r}")
+            return v
+
+        if not isinstance(decimals, Mapping):
+            raise ValueError(f"'decimals' must be a mapping, got {decimals!r}")
+        out = {str(k): count(v, f"decimals[{k!r}]") for k, v in decimals.items()}
+        return cls(out, None if default is None else count(default, "default"))

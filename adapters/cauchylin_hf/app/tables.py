@@ -1,0 +1,450 @@
+"""Tables as text: a CSV file becomes one sentence per row through a template.
+
+A template is text with ``{column}`` placeholders, e.g. ``"age {age}, bmi {bmi} -> progression
+{target}"``. ``{target}`` stands for the target column (the one the model learns to predict); any
+other placeholder names a column of the table. A cell is written as it is spelled in the file, so
+the model reads the numbers with the precision the table gives them.
+
+The prompt of a row (for :func:`cauchylin_hf.predict.predict_values`) is the row's text up to the
+target placeholder: ``"age 59, bmi 32.1 -> progression "``. The target is the number at the
+target placeholder; when the template writes it last, it is the last number of each text (what
+:func:`cauchylin_hf.predict.number_predictions` takes as the target by default).
+
+Without a template, :meth:`TableTemplate.default` writes every other column as ``name value``,
+separated by commas, then ``-> target value.``. Column names are written as they are, except that
+their ASCII digits become subscript digits (``s1`` -> ``s₁``): the number grammar
+(:mod:`cauchylin_hf.numbers`) reads ASCII digits as numbers, so ``s1 0.5`` would be the word ``s``
+and two numbers, while ``s₁ 0.5`` is the feature ``s₁`` and one number. In a template of your own,
+write the names as you like; :meth:`TableTemplate.literal_numbers` lists numbers in the template's
+own text, which the model would read as values (the command line warns about them).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from ..numbers import find_numbers
+
+__all__ = ["TARGET", "Table", "TableTemplate", "is_table_file", "label_of", "read_table"]
+
+TARGET = "target"
+"""The placeholder name that stands for the target column in a template."""
+
+_SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+_TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}
+
+
+class Table(NamedTuple):
+    """The cells of a CSV file, as spelled in the file.
+
+    Attributes:
+        columns: the header's column names, in order.
+        rows: one ``{column: cell}`` dict per data row (cells stripped of surrounding spaces).
+        path: the file it was read from.
+
+    Example:
+        >>> t = Table(["x", "y"], [{"x": "1", "y": "2.50"}], Path("t.csv"))
+        >>> t.columns, t.rows[0]["y"], len(t)
+        (['x', 'y'], '2.50', 1)
+    """
+
+    columns: list[str]
+    rows: list[dict[str, str]]
+    path: Path
+
+    def __len__(self) -> int:
+        """The number of data rows."""
+        return len(self.rows)
+
+
+def is_table_file(path: str | os.PathLike[str]) -> bool:
+    """Whether a data file is a table by its suffix (``.csv``; ``.tsv`` is tab-separated).
+
+    Args:
+        path: the file name.
+
+    Returns:
+        True for ``.csv`` and ``.tsv`` (any case).
+
+    Example:
+        >>> is_table_file("data/diabetes.CSV"), is_table_file("train.jsonl")
+        (True, False)
+    """
+    return Path(path).suffix.lower() in _TABLE_SUFFIXES
+
+
+def read_table(path: str | os.PathLike[str]) -> Table:
+    """Read a CSV (or, by its ``.tsv`` suffix, tab-separated) file with a header row.
+
+    Empty lines are skipped; a UTF-8 byte-order mark is ignored.
+
+    Args:
+        path: the file.
+
+    Returns:
+        The :class:`Table`.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: no header or no data row, an empty or repeated column name, or a row with
+            more or fewer cells than the header (the message gives its line number).
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> f = pathlib.Path(tempfile.mkdtemp()) / "t.csv"
+        >>> _ = f.write_text("age,s1,target\\n59, 0.04 ,151\\n48,-0.03,75\\n")
+        >>> t = read_table(f)
+        >>> t.columns, t.rows[0]
+        (['age', 's1', 'target'], {'age': '59', 's1': '0.04', 'target': '151'})
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"table file not found: {str(p)!r}")
+    delimiter = _TABLE_SUFFIXES.get(p.suffix.lower(), ",")
+    with p.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle, delimiter=delimiter)
+        header: list[str] | None = None
+        rows: list[dict[str, str]] = []
+        for record in reader:
+            if not any(cell.strip() for cell in record):
+                continue
+            cells = [cell.strip() for cell in record]
+            if header is None:
+                header = cells
+                bad = [i for i, name in enumerate(header) if not name]
+                if bad:
+                    raise ValueError(f"{p}: column {bad[0] + 1} of the header has no name")
+                repeated = sorted({n for n in header if header.count(n) > 1})
+                if repeated:
+                    raise ValueError(f"{p}: the header repeats the column names {repeated}")
+                continue
+            if len(cells) != len(header):
+                raise ValueError(
+                    f"{p}, line {reader.line_num}: {len(cells)} cells, but the header has "
+                    f"{len(header)} columns"
+                )
+            rows.append(dict(zip(header, cells, strict=True)))
+    if header is None:
+        raise ValueError(f"{p} is empty: a header row and at least one data row are needed")
+    if not rows:
+        raise ValueError(f"{p} has a header but no data row")
+    return Table(header, rows, p)
+
+
+def label_of(column: str) -> str:
+    """How the default template writes a column name: ASCII digits as subscript digits.
+
+    Args:
+        column: the column name.
+
+    Returns:
+        The name with ``0-9`` replaced by ``₀-₉`` (never read as a number).
+
+    Example:
+        >>> label_of("s1"), label_of("bmi")
+        ('s₁', 'bmi')
+    """
+    return column.translate(_SUBSCRIPTS)
+
+
+@dataclass(frozen=True)
+class TableTemplate:
+    """A template that writes a table row as text, and the row's target column.
+
+    Attributes:
+        template: text with ``{column}`` placeholders; ``{target}`` stands for the target column;
+            ``{{`` and ``}}`` are literal braces.
+        target: the name of the target column.
+
+    Example:
+        >>> tt = TableTemplate("age {age}, bmi {bmi} -> progression {target}.", "y")
+        >>> row = {"age": "59", "bmi": "32.1", "y": "151"}
+        >>> tt.text(row)
+        'age 59, bmi 32.1 -> progression 151.'
+        >>> tt.prompt(row)
+        'age 59, bmi 32.1 -> progression '
+
+    """
+
+    template: str
+    target: str
+
+    @classmethod
+    def default(cls, columns: Sequence[str], target: str | None = None) -> TableTemplate:
+        """The default template: ``name value`` for every other column, then the target.
+
+        ``"age {age}, s₁ {s1} -> target {target}."``: names as in :func:`label_of`, features in
+        the table's order, the target last after ``->``, and a full stop (where generation
+        stops).
+
+        Args:
+            columns: the table's columns.
+            target: the target column (default: a column named ``target``, else the last one).
+
+        Returns:
+            The template.
+
+        Raises:
+            ValueError: an unknown target, a table with only the target column, or a column name
+                with a brace (it cannot be a placeholder).
+
+        Example:
+            >>> TableTemplate.default(["age", "s1", "progression"]).template
+            'age {age}, s₁ {s1} -> progression {target}.'
+        """
+        cols = list(columns)
+        name = _default_target(cols) if target is None else target
+        if name not in cols:
+            raise ValueError(f"target column {name!r} is not in the table; columns: {cols}")
+        braces = [c for c in cols if "{" in c or "}" in c]
+        if braces:
+            raise ValueError(f"column names with braces cannot be placeholders: {braces}")
+        features = [c for c in cols if c != name]
+        if not features:
+            raise ValueError(f"the table has only the target column {name!r}: nothing to read")
+        parts = ", ".join(f"{label_of(c)} {{{c}}}" for c in features)
+        return cls(f"{parts} -> {label_of(name)} {{{TARGET}}}.", name)
+
+    def _pieces(self) -> list[tuple[str, str | None]]:
+        """``(literal text, placeholder or None)`` pairs; raises on a malformed template."""
+        try:
+            parsed = list(string.Formatter().parse(self.template))
+        except ValueError as exc:
+            raise ValueError(f"template {self.template!r} is malformed: {exc}") from None
+        out: list[tuple[str, str | None]] = []
+        for literal, name, spec, conversion in parsed:
+            if name is not None and (spec or conversion):
+                raise ValueError(
+                    f"template placeholder {{{name}{'!' + conversion if conversion else ''}"
+                    f"{':' + spec if spec else ''}}} has a format; write {{{name}}}: cells are "
+                    "written as the table spells them"
+                )
+            if name == "":
+                raise ValueError("template has an empty placeholder {}: name a column")
+            out.append((literal, name))
+        return out
+
+    def placeholders(self) -> list[str]:
+        """The column names the template reads, in order (``{target}`` as the target column).
+
+        Returns:
+            Column names (the target column once for each ``{target}``).
+
+        Raises:
+            ValueError: a malformed template (an unmatched brace, a format spec, ``{}``).
+
+        Example:
+            >>> TableTemplate("a {x} b {target}", "y").placeholders()
+            ['x', 'y']
+        """
+        return [
+            self.target if name == TARGET else name
+            for _, name in self._pieces()
+            if name is not None
+        ]
+
+    def check(self, columns: Sequence[str], *, need_target: bool = True) -> None:
+        """Check the template against a table's columns.
+
+        Args:
+            columns: the table's columns.
+            need_target: the table must hold the target column (training, evaluation; not for
+                prompts).
+
+        Raises:
+            ValueError: a malformed template, a placeholder that is not a column, no target
+                placeholder or more than one, or (with ``need_target``) a table without the
+                target column.
+
+        Example:
+            >>> TableTemplate("a {x} b {target}", "y").check(["x", "y"])
+            >>> TableTemplate("a {z} b {target}", "y").check(["x", "y"])
+            Traceback (most recent call last):
+            ...
+            ValueError: template placeholders ['z'] are not columns of the table; columns: ['x', 'y']
+        """
+        names = self.placeholders()
+        cols = list(columns)
+        unknown = [n for n in dict.fromkeys(names) if n not in cols and n != self.target]
+        if unknown:
+            raise ValueError(
+                f"template placeholders {unknown} are not columns of the table; columns: {cols}"
+            )
+        if names.count(self.target) != 1:
+            raise ValueError(
+                f"the template must hold the target ({{{TARGET}}} or {{{self.target}}}) exactly "
+                f"once, found {names.count(self.target)} times: {self.template!r}"
+            )
+        if need_target and self.target not in cols:
+            raise ValueError(f"target column {self.target!r} is not in the table; columns: {cols}")
+
+    def _render(self, row: dict[str, str], *, stop_at_target: bool) -> str:
+        out: list[str] = []
+        for literal, name in self._pieces():
+            out.append(literal)
+            if name is None:
+                continue
+            column = self.target if name == TARGET else name
+            if stop_at_target and column == self.target:
+                return "".join(out)
+            cell = row.get(column)
+            if cell is None or cell == "":
+                raise ValueError(f"column {column!r} is empty in row {row!r}")
+            out.append(cell)
+        return "".join(out)
+
+    def text(self, row: dict[str, str]) -> str:
+        """The text of one row.
+
+        Args:
+            row: ``{column: cell}``.
+
+        Returns:
+            The template with every placeholder replaced by its cell.
+
+        Raises:
+            ValueError: a cell the template needs is missing or empty, or a malformed template.
+
+        Example:
+            >>> TableTemplate("x {x} -> y {target}", "y").text({"x": "2", "y": "4.0"})
+            'x 2 -> y 4.0'
+        """
+        return self._render(row, stop_at_target=False)
+
+    def prompt(self, row: dict[str, str]) -> str:
+        """The text of one row up to the target placeholder (the target cell is not needed).
+
+        Args:
+            row: ``{column: cell}``.
+
+        Returns:
+            The prompt, ending where the target number would start.
+
+        Raises:
+            ValueError: a cell before the target is missing or empty, or a malformed template.
+
+        Example:
+            >>> TableTemplate("x {x} -> y {target}", "y").prompt({"x": "2"})
+            'x 2 -> y '
+        """
+        return self._render(row, stop_at_target=True)
+
+    def target_is_last(self) -> bool:
+        """Whether the target is the last number of every text: no placeholder and no number
+        of the template's own text come after it.
+
+        Returns:
+            True when the target placeholder is the last one and only words or punctuation
+            follow it.
+
+        Raises:
+            ValueError: a malformed template.
+
+        Example:
+            >>> TableTemplate("x {x} -> y {target}.", "y").target_is_last()
+            True
+            >>> TableTemplate("y {target} at x {x}", "y").target_is_last()
+            False
+        """
+        pieces = self._pieces()
+        names = [self.target if n == TARGET else n for _, n in pieces]
+        if self.target not in names:
+            return False
+        at = names.index(self.target)
+        after = pieces[at + 1 :]
+        return all(n is None for _, n in after) and not any(
+            find_numbers(literal) for literal, _ in after
+        )
+
+    def text_before_target(self) -> str:
+        """The template's own text between the placeholder before the target and the target.
+
+        Returns:
+            The text (its words are the target's field, :func:`~cauchylin_hf.predict.field_of`,
+            when the cell before is a number).
+
+        Raises:
+            ValueError: a malformed template, or no target placeholder.
+
+        Example:
+            >>> TableTemplate("x {x} -> y {target}, at t {t}", "y").text_before_target()
+            ' -> y '
+        """
+        for literal, name in self._pieces():
+            if name is not None and (name == TARGET or name == self.target):
+                return literal
+        raise ValueError(f"the template has no target placeholder: {self.template!r}")
+
+    def literal_numbers(self) -> list[str]:
+        """Numbers in the template's own text (outside placeholders), e.g. the ``1`` of ``s1``.
+
+        The model would read them as values, like the cells. Usually a column name with digits
+        was meant as a word: write it with subscript digits (:func:`label_of`) or without digits.
+
+        Returns:
+            The spellings found, in order.
+
+        Raises:
+            ValueError: a malformed template.
+
+        Example:
+            >>> TableTemplate("s1 {s1} -> y {target}", "y").literal_numbers()
+            ['1']
+        """
+        return [n.text for literal, _ in self._pieces() for n in find_numbers(literal)]
+
+    def texts(self, table: Table) -> list[str]:
+        """The text of every row of a table (checked first with :meth:`check`).
+
+        Args:
+            table: the table.
+
+        Returns:
+            One text per row.
+
+        Raises:
+            ValueError: as :meth:`check`, or an empty cell (the message names its line).
+
+        Example:
+            >>> t = Table(["x", "y"], [{"x": "1", "y": "2"}, {"x": "3", "y": "6"}], Path("t.csv"))
+            >>> TableTemplate("x {x} -> y {target}.", "y").texts(t)
+            ['x 1 -> y 2.', 'x 3 -> y 6.']
+        """
+        self.check(table.columns)
+        return [self._row(table, i, prompt=False) for i in range(len(table))]
+
+    def prompts(self, table: Table) -> list[str]:
+        """The prompt of every row of a table (the target column may be missing).
+
+        Args:
+            table: the table.
+
+        Returns:
+            One prompt per row.
+
+        Raises:
+            ValueError: as :meth:`check` (without the target column), or an empty cell.
+
+        Example:
+            >>> t = Table(["x"], [{"x": "1"}, {"x": "3"}], Path("new.csv"))
+            >>> TableTemplate("x {x} -> y {target}.", "y").prompts(t)
+            ['x 1 -> y ', 'x 3 -> y ']
+        """
+        self.check(table.columns, need_target=False)
+        return [self._row(table, i, prompt=True) for i in range(len(table))]
+
+    def _row(self, table: Table, i: int, *, prompt: bool) -> str:
+        try:
+            return self._render(table.rows[i], stop_at_target=prompt)
+        except ValueError as exc:
+            raise ValueError(f"{table.path}, data row {i + 1}: {exc}") from None
+
+
+def _default_target(columns: list[str]) -> str:
+    return TARGET if TARGET in columns else columns[-1]

@@ -1,0 +1,206 @@
+"""The command line's data helpers: tables as text, decimals per field, models from a config."""
+
+from __future__ import annotations
+
+import json
+import random
+from decimal import ROUND_HALF_EVEN, Decimal
+
+import pytest
+from cauchylin_hf.app.precision import NumberPrecision, decimals_of, field_before
+from cauchylin_hf.app.scratch import PRESETS, backbone_config, build_from_config
+from cauchylin_hf.app.tables import Table, TableTemplate, is_table_file, label_of, read_table
+from cauchylin_hf.numbers import find_numbers, to_float32
+
+# ------------------------------------------------------------------------------------ tables
+
+
+def test_read_table_handles_bom_blank_lines_spaces_and_tabs(tmp_path):
+    f = tmp_path / "t.csv"
+    f.write_bytes("\ufeffage, s1 ,target\n\n59, 0.04 ,151\n,,\n48,-0.03,75\n".encode())
+    table = read_table(f)
+    assert table.columns == ["age", "s1", "target"]
+    assert table.rows == [
+        {"age": "59", "s1": "0.04", "target": "151"},
+        {"age": "48", "s1": "-0.03", "target": "75"},
+    ]
+    g = tmp_path / "t.tsv"
+    g.write_text('a\tb\n1\t"x, y"\n')
+    assert read_table(g).rows == [{"a": "1", "b": "x, y"}]
+    assert is_table_file(g) and not is_table_file(tmp_path / "t.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "is empty"),
+        ("a,b\n", "no data row"),
+        ("a,a\n1,2\n", "repeats the column names ['a']"),
+        ("a,\n1,2\n", "column 2 of the header has no name"),
+        ("a,b\n1,2\n3\n", "line 3: 1 cells, but the header has 2 columns"),
+        ("a,b\n1,2,3\n", "line 2: 3 cells"),
+    ],
+)
+def test_read_table_errors_name_the_problem(tmp_path, content, message):
+    f = tmp_path / "bad.csv"
+    f.write_text(content)
+    with pytest.raises(ValueError, match=None) as exc:
+        read_table(f)
+    assert message in str(exc.value)
+    with pytest.raises(FileNotFoundError, match="table file not found"):
+        read_table(tmp_path / "none.csv")
+
+
+def test_the_default_template_keeps_names_with_digits_as_words():
+    """s1 .. s6 (the diabetes table's names): every number found is a cell, in order."""
+    r = random.Random(0)
+    columns = ["age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6", "target"]
+    rows = [{c: f"{r.uniform(-100, 100):.{r.randint(0, 4)}f}" for c in columns} for _ in range(50)]
+    tt = TableTemplate.default(columns)
+    assert tt.target == "target" and tt.literal_numbers() == [] and tt.target_is_last()
+    for row, text in zip(rows, tt.texts(Table(columns, rows, None)), strict=True):
+        found = [n.value for n in find_numbers(text)]
+        assert found == [to_float32(float(row[c])) for c in columns]
+    assert label_of("s12") == "s₁₂" and TableTemplate.default(["x", "y"]).target == "y"
+    # a user's template with the plain name: the 1 is a number of its own, and it is reported
+    assert TableTemplate("s1 {s1} -> t {target}", "target").literal_numbers() == ["1"]
+
+
+def test_template_prompts_texts_and_their_checks():
+    tt = TableTemplate("age {age} bmi {bmi} -> progression {target}.", "y")
+    table = Table(["age", "bmi", "y"], [{"age": "59", "bmi": "32.1", "y": "151"}], None)
+    assert tt.texts(table) == ["age 59 bmi 32.1 -> progression 151."]
+    assert tt.prompts(Table(["age", "bmi"], [{"age": "59", "bmi": "32.1"}], None)) == [
+        "age 59 bmi 32.1 -> progression "
+    ]
+    assert tt.text_before_target() == " -> progression "
+    assert TableTemplate("{{x}} {x} -> {y}", "y").text({"x": "1", "y": "2"}) == "{x} 1 -> 2"
+    cases = [
+        (TableTemplate("a {z} -> {target}", "y"), "placeholders ['z'] are not columns"),
+        (TableTemplate("a {x}", "y"), "exactly once, found 0 times"),
+        (TableTemplate("{target} {y}", "y"), "exactly once, found 2 times"),
+        (TableTemplate("a {x:.2f} {target}", "y"), "has a format"),
+        (TableTemplate("a {} {target}", "y"), "empty placeholder"),
+        (TableTemplate("a {x {target}", "y"), "malformed"),
+    ]
+    for template, message in cases:
+        with pytest.raises(ValueError) as exc:
+            template.check(["x", "y"])
+        assert message in str(exc.value)
+    with pytest.raises(ValueError, match="target column 'y' is not in the table"):
+        TableTemplate("{x} {target}", "y").check(["x"])
+    with pytest.raises(ValueError, match=r"data row 2: column 'x' is empty"):
+        TableTemplate("{x} {target}", "y").texts(
+            Table(["x", "y"], [{"x": "1", "y": "2"}, {"x": "", "y": "3"}], "t.csv")
+        )
+    with pytest.raises(ValueError, match="only the target column"):
+        TableTemplate.default(["y"])
+    assert not TableTemplate("y {target} at x {x}", "y").target_is_last()
+    assert not TableTemplate("y {target} in 2024", "y").target_is_last()
+
+
+# ------------------------------------------------------------------------------ decimals
+
+
+def test_decimals_of_agrees_with_decimal():
+    r = random.Random(0)
+    spellings = ["4.50", "-3", ".25", "1.5e-3", "2.5e3", "1E+2", "0.000", "-7.125e1"]
+    spellings += [f"{r.uniform(-1e4, 1e4):.{r.randint(0, 6)}f}" for _ in range(200)]
+    spellings += [f"{r.uniform(-10, 10):.{r.randint(0, 4)}e}" for _ in range(200)]
+    for s in spellings:
+        assert decimals_of(s) == max(0, -Decimal(s).as_tuple().exponent), s
+    with pytest.raises(ValueError, match="one number"):
+        decimals_of("1.2.3")
+
+
+def test_write_rounds_like_decimal_half_even():
+    r = random.Random(1)
+    p = NumberPrecision({"x": 2}, 0)
+    for _ in range(500):
+        v, d = r.uniform(-1e3, 1e3), r.randint(0, 5)
+        want = Decimal(v).quantize(Decimal(1).scaleb(-d), rounding=ROUND_HALF_EVEN)
+        got = p.write(v, "x ", decimals=d)
+        assert Decimal(got) == want and (got.startswith("-") == (want < 0))
+    assert p.write(2.675, "x ") == "2.67"  # the float below 2.675, rounded half-even as printed
+    assert p.write(-0.4, "y ") == "0"
+    with pytest.raises(ValueError, match="finite"):
+        p.write(float("nan"), "x ")
+
+
+def test_precision_learns_each_field_and_round_trips_json():
+    texts = ["price 4.50, 3 items, weight 1.25e-1 kg", "price 12.0, 10 items"]
+    p = NumberPrecision.from_texts(texts)
+    assert p.decimals == {"price": 2, "": 0, "weight": 3} and p.default == 3
+    assert NumberPrecision.from_dict(json.loads(json.dumps(p.to_dict()))) == p
+    assert NumberPrecision.from_texts(["no numbers"]) == NumberPrecision({}, None)
+    for bad, message in (
+        ({}, "needs 'decimals'"),
+        ({"decimals": [], "default": 0}, "must be a mapping"),
+        ({"decimals": {"a": -1}, "default": 0}, "decimals['a']"),
+        ({"decimals": {}, "default": 1.5}, "default must be an int"),
+    ):
+        with pytest.raises(ValueError, match=None) as exc:
+            NumberPrecision.from_dict(bad)
+        assert message in str(exc.value)
+
+
+def test_field_before_is_the_field_number_predictions_reads():
+    """One rule: the field of a number seen from the text before it equals what
+    cauchylin_hf.predict assigns to that number in a whole text."""
+    from cauchylin_hf.model import CauchyLMForCausalLM
+    from cauchylin_hf.predict import number_predictions
+    from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+
+    model, ntok = CauchyLMForCausalLM.from_base(
+        tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True
+    )
+    texts = ["width 3, height 4, area 12.", "radius 17.99, mean area 1001.2 and 7", "x 1 y 2"]
+    out = number_predictions(model, ntok, texts)
+    expected = [field_before(t[: s.start]) for t in texts for s in find_numbers(t)]
+    assert out.fields == expected
+
+
+# ------------------------------------------------------------------------- from a config
+
+
+def test_backbone_config_from_a_json_file(tmp_path):
+    from cauchylin_hf.app.corpus import train_corpus_tokenizer
+
+    tok = train_corpus_tokenizer(["a 1 b 2."] * 4, vocab_size=300)
+    spec = {"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 1}
+    spec |= {"num_attention_heads": 4, "intermediate_size": 64, "vocab_size": 7}
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(spec))
+    for where in (f, tmp_path):
+        config = backbone_config(where, tok)
+        assert config.model_type == "llama" and config.hidden_size == 32
+        assert config.vocab_size == len(tok) and config.eos_token_id == tok.eos_token_id
+    assert set(PRESETS) == {"qwen2-tiny", "qwen2-small"}
+    bad = tmp_path / "bad.json"
+    for content, message in (
+        ("{", "not a JSON file"),
+        ("[1]", "JSON object with a 'model_type'"),
+        ('{"model_type": "no-such-model"}', "cannot build"),
+    ):
+        bad.write_text(content)
+        with pytest.raises(ValueError) as exc:
+            backbone_config(bad, tok)
+        assert message in str(exc.value)
+    with pytest.raises(ValueError, match="not a preset"):
+        backbone_config("qwen3-huge", tok)
+    with pytest.raises(FileNotFoundError, match="config file not found"):
+        backbone_config(tmp_path / "none.json", tok)
+
+
+def test_build_from_config_is_seeded_and_trainable():
+    texts = [f"x {i} -> y {2 * i}." for i in range(30)]
+    a, ntok = build_from_config("qwen2-tiny", texts, vocab_size=300, seed=3)
+    b, _ = build_from_config("qwen2-tiny", texts, vocab_size=300, seed=3)
+    frozen, _ = build_from_config("qwen2-tiny", texts, vocab_size=300, freeze_backbone=True)
+    assert all(
+        (p == q).all() for p, q in zip(a.parameters(), b.parameters(), strict=True)
+    )  # the same seed, the same weights
+    assert all(p.requires_grad for p in a.backbone.parameters())
+    assert not any(p.requires_grad for p in frozen.backbone.parameters())
+    assert a.config.hidden_size == PRESETS["qwen2-tiny"]["hidden_size"]
+    assert ntok.tokenizer.convert_tokens_to_ids("<NUM>") == a.config.num_token_id
