@@ -69,11 +69,12 @@ def machine_info(device: str = "cpu") -> dict[str, object]:
     return info
 
 
-def describe(device: str = "cpu") -> str:
+def describe(device: str = "cpu", with_allocator: bool = True) -> str:
     """One line for a script's header and its figures' footnotes."""
     i = machine_info(device)
     where = f"GPU {i['gpu']}, " if "gpu" in i else ""
+    alloc = f"{i['allocator']}, " if with_allocator else ""
     return (
         f"{where}CPU {i['cpu']} ({i['cpus']} visible, {i['cpu_capability']}), "
-        f"{i['threads']} torch thread(s), {i['allocator']}, torch {i['torch']}"
+        f"{i['threads']} torch thread(s), {alloc}torch {i['torch']}"
     )

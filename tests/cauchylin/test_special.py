@@ -732,3 +732,19 @@ def test_compiled_kernels_have_no_graph_break():
 
     compiled = torch.compile(f, fullgraph=True, backend="eager")
     torch.testing.assert_close(compiled(d, s), f(d, s), rtol=0, atol=0)
+
+
+@given(
+    st.lists(st.integers(0, 3), max_size=4),
+    st.lists(st.integers(0, 3), max_size=4),
+    st.lists(st.integers(0, 3), max_size=2),
+)
+def test_fast_broadcast_shape_is_torchs_rule(a, b, c):
+    """The kernels' broadcast helper against torch.broadcast_shapes (result or RuntimeError)."""
+    try:
+        expected = torch.broadcast_shapes(a, b, c)
+    except RuntimeError:
+        with pytest.raises(RuntimeError, match="do not broadcast"):
+            S._broadcast_shape(a, b, c)
+        return
+    assert S._broadcast_shape(a, b, c) == expected
