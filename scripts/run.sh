@@ -18,7 +18,7 @@ setup() {
   # Reinstall when anything is missing or when the installed packages belong to another checkout.
   here="$(pwd -P)"
   if ! "$PY" -c "
-import os, sys, cauchylin, cauchylin_hf, pytest, hypothesis, mkdocs, transformers, peft, mypy
+import os, sys, cauchylin, cauchylin_hf, pytest, hypothesis, mkdocs, transformers, peft, mypy, build, twine
 for m in (cauchylin, cauchylin_hf):
     if not os.path.realpath(m.__file__).startswith(sys.argv[1] + os.sep):
         sys.exit(1)
@@ -54,6 +54,10 @@ case "$cmd" in
     echo "== pytest tests/cauchylin with MKL_ENABLE_INSTRUCTIONS=$mkl_alt ATEN_CPU_CAPABILITY=default"
     MKL_ENABLE_INSTRUCTIONS="$mkl_alt" ATEN_CPU_CAPABILITY=default CI="${CI:-true}" \
       "$PY" -m pytest -n 2 --dist loadfile -q tests/cauchylin
+    # The package as users get it: build the sdist and the wheel, twine check, install the wheel
+    # into a fresh venv and run a smoke test there (about a minute).
+    echo "== wheel: build, twine check, install into a fresh venv, smoke test"
+    PYTHON="$PY" bash scripts/check_wheel.sh
     if [ -f mkdocs.yml ]; then
       # No -q: it would hide the warnings that --strict turns into a failure.
       echo "== mkdocs build --strict"
