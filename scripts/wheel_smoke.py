@@ -40,8 +40,9 @@ def step(name: str) -> None:
 
 
 def check_installed(version: str) -> None:
-    import cauchylin
     import cauchylin_hf
+
+    import cauchylin
 
     site = Path(sysconfig.get_paths()["purelib"]).resolve()
     for module in (cauchylin, cauchylin_hf):
@@ -121,8 +122,23 @@ def check_cli(workdir: Path) -> None:
             w.writerow([x, f"{r.uniform(-1, 1):.2f}", 2 * x])
     start = time.perf_counter()
     model = workdir / "model"
-    run(cli, "train", "--from-config", "qwen2-tiny", "--data", str(table), "--output-dir",
-        str(model), "--max-steps", "20", "--batch-size", "8", "--threads", "1", "--no-progress")
+    run(
+        cli,
+        "train",
+        "--from-config",
+        "qwen2-tiny",
+        "--data",
+        str(table),
+        "--output-dir",
+        str(model),
+        "--max-steps",
+        "20",
+        "--batch-size",
+        "8",
+        "--threads",
+        "1",
+        "--no-progress",
+    )
     lines = run(cli, "predict", str(model), "--data", str(table), "--json", "--threads", "1")
     rows = [json.loads(line) for line in lines.splitlines()]
     if len(rows) != 40:
