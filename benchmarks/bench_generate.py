@@ -42,9 +42,6 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _plotting, _machine
 
 from _machine import describe, machine_info
-from cauchylin_hf.generation import generate
-from cauchylin_hf.model import CauchyLMForCausalLM
-from transformers import AutoModelForCausalLM, Qwen2Config
 
 from cauchylin.nn import MODES
 
@@ -91,6 +88,9 @@ TARGETS = {"standard": 0.75, "compatible": 0.95}
 
 
 def build(shape: str):
+    from cauchylin_hf.model import CauchyLMForCausalLM
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
     cfg = Qwen2Config(
         **SHAPES[shape],
         max_position_embeddings=4096,
@@ -145,6 +145,8 @@ def bench(
                 pad_token_id=0,
             )
         assert out.shape[1] == prompt_len + new_tokens
+
+    from cauchylin_hf.generation import generate
 
     def run_mode(mode: str):
         out = generate(

@@ -45,17 +45,24 @@ def _positive(x: float) -> bool:
 
 
 @pytest.mark.slow
-def test_bench_elementwise_sweep(tmp_path):
+def test_bench_elementwise_both_allocators(tmp_path):
     data, stdout = _run(
         "bench_elementwise.py",
-        *("--sweep-n", "4,8", "--v", "64", "--c", "8", "--rounds", "1", "--min-run-time", "0.001"),
+        *("--shapes", "4x64", "--c", "8", "--rounds", "1", "--min-run-time", "0.0001"),
+        *("--threads", "1", "--timer", "process"),
         tmp_path=tmp_path,
     )
-    assert sorted(int(n) for n in data["results"]) == [4, 8]
-    for per_size in data["results"].values():
-        assert set(per_size) == {"log_prob", "log_cdf", "ovr_log_prob", "linear"}
-        assert all(_positive(r["ratio"]) for r in per_size.values())
-    assert "worst ratio" in stdout
+    ops = {"log_prob", "cdf", "log_cdf", "ovr_log_prob", "icdf", "linear"}
+    assert set(data["results"]) == {"glibc", "keep"}
+    for alloc, per_shape in data["results"].items():
+        assert ("keeps freed memory" in per_shape["machine"]["allocator"]) == (alloc == "keep")
+        assert per_shape["machine"]["threads"] == 1 and per_shape["machine"]["cpu"]
+        for validation in ("on", "off"):
+            per_op = per_shape["4x64"][validation]
+            assert set(per_op) == ops
+            assert all(_positive(r["median"]) for r in per_op.values())
+            assert all(r["min"] <= r["median"] <= r["max"] for r in per_op.values())
+    assert "worst median ratio" in stdout and "glibc, keeps freed memory" in stdout
 
 
 @pytest.mark.slow
@@ -92,11 +99,19 @@ def test_bench_generate_every_mode(tmp_path):
     assert "ours compatible" in stdout and "torch thread(s)" in stdout and "malloc" in stdout
 
 
-def test_bench_scripts_reject_bad_flags(tmp_path):
+@pytest.mark.parametrize(
+    "script, flags, message",
+    [
+        ("bench_generate.py", ("--shapes", "huge"), "--shapes: unknown ['huge']"),
+        ("bench_elementwise.py", ("--shapes", "12"), "--shapes: expected NxV items"),
+        ("bench_elementwise.py", ("--allocators", "tcmalloc"), "--allocators: choose from"),
+    ],
+)
+def test_bench_scripts_reject_bad_flags(tmp_path, script, flags, message):
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_generate.py"), "--shapes", "huge"],
+        [sys.executable, str(ROOT / "benchmarks" / script), *flags],
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert proc.returncode == 2 and "--shapes: unknown ['huge']" in proc.stderr
+    assert proc.returncode == 2 and message in proc.stderr
