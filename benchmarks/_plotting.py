@@ -29,16 +29,19 @@ def save(fig, path: str) -> str:
     """Lay out, write (120 dpi) and close a figure; create the folder if needed."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))  # room for the footnote
+    fig.tight_layout(rect=(0, 0.06, 1, 1))  # room for the footnote (two lines)
     fig.savefig(path, dpi=120)
     pyplot().close(fig)
     print(f"wrote {path}")
     return path
 
 
-def footnote(fig, text: str) -> None:
-    """The machine and the command, small, under the axes."""
-    fig.text(0.01, 0.005, text, fontsize=7, color="#616161", ha="left", va="bottom")
+def footnote(fig, text: str, width: int = 170) -> None:
+    """The machine and the command, small, under the axes (wrapped to ``width`` characters)."""
+    import textwrap
+
+    wrapped = "\n".join(textwrap.wrap(text, width)) or text
+    fig.text(0.01, 0.005, wrapped, fontsize=7, color="#616161", ha="left", va="bottom")
 
 
 def label_bar(ax, x: float, top: float, text: str, fontsize: int = 8) -> None:

@@ -226,6 +226,9 @@ def _run_variant(variant, cfg, measure_memory):
 
 
 def main(argv=None):
+    import torch
+    from _machine import describe, machine_info
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=256, help="tokens (all counted)")
     ap.add_argument("--c", type=int, default=256, help="causal size C")
@@ -270,6 +273,10 @@ def main(argv=None):
         "seed": 0,
     }
     thr_kind = "per-class learnable" if args.learnable_threshold else "scalar fixed"
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)  # the workers set the same count
+    machine = describe(args.device)
+    print(machine)
     print(
         f"OvR loss benchmark: N={args.n} C={args.c} V={args.v} device={args.device} "
         f"dtype={args.dtype} threshold={thr_kind} validate={args.validate} cpus={os.cpu_count()}"
@@ -279,6 +286,7 @@ def main(argv=None):
         for v in variants:
             res = _run_variant(v, cfg, measure_memory=(r == 0 and not args.no_memory))
             results[v]["times"] += res["times"]
+            results[v].setdefault("round_medians", []).append(statistics.median(res["times"]))
             results[v]["cpu"] += res["cpu"]
             for k in ("peak_extra", "grad_bytes", "loss", "probe", "threads"):
                 if k in res:
@@ -331,14 +339,40 @@ def main(argv=None):
     for name, val, target, ok in checks:
         tgt = "" if target is None else f"  target <= {target:.4g}  {'met' if ok else 'MISSED'}"
         print(f"{name:<34}{val:9.4f}{tgt}")
+    per_round = {}
+    if args.rounds > 1:  # the ratio within each round (interleaved), median [min-max]
+        for a, b in (("fused", "plain"), ("fused", "ce"), ("plain", "ce")):
+            if a in results and b in results:
+                rs = [
+                    x / y
+                    for x, y in zip(
+                        results[a]["round_medians"], results[b]["round_medians"], strict=True
+                    )
+                ]
+                per_round[f"{a}/{b}"] = rs
+                print(
+                    f"time {a} / {b} per round: median {statistics.median(rs):.3f} "
+                    f"[{min(rs):.3f}-{max(rs):.3f}] over {len(rs)} rounds"
+                )
+    command = "python benchmarks/bench_ovr_loss.py " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"config": cfg, "results": results, "checks": checks}, f, indent=2)
+            json.dump(
+                {
+                    "config": cfg,
+                    "machine": machine_info(args.device),
+                    "command": command,
+                    "results": results,
+                    "checks": checks,
+                    "per_round_ratios": per_round,
+                },
+                f,
+                indent=2,
+            )
     if args.plot:
-        command = "python benchmarks/bench_ovr_loss.py " + " ".join(
-            sys.argv[1:] if argv is None else argv
-        )
-        plot(results, cfg, command, args.plot)
+        plot(results, cfg, f"{machine}.  {command}", args.plot)
     return results
 
 
