@@ -194,6 +194,53 @@ def bench(
     return result
 
 
+def bench_train(
+    shape: str, batch: int, seq_len: int, rounds: int, built, clock=time.perf_counter
+) -> dict[str, float]:
+    """One training step (forward + backward, backbone unfrozen, no optimizer) of the base's
+    softmax cross-entropy against the causal model's loss (``model(ids, labels=ids)``), same
+    tokens; interleaved rounds. Returns the per-round ratio base time / our time (throughput)."""
+    base, model = built
+    vocab = SHAPES[shape]["vocab_size"]
+    ids = torch.randint(3, vocab - 1, (batch, seq_len), generator=torch.Generator().manual_seed(1))
+
+    def step(net) -> None:
+        net.zero_grad(set_to_none=True)
+        net(ids, labels=ids).loss.backward()
+
+    frozen = [q for q in (*base.parameters(), *model.parameters()) if not q.requires_grad]
+    for q in frozen:  # backbone unfrozen (from_base freezes it); shared with the base
+        q.requires_grad_(True)
+    base.train()
+    model.train()
+    try:
+        for net in (base, model):  # warm-up
+            step(net)
+        t_base, t_ours = [], []
+        for r in range(rounds):
+            for net, times in ((base, t_base), (model, t_ours))[:: 1 if r % 2 == 0 else -1]:
+                start = clock()
+                step(net)
+                times.append(clock() - start)
+    finally:
+        base.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)
+        base.eval()
+        model.eval()
+        for q in frozen:
+            q.requires_grad_(False)
+    ratios = [b / o for b, o in zip(t_base, t_ours, strict=True)]
+    out = _summary(ratios)
+    out["base_s"] = statistics.median(t_base)
+    out["ours_s"] = statistics.median(t_ours)
+    print(
+        f"[{shape}] training step, batch {batch} x {seq_len} tokens: base {out['base_s']:.3f} s, "
+        f"ours {out['ours_s']:.3f} s; throughput ours / base {out['median']:.2f} "
+        f"[{out['min']:.2f}-{out['max']:.2f}]"
+    )
+    return out
+
+
 def plot(results: dict[str, dict[str, dict[str, float]]], footnote_text: str, path: str) -> str:
     """Ratio ours / base per mode, one bar per (shape, batch), median with [min-max] whiskers."""
     from _plotting import TARGET, footnote, pyplot, ratio_bars, save
@@ -264,6 +311,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]
     p.add_argument(
         "--no-fused", action="store_true", help="two matrix products instead of the fused heads"
     )
+    p.add_argument(
+        "--train",
+        default=None,
+        metavar="BxL",
+        help="also time one training step (forward + backward) of B sequences of L tokens",
+    )
     p.add_argument("--json", default=None, help="also write the results to this file")
     p.add_argument("--plot", default=None, help="also draw the results to this PNG file")
     p.add_argument(
@@ -309,13 +362,23 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]
     print(f"heads: {'two matrix products' if args.no_fused else 'fused (one pass over W_cls)'}")
     print(f"timer: {'process CPU time' if args.timer == 'process' else 'wall clock'}")
     clock = time.process_time if args.timer == "process" else time.perf_counter
+    train = None
+    if args.train:
+        try:
+            train = tuple(int(x) for x in args.train.lower().split("x"))
+            assert len(train) == 2 and min(train) >= 2
+        except (ValueError, AssertionError):
+            p.error(f"--train: expected BxL with L >= 2, like 4x128, got {args.train!r}")
     results = {}
+    training = {}
     for shape in shapes:
         built = build(shape)
         for batch in batches:
             results[f"{shape} b{batch}"] = bench(
                 shape, batch, args.prompt_len, args.new_tokens, args.rounds, modes, built, clock
             )
+        if train is not None:
+            training[shape] = bench_train(shape, *train, args.rounds, built, clock)
         del built
     command = "python benchmarks/bench_generate.py " + " ".join(
         sys.argv[1:] if argv is None else argv
@@ -331,6 +394,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]
                     "fused_heads": not args.no_fused,
                     "timer": args.timer,
                     "results": results,
+                    "training": training,
                 },
                 f,
                 indent=2,

@@ -89,6 +89,7 @@ def test_bench_generate_every_mode(tmp_path):
         "bench_generate.py",
         *("--shapes", "tiny", "--batch", "2", "--prompt-len", "4", "--new-tokens", "3"),
         *("--rounds", "1", "--modes", "all", "--threads", "1", "--timer", "process"),
+        *("--train", "2x8"),
         tmp_path=tmp_path,
     )
     run = data["results"]["tiny b2"]
@@ -96,6 +97,7 @@ def test_bench_generate_every_mode(tmp_path):
     assert all(_positive(r["median"]) for r in run.values())
     assert all(r["min"] <= r["median"] <= r["max"] for r in run.values())
     assert data["machine"]["threads"] == 1 and data["machine"]["cpu"]
+    assert _positive(data["training"]["tiny"]["median"]) and "training step" in stdout
     assert "ours compatible" in stdout and "torch thread(s)" in stdout and "malloc" in stdout
 
 
