@@ -15,6 +15,18 @@
 
   It is reported as skipped with that reason (``pytest -ra`` lists it); use it sparingly.
 * Each page runs in its own temporary working directory, so examples may write files.
+* **Printed output is compared.** A block followed (blank lines apart) by a ``text`` block titled
+  ``Output``, e.g. ```` ```text title="Output" ````, must print exactly that (trailing spaces and
+  blank lines at the ends aside). Where the output comes from a training run, whose last digits
+  depend on the CPU's kernels and thread count, a comment just above the output block allows
+  numbers a relative difference (the text between the numbers must still match)::
+
+      <!-- docs-test: output rtol=0.05 -->
+
+* **Shell blocks run where asked.** A ``bash`` (or ``console``, ``shell``, ``sh``) block marked
+  ``<!-- docs-test: run -->`` runs with ``bash -euo pipefail`` in the page's directory, the
+  current Python's scripts first on ``PATH`` (``cauchylin-lm``), ``OMP_NUM_THREADS=1``; its
+  standard output is compared like a Python block's. Other shell blocks are not run.
 * Site checks: every page in ``docs/`` is in the ``nav`` of ``mkdocs.yml`` and every nav entry
   exists; the built site (``mkdocs build --strict``) loads no script, stylesheet, font or image
   from the network, and every relative ``url(...)`` in its CSS (the bundled KaTeX fonts) resolves.
@@ -22,7 +34,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
+import io
 import os
 import re
 import subprocess
@@ -41,8 +55,13 @@ EXAMPLES = ROOT / "examples" / "docs"
 MKDOCS_YML = ROOT / "mkdocs.yml"
 
 PYTHON_LANGS = {"python", "py", "python3"}
+SHELL_LANGS = {"bash", "console", "shell", "sh"}
 FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`]*)$")
 SKIP_MARK = re.compile(r"<!--\s*docs-test:\s*skip\b:?\s*(?P<reason>.*?)\s*-->")
+RUN_MARK = re.compile(r"<!--\s*docs-test:\s*run\s*-->")
+OUTPUT_MARK = re.compile(r"<!--\s*docs-test:\s*output\s+rtol=(?P<rtol>[0-9.eE+-]+)\s*-->")
+OUTPUT_TITLE = re.compile(r"""^text\b.*\btitle=(["'])Output\1""")
+NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 SNIPPET = re.compile(
     r"^(?P<indent>[ \t]*)(?P<mark>-{1,}8<-{1,})[ \t]+(?P<q>[\"']?)(?P<path>[^\"']+)(?P=q)[ \t]*$"
 )
@@ -61,6 +80,9 @@ class Block:
     code: str
     skip_reason: str | None = None
     includes: list[str] = field(default_factory=list)
+    shell: bool = False  # a marked shell block, run with bash
+    expected: str | None = None  # the output block that follows, if any
+    rtol: float = 0.0  # relative tolerance of the numbers in ``expected``
 
     @property
     def test_id(self) -> str:
@@ -96,10 +118,12 @@ def _expand_snippets(code: str, where: str) -> tuple[str, list[str]]:
 
 
 def parse_markdown(path: Path) -> list[Block]:
-    """The fenced Python blocks of one Markdown file, in order."""
+    """The runnable blocks of one Markdown file, in order, each with its expected output."""
     rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.as_posix()
     lines = path.read_text(encoding="utf-8").splitlines()
     blocks: list[Block] = []
+    last: Block | None = None  # the runnable block an output block may follow
+    last_end = -1  # the line after that block's closing fence
     i = 0
     while i < len(lines):
         match = FENCE_OPEN.match(lines[i])
@@ -116,21 +140,41 @@ def parse_markdown(path: Path) -> list[Block]:
             raise ValueError(f"{rel}:{start + 1}: code fence is never closed")
         body = lines[i + 1 : j]
         i = j + 1
-        if _language(info) not in PYTHON_LANGS:
-            continue
         # Remove the fence's own indentation (blocks inside tabs, admonitions, lists).
         body = [b[len(indent) :] if b.startswith(indent) else b.lstrip() for b in body]
-        code = textwrap.dedent("\n".join(body))
-        code, included = _expand_snippets(code, f"{rel}:{start + 1}")
-        # Opt-out marker: an HTML comment on the nearest non-blank line above the fence.
+        # Markers: an HTML comment on the nearest non-blank line above the fence.
         k = start - 1
         while k >= 0 and not lines[k].strip():
             k -= 1
-        skip = SKIP_MARK.search(lines[k]) if k >= 0 else None
+        above = lines[k] if k >= 0 else ""
+        if OUTPUT_TITLE.match(info.strip()):
+            between = lines[last_end:start]
+            if last is None or any(t.strip() and not OUTPUT_MARK.search(t) for t in between):
+                raise ValueError(
+                    f"{rel}:{start + 1}: an Output block must follow a runnable block "
+                    "(a python block, or a shell block marked <!-- docs-test: run -->)"
+                )
+            last.expected = "\n".join(body)
+            tol = OUTPUT_MARK.search(above)
+            last.rtol = float(tol.group("rtol")) if tol else 0.0
+            last = None
+            continue
+        language = _language(info)
+        shell = language in SHELL_LANGS and bool(RUN_MARK.search(above))
+        if language not in PYTHON_LANGS and not shell:
+            last = None
+            continue
+        code = textwrap.dedent("\n".join(body))
+        included: list[str] = []
+        if not shell:
+            code, included = _expand_snippets(code, f"{rel}:{start + 1}")
+        skip = SKIP_MARK.search(above)
         reason = None
         if skip:
             reason = skip.group("reason") or "marked <!-- docs-test: skip -->"
-        blocks.append(Block(rel, start + 1, code, reason, included))
+        last = Block(rel, start + 1, code, reason, included, shell=shell)
+        last_end = i
+        blocks.append(last)
     return blocks
 
 
@@ -171,17 +215,87 @@ class PageState:
 _STATE: dict[str, PageState] = {}
 
 
+def _run_shell(block: Block, state: PageState) -> str:
+    env = {
+        **os.environ,
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+        "OMP_NUM_THREADS": "1",
+        "NO_COLOR": "1",
+    }
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block.code],
+        cwd=state.workdir,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"{block.test_id}: the shell block exited with {proc.returncode}\n"
+            f"--- stdout\n{proc.stdout}--- stderr\n{proc.stderr}"
+        )
+    return proc.stdout
+
+
 def _run_block(block: Block, state: PageState) -> None:
-    # Leading newlines make tracebacks report the Markdown file's own line numbers.
-    offset = block.line if block.page.endswith(".md") else 0
-    source = "\n" * offset + block.code
-    code = compile(source, str(ROOT / block.page), "exec")
-    old_cwd = os.getcwd()
-    os.chdir(state.workdir)
-    try:
-        exec(code, state.namespace)
-    finally:
-        os.chdir(old_cwd)
+    if block.shell:
+        out = _run_shell(block, state)
+    else:
+        # Leading newlines make tracebacks report the Markdown file's own line numbers.
+        offset = block.line if block.page.endswith(".md") else 0
+        source = "\n" * offset + block.code
+        code = compile(source, str(ROOT / block.page), "exec")
+        old_cwd = os.getcwd()
+        os.chdir(state.workdir)
+        buffer = io.StringIO()
+        try:
+            if block.expected is None:
+                exec(code, state.namespace)
+            else:
+                with contextlib.redirect_stdout(buffer):
+                    exec(code, state.namespace)
+        finally:
+            os.chdir(old_cwd)
+        out = buffer.getvalue()
+    if block.expected is not None:
+        problem = compare_output(out, block.expected, block.rtol)
+        if problem:
+            raise AssertionError(f"{block.test_id}: the printed output differs: {problem}")
+
+
+def _normal(text: str) -> list[str]:
+    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    while lines and not lines[0]:
+        lines.pop(0)
+    return lines
+
+
+def compare_output(actual: str, expected: str, rtol: float = 0.0) -> str | None:
+    """None when ``actual`` prints ``expected``; else what differs (for the failure message).
+
+    Lines are compared after removing trailing spaces and blank lines at both ends. With
+    ``rtol > 0`` the numbers of a line may differ by ``rtol`` relative to the larger of the two
+    (``1e-12`` absolute at least); the text between them must be equal.
+    """
+    got, want = _normal(actual), _normal(expected)
+    if len(got) != len(want):
+        return f"{len(got)} lines printed, {len(want)} expected\n--- printed\n{actual}"
+    for n, (g, w) in enumerate(zip(got, want, strict=True), 1):
+        if g == w:
+            continue
+        if rtol > 0 and NUMBER.split(g) == NUMBER.split(w):
+            a, b = NUMBER.findall(g), NUMBER.findall(w)
+            if len(a) == len(b) and all(
+                abs(float(x) - float(y)) <= max(rtol * max(abs(float(x)), abs(float(y))), 1e-12)
+                for x, y in zip(a, b, strict=True)
+            ):
+                continue
+        return f"line {n}\n  printed:  {g!r}\n  expected: {w!r}\n--- printed\n{actual}"
+    return None
 
 
 def _page_state(page: str, tmp_path_factory: pytest.TempPathFactory) -> PageState:
@@ -265,6 +379,70 @@ def test_collector_handles_info_strings_skips_and_indentation(tmp_path: Path) ->
         (8, "raise SystemExit", "illustrative"),
         (16, "y = x + 1", None),
     ]
+
+
+def test_output_blocks_attach_to_the_block_before_and_shell_blocks_run_when_marked(
+    tmp_path: Path,
+) -> None:
+    md = tmp_path / "page.md"
+    md.write_text(
+        textwrap.dedent(
+            """\
+            ```python
+            print(2 + 2)
+            ```
+
+            ```text title="Output"
+            4
+            ```
+            <!-- docs-test: run -->
+            ```bash
+            echo hi
+            ```
+            <!-- docs-test: output rtol=0.1 -->
+            ```text title="Output"
+            hi
+            ```
+            ```bash
+            echo not run
+            ```
+            """
+        ),
+        encoding="utf-8",
+    )
+    blocks = parse_markdown(md)
+    assert [(b.line, b.shell, b.expected, b.rtol) for b in blocks] == [
+        (1, False, "4", 0.0),
+        (9, True, "hi", 0.1),
+    ]
+    orphan = tmp_path / "orphan.md"
+    orphan.write_text('```python\nx = 1\n```\ntext between\n```text title="Output"\n1\n```\n')
+    with pytest.raises(ValueError, match="must follow a runnable block"):
+        parse_markdown(orphan)
+    state = PageState({}, tmp_path)
+    _run_block(blocks[0], state)
+    _run_block(blocks[1], state)
+    wrong = Block("docs/x.md", 1, "print(5)", expected="4")
+    with pytest.raises(AssertionError, match="expected: '4'"):
+        _run_block(wrong, state)
+
+
+@pytest.mark.parametrize(
+    ("printed", "expected", "rtol", "same"),
+    [
+        ("a 1.00 b\n", "a 1.00 b", 0.0, True),
+        ("a 1.01 b", "a 1.00 b", 0.0, False),
+        ("a 1.01 b", "a 1.00 b", 0.02, True),
+        ("a 1.03 b", "a 1.00 b", 0.02, False),
+        ("a 1.01 c", "a 1.00 b", 0.02, False),  # the words must match
+        ("price 226.  ", "price 230.", 0.02, True),
+        ("-5 and 3", "5 and 3", 0.5, False),  # a sign is part of the number
+        ("x\ny", "x", 0.0, False),
+        ("\nx\n\n", "x", 0.0, True),
+    ],
+)
+def test_compare_output(printed: str, expected: str, rtol: float, same: bool) -> None:
+    assert (compare_output(printed, expected, rtol) is None) == same
 
 
 # --------------------------------------------------------------------------------------------
