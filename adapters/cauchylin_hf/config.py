@@ -18,7 +18,9 @@ Everything that is derived from the base (hidden size, number of embedding rows)
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
 from typing import Any, ClassVar, cast
 
 import torch
@@ -30,13 +32,27 @@ from cauchylin.nn.modes import CAUSAL, STANDARD
 from cauchylin.value_space import VALUE_SPACES
 
 __all__ = [
+    "BASE_ATTRIBUTES",
     "CAUSAL_SETTINGS",
     "HEAD_DTYPES",
     "OVR_CLASS_SETS",
     "TRAINING_MODES",
     "W_NUM_INITS",
     "CauchyLMConfig",
+    "read_json_object",
 ]
+
+BASE_ATTRIBUTES = (
+    "hidden_size",
+    "vocab_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "max_position_embeddings",
+)
+"""Sizes a :class:`CauchyLMConfig` reads from its ``base_config`` (read-only properties), so that
+tools that size caches or check inputs from the top-level config find them."""
 
 OVR_CLASS_SETS = ("all", "tokenizer")
 """Values of ``ovr_classes``: every embedding row, or the tokenizer's tokens plus ``<NUM>``."""
@@ -52,6 +68,43 @@ HEAD_DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
 }
 """Names accepted by ``head_dtype`` and the torch dtypes they stand for."""
+
+
+def read_json_object(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a JSON file that must hold one object, with errors that name the file.
+
+    Args:
+        path: the file (``config.json``, a heads or tokenizer settings file).
+
+    Returns:
+        The object as a ``dict``.
+
+    Raises:
+        ValueError: the file cannot be read, is not UTF-8 JSON, or holds something other than
+            an object (a list, a string, ...); the message names the file.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> path = pathlib.Path(tempfile.mkdtemp(), "config.json")
+        >>> _ = path.write_text("[1, 2]")
+        >>> read_json_object(path)
+        Traceback (most recent call last):
+        ...
+        ValueError: .../config.json holds a JSON list, not an object: is it the right file?
+    """
+    name = os.fspath(path)
+    try:
+        with open(name, encoding="utf-8") as f:
+            data = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name} is not valid JSON: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {name}: {exc}") from exc
+    if not isinstance(data, dict):
+        kinds: dict[type, str] = {list: "list", str: "string"}
+        kind = kinds.get(type(data), type(data).__name__)
+        raise ValueError(f"{name} holds a JSON {kind}, not an object: is it the right file?")
+    return data
 
 
 def _is_real(value: Any) -> bool:
@@ -150,6 +203,20 @@ class CauchyLMConfig(PreTrainedConfig):
     tie_word_embeddings: bool = False
 
     def __post_init__(self, **kwargs: Any) -> None:
+        other_type = kwargs.get("model_type")
+        if other_type is not None and other_type != self.model_type:
+            # A base decoder's own config.json (from_pretrained on a plain checkpoint).
+            raise ValueError(
+                f"a config of model_type {other_type!r}, not {self.model_type!r}: a plain base "
+                "checkpoint? Build the causal model on it with "
+                "CauchyLMForCausalLM.from_base(<its folder>)"
+            )
+        forwarded = sorted(set(kwargs) & set(BASE_ATTRIBUTES))
+        if forwarded:
+            raise ValueError(
+                f"{forwarded} are read from base_config and cannot be set on a CauchyLMConfig; "
+                "set them on the base decoder's config"
+            )
         if isinstance(self.base_config, dict) and "model_type" not in self.base_config:
             raise ValueError(
                 "base_config must carry 'model_type' (use base_model.config.to_dict()), got keys "
@@ -171,6 +238,11 @@ class CauchyLMConfig(PreTrainedConfig):
         if base_impl is not None:
             cast(PreTrainedConfig, self.base_config)._attn_implementation = base_impl
         self._validate_settings()
+
+    @classmethod
+    def _dict_from_json_file(cls, json_file: str | os.PathLike) -> dict[str, Any]:
+        """``config.json`` as a dict; a broken or non-object file raises a ValueError naming it."""
+        return cast(dict[str, Any], cls._decode_special_floats(read_json_object(json_file)))
 
     # ------------------------------------------------------------------ validation
 
@@ -254,23 +326,43 @@ class CauchyLMConfig(PreTrainedConfig):
     @property
     def hidden_size(self) -> int | None:
         """H, the base decoder's hidden size (None without a base config)."""
-        if self.base_config is None:
-            return None
-        return getattr(self.base_config, "hidden_size", None)
+        return self._from_base("hidden_size")
 
     @property
     def vocab_size(self) -> int | None:
         """Number of embedding rows of the backbone (the base's, plus any added ``<NUM>`` row)."""
-        if self.base_config is None:
-            return None
-        return getattr(self.base_config, "vocab_size", None)
+        return self._from_base("vocab_size")
 
     @property
     def num_hidden_layers(self) -> int | None:
         """Number of decoder layers of the base (for tools that size caches from the config)."""
+        return self._from_base("num_hidden_layers")
+
+    @property
+    def num_attention_heads(self) -> int | None:
+        """Attention heads of the base (GPT-2's ``n_head``), for cache and generation tools."""
+        return self._from_base("num_attention_heads")
+
+    @property
+    def num_key_value_heads(self) -> int | None:
+        """Key/value heads of the base (grouped-query attention), or None where it has none."""
+        return self._from_base("num_key_value_heads")
+
+    @property
+    def head_dim(self) -> int | None:
+        """Size of one attention head when the base sets it (else None: ``H / heads``)."""
+        return self._from_base("head_dim")
+
+    @property
+    def max_position_embeddings(self) -> int | None:
+        """Context length of the base (GPT-2's ``n_positions``)."""
+        return self._from_base("max_position_embeddings")
+
+    def _from_base(self, name: str) -> Any:
+        """``base_config.<name>`` (None without a base config or without that attribute)."""
         if self.base_config is None:
             return None
-        return getattr(self.base_config, "num_hidden_layers", None)
+        return getattr(self.base_config, name, None)
 
     @property
     def causal_hidden_size(self) -> int | None:

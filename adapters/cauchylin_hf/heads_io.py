@@ -9,10 +9,24 @@ A heads-only folder holds two files:
   rows);
 * ``cauchy_heads_config.json`` — the :class:`~cauchylin_hf.config.CauchyLMConfig` (with the base's
   ``base_model_name_or_path`` and ``base_vocab_size``), the tensor list and a fingerprint of the
-  base weights (float64 L2 norm) to warn when the heads are loaded onto another base.
+  base weights: for every backbone tensor its dtype, shape, the SHA-256 of its bytes and its
+  float64 L2 norm (``base_tensors``).
 
 The file names differ from ``config.json``/``model.safetensors`` on purpose: a heads-only folder
 is never mistaken for a full checkpoint by ``from_pretrained``.
+
+**The base check.** Heads only make sense on the base they were trained on. :func:`load_heads`
+recomputes the fingerprint of the base it is given and refuses a mismatch (``strict_base=False``
+turns the refusal into a warning): a tensor of the same dtype must have the same bytes (SHA-256);
+a tensor loaded in another dtype (a float32 base loaded in bfloat16) must have the same norm up
+to the rounding of the coarser dtype (relative ``eps`` of that dtype). Files of format version 1
+hold only the norm of all backbone weights; they still load, checked against that norm at the
+bfloat16 rounding bound (``2**-8`` relative).
+
+**Atomic saves.** :func:`save_heads` writes both files into a new folder next to the target and
+then swaps it in with ``os.replace`` (other files of an existing target are carried over), so an
+error or a crash while writing leaves the previous heads in place, loadable. A crash in the instant
+between the two renames of the swap leaves them in the hidden ``.<name>.*.old`` folder beside it.
 
 Size: dominated by ``W_cls`` (``[K, C]`` in the heads' dtype). For Qwen2.5-0.5B (``H = C = 896``,
 ``K = 151936``, 24 layers) ``W_cls`` alone is 544.5 MB in float32 and the whole heads file 551.6 MB
@@ -23,26 +37,37 @@ or 1.54 GB with a bfloat16 backbone.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 import math
 import os
+import secrets
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 from ._backbone import grow_embeddings, input_embedding_weight, load_base, split_causal_lm
-from .config import CauchyLMConfig
+from .config import CauchyLMConfig, read_json_object
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel
 
     from .model import CauchyLMForCausalLM
 
-__all__ = ["HEADS_CONFIG_NAME", "HEADS_WEIGHTS_NAME", "HEAD_MODULES", "load_heads", "save_heads"]
+__all__ = [
+    "HEADS_CONFIG_NAME",
+    "HEADS_WEIGHTS_NAME",
+    "HEAD_MODULES",
+    "base_fingerprint",
+    "load_heads",
+    "save_heads",
+]
 
 HEAD_MODULES = ("numeric_embedding", "abduction", "action")
 """Names of the new submodules of the model (the ones heads-only files and PEFT's
@@ -55,19 +80,101 @@ HEADS_WEIGHTS_NAME = "cauchy_heads.safetensors"
 HEADS_CONFIG_NAME = "cauchy_heads_config.json"
 """File of the heads' config and metadata."""
 _FORMAT = "cauchylin-heads"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2  # 2: per-tensor base fingerprint (base_tensors); 1: one norm (base_fingerprint)
 _EXTRA_ROWS = "extra_embedding_rows"
+_REQUIRED_KEYS = ("format", "config", "base_vocab_size")
+_V1_NORM_TOLERANCE = 2.0**-8  # bfloat16 rounding: the bound of the version-1 norm check
+_CHUNK = 1 << 22  # elements per float64 chunk of a norm (no full-size float64 copy)
 
 
-def _base_fingerprint(model: CauchyLMForCausalLM, rows: int) -> float:
-    """float64 L2 norm of the backbone's weights (embedding rows limited to the base's ``rows``)."""
-    emb = input_embedding_weight(model)
+def _base_tensors(backbone: PreTrainedModel, rows: int) -> dict[str, torch.Tensor]:
+    """The backbone's parameters by name (the embedding limited to the base's ``rows``)."""
+    emb = input_embedding_weight(backbone)
+    return {name: p[:rows] if p is emb else p for name, p in backbone.named_parameters()}
+
+
+def _norm(t: torch.Tensor) -> float:
+    """float64 L2 norm, summed in chunks."""
+    flat = t.detach().reshape(-1)
     total = 0.0
-    with torch.no_grad():
-        for p in model.backbone.parameters():
-            t = p[:rows] if p is emb else p
-            total += float(t.detach().double().pow(2).sum())
+    for chunk in flat.split(_CHUNK):
+        total += float(chunk.double().square().sum())
     return math.sqrt(total)
+
+
+def _sha256(t: torch.Tensor) -> str:
+    """SHA-256 of a tensor's bytes (in its own dtype, C order)."""
+    data = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+    return hashlib.sha256(data.data).hexdigest()
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def base_fingerprint(backbone: PreTrainedModel, rows: int) -> dict[str, dict[str, Any]]:
+    """Per-tensor fingerprint of a base decoder: dtype, shape, SHA-256 of the bytes, L2 norm.
+
+    Args:
+        backbone: the base decoder (``model.backbone``, or the decoder of a loaded base).
+        rows: the base's embedding rows; rows beyond them (an added ``<NUM>`` row, saved with the
+            heads) are left out.
+
+    Returns:
+        ``{parameter name: {"dtype", "shape", "sha256", "norm"}}``, JSON-serialisable.
+
+    Example:
+        >>> from cauchylin_hf._backbone import split_causal_lm
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> backbone = split_causal_lm(tiny_base_model("qwen2"))[0]
+        >>> fp = base_fingerprint(backbone, 300)
+        >>> fp["embed_tokens.weight"]["shape"], len(fp["embed_tokens.weight"]["sha256"])
+        ([300, 32], 64)
+        >>> other = split_causal_lm(tiny_base_model("qwen2", seed=1))[0]
+        >>> fp == base_fingerprint(other, 300)
+        False
+    """
+    with torch.no_grad():
+        return {
+            name: {
+                "dtype": _dtype_name(t.dtype),
+                "shape": list(t.shape),
+                "sha256": _sha256(t),
+                "norm": _norm(t),
+            }
+            for name, t in _base_tensors(backbone, rows).items()
+        }
+
+
+def _fingerprint_mismatches(
+    recorded: dict[str, Any], backbone: PreTrainedModel, rows: int
+) -> list[str]:
+    """How the backbone differs from a recorded :func:`base_fingerprint` (empty: the same)."""
+    now = _base_tensors(backbone, rows)
+    out = [f"{name}: missing from this base" for name in sorted(set(recorded) - set(now))]
+    out += [f"{name}: not in the saved base" for name in sorted(set(now) - set(recorded))]
+    with torch.no_grad():
+        for name in sorted(set(recorded) & set(now)):
+            rec, t = recorded[name], now[name]
+            if not isinstance(rec, dict) or list(t.shape) != rec.get("shape"):
+                saved_shape = rec.get("shape") if isinstance(rec, dict) else None
+                out.append(f"{name}: shape {list(t.shape)}, saved {saved_shape}")
+            elif _dtype_name(t.dtype) == rec.get("dtype"):
+                if _sha256(t) != rec.get("sha256"):
+                    out.append(f"{name}: other values (SHA-256 differs)")
+            else:
+                # Another dtype: equal up to rounding to the coarser one (relative eps / 2 per
+                # entry, so the norm moves by at most eps / 2 relative; eps is the bound used).
+                saved = getattr(torch, str(rec.get("dtype")), None)
+                dtypes = [t.dtype, *([saved] if isinstance(saved, torch.dtype) else [])]
+                eps = max(torch.finfo(d).eps for d in dtypes if d.is_floating_point)
+                a, b = _norm(t), float(rec.get("norm", math.nan))
+                if not abs(a - b) <= eps * max(abs(a), abs(b)) + 1e-30:
+                    out.append(
+                        f"{name}: norm {a:.9g} in {_dtype_name(t.dtype)}, saved {b:.9g} in "
+                        f"{rec.get('dtype')} (beyond the rounding of the coarser dtype)"
+                    )
+    return out
 
 
 def _head_state(model: CauchyLMForCausalLM) -> dict[str, torch.Tensor]:
@@ -85,7 +192,11 @@ def _head_state(model: CauchyLMForCausalLM) -> dict[str, torch.Tensor]:
 
 
 def save_heads(model: CauchyLMForCausalLM, save_directory: str | os.PathLike) -> dict[str, int]:
-    """Save the new layers of ``model`` (not the backbone) into ``save_directory``.
+    """Save the new layers of ``model`` (not the backbone) into ``save_directory``, atomically.
+
+    Both files are written into a new folder next to ``save_directory``, which then replaces it
+    (other files already in ``save_directory`` are kept); on any error the previous contents stay
+    as they were (see the module docstring).
 
     Args:
         model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM` (not PEFT-wrapped).
@@ -96,6 +207,7 @@ def save_heads(model: CauchyLMForCausalLM, save_directory: str | os.PathLike) ->
 
     Raises:
         ValueError: a PEFT-wrapped head, or ``save_directory`` is an existing file.
+        OSError: the files cannot be written (nothing in ``save_directory`` changed).
 
     Example:
         >>> import tempfile
@@ -108,7 +220,6 @@ def save_heads(model: CauchyLMForCausalLM, save_directory: str | os.PathLike) ->
     path = Path(os.fspath(save_directory))
     if path.exists() and not path.is_dir():
         raise ValueError(f"save_directory {str(path)!r} is a file, not a folder")
-    path.mkdir(parents=True, exist_ok=True)
     cfg = model.config
     if any(p.requires_grad for p in model.backbone.parameters()):
         logger.warning(
@@ -120,18 +231,79 @@ def save_heads(model: CauchyLMForCausalLM, save_directory: str | os.PathLike) ->
     emb = input_embedding_weight(model)
     if emb.shape[0] > rows:
         state[_EXTRA_ROWS] = emb[rows:].detach().contiguous().cpu()
-    save_file(state, str(path / HEADS_WEIGHTS_NAME), metadata={"format": "pt"})
     meta = {
         "format": _FORMAT,
         "format_version": _FORMAT_VERSION,
         "base_model_name_or_path": cfg.base_model_name_or_path,
         "base_vocab_size": rows,
-        "base_fingerprint": _base_fingerprint(model, rows),
+        "base_tensors": base_fingerprint(model.backbone, rows),
         "tensors": sorted(state),
         "config": cfg.to_dict(),
     }
-    (path / HEADS_CONFIG_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    return {name: (path / name).stat().st_size for name in (HEADS_WEIGHTS_NAME, HEADS_CONFIG_NAME)}
+    if path.is_symlink():
+        path = path.resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = _new_sibling(path, "tmp")
+    try:
+        save_file(state, str(staging / HEADS_WEIGHTS_NAME), metadata={"format": "pt"})
+        with open(staging / HEADS_CONFIG_NAME, "w", encoding="utf-8") as f:
+            f.write(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        sizes = {n: (staging / n).stat().st_size for n in (HEADS_WEIGHTS_NAME, HEADS_CONFIG_NAME)}
+        _swap_in(staging, path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return sizes
+
+
+def _new_sibling(path: Path, kind: str) -> Path:
+    """A new empty folder ``.<name>.<random>.<kind>`` beside ``path`` (mode from the umask)."""
+    while True:
+        candidate = path.parent / f".{path.name}.{secrets.token_hex(4)}.{kind}"
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+
+
+def _swap_in(staging: Path, path: Path) -> None:
+    """Put the folder ``staging`` at ``path``: a rename, or two when ``path`` already exists.
+
+    The other entries of an existing ``path`` are carried over first (hard links where the file
+    system allows, else copies), and its permissions too.
+    """
+    if not path.exists():
+        os.replace(staging, path)
+        return
+    for entry in path.iterdir():
+        if entry.name in (HEADS_WEIGHTS_NAME, HEADS_CONFIG_NAME):
+            continue
+        target = staging / entry.name
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry), target)
+        elif entry.is_dir():
+            shutil.copytree(entry, target, symlinks=True, copy_function=_link_or_copy)
+        else:
+            _link_or_copy(str(entry), str(target))
+    shutil.copymode(path, staging)
+    old = _new_sibling(path, "old")
+    os.rmdir(old)
+    os.replace(path, old)
+    try:
+        os.replace(staging, path)
+    except BaseException:
+        os.replace(old, path)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _link_or_copy(src: str, dst: str) -> str:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+    return dst
 
 
 def load_heads(
@@ -140,6 +312,7 @@ def load_heads(
     *,
     base_kwargs: dict[str, Any] | None = None,
     model_class: type | None = None,
+    strict_base: bool = True,
 ) -> CauchyLMForCausalLM:
     """Load a heads-only folder on top of an unchanged base.
 
@@ -150,14 +323,18 @@ def load_heads(
             the folder.
         base_kwargs: extra ``AutoModelForCausalLM.from_pretrained`` arguments for a base folder.
         model_class: the class to build (default :class:`~cauchylin_hf.model.CauchyLMForCausalLM`).
+        strict_base: refuse a base whose weights differ from the recorded fingerprint (the
+            default); ``False`` loads the heads anyway, with a warning.
 
     Returns:
         The model in eval mode; its outputs equal those of the saved model on the same base.
 
     Raises:
-        ValueError: a folder that does not exist or is not a heads-only folder, no base given
-            and none recorded, a base of another architecture, hidden size or vocabulary, or
-            head tensors that are missing or do not fit.
+        ValueError: a folder that does not exist or is not a heads-only folder, a heads file
+            that is not valid (the message names it), no base given and none recorded, a base
+            of another architecture, hidden size or vocabulary, a base whose weights differ
+            from the saved one's (unless ``strict_base=False``), or head tensors that are
+            missing or do not fit.
 
     Example:
         >>> import tempfile
@@ -183,17 +360,32 @@ def load_heads(
             f"{str(path)!r} is not a heads-only folder (needs {HEADS_CONFIG_NAME} and "
             f"{HEADS_WEIGHTS_NAME}; a full checkpoint loads with from_pretrained)"
         )
-    meta = json.loads(meta_file.read_text())
-    if meta.get("format") != _FORMAT or meta.get("format_version", 0) > _FORMAT_VERSION:
-        raise ValueError(f"{str(meta_file)!r} is not a supported heads file: {meta.get('format')}")
+    meta = read_json_object(meta_file)
+    missing_keys = [key for key in _REQUIRED_KEYS if key not in meta]
+    if missing_keys:
+        raise ValueError(f"{meta_file} is not a heads config: it lacks {missing_keys}")
+    version = meta.get("format_version", 1)
+    if meta["format"] != _FORMAT or not isinstance(version, int) or version > _FORMAT_VERSION:
+        raise ValueError(
+            f"{meta_file} is not a supported heads file (format {meta['format']!r}, version "
+            f"{version!r}; this version of cauchylin_hf reads {_FORMAT!r} up to version "
+            f"{_FORMAT_VERSION})"
+        )
+    if not isinstance(meta["config"], dict) or not isinstance(meta["base_vocab_size"], int):
+        raise ValueError(f"{meta_file}: 'config' must be an object and 'base_vocab_size' an int")
     stored = dict(meta["config"])
+    if not isinstance(stored.get("base_config"), dict):
+        raise ValueError(f"{meta_file}: the stored config has no base_config")
     if base is None:
         base = meta.get("base_model_name_or_path")
         if not base:
             raise ValueError("no base given and none recorded in the heads folder: pass base=")
     model_in, base_path = load_base(base, base_kwargs)
     backbone, _, _ = split_causal_lm(model_in)
-    saved = CauchyLMConfig.from_dict(stored)
+    try:
+        saved = CauchyLMConfig.from_dict(stored)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ValueError(f"{meta_file}: the stored config is not valid: {exc}") from exc
     saved_type = getattr(saved.base_config, "model_type", None)
     rows = input_embedding_weight(backbone).shape[0]
     got = backbone.config
@@ -207,14 +399,27 @@ def load_heads(
             f"the heads were saved for ({saved_type}, hidden "
             f"{saved.hidden_size}, {meta['base_vocab_size']} rows)"
         )
-    state = load_file(str(weights_file))
+    mismatches = _check_base(meta, meta_file, backbone, rows, version)
+    if mismatches:
+        listing = "; ".join(mismatches[:5]) + ("; ..." if len(mismatches) > 5 else "")
+        message = (
+            f"the base differs from the one the heads in {meta_file.parent} were saved with "
+            f"({len(mismatches)} tensor(s): {listing})"
+        )
+        if strict_base:
+            raise ValueError(f"{message}; pass strict_base=False to load them anyway")
+        logger.warning("%s; loading anyway (strict_base=False)", message)
+    try:
+        state = load_file(str(weights_file))
+    except (SafetensorError, OSError) as exc:
+        raise ValueError(f"cannot read {weights_file}: {exc}") from exc
     backbone.config = copy.deepcopy(backbone.config)
     vocab = saved.vocab_size
     assert vocab is not None  # the saved config has a base config
     extra = state.pop(_EXTRA_ROWS, None)
     if vocab > rows:
         if extra is None or extra.shape[0] != vocab - rows:
-            raise ValueError(f"{HEADS_WEIGHTS_NAME} lacks the {vocab - rows} added embedding rows")
+            raise ValueError(f"{weights_file} lacks the {vocab - rows} added embedding rows")
         grow_embeddings(backbone, vocab)
         with torch.no_grad():
             weight = input_embedding_weight(backbone)
@@ -232,22 +437,37 @@ def load_heads(
     head_missing = [k for k in missing if not k.startswith("backbone.")]
     if head_missing or unexpected:
         raise ValueError(
-            f"heads file does not fit the model: missing {head_missing[:5]}, unexpected "
+            f"{weights_file} does not fit the model: missing {head_missing[:5]}, unexpected "
             f"{list(unexpected)[:5]}"
         )
-    fingerprint = meta.get("base_fingerprint")
-    if fingerprint:
-        now = _base_fingerprint(model, meta["base_vocab_size"])
-        if abs(now - fingerprint) > 1e-2 * max(abs(fingerprint), 1e-12):
-            logger.warning(
-                "the base weights differ from those the heads were saved with (norm %.6g vs "
-                "%.6g): is this the same base checkpoint?",
-                now,
-                fingerprint,
-            )
     gen = getattr(model_in, "generation_config", None)
     if gen is not None:
         model.generation_config = copy.deepcopy(gen)
     model.place_heads()
     model.eval()
     return model
+
+
+def _check_base(
+    meta: dict[str, Any], meta_file: Path, backbone: PreTrainedModel, rows: int, version: int
+) -> list[str]:
+    """The differences between ``backbone`` and the base recorded in a heads config."""
+    if version >= 2:
+        recorded = meta.get("base_tensors")
+        if not isinstance(recorded, dict):
+            raise ValueError(f"{meta_file} lacks the base fingerprint 'base_tensors'")
+        return _fingerprint_mismatches(recorded, backbone, rows)
+    # Version 1: one float64 norm of all backbone weights.
+    saved = meta.get("base_fingerprint")
+    logger.warning(
+        "%s is a version-1 heads file: the base is checked by one weight norm only; save the "
+        "heads again to record per-tensor hashes",
+        meta_file,
+    )
+    if not isinstance(saved, (int, float)) or isinstance(saved, bool):
+        return []
+    with torch.no_grad():
+        now = math.sqrt(sum(_norm(t) ** 2 for t in _base_tensors(backbone, rows).values()))
+    if abs(now - saved) <= _V1_NORM_TOLERANCE * max(abs(now), abs(saved)):
+        return []
+    return [f"norm of all weights {now:.9g}, saved {saved:.9g}"]

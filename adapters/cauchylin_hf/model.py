@@ -65,7 +65,7 @@ from ._backbone import (
     split_causal_lm,
     warn_logit_postprocessing,
 )
-from .batch import IGNORE_INDEX, regression_targets
+from .batch import IGNORE_INDEX, check_size, regression_targets
 from .config import CAUSAL_SETTINGS, CauchyLMConfig
 from .heads_io import HEAD_MODULES
 from .tokenizer import NumericTokenizer
@@ -246,10 +246,14 @@ class NextTokenTargets:
     """What each position predicts: position ``i`` predicts token ``i + 1`` (see :meth:`forward`).
 
     Attributes:
-        labels: ``[B, S - 1]`` the labels of the next positions, ``labels[:, 1:]``.
-        target_values: ``[B, S - 1]`` their regression targets, or None.
-        mask: ``[B, S - 1]`` bool, True where both position ``i`` and ``i + 1`` are real tokens
-            (attention mask 1), or None without an attention mask.
+        labels: ``[B, S - shift]`` the labels of the predicting positions: ``labels[:, 1:]`` of
+            unshifted labels, or pre-shifted labels as given.
+        target_values: ``[B, S - shift]`` their regression targets, or None.
+        mask: ``[B, S - shift]`` bool, True where the predicting position (and, for unshifted
+            labels, the predicted one) is a real token (attention mask 1), or None without an
+            attention mask.
+        shift: 1 for unshifted labels (the last position predicts nothing), 0 for pre-shifted
+            ones (every position predicts its own label).
 
     Example:
         >>> import torch
@@ -261,50 +265,62 @@ class NextTokenTargets:
     labels: torch.Tensor
     target_values: torch.Tensor | None
     mask: torch.Tensor | None
+    shift: int = 1
 
-    @staticmethod
-    def positions(x: torch.Tensor) -> torch.Tensor:
-        """The predicting positions of a ``[B, S, ...]`` tensor: ``x[:, :-1]``.
+    def positions(self, x: torch.Tensor) -> torch.Tensor:
+        """The predicting positions of a ``[B, S, ...]`` tensor: ``x[:, :S - shift]``.
 
         Args:
             x: a per-position tensor aligned with the inputs.
 
         Returns:
-            ``x[:, :-1]``, aligned with :attr:`labels`.
+            ``x[:, :-1]`` (or ``x`` for pre-shifted labels), aligned with :attr:`labels`.
 
         Example:
             >>> import torch
-            >>> NextTokenTargets.positions(torch.arange(4).reshape(1, 4)).tolist()
+            >>> t = next_token_targets(torch.tensor([[5, 6, 7, 8]]))
+            >>> t.positions(torch.arange(4).reshape(1, 4)).tolist()
             [[0, 1, 2]]
         """
-        return x[:, :-1]
+        return x[:, : x.shape[1] - self.shift]
 
 
 def next_token_targets(
     labels: torch.Tensor,
     target_values: torch.Tensor | None = None,
     attention_mask: torch.Tensor | None = None,
+    *,
+    pre_shifted: bool = False,
 ) -> NextTokenTargets:
-    """Align unshifted labels with the positions that predict them: the one label shift.
+    """Align labels with the positions that predict them: the one label shift.
 
-    Position ``i`` predicts ``labels[:, i + 1]`` with regression target
-    ``target_values[:, i + 1]``; it counts only where ``attention_mask`` is 1 at both ``i`` and
-    ``i + 1`` (left or right padding).
+    Unshifted labels (the default): position ``i`` predicts ``labels[:, i + 1]`` with regression
+    target ``target_values[:, i + 1]``; it counts only where ``attention_mask`` is 1 at both
+    ``i`` and ``i + 1`` (left or right padding). Pre-shifted labels (transformers'
+    ``shift_labels``): position ``i`` predicts ``labels[:, i]`` with target
+    ``target_values[:, i]`` and counts where ``attention_mask[:, i]`` is 1.
 
     Args:
-        labels: ``[B, S]`` unshifted labels (``labels = input_ids``, -100 to ignore).
-        target_values: ``[B, S]`` unshifted regression targets, or None.
+        labels: ``[B, S]`` labels (``labels = input_ids``, -100 to ignore), unshifted unless
+            ``pre_shifted``.
+        target_values: ``[B, S]`` regression targets, aligned like ``labels``, or None.
         attention_mask: ``[B, S]`` 1 for tokens, 0 for padding, or None.
+        pre_shifted: the labels (and targets) are already aligned with the predicting positions.
 
     Returns:
-        :class:`NextTokenTargets` of shape ``[B, S - 1]``.
+        :class:`NextTokenTargets` of shape ``[B, S - 1]`` (``[B, S]`` when ``pre_shifted``).
 
     Example:
         >>> import torch
         >>> t = next_token_targets(torch.tensor([[5, 6, 7]]), torch.tensor([[0.0, 2.5, 0.0]]))
         >>> t.labels.tolist(), t.target_values.tolist(), t.mask is None
         ([[6, 7]], [[2.5, 0.0]], True)
+        >>> next_token_targets(torch.tensor([[6, 7, -100]]), pre_shifted=True).labels.tolist()
+        [[6, 7, -100]]
     """
+    if pre_shifted:
+        mask = None if attention_mask is None else attention_mask != 0
+        return NextTokenTargets(labels, target_values, mask, shift=0)
     mask = None
     if attention_mask is not None:
         m = attention_mask != 0
@@ -370,6 +386,10 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
     # The loss is a per-batch mean (OvR mean over counted positions, regression mean over <NUM>
     # targets): the Trainer scales it for gradient accumulation and passes no num_items_in_batch.
     accepts_loss_kwargs = False
+    # torch.export (non-strict, the default) captures the inference forward; Dynamo, which
+    # torch.compile(fullgraph=True) and strict export run, cannot yet trace the object() keys
+    # that CauchyVector gives its sources (tests/cauchylin_hf/test_hf_contract.py).
+    _can_compile_fullgraph = False
 
     def __init__(self, config: CauchyLMConfig, backbone: PreTrainedModel | None = None) -> None:
         if not isinstance(config, CauchyLMConfig):
@@ -479,6 +499,22 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             decoder: the new decoder; it must yield ``[B, S, H]`` hidden states of the same ``H``.
         """
         self.backbone = decoder
+
+    @torch.no_grad()
+    def initialize_weights(self) -> None:
+        """Initialise every tensor not yet loaded: the backbone by its own class, then the heads.
+
+        transformers treats a model class defined outside its package as custom code and then
+        skips every module that owns no parameter of its own (GPT-2's attention and MLP blocks,
+        whose ``_init_weights`` scales ``c_proj`` by ``1/sqrt(2 n_layer)``). The backbone is
+        transformers' own class, so it is initialised first as it is on its own (its
+        ``initialize_weights``; loaded tensors are kept), and :meth:`_init_weights` then fills
+        the heads.
+        """
+        backbone = self._modules.get("backbone")
+        if isinstance(backbone, PreTrainedModel):
+            backbone.initialize_weights()
+        super().initialize_weights()
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -613,6 +649,11 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
     def num_token_id(self) -> int | None:
         """The ``<NUM>`` id (``config.num_token_id``)."""
         return self.config.num_token_id
+
+    @property
+    def vocab_size(self) -> int:
+        """Rows of the input embedding (``config.vocab_size``, updated by resizing)."""
+        return int(input_embedding_weight(self).shape[0])
 
     @property
     def head_dtype(self) -> torch.dtype:
@@ -752,12 +793,15 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             The new input embedding module.
 
         Raises:
-            ValueError: a size below the ``<NUM>`` id or below ``tokenizer_size``.
+            ValueError: ``new_num_tokens`` or ``pad_to_multiple_of`` that is not a positive int
+                (or None), a size below the ``<NUM>`` id or below ``tokenizer_size``.
         """
+        check_size("new_num_tokens", new_num_tokens)
+        check_size("pad_to_multiple_of", pad_to_multiple_of)
         rows = input_embedding_weight(self).shape[0]
-        target = rows if new_num_tokens is None else int(new_num_tokens)
-        if pad_to_multiple_of:
-            target = math.ceil(target / pad_to_multiple_of) * pad_to_multiple_of
+        target = rows if new_num_tokens is None else new_num_tokens
+        if pad_to_multiple_of is not None:
+            target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
         k = self.config.num_token_id
         if k is not None and target <= k:
             raise ValueError(f"cannot shrink to {target} rows: <NUM> has id {k}")
@@ -1024,6 +1068,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         generator: torch.Generator | None = None,
         eps_seed: torch.Tensor | None = None,
         eps_noise: torch.Tensor | None = None,
+        shift_labels: torch.LongTensor | None = None,
         **kwargs: Any,
     ) -> CauchyLMOutput | tuple[Any, ...]:
         r"""Distributions of the next token and value at every position, and the training loss.
@@ -1034,7 +1079,11 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         target is ``target_values[:, i + 1]`` (``numeric_values`` when ``target_values`` is None,
         i.e. the value of the next input ``<NUM>``). A position counts when its label is not
         ``-100`` and both position ``i`` and ``i + 1`` have ``attention_mask`` 1 (left or right
-        padding). The loss is :meth:`cauchylin.nn.Action.loss` in the config's training mode and
+        padding). transformers' ``shift_labels`` (labels already shifted, e.g. by context
+        parallelism) replace ``labels`` when given: position ``i`` predicts
+        ``shift_labels[:, i]``, ``target_values`` are then pre-shifted the same way, and a
+        position counts where its own ``attention_mask`` is 1. The loss is
+        :meth:`cauchylin.nn.Action.loss` in the config's training mode and
         temperature: no ``[N, V]`` tensor is formed, and the class-score fields of the output stay
         None unless ``return_distributions=True``.
 
@@ -1063,13 +1112,18 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             eps_seed: fixed draw of ``shared_individual``: ``[C]`` or broadcastable to
                 ``[..., C]``, entries in ``(0, 1)``.
             eps_noise: fixed draw of ``shared_noise``: ``[C]`` or broadcastable to ``[..., C]``.
+            shift_labels: ``[B, S]`` labels already aligned with the predicting positions
+                (transformers' convention); used instead of ``labels``, with ``target_values``
+                pre-shifted too.
             **kwargs: passed to the backbone (``output_hidden_states``, ``output_attentions``).
 
         Returns:
             :class:`CauchyLMOutput` (or its tuple).
 
         Raises:
-            ValueError: bad shapes, labels outside the OvR classes, an unknown mode.
+            ValueError: bad shapes, labels outside the OvR classes, an unknown mode, or
+                ``shift_labels`` with ``numeric_values`` but without (pre-shifted)
+                ``target_values``.
 
         Example:
             >>> import torch
@@ -1083,7 +1137,9 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         """
         cfg = self.config
         return_dict = cfg.return_dict if return_dict is None else return_dict
-        if labels is not None and use_cache is None:
+        pre_shifted = shift_labels is not None
+        loss_labels = shift_labels if pre_shifted else labels
+        if loss_labels is not None and use_cache is None:
             use_cache = False
         hidden, bb = self._encode(
             input_ids,
@@ -1096,10 +1152,12 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             **kwargs,
         )
         fields: dict[str, Any] = {}
-        want_dists = labels is None or bool(return_distributions)
-        if labels is not None:
+        want_dists = loss_labels is None or bool(return_distributions)
+        if loss_labels is not None:
             U_all = self.abduction(hidden)
-            loss = self._shifted_loss(U_all, labels, target_values, numeric_values, attention_mask)
+            loss = self._shifted_loss(
+                U_all, loss_labels, target_values, numeric_values, attention_mask, pre_shifted
+            )
             fields.update(
                 loss=loss.total,
                 cls_loss=loss.cls.mean,
@@ -1145,12 +1203,21 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         target_values: torch.Tensor | None,
         numeric_values: torch.Tensor | None,
         attention_mask: torch.Tensor | None,
+        pre_shifted: bool = False,
     ) -> Any:
         """The next-token shift and the memory-efficient loss (see :meth:`forward`)."""
         B, S = U_all.batch_shape
+        name = "shift_labels" if pre_shifted else "labels"
         if not isinstance(labels, torch.Tensor) or tuple(labels.shape) != (B, S):
             shape = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels)
-            raise ValueError(f"labels must have the input shape {(B, S)}, got {shape}")
+            raise ValueError(f"{name} must have the input shape {(B, S)}, got {shape}")
+        if pre_shifted and target_values is None and numeric_values is not None:
+            # The inputs' values are aligned with the inputs, not with pre-shifted labels, and
+            # the value the last position predicts is not among them.
+            raise ValueError(
+                "with shift_labels, pass target_values shifted the same way (the value of the "
+                "token each position predicts); numeric_values cannot serve as targets"
+            )
         targets = regression_targets(target_values, numeric_values)
         if targets is not None and tuple(targets.shape) != (B, S):
             raise ValueError(
@@ -1161,7 +1228,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
                 f"attention_mask must have shape {(B, S)} in a training forward, got "
                 f"{tuple(attention_mask.shape)}"
             )
-        shifted = next_token_targets(labels, targets, attention_mask)
+        shifted = next_token_targets(labels, targets, attention_mask, pre_shifted=pre_shifted)
         U = CauchyVector(
             shifted.positions(U_all.loc), shifted.positions(U_all.scale), validate_args=False
         )
@@ -1181,25 +1248,33 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
     # ------------------------------------------------------------------ transformers' generate
 
     def prepare_inputs_for_generation(  # type: ignore[override]  # its arguments pass as **kwargs
-        self, input_ids: torch.LongTensor, **kwargs: Any
+        self,
+        input_ids: torch.LongTensor,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs: Any,
     ) -> dict[str, Any]:
         """Inputs of one step of transformers' ``generate`` (compatible mode), with the prompt's numbers.
 
-        ``generate`` keeps the ``numeric_values`` given for the prompt (``[B, P]``) while the ids
-        grow to ``[B, P + t]`` and, with a KV cache, only the last ids are fed. This pads the
-        values with zeros for the generated positions and slices them like the ids. A generated
-        ``<NUM>`` is therefore fed back with value 0, since transformers' loop knows nothing of
+        ``generate`` keeps the ``numeric_values`` given for the prompt (``[B, P]``) while the
+        sequence grows to ``P + t`` positions and, with a KV cache, only the last ones are fed.
+        This pads the values with zeros for the generated positions and slices them like the fed
+        inputs. A prompt given as ``inputs_embeds`` (``generate(inputs_embeds=...)``) is fed at
+        the first step; its ``<NUM>`` offset is not added, since that needs the ids. A generated
+        ``<NUM>`` is fed back with value 0, since transformers' loop knows nothing of
         ``loc_Y``; :func:`cauchylin_hf.generation.generate` feeds back the predicted number.
 
         Args:
-            input_ids: ``[B, P + t]`` the prompt and the tokens generated so far.
+            input_ids: ``[B, P + t]`` the prompt and the tokens generated so far (``[B, t]``, the
+                generated tokens only, when the prompt came as ``inputs_embeds``).
+            inputs_embeds: ``[B, P, H]`` the prompt's base embeddings, or None.
             **kwargs: the model kwargs of ``generate`` (``numeric_values`` ``[B, P]`` among them).
 
         Returns:
             The keyword arguments of :meth:`forward` for this step.
 
         Raises:
-            ValueError: if ``numeric_values`` is not ``[B, P]`` with ``P`` at most the ids' length.
+            ValueError: if ``numeric_values`` is not ``[B, P]`` with ``P`` at most the sequence
+                length.
 
         Example:
             >>> import torch
@@ -1213,7 +1288,9 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         """
         numeric_values = kwargs.pop("numeric_values", None)
         # GenerationMixin types its self as a protocol that mypy cannot match to this class.
-        model_inputs = super().prepare_inputs_for_generation(input_ids, **kwargs)  # type: ignore[misc]
+        model_inputs = super().prepare_inputs_for_generation(  # type: ignore[misc]
+            input_ids, inputs_embeds=inputs_embeds, **kwargs
+        )
         if numeric_values is None:
             return model_inputs
         if not isinstance(numeric_values, torch.Tensor) or numeric_values.dim() != 2:
@@ -1221,14 +1298,19 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
                 "numeric_values must be a [batch, prompt length] tensor, got "
                 f"{getattr(numeric_values, 'shape', type(numeric_values).__name__)}"
             )
-        B, total = input_ids.shape[:2]
+        step_ids = model_inputs.get("input_ids")
+        fed_inputs = step_ids if step_ids is not None else model_inputs["inputs_embeds"]
+        B, fed = fed_inputs.shape[:2]
+        # The whole sequence so far: the cached positions plus the fed ones (the ids alone miss
+        # a prompt given as inputs_embeds).
+        cache = model_inputs.get("past_key_values")
+        seen = int(cache.get_seq_length()) if hasattr(cache, "get_seq_length") else 0
+        total = seen + fed
         if numeric_values.shape[0] != B or numeric_values.shape[1] > total:
             raise ValueError(
-                f"numeric_values shape {tuple(numeric_values.shape)} does not fit the input ids "
-                f"{tuple(input_ids.shape)}: expected [{B}, at most {total}]"
+                f"numeric_values shape {tuple(numeric_values.shape)} does not fit the inputs: "
+                f"expected [{B}, at most {total}] (the prompt's length)"
             )
-        step_ids = model_inputs.get("input_ids")
-        fed = step_ids.shape[1] if step_ids is not None else model_inputs["inputs_embeds"].shape[1]
         # Only the fed positions: the prompt's values that fall among them, zeros after them
         # (with a KV cache that is one zero per step, not a copy of the whole prompt).
         known = numeric_values[:, total - fed :]
@@ -1271,6 +1353,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         base: str | os.PathLike | PreTrainedModel | None = None,
         *,
         base_kwargs: dict[str, Any] | None = None,
+        strict_base: bool = True,
     ) -> CauchyLMForCausalLM:
         """Load heads-only files on top of an unchanged base.
 
@@ -1281,13 +1364,15 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             base: the base (folder or loaded causal LM); default the recorded
                 ``base_model_name_or_path``.
             base_kwargs: extra ``from_pretrained`` arguments for a base folder.
+            strict_base: refuse a base whose weights differ from the saved base's (default);
+                ``False`` loads anyway with a warning.
 
         Returns:
             The model in eval mode.
 
         Raises:
-            ValueError: as :func:`~cauchylin_hf.heads_io.load_heads` (not a heads folder, no
-                base, a base that does not match).
+            ValueError: as :func:`~cauchylin_hf.heads_io.load_heads` (not a heads folder, a
+                broken heads file, no base, a base that does not match).
 
         Example:
             >>> import tempfile, torch
@@ -1300,7 +1385,13 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             >>> again.config.vocab_size, bool(torch.equal(again(ids).loc_S, model(ids).loc_S))
             (301, True)
         """
-        return heads_io.load_heads(heads_directory, base, base_kwargs=base_kwargs, model_class=cls)
+        return heads_io.load_heads(
+            heads_directory,
+            base,
+            base_kwargs=base_kwargs,
+            model_class=cls,
+            strict_base=strict_base,
+        )
 
 
 # ============================================================================================
