@@ -44,6 +44,7 @@ from transformers import AddedToken, AutoTokenizer, BatchEncoding, PreTrainedTok
 
 from .batch import check_size, field_dtype, pad_rows, padded_length
 from .batch import pad_values as batch_pad_values
+from .config import read_json_object
 from .numbers import find_numbers, format_number, is_number, parse_number, split_numbers
 
 __all__ = ["NUMERIC_TOKENIZER_CONFIG", "NumericTokenizer"]
@@ -870,7 +871,8 @@ class NumericTokenizer:
             The ``NumericTokenizer``; without a settings file, the default ``<NUM>`` policy.
 
         Raises:
-            ValueError: when ``path`` is not an existing folder.
+            ValueError: when ``path`` is not an existing folder, or its settings file is not a
+                JSON object of valid settings (the message names the file).
 
         Example:
             >>> import tempfile
@@ -887,11 +889,15 @@ class NumericTokenizer:
         settings: dict[str, Any] = {}
         config = os.path.join(path, NUMERIC_TOKENIZER_CONFIG)
         if os.path.isfile(config):
-            with open(config, encoding="utf-8") as f:
-                settings = json.load(f)
-        return cls(
-            tokenizer,
-            num_token=settings.get("num_token", "<NUM>"),
-            num_token_id=settings.get("num_token_id"),
-            padding_side=settings.get("padding_side"),
-        )
+            settings = read_json_object(config)
+        try:
+            return cls(
+                tokenizer,
+                num_token=settings.get("num_token", "<NUM>"),
+                num_token_id=settings.get("num_token_id"),
+                padding_side=settings.get("padding_side"),
+            )
+        except ValueError as exc:
+            if not settings:
+                raise
+            raise ValueError(f"{config}: {exc}") from exc

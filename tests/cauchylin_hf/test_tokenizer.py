@@ -627,3 +627,17 @@ def test_save_and_load(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="save_directory"):
         ntok.save_pretrained(tmp_path / "file")
+
+
+def test_a_broken_settings_file_is_named(tmp_path):
+    NumericTokenizer(gpt2_style()).save_pretrained(tmp_path)
+    settings = tmp_path / NUMERIC_TOKENIZER_CONFIG
+    for text, message in (
+        ("[1, 2]", "holds a JSON list"),
+        ('{"num_token": ', "is not valid JSON"),
+        ('{"padding_side": "middle"}', "padding_side"),
+    ):
+        settings.write_text(text)
+        with pytest.raises(ValueError, match=message) as info:
+            NumericTokenizer.from_pretrained(tmp_path)
+        assert NUMERIC_TOKENIZER_CONFIG in str(info.value)
