@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.nn import functional as F
 
 from cauchylin._validation import is_tracing
 
@@ -118,7 +119,14 @@ def fused_heads_setting() -> bool | None:
 def _kernel(
     weight: torch.Tensor, bias: torch.Tensor | None, loc: torch.Tensor, scale: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The traced loop: per row of ``loc``/``scale`` (unrolled), ``W u + b`` and ``|W| s``."""
+    """The traced loop: per row of ``loc``/``scale`` (unrolled), ``W u + b`` and ``|W| s``.
+
+    Run eagerly instead of compiled (Dynamo disabled, a ``force_eager`` stance), the sums would
+    form ``[V, C]`` products per row; the two matrix products run then.
+    """
+    if not torch.compiler.is_compiling():
+        eager_scale = None if scale is None else F.linear(scale, weight.abs())
+        return F.linear(loc, weight, bias), eager_scale
     locs = [torch.sum(weight * loc[i], dim=-1) for i in range(loc.shape[0])]
     loc_s = torch.stack(locs)
     if bias is not None:

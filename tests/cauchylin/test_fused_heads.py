@@ -159,3 +159,15 @@ def test_action_step_is_the_same_with_the_loop_on_and_off(monkeypatch, mode):
     assert bool(((on.scale_S - off.scale_S).abs() <= 2 * _bound(W, Up.scale, None)).all())
     # the chosen tokens agree wherever the decision is not a near-tie at rounding level
     assert torch.equal(on.ids, off.ids)
+
+
+def test_the_kernel_run_eagerly_is_the_two_products():
+    """Dynamo disabled or a force_eager stance runs the kernel uncompiled: then it must not form
+    [V, C] products per row but run the two matrix products (the same numbers as the fallback)."""
+    gen = torch.Generator().manual_seed(4)
+    weight, bias = torch.randn(50, 12, generator=gen), torch.randn(50, generator=gen)
+    loc, scale = torch.randn(3, 12, generator=gen), torch.rand(3, 12, generator=gen)
+    loc_s, scale_s = FH._kernel(weight, bias, loc, scale)
+    assert torch.equal(loc_s, F.linear(loc, weight, bias))
+    assert torch.equal(scale_s, F.linear(scale, weight.abs()))
+    assert FH._kernel(weight, None, loc, None)[1] is None
