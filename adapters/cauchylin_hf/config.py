@@ -126,12 +126,17 @@ class CauchyLMConfig(PreTrainedConfig):
             ``vocab_size``.
         causal_size: C, the size of the individual representation U; ``None`` means
             ``hidden_size`` (C = H, the only setting where the init is exact).
-        gamma_init: initial Abduction scale gamma_0 > 0 (scale_U = gamma_0 at init).
-        b_noise_init: initial value of every component of the exogenous noise b_noise.
+        gamma_init: initial Abduction scale gamma_0 > 0 (scale_U = gamma_0 at init; default 0.01:
+            with 10, the regression scale ``|W_reg| (scale_U + |b_noise|)`` starts far above the
+            targets' spread and training shrinks ``W_reg`` instead of fitting; see the Training
+            page's ablation).
+        b_noise_init: initial value of every component of the exogenous noise b_noise (default
+            0.01, for the same reason).
         threshold: initial OvR threshold C_k (finite).
         threshold_per_class: one threshold per class instead of one shared scalar.
         learnable_threshold: make the thresholds a trainable parameter (else a fixed buffer).
-        alpha: gate floor of the regression loss, in [0, 1]
+        alpha: gate floor of the regression loss, in [0, 1] (default 1: no gate; with 0 the
+            gate ``P_<NUM>`` also switches the regression off where ``P_<NUM>`` is small)
             (gate = num_mask * (alpha + (1 - alpha) P_<NUM>)).
         reg_weight: lambda >= 0 in ``L = L_cls + lambda * L_reg``.
         ovr_classes: ``"all"`` (every embedding row is an OvR class) or
@@ -150,6 +155,15 @@ class CauchyLMConfig(PreTrainedConfig):
         w_num_init: ``w_num``'s initialisation: ``"random_unit"`` (a random unit direction),
             ``"normal"`` (``N(0, 1/H)`` entries) or ``"zeros"`` (see
             :class:`cauchylin.nn.NumericEmbedding`).
+        w_num_scale: the norm of ``w_num`` at :meth:`~cauchylin_hf.model.CauchyLMForCausalLM.from_base`,
+            as a multiple of the mean norm of the input embedding rows (default 0.25), so that a
+            number shifts the ``<NUM>`` embedding by about a quarter of a token embedding per unit
+            of ``ln(1 + |v|)`` and survives the backbone's first normalisation; ``None`` keeps
+            the unit norm of ``w_num_init``.
+        classifier_lr_scale: learning-rate multiplier of the classification head (``W_cls``,
+            ``b_cls``, learnable thresholds) in :func:`~cauchylin_hf.training.make_trainer` and
+            :meth:`~cauchylin_hf.model.CauchyLMForCausalLM.parameter_groups` (default 10: with the
+            threshold at 100 the head must move ``loc_S`` far from its initial logits).
         value_space: the space in which the regression value is Cauchy:
             ``"signed_log1p"`` (default: ``t = sign(y) ln(1 + |y|)``, the scale on which the
             numeric embedding reads numbers) or ``"identity"`` (raw numbers); see
@@ -182,12 +196,12 @@ class CauchyLMConfig(PreTrainedConfig):
     base_model_name_or_path: str | None = None
     base_vocab_size: int | None = None
     causal_size: int | None = None
-    gamma_init: float = 10.0
-    b_noise_init: float = 0.1
+    gamma_init: float = 0.01
+    b_noise_init: float = 0.01
     threshold: float = 100.0
     threshold_per_class: bool = False
     learnable_threshold: bool = False
-    alpha: float = 0.0
+    alpha: float = 1.0
     reg_weight: float = 1.0
     ovr_classes: str = "all"
     tokenizer_size: int | None = None
@@ -198,6 +212,8 @@ class CauchyLMConfig(PreTrainedConfig):
     freeze_backbone: bool = True
     w_num_init: str = "random_unit"
     value_space: str = "signed_log1p"
+    w_num_scale: float | None = 0.25
+    classifier_lr_scale: float = 10.0
     head_dtype: str = "float32"
     # The heads are never tied to the embeddings (W_cls is a copy that trains on its own).
     tie_word_embeddings: bool = False
@@ -288,6 +304,13 @@ class CauchyLMConfig(PreTrainedConfig):
         choice("training_mode", TRAINING_MODES)
         choice("w_num_init", W_NUM_INITS)
         choice("value_space", VALUE_SPACES)
+        if self.w_num_scale is not None:
+            real("w_num_scale")
+            if self.w_num_scale <= 0:
+                raise ValueError(f"w_num_scale must be > 0 or None, got {self.w_num_scale!r}")
+        real("classifier_lr_scale")
+        if self.classifier_lr_scale <= 0:
+            raise ValueError(f"classifier_lr_scale must be > 0, got {self.classifier_lr_scale!r}")
         choice("head_dtype", HEAD_DTYPES)
         if not isinstance(self.num_token, str) or not self.num_token:
             raise ValueError(f"num_token must be a non-empty str, got {self.num_token!r}")

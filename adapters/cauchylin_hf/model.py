@@ -601,6 +601,59 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         for name in HEAD_MODULES:
             getattr(self, name).to(device)
 
+    def classification_head_parameters(self) -> list[nn.Parameter]:
+        """The parameters that train at ``config.classifier_lr_scale`` times the learning rate.
+
+        ``W_cls`` and ``b_cls`` (``action.classifier``) and the thresholds when they are learnable.
+
+        Returns:
+            The parameters (trainable or not).
+
+        Example:
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
+            >>> [tuple(p.shape) for p in model.classification_head_parameters()]
+            [(300, 32), (300,)]
+        """
+        params = list(self.action.classifier.parameters())
+        if isinstance(self.action.threshold, nn.Parameter):
+            params.append(self.action.threshold)
+        return params
+
+    def parameter_groups(self, learning_rate: float) -> list[dict[str, Any]]:
+        """Optimizer parameter groups: the classification head at ``classifier_lr_scale`` times the rate.
+
+        The head is :meth:`classification_head_parameters`; every other trainable parameter gets
+        ``learning_rate``. Pass the result to any ``torch.optim`` optimizer
+        (:func:`~cauchylin_hf.training.make_trainer` splits the Trainer's own groups the same way).
+
+        Args:
+            learning_rate: the base learning rate.
+
+        Returns:
+            ``[{"params": [...], "lr": learning_rate}, {"params": [...], "lr": scaled}]`` with
+            only trainable parameters (an empty group is left out).
+
+        Example:
+            >>> import torch
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
+            >>> groups = model.parameter_groups(1e-3)
+            >>> [(len(g["params"]), g["lr"]) for g in groups]  # heads; W_cls and b_cls at 10x
+            [(9, 0.001), (2, 0.01)]
+            >>> opt = torch.optim.AdamW(groups)
+        """
+        head_ids = {id(p) for p in self.classification_head_parameters()}
+        trainable = [p for p in self.parameters() if p.requires_grad]
+        groups = [
+            {"params": [p for p in trainable if id(p) not in head_ids], "lr": float(learning_rate)},
+            {
+                "params": [p for p in trainable if id(p) in head_ids],
+                "lr": float(learning_rate) * self.config.classifier_lr_scale,
+            },
+        ]
+        return [g for g in groups if g["params"]]
+
     def set_backbone_trainable(self, trainable: bool) -> None:
         """Freeze (``False``) or unfreeze (``True``) every backbone parameter.
 
@@ -761,6 +814,11 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         model.action.copy_base_head(
             w.to(model.action.classifier.weight.dtype), b.to(model.action.classifier.bias.dtype)
         )
+        if config.w_num_scale is not None:
+            with torch.no_grad():  # |w_num| relative to the token embeddings (see the config)
+                rows = input_embedding_weight(backbone).detach().float().norm(dim=1).mean()
+                w = model.numeric_embedding.w_num
+                w.mul_((config.w_num_scale * rows / w.float().norm()).to(w.dtype))
         gen = getattr(model_in, "generation_config", None)
         if gen is not None:
             model.generation_config = copy.deepcopy(gen)
@@ -975,7 +1033,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             >>> bool((act.loc_S - base(ids).logits).abs().max() < 1e-4)  # init: loc_S = logits
             True
             >>> round(U.scale.mean().item(), 4)  # scale_U = gamma_init
-            10.0
+            0.01
         """
         t = self.config.temperature if temperature is None else temperature
         U = self._individual(hidden)

@@ -499,12 +499,10 @@ class _CausalTrainer(Trainer):
         assert target is not None  # the Trainer always has a model here
         inner = _unwrap(target)
         scale = float(getattr(getattr(inner, "config", None), "classifier_lr_scale", 1.0))
-        action = getattr(inner, "action", None)
-        if scale == 1.0 or action is None:
+        head_parameters = getattr(inner, "classification_head_parameters", None)
+        if scale == 1.0 or not callable(head_parameters):
             return optimizer
-        head = {id(p) for p in action.classifier.parameters()}
-        if isinstance(action.threshold, nn.Parameter):
-            head.add(id(action.threshold))
+        head = {id(p) for p in head_parameters()}
         for group in list(optimizer.param_groups):
             moved = [p for p in group["params"] if id(p) in head]
             if moved:

@@ -85,7 +85,7 @@ class VerifyReport:
         >>> report.architecture, report.passed, report.greedy_agreement, report.num_token_id
         ('Qwen2ForCausalLM', True, 1.0, 300)
         >>> report.max_abs_diff <= report.tolerance, round(report.mean_scale_U, 4)
-        (True, 10.0)
+        (True, 0.01)
         >>> print(str(report).splitlines()[0])
         verify: Qwen2ForCausalLM (qwen2, tied embeddings, float32), H=32, 302 base classes, ...
     """
