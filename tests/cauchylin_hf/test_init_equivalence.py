@@ -44,9 +44,10 @@ def test_loc_S_equals_the_base_logits(arch, tied, spare_rows, tiny_tok, batch):
     valid = mask.bool()
     diff = (out.loc_S[..., :V] - logits).abs()[valid].max().item()
     assert diff <= TOL, f"{arch} tied={tied}: max |loc_S - logits| = {diff:.3e}"
-    # Abduction is the identity on the base's last hidden state, scale_U = gamma_0 = 10.
+    # Abduction is the identity on the base's last hidden state, scale_U = gamma_0.
     assert torch.equal(out.loc_U[valid], hidden[valid])
-    assert torch.allclose(out.scale_U, torch.full_like(out.scale_U, 10.0))
+    gamma = model.config.gamma_init
+    assert torch.allclose(out.scale_U, torch.full_like(out.scale_U, gamma), rtol=1e-5, atol=0)
     # Compatible-mode greedy choices agree everywhere.
     assert torch.equal(out.loc_S[..., :V].argmax(-1)[valid], logits.argmax(-1)[valid])
     # <NUM>: the first spare row when there is one, else a new row.

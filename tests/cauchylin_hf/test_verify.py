@@ -11,7 +11,7 @@ import math
 
 import pytest
 import torch
-from cauchylin_hf import CauchyLMForCausalLM, VerifyReport, verify
+from cauchylin_hf import CauchyLMConfig, CauchyLMForCausalLM, VerifyReport, verify
 from cauchylin_hf.testing import tiny_base_model
 
 from .conftest import ARCH_CASES, ARCH_IDS, VOCAB
@@ -26,7 +26,7 @@ def check_sane(report: VerifyReport) -> None:
     assert report.frac_p_within_001 <= report.frac_p_within_01
     q = list(report.p_quantiles.values())
     assert q == sorted(q) and 0.0 <= q[0] and q[-1] <= 1.0
-    assert report.mean_scale_U == pytest.approx(10.0)
+    assert report.mean_scale_U == pytest.approx(CauchyLMConfig().gamma_init)  # scale_U = gamma_0
 
 
 @pytest.mark.parametrize(("arch", "tied"), ARCH_CASES, ids=ARCH_IDS)
