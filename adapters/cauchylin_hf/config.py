@@ -132,7 +132,9 @@ class CauchyLMConfig(PreTrainedConfig):
             page's ablation).
         b_noise_init: initial value of every component of the exogenous noise b_noise (default
             0.01, for the same reason).
-        threshold: initial OvR threshold C_k (finite).
+        threshold: initial OvR threshold C_k (finite; default 0, so that ``P_k > 1/2`` exactly
+            when ``loc_S > 0``: at 100 every ``P_k`` of a logit-sized ``loc_S`` stays far below
+            1/2 and decisions are made through ``scale_S``).
         threshold_per_class: one threshold per class instead of one shared scalar.
         learnable_threshold: make the thresholds a trainable parameter (else a fixed buffer).
         alpha: gate floor of the regression loss, in [0, 1] (default 1: no gate; with 0 the
@@ -162,8 +164,8 @@ class CauchyLMConfig(PreTrainedConfig):
             the unit norm of ``w_num_init``.
         classifier_lr_scale: learning-rate multiplier of the classification head (``W_cls``,
             ``b_cls``, learnable thresholds) in :func:`~cauchylin_hf.training.make_trainer` and
-            :meth:`~cauchylin_hf.model.CauchyLMForCausalLM.parameter_groups` (default 10: with the
-            threshold at 100 the head must move ``loc_S`` far from its initial logits).
+            :meth:`~cauchylin_hf.model.CauchyLMForCausalLM.parameter_groups` (default 10, measured:
+            with 1 the text is poorly predicted within a normal budget).
         value_space: the space in which the regression value is Cauchy:
             ``"signed_log1p"`` (default: ``t = sign(y) ln(1 + |y|)``, the scale on which the
             numeric embedding reads numbers) or ``"identity"`` (raw numbers); see
@@ -198,7 +200,7 @@ class CauchyLMConfig(PreTrainedConfig):
     causal_size: int | None = None
     gamma_init: float = 0.01
     b_noise_init: float = 0.01
-    threshold: float = 100.0
+    threshold: float = 0.0
     threshold_per_class: bool = False
     learnable_threshold: bool = False
     alpha: float = 1.0

@@ -18,7 +18,7 @@ def make(**kw) -> CauchyLMConfig:
 def test_defaults_follow_the_spec():
     cfg = make()
     assert cfg.model_type == "cauchy_lm"
-    assert (cfg.gamma_init, cfg.b_noise_init, cfg.threshold) == (0.01, 0.01, 100.0)
+    assert (cfg.gamma_init, cfg.b_noise_init, cfg.threshold) == (0.01, 0.01, 0.0)
     assert (cfg.threshold_per_class, cfg.learnable_threshold) == (False, False)
     assert (cfg.alpha, cfg.reg_weight) == (1.0, 1.0)
     assert (cfg.w_num_scale, cfg.classifier_lr_scale, cfg.value_space) == (
