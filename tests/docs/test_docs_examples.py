@@ -23,6 +23,9 @@
 
       <!-- docs-test: output rtol=0.05 -->
 
+* **Updating the shown output.** When a change to the library changes what a page prints,
+  ``python tests/docs/test_docs_examples.py docs/quickstart.md`` runs the page's blocks in order
+  and prints each block's output, to paste into its ``Output`` block.
 * **Shell blocks run where asked.** A ``bash`` (or ``console``, ``shell``, ``sh``) block marked
   ``<!-- docs-test: run -->`` runs with ``bash -euo pipefail`` in the page's directory, the
   current Python's scripts first on ``PATH`` (``cauchylin-lm``), ``OMP_NUM_THREADS=1``; its
@@ -612,3 +615,31 @@ def test_math_is_bundled_and_rendered_by_arithmatex(built_site: Path) -> None:
     assert "javascripts/katex/katex.min.js" in page and "javascripts/katex-init.js" in page
     fonts = list((built_site / "javascripts" / "katex" / "fonts").glob("*.woff2"))
     assert len(fonts) >= 10, "the KaTeX woff2 fonts are not in the site"
+
+
+def _print_page_outputs(page: str) -> None:  # pragma: no cover - a maintainer's tool
+    """Run one page's blocks in order and print what each prints (``__main__`` below)."""
+    import tempfile
+
+    import torch
+
+    torch.manual_seed(0)
+    state = PageState({"__name__": "__docs_example__"}, Path(tempfile.mkdtemp()))
+    path = (Path.cwd() / page).resolve()
+    for block in parse_markdown(path):
+        if block.skip_reason is not None:
+            continue
+        expected, block.expected = block.expected, None
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            if block.shell:
+                print(_run_shell(block, state), end="")
+            else:
+                _run_block(block, state)
+        rtol = f", rtol {block.rtol:g}" if block.rtol else ""
+        shown = "compared" if expected is not None else "not shown"
+        print(f"--- {block.test_id} ({shown}{rtol})\n{buffer.getvalue()}", end="", flush=True)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _print_page_outputs(sys.argv[1])

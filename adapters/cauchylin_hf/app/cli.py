@@ -474,7 +474,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         if result.global_step < 1:
             raise CliError("training took no step: raise --epochs or --max-steps")
         record = _format_record(tt, precision)
-        (staging / DATA_FORMAT_FILE).write_text(json.dumps(record, indent=2, ensure_ascii=False))
+        text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+        (staging / DATA_FORMAT_FILE).write_text(text, encoding="utf-8")
         metrics = dict(result.metrics or {})
         if eval_texts:
             field = _target_field(tt, args)
