@@ -75,7 +75,7 @@ def ratio_bars(
     """
     n_series = len(series)
     width = 0.8 / max(n_series, 1)
-    palette = [OURS, "#7986cb", "#c5cae9", "#283593"]
+    palette = [OURS, "#7986cb", "#c5cae9", "#283593", "#00897b", "#80cbc4", "#f9a825", "#ffe082"]
     for i, (label, values) in enumerate(series.items()):
         xs = [g + (i - (n_series - 1) / 2) * width for g in range(len(groups))]
         bars = ax.bar(xs, values, width * 0.95, label=label, color=palette[i % len(palette)])
@@ -98,5 +98,7 @@ def ratio_bars(
     ax.set_xticklabels(groups)
     ax.set_ylabel(ylabel)
     ax.set_ylim(0, max(1.4, *(v for vals in series.values() for v in vals)) * 1.15)
-    if n_series > 1:
+    if n_series > 3:  # many series: the legend beside the axes, not over the bars
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    elif n_series > 1:
         ax.legend(fontsize=8, loc="upper left")

@@ -194,6 +194,68 @@ def bench(
     return result
 
 
+def bench_heads(
+    shape: str, batch: int, rounds: int, built, clock=time.perf_counter
+) -> dict[str, dict[str, float]]:
+    """The decision step alone, per call: the base's ``lm_head`` + argmax against
+    ``Action.step`` (standard with the fused heads and with two matrix products, compatible with
+    the fused heads), interleaved rounds. Returns ``{variant: ratio summary and ms}``."""
+    from cauchylin import CauchyVector
+
+    base, model = built
+    action = model.action
+    head = base.get_output_embeddings()
+    gen = torch.Generator().manual_seed(2)
+    hidden = torch.randn(batch, head.weight.shape[1], generator=gen)
+    c = action.causal_size
+    U = CauchyVector(
+        torch.randn(batch, c, generator=gen), torch.rand(batch, c, generator=gen) + 0.1
+    )
+
+    def with_fused(setting: str, mode: str):
+        def run():
+            os.environ["CAUCHYLIN_FUSED_HEADS"] = setting
+            action.step(U, mode, 0.0)
+
+        return run
+
+    variants = {
+        "base lm_head + argmax": lambda: head(hidden).argmax(-1),
+        "standard, fused heads": with_fused("1", "standard"),
+        "standard, two GEMMs": with_fused("0", "standard"),
+        "compatible, fused head": with_fused("1", "compatible"),
+    }
+    previous = os.environ.get("CAUCHYLIN_FUSED_HEADS")
+    try:
+        with torch.no_grad():
+            for fn in variants.values():  # warm-up: compiles the fused loops
+                fn()
+            times: dict[str, list[float]] = {k: [] for k in variants}
+            order = list(variants)
+            for r in range(max(rounds, 3)):
+                for name in order if r % 2 == 0 else order[::-1]:
+                    start = clock()
+                    for _ in range(5):
+                        variants[name]()
+                    times[name].append((clock() - start) / 5)
+    finally:
+        if previous is None:
+            os.environ.pop("CAUCHYLIN_FUSED_HEADS", None)
+        else:
+            os.environ["CAUCHYLIN_FUSED_HEADS"] = previous
+    base_t = times["base lm_head + argmax"]
+    out = {}
+    print(f"[{shape}] decision step alone, batch {batch}: ms per call, ratio base / variant")
+    for name, ts in times.items():
+        ratios = [b / t for b, t in zip(base_t, ts, strict=True)]
+        out[name] = {**_summary(ratios), "ms": statistics.median(ts) * 1e3}
+        print(
+            f"  {name:<26}{out[name]['ms']:9.2f} ms  {out[name]['median']:5.2f} "
+            f"[{out[name]['min']:.2f}-{out[name]['max']:.2f}]"
+        )
+    return out
+
+
 def bench_train(
     shape: str, batch: int, seq_len: int, rounds: int, built, clock=time.perf_counter
 ) -> dict[str, float]:
@@ -248,7 +310,7 @@ def plot(results: dict[str, dict[str, dict[str, float]]], footnote_text: str, pa
     plt = pyplot()
     runs = list(results)
     modes = [m for m in next(iter(results.values())) if m != "base"]
-    fig, ax = plt.subplots(figsize=(11, 4.4))
+    fig, ax = plt.subplots(figsize=(12, 4.6))
     series = {
         f"{run} (base {results[run]['base']['median']:.1f} tok/s)": [
             results[run][m]["median"] for m in modes
@@ -279,7 +341,7 @@ def plot(results: dict[str, dict[str, dict[str, float]]], footnote_text: str, pa
                 else None,
             )
             first = False
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title("Generation speed per mode relative to the base model (median of rounds)")
     footnote(fig, footnote_text)
     return save(fig, path)
@@ -310,6 +372,14 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]
     )
     p.add_argument(
         "--no-fused", action="store_true", help="two matrix products instead of the fused heads"
+    )
+    p.add_argument(
+        "--heads",
+        action="store_true",
+        help="also time the decision step alone (lm_head + argmax vs Action.step) per batch",
+    )
+    p.add_argument(
+        "--skip-generation", action="store_true", help="no generation runs (with --heads/--train)"
     )
     p.add_argument(
         "--train",
@@ -369,14 +439,22 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]
             assert len(train) == 2 and min(train) >= 2
         except (ValueError, AssertionError):
             p.error(f"--train: expected BxL with L >= 2, like 4x128, got {args.train!r}")
+    if args.skip_generation and not (args.heads or args.train):
+        p.error("--skip-generation needs --heads or --train")
+    if args.skip_generation and args.plot:
+        p.error("--plot draws the generation runs: not with --skip-generation")
     results = {}
     training = {}
+    heads = {}
     for shape in shapes:
         built = build(shape)
         for batch in batches:
-            results[f"{shape} b{batch}"] = bench(
-                shape, batch, args.prompt_len, args.new_tokens, args.rounds, modes, built, clock
-            )
+            if not args.skip_generation:
+                results[f"{shape} b{batch}"] = bench(
+                    shape, batch, args.prompt_len, args.new_tokens, args.rounds, modes, built, clock
+                )
+            if args.heads:
+                heads[f"{shape} b{batch}"] = bench_heads(shape, batch, args.rounds, built, clock)
         if train is not None:
             training[shape] = bench_train(shape, *train, args.rounds, built, clock)
         del built
@@ -395,6 +473,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]
                     "timer": args.timer,
                     "results": results,
                     "training": training,
+                    "heads": heads,
                 },
                 f,
                 indent=2,

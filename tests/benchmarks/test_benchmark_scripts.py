@@ -89,7 +89,7 @@ def test_bench_generate_every_mode(tmp_path):
         "bench_generate.py",
         *("--shapes", "tiny", "--batch", "2", "--prompt-len", "4", "--new-tokens", "3"),
         *("--rounds", "1", "--modes", "all", "--threads", "1", "--timer", "process"),
-        *("--train", "2x8"),
+        *("--train", "2x8", "--heads"),
         tmp_path=tmp_path,
     )
     run = data["results"]["tiny b2"]
@@ -98,6 +98,14 @@ def test_bench_generate_every_mode(tmp_path):
     assert all(r["min"] <= r["median"] <= r["max"] for r in run.values())
     assert data["machine"]["threads"] == 1 and data["machine"]["cpu"]
     assert _positive(data["training"]["tiny"]["median"]) and "training step" in stdout
+    step = data["heads"]["tiny b2"]
+    assert set(step) == {
+        "base lm_head + argmax",
+        "standard, fused heads",
+        "standard, two GEMMs",
+        "compatible, fused head",
+    }
+    assert all(_positive(r["ms"]) for r in step.values())
     assert "ours compatible" in stdout and "torch thread(s)" in stdout and "malloc" in stdout
 
 
