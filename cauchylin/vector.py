@@ -49,6 +49,16 @@ __all__ = ["CauchyVector", "cat", "kl_divergence"]
 Number = int | float
 
 
+class _Key:
+    """The identity of one random variable: compared by ``is``, nothing else.
+
+    A plain class rather than ``object()``, which Dynamo cannot trace: with it a forward that
+    builds ``CauchyVector`` objects compiles with ``torch.compile(fullgraph=True)``.
+    """
+
+    __slots__ = ()
+
+
 class _Source:
     """An independent Cauchy leaf: every entry of ``loc``/``scale`` ([*batch, C]) is its own variable.
 
@@ -62,7 +72,7 @@ class _Source:
     def __init__(self, loc: torch.Tensor, scale: torch.Tensor, key: object | None = None) -> None:
         self.loc = loc
         self.scale = scale
-        self.key = object() if key is None else key
+        self.key = _Key() if key is None else key
 
     @property
     def batch_shape(self) -> torch.Size:

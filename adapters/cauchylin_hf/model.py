@@ -386,10 +386,11 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
     # The loss is a per-batch mean (OvR mean over counted positions, regression mean over <NUM>
     # targets): the Trainer scales it for gradient accumulation and passes no num_items_in_batch.
     accepts_loss_kwargs = False
-    # torch.export (non-strict, the default) captures the inference forward; Dynamo, which
-    # torch.compile(fullgraph=True) and strict export run, cannot yet trace the object() keys
-    # that CauchyVector gives its sources (tests/cauchylin_hf/test_hf_contract.py).
-    _can_compile_fullgraph = False
+    # torch.export (strict or not) and torch.compile(fullgraph=True) capture the inference forward
+    # in the deterministic modes (causal, standard, compatible); the sampling modes draw with a
+    # generator and the training forward's fused loss break the graph, which compile handles
+    # (tests/cauchylin_hf/test_hf_contract.py).
+    _can_compile_fullgraph = True
 
     def __init__(self, config: CauchyLMConfig, backbone: PreTrainedModel | None = None) -> None:
         if not isinstance(config, CauchyLMConfig):
