@@ -561,3 +561,13 @@ def test_a_successful_training_replaces_the_model(trained, data, tmp_path, capsy
     umask = os.umask(0)
     os.umask(umask)
     assert (out.stat().st_mode & 0o777) == 0o777 & ~umask  # not mkdtemp's private 0700
+
+
+def test_a_template_with_numbers_in_its_text_gets_a_note(table_model, capsys):
+    argv = ["evaluate", str(table_model["model"]), "--data", str(table_model["test"])]
+    template = "age {age} s1 {s1} -> progression {target}."
+    assert cli.main([*argv, "--template", template, "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "note: the template's own text holds the numbers ['1']" in err
+    assert cli.main([*argv, "--no-progress"]) == 0  # the saved template has none
+    assert "note:" not in capsys.readouterr().err

@@ -214,7 +214,7 @@ def _table_template(args: argparse.Namespace, table: Any, saved: dict[str, Any])
         target = "target" if "target" in table.columns else table.columns[-1]
     tt = TableTemplate(template, target)
     numbers = tt.literal_numbers()
-    if numbers:
+    if numbers and getattr(args, "template", None):  # noted once, when the template is given
         _note(
             args,
             f"the template's own text holds the numbers {numbers}; the model reads them as "
