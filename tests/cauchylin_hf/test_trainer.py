@@ -144,7 +144,9 @@ def test_gradient_accumulation_equals_large_batch(ntok, tmp_path):
 
     Equal token and <NUM> counts per example (one template), so mean-of-means = global mean;
     this checks that the Trainer divides the model's per-micro-batch mean loss by the
-    accumulation steps (the model does not normalise by ``num_items_in_batch``).
+    accumulation steps (the model does not normalise by ``num_items_in_batch``). Plain SGD: its
+    step is linear in the gradient (a missing division would double it), while Adam turns
+    rounding-level differences of near-zero gradient entries into steps of the learning rate.
     """
     texts = generate_sentences(24, seed=2, templates=["eggs"])
     ds = NumericDataset.from_texts(texts, ntok)
@@ -163,6 +165,7 @@ def test_gradient_accumulation_equals_large_batch(ntok, tmp_path):
             train_sampling_strategy="sequential",
             learning_rate=1e-2,
             lr_scheduler_type="constant",
+            optim="sgd",
             logging_steps=1,
             **quiet(),
         )
