@@ -63,6 +63,9 @@ MODULES = [
     "cauchylin_hf.app.demo",
     "cauchylin_hf.app.corpus",
     "cauchylin_hf.app.compare",
+    "cauchylin_hf.app.tables",
+    "cauchylin_hf.app.precision",
+    "cauchylin_hf.app.scratch",
 ]
 
 SECTION = re.compile(r"^(\w[\w ]*):\s*$", re.M)
