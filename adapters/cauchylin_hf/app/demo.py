@@ -607,11 +607,6 @@ def run_demo(
         say(f"-- {mode} ({', '.join(f'{k}={v}' for k, v in kw.items())})")
         for text in generations[mode]:
             say(f"  {text}")
-    say(
-        "(compatible reads loc_S as logits and the individual modes compare one individual's "
-        "scores with the thresholds; neither uses scale_S, which the trained heads rely on, so "
-        "they can disagree with causal/standard: see the FAQ)"
-    )
     say("")
 
     say("== counterfactual: one shared individual (the same eps_seed) on two prompts")
