@@ -35,6 +35,7 @@ Run:
     python benchmarks/bench_elementwise.py                  # [1024, 4096] and [64, 151936]
     python benchmarks/bench_elementwise.py --threads 1 --timer process --rounds 9
     python benchmarks/bench_elementwise.py --shapes 16x4096,256x4096 --validate off
+    python benchmarks/bench_elementwise.py --sweep-n 16,64,256,1024 --v 4096
     python benchmarks/bench_elementwise.py --json elementwise.json --plot elementwise.png
 """
 
@@ -277,6 +278,12 @@ def main(argv: list[str] | None = None) -> dict:
         help="comma list of NxV element-wise shapes (default 1024x4096,64x151936; "
         "4096x32768 on cuda)",
     )
+    parser.add_argument(
+        "--sweep-n",
+        default=None,
+        help="comma list of row counts N, each measured at [N, --v] (instead of --shapes)",
+    )
+    parser.add_argument("--v", type=int, default=4096, help="columns V of --sweep-n")
     parser.add_argument("--c", type=int, default=None, help="input size of the linear map")
     parser.add_argument("--ops", default=",".join(OPS), help=f"comma list from {list(OPS)}")
     parser.add_argument("--validate", default="on,off", help="on, off or on,off (both sides)")
@@ -304,6 +311,11 @@ def main(argv: list[str] | None = None) -> dict:
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device available")
     big = args.device == "cuda"
+    if args.sweep_n:
+        if args.shapes:
+            parser.error("give --shapes or --sweep-n, not both")
+        sizes = [n.strip() for n in args.sweep_n.split(",") if n.strip()]
+        args.shapes = ",".join(f"{n}x{args.v}" for n in sizes) or "x"
     args.shape_list = _parse_shapes(
         args.shapes or ("4096x32768" if big else "1024x4096,64x151936"), parser
     )
