@@ -6,7 +6,7 @@ device synchronisation; they run only while validation is enabled, which it is b
 be switched off globally (:func:`set_validate_args`), for a block (:func:`validation`), or per
 object (``validate_args=False``).
 
-Value checks read tensor *data* on the host (``bool(torch.isfinite(x).all())``). While a graph is
+Value checks read tensor *data* on the host (one ``torch.aminmax`` pass per tensor). While a graph is
 being captured -- ``torch.jit.trace``, ``torch.compile`` (Dynamo), ``torch.export`` -- there is no
 data to read, so the value checks are skipped there (:func:`is_tracing`); shape checks still run.
 Validate the data at the boundary (before the traced or compiled call) when it matters.
@@ -15,6 +15,7 @@ Validate the data at the boundary (before the traced or compiled call) when it m
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -165,9 +166,31 @@ def check_finite(name: str, t: torch.Tensor) -> None:
     """
     if is_tracing():
         return
-    if not bool(torch.isfinite(t).all()):
+    if not _all_finite(t):
         bad = "NaN" if bool(torch.isnan(t).any()) else "an infinite value"
         raise ValueError(f"{name} must be finite, but it holds {bad} ({_describe(t)})")
+
+
+def _extremes(t: torch.Tensor) -> tuple[float, float] | None:
+    """``(min, max)`` of a real floating ``t`` in one pass (NaN if ``t`` holds one), else ``None``.
+
+    ``torch.aminmax`` reads ``t`` once and allocates nothing of its size, where
+    ``isfinite(t).all()`` and ``(t > 0).all()`` each write a boolean copy and read it again: on
+    large tensors the checks cost less than half as much this way. Both extremes are NaN as soon
+    as one entry is (``aminmax`` propagates NaN), so comparisons with them fail as they should.
+    """
+    if not t.is_floating_point() or t.numel() == 0:
+        return None
+    lo, hi = torch.aminmax(t.detach())
+    return float(lo), float(hi)
+
+
+def _all_finite(t: torch.Tensor) -> bool:
+    extremes = _extremes(t)
+    if extremes is None:
+        return bool(torch.isfinite(t).all())
+    lo, hi = extremes
+    return -math.inf < lo and hi < math.inf
 
 
 def check_positive_finite(name: str, t: torch.Tensor) -> None:
@@ -191,6 +214,9 @@ def check_positive_finite(name: str, t: torch.Tensor) -> None:
     """
     if is_tracing():
         return
+    extremes = _extremes(t)
+    if extremes is not None and 0.0 < extremes[0] and extremes[1] < math.inf:
+        return  # one pass decided it; the slower checks below only build the message
     check_finite(name, t)
     if not bool((t > 0).all()):
         smallest = t.min().item()

@@ -1024,7 +1024,12 @@ class CauchyVector:
         return x - loc, scale
 
     def _check_density(self, scale: torch.Tensor) -> None:
-        if is_validating(self._validate) and not bool((scale > 0).all()):
+        # one reduction, no mask: amin is > 0 iff every scale is (and NaN, never > 0, fails)
+        if (
+            is_validating(self._validate)
+            and scale.numel() > 0
+            and not float(scale.detach().amin()) > 0
+        ):
             raise ValueError(
                 "log_prob of a degenerate component: some marginal scales are 0 (a point mass, "
                 f"e.g. after u.linear(W) - u.linear(W)), which has no density (vector shape "

@@ -52,8 +52,13 @@ case "$cmd" in
     # rounding (MKL picks AVX-512, AVX2 or SSE code paths by CPU; ATen its own vector width).
     if grep -qs avx512f /proc/cpuinfo; then mkl_alt=AVX2; else mkl_alt=SSE4_2; fi
     echo "== pytest tests/cauchylin with MKL_ENABLE_INSTRUCTIONS=$mkl_alt ATEN_CPU_CAPABILITY=default"
+    # Its own inductor cache: torch's cache does not key on ATEN_CPU_CAPABILITY, and a loop
+    # compiled with vector code above fails to rebuild without the vector headers here.
+    inductor_cache="$(mktemp -d)"
     MKL_ENABLE_INSTRUCTIONS="$mkl_alt" ATEN_CPU_CAPABILITY=default CI="${CI:-true}" \
+      TORCHINDUCTOR_CACHE_DIR="$inductor_cache" \
       "$PY" -m pytest -n 2 --dist loadfile -q tests/cauchylin
+    rm -rf "$inductor_cache"
     # The package as users get it: build the sdist and the wheel, twine check, install the wheel
     # into a fresh venv and run a smoke test there (about a minute).
     echo "== wheel: build, twine check, install into a fresh venv, smoke test"

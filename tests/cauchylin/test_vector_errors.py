@@ -319,3 +319,33 @@ def test_value_checks_are_skipped_inside_torch_jit_trace():
     emb, base, values = _embedding_and_inputs()
     traced = torch.jit.trace(emb, (base, values))
     torch.testing.assert_close(traced(base, 2 * values), emb(base, 2 * values))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 0.0, -2.0])
+@pytest.mark.parametrize("where", [0, 4095, 777 * 4096 + 13, 1024 * 4096 - 1])
+def test_one_bad_entry_in_a_large_tensor_is_found(dtype, bad, where):
+    """The value checks read large tensors in one vectorised pass: one bad entry, first, last,
+    inside a vector block or in the tail of one, must still be found (and named)."""
+    loc = torch.zeros(1024, 4096, dtype=dtype)
+    scale = torch.ones(1024, 4096, dtype=dtype)
+    scale.view(-1)[where] = bad
+    with pytest.raises(ValueError, match="scale must be"):
+        CauchyVector(loc, scale)
+    if bad != bad or abs(bad) == float("inf"):
+        loc.view(-1)[where] = bad
+        with pytest.raises(ValueError, match="loc must be finite"):
+            CauchyVector(loc, torch.ones_like(loc))
+    else:  # a finite loc is fine, wherever it is
+        loc.view(-1)[where] = bad
+        CauchyVector(loc, torch.ones_like(loc))
+
+
+def test_log_prob_of_a_degenerate_component_in_a_large_vector_is_refused():
+    u = CauchyVector(torch.zeros(64, 4096), torch.ones(64, 4096))
+    w = torch.ones(3, 4096)
+    w[1] = 0.0  # component 1 of u.linear(w) carries no noise: a point mass at b = 0
+    v = u.linear(w)
+    assert float(v.scale[:, 1].amax()) == 0.0 and float(v.scale[:, 0].amin()) > 0
+    with pytest.raises(ValueError, match="degenerate"):
+        v.log_prob(torch.zeros(64, 3))
