@@ -26,7 +26,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from cauchylin.estimators._mlp import ACTIVATIONS, CausalMLP
 from cauchylin.estimators._training import LossFn, train
-from cauchylin.nn import MODES, ActionOutput, draw_eps_noise, draw_eps_seed
+from cauchylin.nn import MODES, ActionOutput
+from cauchylin.nn.modes import MODE_TABLE
 
 __all__ = ["CausalEstimatorBase", "finite_number"]
 
@@ -261,11 +262,13 @@ class CausalEstimatorBase(BaseEstimator):
         x = self._standardise(X, dtype)
         if generator is None:
             generator = torch.Generator(device=x.device).manual_seed(self._predict_seed)
-        c = module.action.causal_size
-        if mode == "shared_individual" and eps_seed is None:
-            eps_seed = draw_eps_seed((c,), generator=generator, device=x.device, dtype=dtype)
-        if mode == "shared_noise" and eps_noise is None:
-            eps_noise = draw_eps_noise((c,), generator=generator, device=x.device, dtype=dtype)
+        # A shared mode (the table's ``draw``) needs one draw for all rows unless one is given.
+        draw = MODE_TABLE[mode].draw
+        given = {"eps_seed": eps_seed, "eps_noise": eps_noise}
+        if draw is not None and given[draw.name] is None:
+            c = module.action.causal_size
+            given[draw.name] = draw.sample((c,), generator=generator, device=x.device, dtype=dtype)
+        eps_seed, eps_noise = given["eps_seed"], given["eps_noise"]
         with torch.no_grad():
             out = module(
                 x,

@@ -424,3 +424,68 @@ def test_docstring_examples_run(module_name):
     result = runner.summarize(verbose=False)
     assert result.attempted > 0
     assert result.failed == 0, f"{result.failed} of {result.attempted} failed in {module_name}"
+
+
+def test_early_stopping_keeps_the_best_validation_epoch():
+    """An over-parameterised linear fit of pure noise: the training loss keeps falling while the
+    validation loss turns up. Training must stop ``n_iter_no_change`` epochs after the best
+    validation epoch and hand back that epoch's weights (their validation loss is the minimum)."""
+    from cauchylin.estimators._training import train
+
+    gen = torch.Generator().manual_seed(0)
+    x, x_val = torch.randn(12, 40, generator=gen), torch.randn(200, 40, generator=gen)
+    y, y_val = torch.randn(12, generator=gen), torch.randn(200, generator=gen)
+    net = torch.nn.Linear(40, 1)
+    torch.nn.init.zeros_(net.weight)
+    torch.nn.init.zeros_(net.bias)
+
+    def mse(m, a, b):
+        return ((m(a)[:, 0] - b) ** 2).mean()
+
+    result = train(
+        net,
+        mse,
+        x,
+        y,
+        x_val=x_val,
+        y_val=y_val,
+        learning_rate=0.05,
+        weight_decay=0.0,
+        batch_size=12,
+        max_iter=500,
+        n_iter_no_change=5,
+        tol=0.0,
+        generator=torch.Generator().manual_seed(1),
+    )
+    curve = result.validation_losses
+    assert result.converged and result.n_iter < 500
+    assert result.loss_curve[-1] < result.loss_curve[0] / 2  # it did fit the training rows
+    assert curve[-1] > min(curve)  # and the validation loss turned up: there was a best epoch
+    assert result.best_epoch == 1 + int(np.argmin(curve))
+    assert result.n_iter == result.best_epoch + 5
+    with torch.no_grad():
+        kept = float(mse(net, x_val, y_val))
+    assert kept == pytest.approx(min(curve), rel=1e-6)
+    assert kept < curve[-1]
+
+
+def test_the_estimators_report_early_stopping():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 30))
+    y = rng.normal(size=120)  # nothing to learn: validation loss stops improving early
+    est = CausalRegressor(
+        hidden_layer_sizes=(64,),
+        max_iter=300,
+        n_iter_no_change=4,
+        early_stopping=True,
+        validation_fraction=0.25,
+        random_state=0,
+    ).fit(X, y)
+    curve = est.validation_loss_curve_
+    assert curve is not None and len(curve) == est.n_iter_ < 300
+    assert est.best_epoch_ == 1 + int(np.argmin(curve))
+    assert est.n_iter_ == est.best_epoch_ + 4
+    off = CausalRegressor(
+        hidden_layer_sizes=(64,), max_iter=30, early_stopping=False, random_state=0
+    ).fit(X, y)
+    assert off.validation_loss_curve_ is None and off.best_epoch_ == off.n_iter_

@@ -1,7 +1,8 @@
 """Action: initialisation, the closed-form outputs, ActionOutput helpers and the training loss.
 
-The loss is compared with a literal float64 computation written here from the formulas of seed
-000 §2.5 (one-hot BCE summed over classes, Cauchy NLL gated by P_<NUM>), gradients included.
+The loss is compared with a literal float64 computation written here from the formulas of the
+docs (docs/concepts.md, "The total loss": one-hot BCE summed over classes, Cauchy NLL gated by
+P_<NUM>), gradients included.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def test_bad_constructor_arguments():
 
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_copied_base_head_gives_the_base_logits(with_bias: bool):
-    """seed 002: identity Abduction + W_cls = lm_head.weight  =>  loc_S == base logits."""
+    """Identity Abduction + W_cls = lm_head.weight  =>  loc_S == base logits (docs/concepts.md,
+    "Initialisation that reproduces the base model")."""
     H, V = 16, 40
     torch.manual_seed(0)
     base = torch.nn.Linear(H, V, bias=with_bias)
@@ -195,7 +197,8 @@ def literal_loss(
     T: float,
     ignore_index: int = -100,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Seed 000 §2.5 written out in float64 with a one-hot tensor; returns (total, leaves)."""
+    """The total loss of docs/concepts.md written out in float64 with a one-hot tensor; returns
+    (total, leaves)."""
     leaves = {
         "W": act.classifier.weight.detach().double().requires_grad_(),
         "b": act.classifier.bias.detach().double().requires_grad_(),

@@ -1,9 +1,9 @@
-"""Seed 002 initialisation: right after ``from_base`` the causal model reproduces its base.
+"""The initialisation: right after ``from_base`` the causal model reproduces its base.
 
 For every architecture, tied and untied, with and without spare embedding rows, ``loc_S`` equals
 the base model's own forward logits (float32, max abs difference <= 1e-4, in fact 0 or ~1e-8),
 ``loc_U`` equals the base's last hidden state, ``scale_U`` is gamma_0, and the ``<NUM>`` token
-follows SPEC §4.
+follows the rules of docs/concepts.md ("Initialisation that reproduces the base model").
 """
 
 from __future__ import annotations
