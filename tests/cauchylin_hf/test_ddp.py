@@ -24,8 +24,15 @@ Why the two trajectories must agree to float32 rounding:
   the Trainer averages ``loss``.
 
 What differs is the order of float32 sums (two half batches plus an all-reduce instead of one
-batch), so the comparison uses a float32 tolerance (rtol 1e-5) on every logged step and on the
-final trainable parameters.
+batch), so the comparison uses a float32 tolerance (rtol 1e-5) on every logged step, and on the
+final trainable parameters per tensor in norm: ``||p_ddp - p_one|| <= 1e-5 ||p_one||``. Not
+element by element: AdamW divides each coordinate's step by that coordinate's own running
+gradient size, so a coordinate whose gradient is at the rounding level can move differently by up
+to the learning rate per step (seen: one of 9600 entries off by 1.1e-6, relative 1e-4, under
+MKL's AVX-512 kernels), which measures Adam's normalisation, not data parallelism. A real DDP
+error (a rank's half of the batch missing or taken twice, gradients not all-reduced) changes the
+gradient's direction and moves the coordinates by up to the learning rate, 1e-2 here, per step;
+the measured gap is about 4e-7 of the parameters' norm.
 """
 
 from __future__ import annotations
@@ -150,6 +157,12 @@ def test_torchrun_two_processes_match_one_process(tmp_path):
     assert single["params"].keys() == ddp["params"].keys() and single["params"]
     param_diff = 0.0
     for name, p in single["params"].items():
-        torch.testing.assert_close(ddp["params"][name], p, rtol=1e-5, atol=1e-6)
-        param_diff = max(param_diff, float((ddp["params"][name] - p).abs().max()))
-    print(f"\nDDP run {ddp_s:.1f} s; max |diff| per logged series {diffs}; params {param_diff:.2e}")
+        q = ddp["params"][name]
+        assert q.shape == p.shape and q.dtype == p.dtype, name
+        diff = float(torch.linalg.vector_norm((q - p).double()))
+        size = float(torch.linalg.vector_norm(p.double()))
+        assert diff <= 1e-5 * size, f"{name}: ||p_ddp - p_one|| = {diff:.3e} > 1e-5 x {size:.3e}"
+        param_diff = max(param_diff, diff / size)
+    print(
+        f"\nDDP run {ddp_s:.1f} s; max |diff| per logged series {diffs}; params (rel. norm) {param_diff:.2e}"
+    )
