@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 
 from cauchylin_hf.app import cli
-from cauchylin_hf.app.demo import MODE_SETTINGS, mean_baseline, metrics_table
+from cauchylin_hf.app.corpus import make_splits
+from cauchylin_hf.app.demo import MODE_SETTINGS, PROMPTS, QUICK, mean_baseline, metrics_table
+from cauchylin_hf.app.precision import NumberPrecision, decimals_of
+from cauchylin_hf.numbers import find_numbers
 
 
 def test_quick_demo_runs_end_to_end(tmp_path, capsys):
@@ -16,6 +19,19 @@ def test_quick_demo_runs_end_to_end(tmp_path, capsys):
         assert f"-- {mode} (" in printed
     assert "<NUM> F1" in printed and "train mean" in printed
     assert "identical in both rows: True" in printed
+    # Every mode continues every prompt, and the generated numbers are written with no more
+    # decimals than the training sentences used (not with float32's digits).
+    section = printed.split("== generation", 1)[1].split("== counterfactual", 1)[0]
+    lines = [line.strip() for line in section.splitlines() if line.startswith("  ")]
+    assert len(lines) == len(MODE_SETTINGS) * len(PROMPTS)
+    most = NumberPrecision.from_texts(
+        make_splits(QUICK.n_train, QUICK.n_heldout, seed=QUICK.seed).train
+    ).default
+    assert most is not None
+    for line, prompt in zip(lines, PROMPTS * len(MODE_SETTINGS), strict=True):
+        assert line.startswith(prompt) and len(line) > len(prompt), line
+        for span in find_numbers(line[len(prompt) :]):
+            assert decimals_of(span.text) <= most, line
     for name in ("loss_curves.png", "predicted_vs_true.png", "ovr_prob_sums.png", "samples.txt"):
         assert (out_dir / name).stat().st_size > 0
     saved = json.loads((out_dir / "metrics.json").read_text())

@@ -604,33 +604,6 @@ def _eos_ids(model: Any, ntok: Any) -> list[int]:
     return out
 
 
-def _written_numbers(
-    out: Any, row: int, prompt: str, ntok: Any, precision: Any, decimals: int | None
-) -> tuple[str, str, list[str]]:
-    """The text, continuation and generated numbers of one row, numbers written with the
-    decimals of their field; the prompt's numbers keep their spelling."""
-    num = ntok.num_token_id
-    mask = out.attention_mask[row]
-    ids = out.sequences[row][mask.bool()].tolist()
-    values = out.numeric_values[row][mask.bool()].tolist()
-    start = int(mask[: out.prompt_length].sum())  # first generated position after the mask
-    spellings: list[str | None] = list(ntok(prompt, return_number_texts=True)["number_texts"])
-    spellings = spellings[: sum(1 for t in ids[:start] if t == num)]
-    new: list[str] = []
-    for j in range(start, len(ids)):
-        if ids[j] != num:
-            continue
-        prefix = ntok.decode(ids[:j], values[:j], number_texts=spellings, skip_special_tokens=True)
-        spelled = _write(precision, values[j], prefix, decimals)
-        spellings.append(spelled)
-        new.append(spelled)
-    text = ntok.decode(ids, values, number_texts=spellings, skip_special_tokens=True)
-    continuation = ntok.decode(
-        ids[start:], values[start:], number_texts=new, skip_special_tokens=True
-    )
-    return text, continuation, new
-
-
 def cmd_generate(args: argparse.Namespace) -> int:
     """``generate``: continuations of prompts with numbers written in."""
     from tqdm.auto import tqdm
@@ -663,8 +636,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
             seed=args.seed,
         )
         for i, prompt in enumerate(chunk):
-            text, continuation, numbers = _written_numbers(
-                out, i, prompt, ntok, precision, args.decimals
+            text, continuation, numbers = precision.write_generation(
+                out, i, prompt, ntok, args.decimals
             )
             results.append(
                 {

@@ -42,6 +42,7 @@ from cauchylin.nn import modes
 from cauchylin.value_space import from_value_space
 
 from .compare import Recipe
+from .precision import NumberPrecision
 
 __all__ = [
     "FULL",
@@ -591,6 +592,8 @@ def run_demo(
     say("")
 
     generations: dict[str, list[str]] = {}
+    # Generated numbers are written with the decimals their field had in the training text.
+    precision = NumberPrecision.from_texts(splits.train)
     say("== generation from the same prompts in every mode (seed 0)")
     model.eval()
     for mode, kw in MODE_SETTINGS:
@@ -603,7 +606,9 @@ def run_demo(
             seed=s.seed,
             **kw,
         )
-        generations[mode] = list(g.texts or [])
+        generations[mode] = [
+            precision.write_generation(g, i, prompt, ntok)[0] for i, prompt in enumerate(PROMPTS)
+        ]
         say(f"-- {mode} ({', '.join(f'{k}={v}' for k, v in kw.items())})")
         for text in generations[mode]:
             say(f"  {text}")
@@ -629,9 +634,10 @@ def run_demo(
     say(
         f"eps_seed[:4] = {[round(x, 4) for x in eps[:4].tolist()]} (identical in both rows: {same})"
     )
-    for text in cf.texts or []:
+    cf_texts = [precision.write_generation(cf, i, prompt, ntok)[0] for i, prompt in enumerate(pair)]
+    for text in cf_texts:
         say(f"  {text}")
-    counterfactual = {"eps_seed_head": eps[:4].tolist(), "texts": list(cf.texts or [])}
+    counterfactual = {"eps_seed_head": eps[:4].tolist(), "texts": cf_texts}
     say("")
 
     files: list[str] = []

@@ -170,6 +170,70 @@ class NumberPrecision:
         text = f"{value:.{d}f}"
         return text[1:] if text.startswith("-") and float(text) == 0.0 else text
 
+    def write_generation(
+        self, out: Any, row: int, prompt: str, tokenizer: Any, decimals: int | None = None
+    ) -> tuple[str, str, list[str]]:
+        """One generated row as text, its numbers written with the decimals of their fields.
+
+        The prompt's numbers keep their spelling; each generated number is written by
+        :meth:`write` with the text before it as its prefix (``+-inf`` as ``inf``/``-inf``).
+
+        Args:
+            out: a :class:`~cauchylin_hf.generation.GenerateOutput` (``sequences``,
+                ``numeric_values``, ``attention_mask``, ``prompt_length``).
+            row: the row of ``out``.
+            prompt: that row's prompt text.
+            tokenizer: the :class:`~cauchylin_hf.tokenizer.NumericTokenizer` of the model.
+            decimals: override the learned decimals (>= 0).
+
+        Returns:
+            ``(text, continuation, numbers)``: the whole text, the generated part, and the
+            generated numbers as written.
+
+        Example:
+            >>> import torch
+            >>> from types import SimpleNamespace
+            >>> from cauchylin_hf.testing import tiny_tokenizer
+            >>> from cauchylin_hf.tokenizer import NumericTokenizer
+            >>> ntok = NumericTokenizer(tiny_tokenizer())
+            >>> prompt = "price 4.50, then price"
+            >>> whole = ntok([prompt + " 5.127."], return_tensors="pt")  # as if 5.127 was generated
+            >>> n_prompt = ntok([prompt], return_tensors="pt")["input_ids"].shape[1]
+            >>> out = SimpleNamespace(sequences=whole["input_ids"], prompt_length=n_prompt,
+            ...                       numeric_values=whole["numeric_values"],
+            ...                       attention_mask=whole["attention_mask"])
+            >>> NumberPrecision.from_texts(["price 4.50"]).write_generation(out, 0, prompt, ntok)
+            ('price 4.50, then price 5.13.', ' 5.13.', ['5.13'])
+        """
+        num = tokenizer.num_token_id
+        mask = out.attention_mask[row].bool()
+        ids = out.sequences[row][mask].tolist()
+        values = out.numeric_values[row][mask].tolist()
+        start = int(out.attention_mask[row][: out.prompt_length].sum())  # after left padding
+        spellings: list[str | None] = list(
+            tokenizer(prompt, return_number_texts=True)["number_texts"]
+        )
+        spellings = spellings[: sum(1 for t in ids[:start] if t == num)]
+        new: list[str] = []
+        for j in range(start, len(ids)):
+            if ids[j] != num:
+                continue
+            prefix = tokenizer.decode(
+                ids[:j], values[:j], number_texts=spellings, skip_special_tokens=True
+            )
+            value = float(values[j])
+            if math.isfinite(value):
+                spelled = self.write(value, prefix, decimals)
+            else:
+                spelled = "inf" if value > 0 else "-inf"
+            spellings.append(spelled)
+            new.append(spelled)
+        text = tokenizer.decode(ids, values, number_texts=spellings, skip_special_tokens=True)
+        continuation = tokenizer.decode(
+            ids[start:], values[start:], number_texts=new, skip_special_tokens=True
+        )
+        return text, continuation, new
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (read back with :meth:`from_dict`).
 
