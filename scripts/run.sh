@@ -62,8 +62,11 @@ case "$cmd" in
     if grep -qs AuthenticAMD /proc/cpuinfo; then
       if command -v gcc >/dev/null 2>&1; then
         echo 'int mkl_serv_intel_cpu_true(void){return 1;}' > "$inductor_cache/mkl_vendor.c"
-        gcc -shared -fPIC -o "$inductor_cache/mkl_vendor.so" "$inductor_cache/mkl_vendor.c"
-        preload="$inductor_cache/mkl_vendor.so"
+        if gcc -shared -fPIC -o "$inductor_cache/mkl_vendor.so" "$inductor_cache/mkl_vendor.c"; then
+          preload="$inductor_cache/mkl_vendor.so"
+        else
+          echo "[note] could not build the MKL vendor shim: MKL may ignore MKL_ENABLE_INSTRUCTIONS"
+        fi
       else
         echo "[note] AMD CPU without gcc: MKL will ignore MKL_ENABLE_INSTRUCTIONS in this run"
       fi
