@@ -181,8 +181,8 @@ def _extremes(t: torch.Tensor) -> tuple[float, float] | None:
     """
     if not t.is_floating_point() or t.numel() == 0:
         return None
-    lo, hi = torch.aminmax(t.detach())
-    return float(lo), float(hi)
+    lo, hi = torch.stack(torch.aminmax(t.detach())).tolist()  # one device synchronisation
+    return lo, hi
 
 
 def _all_finite(t: torch.Tensor) -> bool:

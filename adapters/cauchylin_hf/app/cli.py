@@ -38,7 +38,7 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn, cast
@@ -675,36 +675,24 @@ def cmd_verify(args: argparse.Namespace) -> int:
 # Parser
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _integer(accept: Callable[[int], bool], expected: str) -> Callable[[str], int]:
+    """An argparse ``type`` for an integer that ``accept`` allows; errors say ``expected``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
-def _steps(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected -1 or a positive integer, got {text!r}"
-        ) from None
-    if value == 0 or value < -1:
-        raise argparse.ArgumentTypeError(f"expected -1 or a positive integer, got {text!r}")
-    return value
+_positive_int = _integer(lambda v: v >= 1, "a positive integer")
+_count = _integer(lambda v: v >= 0, "an integer >= 0")
+_steps = _integer(lambda v: v == -1 or v >= 1, "-1 or a positive integer")
 
 
 def _real(low: float, high: float, *, closed_low: bool) -> Any:
