@@ -9,7 +9,7 @@ One step, for a batch of ``B`` rows:
 
 1. **Features.** The first step runs the whole (left-padded) prompt once (the prefill) with
    ``use_cache=True``; every later step runs only the token chosen last, with the cache
-   (``past_key_values``), so a new token costs one incremental forward. ``position_ids`` are
+   (the KV cache), so a new token costs one incremental forward. ``position_ids`` are
    computed from the attention mask (``cumsum(mask) - 1``), so a left-padded prompt gives the
    same continuation as the same prompt unpadded. The input of a step is the token's embedding
    plus ``sign(v) ln(1 + |v|) w_num`` for its numeric value ``v`` (0 except at ``<NUM>``).
@@ -390,7 +390,7 @@ def generate(
                     seq[:, -1:],
                     vals[:, -1:],
                     msk,
-                    past_key_values=past,
+                    cache=past,
                     use_cache=True,
                     position_ids=pos,
                 )

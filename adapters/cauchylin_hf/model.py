@@ -37,6 +37,7 @@ shift with the labels. Pass labels unshifted (``labels = input_ids`` with ``-100
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import math
 import os
@@ -68,6 +69,7 @@ from ._backbone import (
 from .batch import IGNORE_INDEX, check_size, regression_targets
 from .config import CAUSAL_SETTINGS, CauchyLMConfig
 from .heads_io import HEAD_MODULES
+from .hf_compat import CACHE_NAME, resolve_cache
 from .tokenizer import NumericTokenizer
 
 __all__ = [
@@ -111,14 +113,16 @@ class CauchyLMOutput(ModelOutput):
             is none).
         cls_count: number of positions the OvR loss counted (int64 scalar).
         reg_count: number of ``<NUM>`` targets (int64 scalar).
-        logits: ``[B, S', K]`` = ``loc_S`` (for tools that expect logits; ``K`` = OvR classes).
-        loc_S: ``[B, S', K]`` class-score locations.
-        scale_S: ``[B, S', K]`` class-score scales (of the requested mode).
+        logits: ``[B, S', V]`` = ``loc_S`` (for tools that expect logits; ``V`` = OvR classes).
+        loc_S: ``[B, S', V]`` class-score locations.
+        scale_S: ``[B, S', V]`` class-score scales (of the requested mode).
         loc_Y: ``[B, S']`` regression-value location (the regression prediction).
         scale_Y: ``[B, S']`` regression-value scale.
         loc_U: ``[B, S', C]`` location of the individual representation U.
         scale_U: ``[B, S', C]`` scale of U.
-        past_key_values: the backbone's cache (when ``use_cache``).
+        cache: the backbone's KV cache (when ``use_cache``). Under transformers before 5.24 the
+            field is named ``past_key_values``, as that release's outputs name it (see
+            :data:`cauchylin_hf.hf_compat.CACHE_NAME`), and ``out.cache`` reads it.
         hidden_states: the backbone's hidden states (``output_hidden_states=True``).
         attentions: the backbone's attentions (``output_attentions=True``).
 
@@ -130,6 +134,8 @@ class CauchyLMOutput(ModelOutput):
         >>> out = model(ids)
         >>> tuple(out.loc_S.shape), tuple(out.loc_Y.shape), out.logits is out.loc_S, out.loss
         ((1, 3, 300), (1, 3), True, None)
+        >>> out.cache.get_seq_length()  # the KV cache, whatever the release calls it
+        3
         >>> out = model(ids, labels=ids)
         >>> out.logits is None, out.cls_count.item()  # 2 counted positions: 0->1 and 1->2
         (True, 2)
@@ -149,9 +155,27 @@ class CauchyLMOutput(ModelOutput):
     scale_Y: torch.Tensor | None = None
     loc_U: torch.Tensor | None = None
     scale_U: torch.Tensor | None = None
-    past_key_values: Any = None
+    cache: Any = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
+
+
+if CACHE_NAME != "cache":
+    # Before transformers 5.24 a model output names its cache ``past_key_values``, and that is the
+    # key ``generate`` reads back: the same fields with that one renamed, plus ``out.cache``.
+    CauchyLMOutput = dataclasses.make_dataclass(  # type: ignore[misc,assignment]  # per release
+        "CauchyLMOutput",
+        [
+            (CACHE_NAME if f.name == "cache" else f.name, f.type, dataclasses.field(default=None))
+            for f in dataclasses.fields(CauchyLMOutput)
+        ],
+        bases=(ModelOutput,),
+        namespace={
+            "__doc__": CauchyLMOutput.__doc__,
+            "__module__": __name__,
+            "cache": property(lambda self: getattr(self, CACHE_NAME)),
+        },
+    )
 
 
 # ============================================================================================
@@ -382,7 +406,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
     _supports_flex_attn = True
     _supports_attention_backend = True
     # transformers declares this an instance attribute, hence no ClassVar.
-    _skip_keys_device_placement: set[str] | list[str] | None = ["past_key_values"]  # noqa: RUF012
+    _skip_keys_device_placement: set[str] | list[str] | None = [CACHE_NAME]  # noqa: RUF012
     # The loss is a per-batch mean (OvR mean over counted positions, regression mean over <NUM>
     # targets): the Trainer scales it for gradient accumulation and passes no num_items_in_batch.
     accepts_loss_kwargs = False
@@ -879,10 +903,12 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         input_ids: torch.LongTensor | None = None,
         numeric_values: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
-        past_key_values: Any = None,
+        cache: Any = None,
         use_cache: bool | None = None,
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
+        *,
+        past_key_values: Any = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, Any]:
         """The features ``z``: numeric-aware embeddings through the backbone, last hidden state.
@@ -896,19 +922,21 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             input_ids: ``[B, S]`` token ids.
             numeric_values: ``[B, S]`` values at ``<NUM>`` positions (0 elsewhere), or None.
             attention_mask: ``[B, S_past + S]`` 1 for tokens, 0 for padding.
-            past_key_values: the backbone's cache.
+            cache: the backbone's KV cache.
             use_cache: return the updated cache.
             position_ids: ``[B, S]`` positions (the backbone's default when None).
             inputs_embeds: ``[B, S, H]`` base embeddings instead of ``input_ids`` (the ``<NUM>``
                 offset then needs ``input_ids`` and is skipped).
+            past_key_values: the cache under its name before transformers 5.24 (give one of
+                ``cache`` and ``past_key_values``).
             **kwargs: passed to the backbone (e.g. ``output_hidden_states``).
 
         Returns:
-            ``(hidden [B, S, H] in the heads' dtype, past_key_values or None)``.
+            ``(hidden [B, S, H] in the heads' dtype, the updated cache or None)``.
 
         Raises:
-            ValueError: neither or both of ``input_ids``/``inputs_embeds``, or
-                ``numeric_values`` of another shape.
+            ValueError: neither or both of ``input_ids``/``inputs_embeds``, both ``cache`` and
+                ``past_key_values``, or ``numeric_values`` of another shape.
 
         Example:
             >>> import torch
@@ -929,20 +957,20 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             input_ids,
             numeric_values,
             attention_mask,
-            past_key_values,
+            resolve_cache(cache, past_key_values),
             use_cache,
             position_ids,
             inputs_embeds,
             **kwargs,
         )
-        return hidden, getattr(out, "past_key_values", None)
+        return hidden, getattr(out, CACHE_NAME, None)
 
     def _encode(
         self,
         input_ids: torch.LongTensor | None,
         numeric_values: torch.Tensor | None,
         attention_mask: torch.Tensor | None,
-        past_key_values: Any,
+        cache: Any,
         use_cache: bool | None,
         position_ids: torch.LongTensor | None,
         inputs_embeds: torch.Tensor | None,
@@ -975,11 +1003,11 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             mask = input_ids == self.config.num_token_id
         embeds = self.numeric_embedding(inputs_embeds, numeric_values, mask)
         kwargs.pop("num_items_in_batch", None)
+        kwargs[CACHE_NAME] = cache
         out = self.backbone(
             inputs_embeds=embeds,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            past_key_values=past_key_values,
             use_cache=use_cache,
             **kwargs,
         )
@@ -1115,7 +1143,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         attention_mask: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         target_values: torch.Tensor | None = None,
-        past_key_values: Any = None,
+        cache: Any = None,
         use_cache: bool | None = None,
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
@@ -1128,6 +1156,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         eps_seed: torch.Tensor | None = None,
         eps_noise: torch.Tensor | None = None,
         shift_labels: torch.LongTensor | None = None,
+        past_key_values: Any = None,
         **kwargs: Any,
     ) -> CauchyLMOutput | tuple[Any, ...]:
         r"""Distributions of the next token and value at every position, and the training loss.
@@ -1157,7 +1186,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             attention_mask: ``[B, S_past + S]`` 1 for tokens, 0 for padding.
             labels: ``[B, S]`` unshifted target ids, ``-100`` to ignore.
             target_values: ``[B, S]`` unshifted regression targets (default ``numeric_values``).
-            past_key_values: the backbone's cache.
+            cache: the backbone's KV cache.
             use_cache: return the cache (default: False with labels, else the base's default).
             position_ids: ``[B, S]`` positions.
             inputs_embeds: ``[B, S, H]`` base embeddings instead of ``input_ids``.
@@ -1174,15 +1203,17 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             shift_labels: ``[B, S]`` labels already aligned with the predicting positions
                 (transformers' convention); used instead of ``labels``, with ``target_values``
                 pre-shifted too.
+            past_key_values: the cache under its name before transformers 5.24 (give one of
+                ``cache`` and ``past_key_values``; ``generate`` passes the running release's).
             **kwargs: passed to the backbone (``output_hidden_states``, ``output_attentions``).
 
         Returns:
             :class:`CauchyLMOutput` (or its tuple).
 
         Raises:
-            ValueError: bad shapes, labels outside the OvR classes, an unknown mode, or
-                ``shift_labels`` with ``numeric_values`` but without (pre-shifted)
-                ``target_values``.
+            ValueError: bad shapes, labels outside the OvR classes, an unknown mode, both
+                ``cache`` and ``past_key_values``, or ``shift_labels`` with ``numeric_values``
+                but without (pre-shifted) ``target_values``.
 
         Example:
             >>> import torch
@@ -1204,7 +1235,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             input_ids,
             numeric_values,
             attention_mask,
-            past_key_values,
+            resolve_cache(cache, past_key_values),
             use_cache,
             position_ids,
             inputs_embeds,
@@ -1247,9 +1278,9 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
                 scale_U=U.scale,
             )
         # Built once, so that the tuple form follows the field order (loss, ..., logits, ...).
+        fields[CACHE_NAME] = getattr(bb, CACHE_NAME, None)
         out = CauchyLMOutput(
             **fields,
-            past_key_values=getattr(bb, "past_key_values", None),
             hidden_states=getattr(bb, "hidden_states", None),
             attentions=getattr(bb, "attentions", None),
         )
@@ -1306,9 +1337,10 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
 
     # ------------------------------------------------------------------ transformers' generate
 
-    def prepare_inputs_for_generation(  # type: ignore[override]  # its arguments pass as **kwargs
+    def prepare_inputs_for_generation(
         self,
         input_ids: torch.LongTensor,
+        *args: Any,
         inputs_embeds: torch.Tensor | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
@@ -1325,8 +1357,11 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         Args:
             input_ids: ``[B, P + t]`` the prompt and the tokens generated so far (``[B, t]``, the
                 generated tokens only, when the prompt came as ``inputs_embeds``).
-            inputs_embeds: ``[B, P, H]`` the prompt's base embeddings, or None.
-            **kwargs: the model kwargs of ``generate`` (``numeric_values`` ``[B, P]`` among them).
+            *args: transformers' further positional arguments (passed on).
+            inputs_embeds: ``[B, P, H]`` the prompt's base embeddings, or None (a named
+                argument: ``generate`` accepts ``inputs_embeds`` only from models that name it).
+            **kwargs: the model kwargs of ``generate`` (``numeric_values`` ``[B, P]``, the cache,
+                ...).
 
         Returns:
             The keyword arguments of :meth:`forward` for this step.
@@ -1346,9 +1381,11 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             tensor([[0.0000, 2.5000, 0.0000, 0.0000, 0.0000]])
         """
         numeric_values = kwargs.pop("numeric_values", None)
-        # GenerationMixin types its self as a protocol that mypy cannot match to this class.
-        model_inputs = super().prepare_inputs_for_generation(  # type: ignore[misc]
-            input_ids, inputs_embeds=inputs_embeds, **kwargs
+        # Typed as Any: GenerationMixin's annotations of self and of the cache argument differ
+        # between transformers releases, and this passes everything on unchanged.
+        parent: Any = super()
+        model_inputs: dict[str, Any] = parent.prepare_inputs_for_generation(
+            input_ids, *args, inputs_embeds=inputs_embeds, **kwargs
         )
         if numeric_values is None:
             return model_inputs
@@ -1362,7 +1399,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         B, fed = fed_inputs.shape[:2]
         # The whole sequence so far: the cached positions plus the fed ones (the ids alone miss
         # a prompt given as inputs_embeds).
-        cache = model_inputs.get("past_key_values")
+        cache: Any = model_inputs.get(CACHE_NAME)
         seen = int(cache.get_seq_length()) if hasattr(cache, "get_seq_length") else 0
         total = seen + fed
         if numeric_values.shape[0] != B or numeric_values.shape[1] > total:

@@ -1,0 +1,60 @@
+"""What the running transformers release calls things: the one place that knows about versions.
+
+transformers 5.24 renamed the key-value cache from ``past_key_values`` to ``cache`` everywhere at
+once: in every ``ModelOutput`` dataclass, in every model ``forward``, in the keyword arguments
+``generate()`` passes to a model and in the output field it reads back. Older releases use
+``past_key_values``. The adapter follows whichever release is installed, as transformers' own
+models do, by reading the name off transformers' own output class
+(:data:`CACHE_NAME`) rather than off a version number; its public entry points accept both
+spellings (:func:`resolve_cache`).
+
+Example:
+    >>> CACHE_NAME in ("cache", "past_key_values")
+    True
+    >>> resolve_cache(None, None), resolve_cache("c", None), resolve_cache(None, "p")
+    (None, 'c', 'p')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+__all__ = ["CACHE_NAME", "resolve_cache"]
+
+
+def _cache_field_name() -> str:
+    names = {f.name for f in dataclasses.fields(CausalLMOutputWithPast)}
+    return "cache" if "cache" in names else "past_key_values"
+
+
+CACHE_NAME: str = _cache_field_name()
+"""The running release's name of the KV cache: ``"cache"`` (transformers >= 5.24) or
+``"past_key_values"``. It is the keyword of the decoders' ``forward``, the field of their outputs,
+and the key ``generate()`` passes to and reads from a model."""
+
+
+def resolve_cache(cache: Any, past_key_values: Any) -> Any:
+    """The cache given under either name (``cache`` or the older ``past_key_values``).
+
+    Args:
+        cache: the cache passed as ``cache``, or None.
+        past_key_values: the cache passed as ``past_key_values``, or None.
+
+    Returns:
+        Whichever is not None (None when both are).
+
+    Raises:
+        ValueError: both are given.
+
+    Example:
+        >>> resolve_cache("a", "b")
+        Traceback (most recent call last):
+        ...
+        ValueError: pass the cache as cache or as past_key_values, not both
+    """
+    if cache is not None and past_key_values is not None:
+        raise ValueError("pass the cache as cache or as past_key_values, not both")
+    return cache if cache is not None else past_key_values
