@@ -9,7 +9,8 @@ The public API:
 * :mod:`cauchylin.value_space` — the space in which the regression value is Cauchy, and back;
 * :mod:`cauchylin.metrics` — the monitoring metrics (token accuracy, `<NUM>` F1, regression
   errors, distribution statistics);
-* :func:`set_validate_args`, :func:`validation` — switch argument validation.
+* :func:`set_validate_args`, :func:`validation` — switch argument validation;
+  :class:`BroadcastError` — shapes that do not broadcast (a ``ValueError`` and a ``RuntimeError``).
 """
 
 from cauchylin import (  # noqa: F401  (submodules as attributes)
@@ -19,12 +20,13 @@ from cauchylin import (  # noqa: F401  (submodules as attributes)
     nn,
     value_space,
 )
-from cauchylin._validation import set_validate_args, validation
+from cauchylin._validation import BroadcastError, set_validate_args, validation
 from cauchylin.vector import CauchyVector, cat, kl_divergence
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "BroadcastError",
     "CauchyVector",
     "__version__",
     "cat",

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 import torch
 
 __all__ = [
+    "BroadcastError",
     "broadcast_shapes_or_raise",
     "check_binary_mask",
     "check_finite",
@@ -261,6 +262,20 @@ def check_binary_mask(name: str, mask: torch.Tensor) -> None:
         )
 
 
+class BroadcastError(ValueError, RuntimeError):
+    """Shapes that do not broadcast: a ``ValueError`` (like every argument error of cauchylin)
+    that is also the ``RuntimeError`` torch raises for the same mistake, so code written for
+    torch's distributions (``except RuntimeError``) catches it too.
+
+    Example:
+        >>> issubclass(BroadcastError, ValueError), issubclass(BroadcastError, RuntimeError)
+        (True, True)
+    """
+
+
+BroadcastError.__module__ = "cauchylin"  # its public home (``cauchylin.BroadcastError``)
+
+
 def broadcast_shapes_or_raise(**named: Sequence[int] | torch.Size) -> torch.Size:
     """``torch.broadcast_shapes`` that names the arguments and their shapes when it fails.
 
@@ -271,16 +286,17 @@ def broadcast_shapes_or_raise(**named: Sequence[int] | torch.Size) -> torch.Size
         The broadcast shape.
 
     Raises:
-        ValueError: the shapes do not broadcast; the message lists every name and shape.
+        BroadcastError: the shapes do not broadcast (a ``ValueError`` and a ``RuntimeError``);
+            the message lists every name and shape.
 
     Example:
         >>> broadcast_shapes_or_raise(loc=(3,), scale=(2,))
         Traceback (most recent call last):
         ...
-        ValueError: shapes do not broadcast: loc (3,), scale (2,)
+        cauchylin.BroadcastError: shapes do not broadcast: loc (3,), scale (2,)
     """
     try:
         return torch.broadcast_shapes(*named.values())
     except RuntimeError:
         listed = ", ".join(f"{k} {tuple(v)}" for k, v in named.items())
-        raise ValueError(f"shapes do not broadcast: {listed}") from None
+        raise BroadcastError(f"shapes do not broadcast: {listed}") from None

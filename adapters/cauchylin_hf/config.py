@@ -51,8 +51,9 @@ BASE_ATTRIBUTES = (
     "head_dim",
     "max_position_embeddings",
 )
-"""Sizes a :class:`CauchyLMConfig` reads from its ``base_config`` (read-only properties), so that
-tools that size caches or check inputs from the top-level config find them."""
+"""Sizes a :class:`CauchyLMConfig` reads from its ``base_config``, so that tools that size caches
+or check inputs from the top-level config find them; setting one on the config sets it on the
+``base_config`` (the two never disagree). They are not constructor arguments."""
 
 OVR_CLASS_SETS = ("all", "tokenizer")
 """Values of ``ovr_classes``: every embedding row, or the tokenizer's tokens plus ``<NUM>``."""
@@ -80,8 +81,9 @@ def read_json_object(path: str | os.PathLike) -> dict[str, Any]:
         The object as a ``dict``.
 
     Raises:
-        ValueError: the file cannot be read, is not UTF-8 JSON, or holds something other than
-            an object (a list, a string, ...); the message names the file.
+        ValueError: the file cannot be read, is not UTF-8 JSON, is nested too deeply for Python's
+            parser, or holds something other than an object (a list, a string, ...); the
+            message names the file.
 
     Example:
         >>> import pathlib, tempfile
@@ -98,6 +100,8 @@ def read_json_object(path: str | os.PathLike) -> dict[str, Any]:
             data = json.load(f)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{name} is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise ValueError(f"{name} is nested too deeply to be a settings file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read {name}: {exc}") from exc
     if not isinstance(data, dict):
@@ -353,41 +357,78 @@ class CauchyLMConfig(PreTrainedConfig):
         """H, the base decoder's hidden size (None without a base config)."""
         return self._from_base("hidden_size")
 
+    @hidden_size.setter
+    def hidden_size(self, value: int | None) -> None:
+        self._to_base("hidden_size", value)
+
     @property
     def vocab_size(self) -> int | None:
         """Number of embedding rows of the backbone (the base's, plus any added ``<NUM>`` row)."""
         return self._from_base("vocab_size")
+
+    @vocab_size.setter
+    def vocab_size(self, value: int | None) -> None:
+        self._to_base("vocab_size", value)
 
     @property
     def num_hidden_layers(self) -> int | None:
         """Number of decoder layers of the base (for tools that size caches from the config)."""
         return self._from_base("num_hidden_layers")
 
+    @num_hidden_layers.setter
+    def num_hidden_layers(self, value: int | None) -> None:
+        self._to_base("num_hidden_layers", value)
+
     @property
     def num_attention_heads(self) -> int | None:
         """Attention heads of the base (GPT-2's ``n_head``), for cache and generation tools."""
         return self._from_base("num_attention_heads")
+
+    @num_attention_heads.setter
+    def num_attention_heads(self, value: int | None) -> None:
+        self._to_base("num_attention_heads", value)
 
     @property
     def num_key_value_heads(self) -> int | None:
         """Key/value heads of the base (grouped-query attention), or None where it has none."""
         return self._from_base("num_key_value_heads")
 
+    @num_key_value_heads.setter
+    def num_key_value_heads(self, value: int | None) -> None:
+        self._to_base("num_key_value_heads", value)
+
     @property
     def head_dim(self) -> int | None:
         """Size of one attention head when the base sets it (else None: ``H / heads``)."""
         return self._from_base("head_dim")
+
+    @head_dim.setter
+    def head_dim(self, value: int | None) -> None:
+        self._to_base("head_dim", value)
 
     @property
     def max_position_embeddings(self) -> int | None:
         """Context length of the base (GPT-2's ``n_positions``)."""
         return self._from_base("max_position_embeddings")
 
+    @max_position_embeddings.setter
+    def max_position_embeddings(self, value: int | None) -> None:
+        self._to_base("max_position_embeddings", value)
+
     def _from_base(self, name: str) -> Any:
         """``base_config.<name>`` (None without a base config or without that attribute)."""
         if self.base_config is None:
             return None
         return getattr(self.base_config, name, None)
+
+    def _to_base(self, name: str, value: Any) -> None:
+        """Set ``base_config.<name>``: the sizes are the base decoder's, this config shows them."""
+        if not isinstance(self.base_config, PreTrainedConfig):
+            raise ValueError(
+                f"{name} is read from base_config, and this config has no base_config object to "
+                "set it on"
+            )
+        setattr(self.base_config, name, value)
 
     @property
     def causal_hidden_size(self) -> int | None:

@@ -105,9 +105,10 @@ def read_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> lis
 
     Raises:
         FileNotFoundError: when ``path`` does not exist or is not a file.
-        ValueError: for a line that is not valid JSON, a record that is neither an object nor a
-            string, a record without ``text_field`` or whose field is not a string, or a file with
-            no texts at all; the message names the file and line (or array index).
+        ValueError: for a file that is not UTF-8, a line that is not valid JSON (or nested too
+            deeply to parse), a record that is neither an object nor a string, a record without
+            ``text_field`` or whose field is not a string, or a file with no texts at all; the
+            message names the file and line (or array index).
 
     Example:
         >>> import tempfile
@@ -120,6 +121,18 @@ def read_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> lis
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"dataset file not found: {str(p)!r}")
+    try:
+        texts = _read_texts(p, text_field)
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{p} is not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8"
+        ) from None
+    if not texts:
+        raise ValueError(f"dataset file {str(p)!r} is empty: it holds no texts")
+    return texts
+
+
+def _read_texts(p: Path, text_field: str) -> list[str]:
     suffix = p.suffix.lower()
     texts: list[str] = []
     if suffix == ".json":
@@ -129,10 +142,9 @@ def read_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> lis
                 records = json.loads(content)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
-            texts = [_record_text(r, text_field, f"{p}[{i}]") for i, r in enumerate(records)]
-            if not texts:
-                raise ValueError(f"dataset file {str(p)!r} is empty: it holds no texts")
-            return texts
+            except RecursionError:
+                raise ValueError(f"{p}: the JSON is nested too deeply to parse") from None
+            return [_record_text(r, text_field, f"{p}[{i}]") for i, r in enumerate(records)]
     jsonl = suffix in _JSONL_SUFFIXES
     with p.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
@@ -145,9 +157,9 @@ def read_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> lis
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{p}:{lineno}: not valid JSON ({exc.msg})") from exc
+            except RecursionError:
+                raise ValueError(f"{p}:{lineno}: the JSON is nested too deeply to parse") from None
             texts.append(_record_text(record, text_field, f"{p}:{lineno}"))
-    if not texts:
-        raise ValueError(f"dataset file {str(p)!r} is empty: it holds no texts")
     return texts
 
 

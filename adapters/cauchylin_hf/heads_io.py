@@ -23,10 +23,10 @@ to the rounding of the coarser dtype (relative ``eps`` of that dtype). Files of 
 hold only the norm of all backbone weights; they still load, checked against that norm at the
 bfloat16 rounding bound (``2**-8`` relative).
 
-**Atomic saves.** :func:`save_heads` writes both files into a new folder next to the target and
-then swaps it in with ``os.replace`` (other files of an existing target are carried over), so an
-error or a crash while writing leaves the previous heads in place, loadable. A crash in the instant
-between the two renames of the swap leaves them in the hidden ``.<name>.*.old`` folder beside it.
+**Atomic saves.** :func:`save_heads` writes both files into a new folder next to the target, which
+then takes the target's place (other files of an existing target are carried over), so an error or
+a crash while writing leaves the previous heads in place, loadable (see
+:mod:`cauchylin_hf.atomic_save`).
 
 Size: dominated by ``W_cls`` (``[K, C]`` in the heads' dtype). For Qwen2.5-0.5B (``H = C = 896``,
 ``K = 151936``, 24 layers) ``W_cls`` alone is 544.5 MB in float32 and the whole heads file 551.6 MB
@@ -42,8 +42,6 @@ import json
 import logging
 import math
 import os
-import secrets
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +51,7 @@ from safetensors.torch import load_file, save_file
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 from ._backbone import grow_embeddings, input_embedding_weight, load_base, split_causal_lm
+from .atomic_save import staged_folder
 from .config import CauchyLMConfig, read_json_object
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -65,6 +64,8 @@ __all__ = [
     "HEADS_WEIGHTS_NAME",
     "HEAD_MODULES",
     "base_fingerprint",
+    "check_head_tensors",
+    "head_tensors",
     "load_heads",
     "save_heads",
 ]
@@ -177,8 +178,67 @@ def _fingerprint_mismatches(
     return out
 
 
+def check_head_tensors(tensors: dict[str, torch.Tensor], source: str | os.PathLike) -> None:
+    """Refuse head tensors that no training can produce: not floating point, or not finite.
+
+    A checkpoint whose ``W_cls`` was stored as integers, or whose ``b_noise`` or threshold is
+    NaN (a corrupt or hand-edited file), would otherwise load cast or as it is and give wrong
+    tokens without an error. Both loaders (:func:`load_heads`, ``from_pretrained``) call this.
+
+    Args:
+        tensors: ``{name: tensor}`` of head tensors (as stored, before any cast).
+        source: the file or folder they came from (named in the error).
+
+    Raises:
+        ValueError: a tensor of a non-floating dtype or with a NaN or infinite entry (the
+            message names the tensor and ``source``).
+
+    Example:
+        >>> import torch
+        >>> check_head_tensors({"action.b_noise": torch.full((2,), 0.01)}, "heads")
+        >>> check_head_tensors({"action.threshold": torch.tensor(float("nan"))}, "heads")
+        Traceback (most recent call last):
+        ...
+        ValueError: heads: head tensor action.threshold holds NaN or infinite values (a corrupt checkpoint?)
+    """
+    for name, t in tensors.items():
+        if not t.is_floating_point():
+            raise ValueError(
+                f"{os.fspath(source)}: head tensor {name} is stored as {_dtype_name(t.dtype)}; "
+                "head tensors are floating point (a corrupt or foreign checkpoint?)"
+            )
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(
+                f"{os.fspath(source)}: head tensor {name} holds NaN or infinite values (a "
+                "corrupt checkpoint?)"
+            )
+
+
+def head_tensors(model: CauchyLMForCausalLM) -> dict[str, torch.Tensor]:
+    """The tensors of the new layers (:data:`HEAD_MODULES`), by state-dict name.
+
+    Args:
+        model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM`.
+
+    Returns:
+        ``{"numeric_embedding.w_num": ..., "action.b_noise": ..., ...}`` (the tensors
+        themselves, not copies).
+
+    Example:
+        >>> from cauchylin_hf import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
+        >>> tuple(head_tensors(model)["action.classifier.weight"].shape)
+        (300, 32)
+    """
+    return {
+        f"{name}.{key}": value
+        for name in HEAD_MODULES
+        for key, value in getattr(model, name).state_dict(keep_vars=True).items()
+    }
+
+
 def _head_state(model: CauchyLMForCausalLM) -> dict[str, torch.Tensor]:
-    state: dict[str, torch.Tensor] = {}
     for name in HEAD_MODULES:
         module = getattr(model, name)
         if hasattr(module, "original_module") or hasattr(module, "modules_to_save"):
@@ -186,9 +246,7 @@ def _head_state(model: CauchyLMForCausalLM) -> dict[str, torch.Tensor]:
                 f"{name} is wrapped by PEFT: save the adapter with peft_model.save_pretrained(), "
                 "or call merge_and_unload() first"
             )
-        for key, value in module.state_dict().items():
-            state[f"{name}.{key}"] = value.detach().contiguous().cpu()
-    return state
+    return {k: v.detach().contiguous().cpu() for k, v in head_tensors(model).items()}
 
 
 def save_heads(model: CauchyLMForCausalLM, save_directory: str | os.PathLike) -> dict[str, int]:
@@ -240,70 +298,12 @@ def save_heads(model: CauchyLMForCausalLM, save_directory: str | os.PathLike) ->
         "tensors": sorted(state),
         "config": cfg.to_dict(),
     }
-    if path.is_symlink():
-        path = path.resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = _new_sibling(path, "tmp")
-    try:
+    with staged_folder(path) as staging:
         save_file(state, str(staging / HEADS_WEIGHTS_NAME), metadata={"format": "pt"})
         with open(staging / HEADS_CONFIG_NAME, "w", encoding="utf-8") as f:
             f.write(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         sizes = {n: (staging / n).stat().st_size for n in (HEADS_WEIGHTS_NAME, HEADS_CONFIG_NAME)}
-        _swap_in(staging, path)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return sizes
-
-
-def _new_sibling(path: Path, kind: str) -> Path:
-    """A new empty folder ``.<name>.<random>.<kind>`` beside ``path`` (mode from the umask)."""
-    while True:
-        candidate = path.parent / f".{path.name}.{secrets.token_hex(4)}.{kind}"
-        try:
-            candidate.mkdir()
-        except FileExistsError:
-            continue
-        return candidate
-
-
-def _swap_in(staging: Path, path: Path) -> None:
-    """Put the folder ``staging`` at ``path``: a rename, or two when ``path`` already exists.
-
-    The other entries of an existing ``path`` are carried over first (hard links where the file
-    system allows, else copies), and its permissions too.
-    """
-    if not path.exists():
-        os.replace(staging, path)
-        return
-    for entry in path.iterdir():
-        if entry.name in (HEADS_WEIGHTS_NAME, HEADS_CONFIG_NAME):
-            continue
-        target = staging / entry.name
-        if entry.is_symlink():
-            os.symlink(os.readlink(entry), target)
-        elif entry.is_dir():
-            shutil.copytree(entry, target, symlinks=True, copy_function=_link_or_copy)
-        else:
-            _link_or_copy(str(entry), str(target))
-    shutil.copymode(path, staging)
-    old = _new_sibling(path, "old")
-    os.rmdir(old)
-    os.replace(path, old)
-    try:
-        os.replace(staging, path)
-    except BaseException:
-        os.replace(old, path)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _link_or_copy(src: str, dst: str) -> str:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-    return dst
 
 
 def load_heads(
@@ -413,6 +413,7 @@ def load_heads(
         state = load_file(str(weights_file))
     except (SafetensorError, OSError) as exc:
         raise ValueError(f"cannot read {weights_file}: {exc}") from exc
+    check_head_tensors(state, weights_file)
     backbone.config = copy.deepcopy(backbone.config)
     vocab = saved.vocab_size
     assert vocab is not None  # the saved config has a base config

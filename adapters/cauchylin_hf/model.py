@@ -66,9 +66,10 @@ from ._backbone import (
     split_causal_lm,
     warn_logit_postprocessing,
 )
+from .atomic_save import staged_folder
 from .batch import IGNORE_INDEX, check_size, regression_targets
 from .config import CAUSAL_SETTINGS, CauchyLMConfig
-from .heads_io import HEAD_MODULES
+from .heads_io import HEAD_MODULES, check_head_tensors, head_tensors
 from .hf_compat import CACHE_NAME, resolve_cache
 from .tokenizer import NumericTokenizer
 
@@ -702,10 +703,13 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
 
     @classmethod
     def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
-        """``PreTrainedModel.from_pretrained``, then the config's backbone freezing is applied.
+        """``PreTrainedModel.from_pretrained``, checked, then the config's backbone freezing.
 
         Loading never re-initialises the heads: every head tensor found in the checkpoint is
-        kept as saved (see :meth:`_init_weights`).
+        kept as saved (see :meth:`_init_weights`), and a head tensor that is NaN or infinite (a
+        corrupt checkpoint) is refused. A name that can only be a local folder (a path, or a
+        single word: causal models on the Hub are ``owner/name``) and is not one fails at once
+        instead of asking the Hub.
 
         Args:
             *args: ``PreTrainedModel.from_pretrained`` arguments (the folder first).
@@ -714,12 +718,80 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         Returns:
             The model (or transformers' ``(model, loading_info)`` tuple with
             ``output_loading_info=True``).
+
+        Raises:
+            FileNotFoundError: a local folder name that does not exist.
+            ValueError: a head tensor with NaN or infinite values.
+
+        Example:
+            >>> import tempfile
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> folder = tempfile.mkdtemp()
+            >>> CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299).save_pretrained(
+            ...     folder
+            ... )
+            >>> CauchyLMForCausalLM.from_pretrained(folder).config.num_token_id
+            299
+            >>> CauchyLMForCausalLM.from_pretrained("flat-modle")
+            Traceback (most recent call last):
+            ...
+            FileNotFoundError: no model folder 'flat-modle' (and it is not a Hub id, which has the form owner/name)
         """
+        name = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        if isinstance(name, (str, os.PathLike)) and not os.path.isdir(name):
+            text = os.fspath(name)
+            local = isinstance(name, os.PathLike) or os.path.isabs(text) or "/" not in text
+            if local or text.startswith((".", "~")) or text.count("/") > 1:
+                raise FileNotFoundError(
+                    f"no model folder {text!r} (and it is not a Hub id, which has the form "
+                    "owner/name)"
+                )
         out = super().from_pretrained(*args, **kwargs)
         model = out[0] if isinstance(out, tuple) else out
         if isinstance(model, CauchyLMForCausalLM):
+            check_head_tensors(head_tensors(model), name if name is not None else "checkpoint")
             model.set_backbone_trainable(not model.config.freeze_backbone)
         return out
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
+        """``PreTrainedModel.save_pretrained``, atomically: the folder holds the old model or the new.
+
+        The files are written into a new folder beside ``save_directory``, which takes its place
+        only when every file was written (:func:`cauchylin_hf.atomic_save.staged_folder`): a
+        full disk, an error, Ctrl-C, SIGTERM or SIGKILL during the save leave the previous
+        model loadable. Other files in the folder (a tokenizer) are kept; weight files of an
+        earlier save that the new one does not write are not. With ``is_main_process=False``
+        (the other ranks of a distributed save, which write nothing) the call goes straight to
+        transformers.
+
+        Args:
+            save_directory: the folder (created if needed).
+            *args: ``PreTrainedModel.save_pretrained``'s further arguments.
+            **kwargs: its keyword arguments (``state_dict``, ``max_shard_size``, ``push_to_hub``,
+                ...).
+
+        Raises:
+            ValueError: ``save_directory`` is an existing file.
+            OSError: the model could not be written (the folder is unchanged).
+
+        Example:
+            >>> import os, tempfile
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299)
+            >>> folder = tempfile.mkdtemp()
+            >>> model.save_pretrained(folder)
+            >>> sorted(os.listdir(folder))
+            ['config.json', 'generation_config.json', 'model.safetensors']
+        """
+        is_main = args[0] if args else kwargs.get("is_main_process", True)
+        if not is_main or kwargs.get("distributed_checkpoint"):
+            super().save_pretrained(save_directory, *args, **kwargs)
+            return
+        if kwargs.get("push_to_hub"):
+            # transformers names the Hub repository after the folder it is given.
+            kwargs.setdefault("repo_id", os.path.basename(os.path.normpath(save_directory)))
+        with staged_folder(save_directory, stale=_is_weights_file) as staging:
+            super().save_pretrained(staging, *args, **kwargs)
 
     # ------------------------------------------------------------------ properties
 
@@ -1493,6 +1565,13 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
 # ============================================================================================
 # Helpers
 # ============================================================================================
+
+
+def _is_weights_file(name: str) -> bool:
+    """Weight files of an earlier ``save_pretrained`` (single, sharded, indexed; any variant)."""
+    stem = name.split(".", 1)[0]
+    weights = stem.startswith(("model", "pytorch_model", "adapter_model"))
+    return weights and name.endswith((".safetensors", ".bin", ".index.json"))
 
 
 def _slice_positions(hidden: torch.Tensor, logits_to_keep: int | torch.Tensor) -> torch.Tensor:

@@ -29,7 +29,7 @@ from cauchylin.estimators._training import LossFn, train
 from cauchylin.nn import MODES, ActionOutput
 from cauchylin.nn.modes import MODE_TABLE
 
-__all__ = ["CausalEstimatorBase", "finite_number"]
+__all__ = ["CausalEstimatorBase", "check_representable", "column_mean_std", "finite_number"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -75,6 +75,61 @@ def _positive_int(name: str, value: Any) -> int:
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
     return int(value)
+
+
+def column_mean_std(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Column means and standard deviations, without overflow for entries near the float limit.
+
+    Each column is divided by its largest magnitude first (squares of 1e300 overflow float64;
+    squares of numbers at most 1 do not), and the statistics are scaled back.
+
+    Args:
+        X: ``[n, d]`` finite float64 array.
+
+    Returns:
+        ``(mean [d], std [d])`` (population standard deviation, as ``numpy.std``).
+
+    Example:
+        >>> import numpy as np
+        >>> mean, std = column_mean_std(np.array([[1e300], [3e300]]))
+        >>> float(mean[0]), float(std[0])
+        (2e+300, 1e+300)
+    """
+    size = np.max(np.abs(X), axis=0) if X.shape[0] else np.ones(X.shape[1])
+    size = np.where(size > 0, size, 1.0)
+    scaled = X / size
+    return scaled.mean(axis=0) * size, scaled.std(axis=0) * size
+
+
+def check_representable(name: str, what: str, values: np.ndarray, dtype: torch.dtype) -> None:
+    """Refuse values that the training dtype cannot hold (or that overflowed float64 already).
+
+    Args:
+        name: the user's argument (``"X"``, ``"y"``), named in the error.
+        what: what ``values`` are (``"standardised features"``).
+        values: the array about to become a tensor of ``dtype``.
+        dtype: the training dtype.
+
+    Raises:
+        ValueError: an entry is NaN, infinite or beyond ``torch.finfo(dtype).max``.
+
+    Example:
+        >>> import numpy as np, torch
+        >>> check_representable("y", "values", np.array([1e300]), torch.float32)
+        Traceback (most recent call last):
+        ...
+        ValueError: y is out of range: its values reach 1e+300, beyond what torch.float32 holds (3.4e+38) (use dtype='float64'); rescale y
+    """
+    limit = torch.finfo(dtype).max
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(values) & (np.abs(values) <= limit)
+    if not bool(np.all(ok)):
+        worst = float(np.nanmax(np.abs(np.where(np.isnan(values), 0.0, values))))
+        hint = " (use dtype='float64')" if dtype != torch.float64 else ""
+        raise ValueError(
+            f"{name} is out of range: its {what} reach {worst:.3g}, beyond what {dtype} holds "
+            f"({limit:.3g}){hint}; rescale {name}"
+        )
 
 
 class CausalEstimatorBase(BaseEstimator):
@@ -143,8 +198,11 @@ class CausalEstimatorBase(BaseEstimator):
 
     # ------------------------------------------------------------------ data
     def _standardise(self, X: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = (X - self.x_mean_) / self.x_scale_
+        check_representable("X", "standardised features", z, dtype)
         # torch.tensor copies, so read-only (memory-mapped) inputs are fine.
-        return torch.tensor((X - self.x_mean_) / self.x_scale_, dtype=dtype, device=self.device)
+        return torch.tensor(z, dtype=dtype, device=self.device)
 
     def _split(
         self, n: int, y: np.ndarray, stratify: bool, seed: int
@@ -179,8 +237,7 @@ class CausalEstimatorBase(BaseEstimator):
         """Standardise ``X``, split, build the network from the seed and train it."""
         self._check_settings()
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        self.x_mean_ = X.mean(axis=0)
-        scale = X.std(axis=0)
+        self.x_mean_, scale = column_mean_std(X)
         self.x_scale_ = np.where(scale > 0, scale, 1.0)
         train_rows, val_rows = self._split(X.shape[0], targets, stratify, seed)
         x = self._standardise(X, self._torch_dtype())

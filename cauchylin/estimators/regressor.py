@@ -35,7 +35,12 @@ from sklearn.utils.validation import validate_data
 from torch import nn
 
 from cauchylin import losses
-from cauchylin.estimators._base import CausalEstimatorBase, finite_number
+from cauchylin.estimators._base import (
+    CausalEstimatorBase,
+    check_representable,
+    column_mean_std,
+    finite_number,
+)
 from cauchylin.vector import CauchyVector
 
 __all__ = ["CausalRegressor"]
@@ -45,9 +50,9 @@ def _robust_centre_scale(y: np.ndarray) -> tuple[float, float]:
     """``(median, IQR / 1.349)``, with the standard deviation then 1 as fallbacks for the scale."""
     centre = float(np.median(y))
     q25, q75 = np.percentile(y, [25.0, 75.0])
-    scale = float(q75 - q25) / 1.349
+    scale = float(q75 / 1.349 - q25 / 1.349)  # divided first: q75 - q25 may overflow
     if not scale > 0:
-        scale = float(np.std(y))
+        scale = float(column_mean_std(y[:, None])[1][0])
     if not (scale > 0 and np.isfinite(scale)):
         scale = 1.0
     return centre, scale
@@ -198,7 +203,9 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
         X, y = validate_data(self, X, y, y_numeric=True, dtype=[np.float64, np.float32])
         y = np.asarray(y, dtype=np.float64)
         self.y_centre_, self.y_scale_ = _robust_centre_scale(y)
-        targets = (y - self.y_centre_) / self.y_scale_
+        with np.errstate(over="ignore"):
+            targets = (y - self.y_centre_) / self.y_scale_
+        check_representable("y", "standardised values", targets, self._torch_dtype())
         self._fit_network(
             np.asarray(X, dtype=np.float64),
             targets,

@@ -875,3 +875,24 @@ def test_docstring_examples_run():
 
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted >= 20
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: IndependentCauchy(torch.zeros(3, 2), torch.ones(2, 2)),
+        lambda: OvR(torch.zeros(3, 2), torch.ones(2, 2), 0.0),
+        lambda: OvR(torch.zeros(3, 2), torch.ones(3, 2), torch.zeros(4)),
+    ],
+)
+def test_parameters_that_do_not_broadcast_raise_what_torch_raises(build):
+    """torch's own distributions raise RuntimeError here; ours raise an error that is both."""
+    with pytest.raises(RuntimeError) as torch_error:
+        torch.distributions.Cauchy(torch.zeros(3, 2), torch.ones(2, 2))
+    assert type(torch_error.value) is RuntimeError
+    with pytest.raises(RuntimeError, match="do not broadcast"):
+        build()
+    with pytest.raises(ValueError, match="do not broadcast"):
+        build()
+    with pytest.raises(cauchylin.BroadcastError):
+        build()
