@@ -11,7 +11,20 @@ follows has median ``g^{-1}(loc_Y)`` and exact central intervals
   prediction for a number only sees the text before it, so it equals :func:`predict_values` on
   that prefix), with the field each number belongs to;
 * :func:`number_metrics` — error, rank correlation and interval coverage of those predictions,
-  for the target number of each text (the last one, or a named field) and per field.
+  for the target number of each text (the last one, or a named field) and per field;
+* :func:`target_numbers` — the target number of each text, read from the text alone (e.g. the
+  training targets, whose median is the baseline every model must beat);
+* :func:`learning_check` — whether a model has learnt anything about the target: its median
+  absolute error beside the training median's, and whether its predictions vary at all.
+
+**Say when nothing was learnt.** A model that has not yet learnt to read the target predicts
+about the same number for every text (typically near the training median). Its errors then look
+plausible, and a rank correlation computed from tiny differences between near-equal predictions
+can still be high. :func:`learning_check` compares the spread of the predictions (their
+interquartile range) with the spread of the true targets: a ratio below ``min_spread`` (default
+:data:`MIN_SPREAD`, 0.1) flags the predictions as flat. A model that predicts the target well
+has a ratio near 1; one whose predictions explain only 1% of the targets' variance has about
+0.1.
 """
 
 from __future__ import annotations
@@ -24,7 +37,7 @@ from typing import Any
 
 import torch
 
-from cauchylin.metrics import interval_coverage, rank_correlation
+from cauchylin.metrics import interval_coverage, quantiles, rank_correlation
 from cauchylin.nn.modes import STANDARD
 from cauchylin.value_space import value_quantiles
 
@@ -34,16 +47,24 @@ from .tokenizer import NumericTokenizer
 
 __all__ = [
     "DEFAULT_LEVELS",
+    "MIN_SPREAD",
+    "LearningCheck",
     "NumberPredictions",
     "ValuePrediction",
     "field_of",
+    "learning_check",
     "number_metrics",
     "number_predictions",
     "predict_values",
+    "target_numbers",
 ]
 
 DEFAULT_LEVELS: tuple[float, ...] = (0.5, 0.8, 0.9)
 """Coverages of the central intervals reported by default."""
+
+MIN_SPREAD = 0.1
+"""Predictions whose interquartile range is below this share of the true targets' are flat
+(:func:`learning_check`)."""
 
 _FIELD_BREAK = re.compile(r"[,;:.!?()\[\]{}=\n\t]")
 
@@ -393,14 +414,13 @@ def number_predictions(
             real = mask[b].nonzero().flatten()
             at = ((ids[b] == num) & mask[b]).nonzero().flatten().tolist()  # k-th <NUM> = spans[k]
             kept = [k for k, i in enumerate(at) if i > int(real[0])]  # a first token: no prefix
-            row_fields = [
-                field_of(text[(spans[k - 1].end if k else 0) : spans[k].start]) for k in kept
+            every = [
+                field_of(text[(spans[k - 1].end if k else 0) : s.start])
+                for k, s in enumerate(spans)
             ]
-            if target_field is None:
-                tgt = len(spans) - 1
-            else:
-                hits = [k for k in kept if row_fields[kept.index(k)] == target_field]
-                tgt = hits[-1] if hits else -1
+            # the target among all the text's numbers: a cut-off target is no target
+            tgt = _target_index(every, list(range(len(spans))), target_field)
+            row_fields = [every[k] for k in kept]
             true.extend(float(v) for v in enc["numeric_values"][b, 1:][at_num[b]])
             index.extend([start + b] * len(kept))
             target.extend(k == tgt for k in kept)
@@ -417,12 +437,63 @@ def number_predictions(
     )
 
 
+def _target_index(fields: list[str], numbers: list[int], target_field: str | None) -> int:
+    """Which of a text's numbers is its target: the last one, or the last of ``target_field``
+    (``numbers`` are the indices of the numbers, ``fields`` their fields); -1 when none."""
+    if target_field is None:
+        return numbers[-1] if numbers else -1
+    hits = [k for k, f in zip(numbers, fields, strict=True) if f == target_field]
+    return hits[-1] if hits else -1
+
+
+def target_numbers(texts: Sequence[str], *, target_field: str | None = None) -> list[float]:
+    """The target number of each text, read from the text alone (no model).
+
+    The same rule as :func:`number_predictions`: the last number of each text, or with
+    ``target_field`` the last number whose field (:func:`field_of`) equals it. Texts without
+    such a number are skipped.
+
+    Args:
+        texts: the texts.
+        target_field: the field of the target number (default: the last number).
+
+    Returns:
+        The targets as the model reads them (float32 values), in text order.
+
+    Raises:
+        ValueError: ``texts`` holds something other than strings.
+
+    Example:
+        >>> target_numbers(["width 3, area 12.", "width 5, area 25, 2 rooms.", "none"])
+        [12.0, 2.0]
+        >>> target_numbers(["width 5, area 25, 2 rooms."], target_field="area")
+        [25.0]
+    """
+    out: list[float] = []
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValueError(f"texts[{i}] must be a str, got {type(text).__name__}")
+        spans = find_numbers(text)
+        fields = [
+            field_of(text[(spans[k - 1].end if k else 0) : s.start]) for k, s in enumerate(spans)
+        ]
+        k = _target_index(fields, list(range(len(spans))), target_field)
+        if k >= 0:
+            out.append(float(spans[k].value))
+    return out
+
+
+def _median(values: torch.Tensor) -> float:
+    """The usual median (the mean of the two middle values of an even count), nan when empty."""
+    return quantiles(values, (0.5,))[0]
+
+
 def _summary(pred: ValuePrediction, true: torch.Tensor, keep: torch.Tensor) -> dict[str, float]:
     err = (pred.median[keep] - true[keep]).abs()
     out = {
         "count": float(int(keep.sum())),
         "mae": float(err.mean()) if err.numel() else math.nan,
-        "mdae": float(err.median()) if err.numel() else math.nan,
+        "mdae": _median(err),
         "spearman": rank_correlation(pred.median[keep], true[keep]) if err.numel() else math.nan,
         "p_num": float(pred.p_num[keep].mean()) if err.numel() else math.nan,
     }
@@ -437,9 +508,13 @@ def number_metrics(preds: NumberPredictions) -> dict[str, float]:
     """Errors of the predicted numbers: for the targets, for all numbers and per field.
 
     For each group: ``count``, ``mae`` and ``mdae`` (mean and median absolute error of the
-    median), ``spearman`` (rank correlation with the truth), ``p_num`` (mean ``P(<NUM>)``) and
+    median; the median of an even count is the mean of the two middle errors, as numpy's),
+    ``spearman`` (rank correlation with the truth), ``p_num`` (mean ``P(<NUM>)``) and
     ``coverage_50`` ... (share of true numbers inside each central interval; nominally the level).
     Keys: ``target/<name>``, ``all/<name>`` and ``field/<field>/<name>``.
+
+    ``nan`` marks a value that is undefined for its group: ``spearman`` needs at least two
+    numbers, and predictions and true values that are not all equal.
 
     Args:
         preds: from :func:`number_predictions`.
@@ -466,3 +541,142 @@ def number_metrics(preds: NumberPredictions) -> dict[str, float]:
         for key, value in _summary(p, y, keep).items():
             out[f"{group}/{key}"] = value
     return out
+
+
+@dataclass(frozen=True)
+class LearningCheck:
+    """Has a model learnt the target? Its error beside the training median's, and the spread
+    of its predictions beside the targets'.
+
+    Attributes:
+        count: the number of targets compared.
+        mdae: the model's median absolute error.
+        baseline: the constant the baseline predicts (the training targets' median).
+        baseline_mdae: the median absolute error of predicting ``baseline`` for every target.
+        spread_ratio: the interquartile range of the predictions over that of the true targets
+            (``nan`` with fewer than 2 targets or targets that do not vary).
+        min_spread: the ratio below which the predictions count as flat.
+
+    Example:
+        >>> check = LearningCheck(50, 30.0, 146.0, 31.0, 0.02, 0.1)
+        >>> check.flat, check.beats_baseline
+        (True, True)
+        >>> print(check.warnings("area")[0])
+        the predicted area barely varies (the interquartile range of the predictions is 2% of the true values'): the model has not learnt to read the target yet, and a rank correlation of near-equal predictions means little; train longer (more steps or epochs)
+    """
+
+    count: int
+    mdae: float
+    baseline: float
+    baseline_mdae: float
+    spread_ratio: float
+    min_spread: float = MIN_SPREAD
+
+    @property
+    def flat(self) -> bool:
+        """Whether the predictions barely vary (``spread_ratio < min_spread``; False for nan)."""
+        return bool(self.spread_ratio < self.min_spread)
+
+    @property
+    def beats_baseline(self) -> bool:
+        """Whether the model's median absolute error is below the baseline's."""
+        return bool(self.mdae < self.baseline_mdae)
+
+    def warnings(self, name: str = "target") -> list[str]:
+        """What to tell the user: one sentence per problem (empty when the model learnt).
+
+        Args:
+            name: what the target is called in the sentences (a column name).
+
+        Returns:
+            A sentence when the predictions are flat, and one when the model's error is not
+            below the baseline's.
+
+        Example:
+            >>> LearningCheck(50, 3.0, 146.0, 31.0, 0.9).warnings()
+            []
+            >>> LearningCheck(50, 40.0, 146.0, 31.0, 0.9).warnings("price")[0][:47]
+            "the model's median absolute error on price, 40,"
+        """
+        out = []
+        if self.flat:
+            out.append(
+                f"the predicted {name} barely varies (the interquartile range of the "
+                f"predictions is {100 * self.spread_ratio:.0f}% of the true values'): the model "
+                "has not learnt to read the target yet, and a rank correlation of near-equal "
+                "predictions means little; train longer (more steps or epochs)"
+            )
+        if not self.beats_baseline and math.isfinite(self.mdae):
+            out.append(
+                f"the model's median absolute error on {name}, {self.mdae:.4g}, is not below "
+                f"that of predicting the training median ({self.baseline:.4g}) for every row, "
+                f"{self.baseline_mdae:.4g}: it has learnt nothing useful about the target yet; "
+                "train longer (more steps or epochs)"
+            )
+        return out
+
+
+def learning_check(
+    predicted: torch.Tensor | Sequence[float],
+    true: torch.Tensor | Sequence[float],
+    baseline: float,
+    *,
+    min_spread: float = MIN_SPREAD,
+) -> LearningCheck:
+    """Compare a model's target predictions with the constant baseline and with the targets.
+
+    With ``e_i = |predicted_i - true_i|`` and ``b_i = |baseline - true_i|``: ``mdae =
+    median(e)``, ``baseline_mdae = median(b)`` and ``spread_ratio = IQR(predicted) / IQR(true)``
+    (interquartile ranges, numpy's default interpolation). The predictions are flat when
+    ``spread_ratio < min_spread``.
+
+    Args:
+        predicted: ``[N]`` the predicted target numbers (the medians).
+        true: ``[N]`` the true targets.
+        baseline: the constant baseline, usually the median of the *training* targets
+            (:func:`target_numbers` of the training texts).
+        min_spread: the flat threshold, in ``(0, 1]``.
+
+    Returns:
+        A :class:`LearningCheck`.
+
+    Raises:
+        ValueError: mismatched or empty inputs, values that are not finite, a non-finite
+            baseline or ``min_spread`` outside ``(0, 1]``.
+
+    Example:
+        >>> import torch
+        >>> true = torch.arange(100.0)
+        >>> learning_check(torch.full((100,), 49.0) + 0.01 * true, true, 50.0).flat
+        True
+        >>> good = learning_check(true + 0.5, true, 50.0)
+        >>> good.flat, good.beats_baseline, good.mdae, good.baseline_mdae
+        (False, True, 0.5, 25.0)
+    """
+    p = torch.as_tensor(predicted, dtype=torch.float64).reshape(-1)
+    y = torch.as_tensor(true, dtype=torch.float64).reshape(-1)
+    if p.numel() != y.numel():
+        raise ValueError(
+            f"predicted and true must have one value each per target, got {p.numel()} and "
+            f"{y.numel()}"
+        )
+    if p.numel() == 0:
+        raise ValueError("predicted is empty: no target to check")
+    for name, t in (("predicted", p), ("true", y)):
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} must be finite, but it holds a nan or an infinite value")
+    if not math.isfinite(float(baseline)):
+        raise ValueError(f"baseline must be finite, got {baseline!r}")
+    if not 0.0 < float(min_spread) <= 1.0:
+        raise ValueError(f"min_spread must lie in (0, 1], got {min_spread!r}")
+    p25, p75 = quantiles(p, (0.25, 0.75))
+    y25, y75 = quantiles(y, (0.25, 0.75))
+    spread = (p75 - p25) / (y75 - y25) if p.numel() >= 2 and y75 > y25 else math.nan
+    return LearningCheck(
+        count=int(p.numel()),
+        mdae=_median((p - y).abs()),
+        baseline=float(baseline),
+        baseline_mdae=_median((float(baseline) - y).abs()),
+        spread_ratio=float(spread),
+        min_spread=float(min_spread),
+    )

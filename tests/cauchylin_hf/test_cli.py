@@ -356,7 +356,7 @@ def test_generated_numbers_use_the_decimals_of_their_field(forced, capsys):
     raw = _generate(folder, capsys, "--max-new-tokens", "1")
     (number,) = find_numbers(raw["continuation"])
     assert abs(number.value - 138.6916) < 1e-3  # no data_format.json: the float32 value as it is
-    precision = NumberPrecision.from_texts(["3 boxes of 12 eggs hold 36 eggs.", "price 4.50"])
+    precision = NumberPrecision.from_texts(["3 boxes of 12 eggs hold 36 eggs.", "price 4.25"])
     record = {"template": None, "target": None, "precision": precision.to_dict()}
     (folder / cli.DATA_FORMAT_FILE).write_text(json.dumps(record))
     try:
@@ -395,7 +395,7 @@ def test_threads_option_sets_torch_threads(trained, data, capsys):
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
-    assert "note:" not in capsys.readouterr().err
+    assert "note: torch uses" not in capsys.readouterr().err
 
 
 def test_a_busy_machine_gets_a_note(trained, data, capsys, monkeypatch):
@@ -492,7 +492,15 @@ def test_a_truncated_checkpoint_is_a_one_line_error(trained, data, tmp_path, cap
     for argv in (
         ["evaluate", str(broken), "--data", str(data["eval"])],
         ["predict", str(broken), "--prompt", "3 boxes of 12 eggs hold "],
-        ["train", str(broken), "--data", str(data["train"]), "--output-dir", str(broken)],
+        [
+            "train",
+            str(broken),
+            "--data",
+            str(data["train"]),
+            "--output-dir",
+            str(broken),
+            "--overwrite",
+        ],
     ):
         assert cli.main([*argv, "--no-progress"]) == 2
         err = capsys.readouterr().err.splitlines()
@@ -537,7 +545,15 @@ def test_a_failed_training_leaves_the_saved_model_alone(
         raise error
 
     monkeypatch.setattr(training, "train", failing_train)
-    argv = ["train", str(out), "--data", str(data["train"]), "--output-dir", str(out)]
+    argv = [
+        "train",
+        str(out),
+        "--data",
+        str(data["train"]),
+        "--output-dir",
+        str(out),
+        "--overwrite",
+    ]
     code = cli.main([*argv, "--no-progress"])
     assert code == (130 if isinstance(error, KeyboardInterrupt) else 2)
     err = capsys.readouterr().err.splitlines()[-1]
@@ -552,7 +568,15 @@ def test_a_successful_training_replaces_the_model(trained, data, tmp_path, capsy
     out = tmp_path / "model"
     shutil.copytree(trained, out)
     before = (out / "model.safetensors").read_bytes()
-    argv = ["train", str(out), "--data", str(data["train"]), "--output-dir", str(out)]
+    argv = [
+        "train",
+        str(out),
+        "--data",
+        str(data["train"]),
+        "--output-dir",
+        str(out),
+        "--overwrite",
+    ]
     assert cli.main([*argv, "--max-steps", "2", "--batch-size", "4", "--no-progress"]) == 0
     assert (out / "model.safetensors").read_bytes() != before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
@@ -570,4 +594,4 @@ def test_a_template_with_numbers_in_its_text_gets_a_note(table_model, capsys):
     err = capsys.readouterr().err
     assert "note: the template's own text holds the numbers ['1']" in err
     assert cli.main([*argv, "--no-progress"]) == 0  # the saved template has none
-    assert "note:" not in capsys.readouterr().err
+    assert "the template's own text" not in capsys.readouterr().err

@@ -6,10 +6,24 @@ import json
 import random
 from decimal import ROUND_HALF_EVEN, Decimal
 
+import numpy as np
 import pytest
-from cauchylin_hf.app.precision import NumberPrecision, decimals_of, field_before
+from cauchylin_hf.app.precision import (
+    MAX_DECIMALS,
+    NumberPrecision,
+    decimals_of,
+    field_before,
+    needed_decimals,
+)
 from cauchylin_hf.app.scratch import PRESETS, backbone_config, build_from_config
-from cauchylin_hf.app.tables import Table, TableTemplate, is_table_file, label_of, read_table
+from cauchylin_hf.app.tables import (
+    Table,
+    TableTemplate,
+    is_table_file,
+    label_of,
+    not_a_number,
+    read_table,
+)
 from cauchylin_hf.numbers import find_numbers, to_float32
 
 # ------------------------------------------------------------------------------------ tables
@@ -49,6 +63,78 @@ def test_read_table_errors_name_the_problem(tmp_path, content, message):
     assert message in str(exc.value)
     with pytest.raises(FileNotFoundError, match="table file not found"):
         read_table(tmp_path / "none.csv")
+
+
+@pytest.mark.parametrize(
+    ("cell", "reason"),
+    [
+        ("Ford", "'Ford' is not a number"),
+        ("n/a", "a missing value"),
+        ("NaN", "a missing value"),
+        ("unknown", "a missing value"),
+        ("1e308", "beyond float32's range"),
+        ("-4e38", "beyond float32's range"),
+        ("inf", "is infinite"),
+        ("\u0663\u0664", "digits other than 0-9"),  # Arabic-Indic 34
+        ("\u0969", "digits other than 0-9"),  # Devanagari 3
+        ("2020-01-05", "several numbers"),
+        ("1,000", "thousands separator (write 1000"),
+        ("12,345.5", "thousands separator (write 12345.5)"),
+        ("", "empty"),
+    ],
+)
+def test_target_cells_that_are_not_one_number_are_named(tmp_path, cell, reason):
+    """Every spelling the issue found scored as another number of the row is refused, with the
+    column, the first bad row and its line."""
+    f = tmp_path / "t.csv"
+    f.write_text(f'x,y\n1,2\n3,4\n5,"{cell}"\n7,8\n', encoding="utf-8")
+    table = read_table(f)
+    assert table.lines == [2, 3, 4, 5]
+    tt = TableTemplate("x {x} -> y {target}.", "y")
+    with pytest.raises(ValueError, match=None) as exc:
+        tt.target_values(table)
+    message = str(exc.value)
+    assert "target column 'y'" in message and "data row 3 (line 4)" in message
+    assert reason in message and "1 of 4 rows" in message
+    assert not_a_number(cell) is not None
+    assert tt.target_values(Table(table.columns, table.rows[:2], f)) == [2.0, 4.0]
+
+
+def test_tables_in_other_encodings_are_decoded_or_named(tmp_path):
+    text = "city,price\nZürich,382\nGenève,410\n"
+    expected = read_table(_write(tmp_path / "utf8.csv", text.encode("utf-8")))
+    for name, data in (
+        ("utf16.csv", text.encode("utf-16")),  # with a byte-order mark, as Excel writes it
+        ("utf16be.csv", b"\xfe\xff" + text.encode("utf-16-be")),
+        ("bom.csv", text.encode("utf-8-sig")),
+    ):
+        assert read_table(_write(tmp_path / name, data)).rows == expected.rows
+    latin = _write(tmp_path / "latin.csv", text.encode("latin-1"))
+    with pytest.raises(ValueError, match=None) as exc:
+        read_table(latin)
+    assert str(latin) in str(exc.value) and "not UTF-8" in str(exc.value)
+    assert "line 2" in str(exc.value) and "Latin-1" in str(exc.value)
+    bare16 = _write(tmp_path / "bare16.csv", text.encode("utf-16-le"))
+    with pytest.raises(ValueError, match="UTF-16 without a byte-order mark"):
+        read_table(bare16)
+
+
+def test_a_cell_over_the_csv_field_limit_is_a_clear_error(tmp_path):
+    f = tmp_path / "long.csv"
+    f.write_text('x,y\n1,2\n3,"' + "a" * 200_000 + '"\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=None) as exc:
+        read_table(f)
+    message = str(exc.value)
+    assert f"{f}, line 3" in message and "unclosed quote" in message and len(message) < 400
+    g = tmp_path / "quote.csv"
+    g.write_text('x,y\n1,"2\n' + "3,4\n" * 40_000, encoding="utf-8")  # a quote never closed
+    with pytest.raises(ValueError, match="line 2"):
+        read_table(g)
+
+
+def _write(path, data):
+    path.write_bytes(data)
+    return path
 
 
 def test_the_default_template_keeps_names_with_digits_as_words():
@@ -128,7 +214,7 @@ def test_write_rounds_like_decimal_half_even():
 
 
 def test_precision_learns_each_field_and_round_trips_json():
-    texts = ["price 4.50, 3 items, weight 1.25e-1 kg", "price 12.0, 10 items"]
+    texts = ["price 4.25, 3 items, weight 1.25e-1 kg", "price 12.0, 10 items"]
     p = NumberPrecision.from_texts(texts)
     assert p.decimals == {"price": 2, "": 0, "weight": 3} and p.default == 3
     assert NumberPrecision.from_dict(json.loads(json.dumps(p.to_dict()))) == p
@@ -138,10 +224,49 @@ def test_precision_learns_each_field_and_round_trips_json():
         ({"decimals": [], "default": 0}, "must be a mapping"),
         ({"decimals": {"a": -1}, "default": 0}, "decimals['a']"),
         ({"decimals": {}, "default": 1.5}, "default must be an int"),
+        ({"decimals": {"a": 10**9}, "default": 0}, "must be an int in [0, 50], got 1000000000"),
+        ({"decimals": {}, "default": 10**5000}, "an int of more than"),
     ):
         with pytest.raises(ValueError, match=None) as exc:
             NumberPrecision.from_dict(bad)
-        assert message in str(exc.value)
+        assert message in str(exc.value) and len(str(exc.value)) < 200
+
+
+def _shortest_float32_decimals(spelling):
+    """The fewest decimals d such that the spelling rounded to d decimals reads back to the same
+    float32 (numpy's float32 parse as the reference), capped by the decimals written."""
+    written = max(0, -Decimal(spelling).as_tuple().exponent)
+    target = np.float32(spelling)
+    for d in range(written + 1):
+        if np.float32(f"{Decimal(spelling):.{d}f}") == target:
+            return d
+    return written
+
+
+def test_decimals_come_from_the_shortest_spelling_that_round_trips():
+    """A table written by pandas with 12 decimals predicts with the decimals its values need,
+    not 12; checked against numpy's float32 parsing on random cells."""
+    r = random.Random(3)
+    cells = []
+    for _ in range(300):
+        value = round(r.uniform(-1e3, 1e3), r.randint(0, 4))
+        cells.append(f"{value:.12f}")  # what df.to_csv(float_format="%.12f") writes
+        cells.append(repr(value + r.choice([0.0, 1e-13, -1e-13])))  # float64 noise
+    for cell in cells:
+        (span,) = find_numbers(cell)
+        assert needed_decimals(span) == _shortest_float32_decimals(cell), cell
+    p = NumberPrecision.from_texts(["price 12.090000000000, area 3.500000000000"])
+    assert p.decimals == {"price": 2, "area": 1}
+    assert p.write(13.0 + 1 / 3, "price ") == "13.33"
+
+
+def test_no_spelling_of_a_float32_needs_more_than_max_decimals():
+    extremes = np.array([1e-45, 1.1754944e-38, 3.4028235e38, 1.0, 123.456], dtype=np.float32)
+    for x in extremes:
+        (span,) = find_numbers(np.format_float_positional(x, unique=True, trim="-"))
+        assert needed_decimals(span) <= MAX_DECIMALS
+    with pytest.raises(ValueError, match=r"\[0, 50\]"):
+        NumberPrecision({}, 0).write(1.0, "x ", decimals=MAX_DECIMALS + 1)
 
 
 def test_field_before_is_the_field_number_predictions_reads():

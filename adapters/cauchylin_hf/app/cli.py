@@ -1,8 +1,11 @@
-"""The ``cauchylin-lm`` command line: ``demo``, ``train``, ``evaluate``, ``predict``, ``generate``,
+"""The commands of ``cauchylin-lm``: ``demo``, ``train``, ``evaluate``, ``predict``, ``generate``,
 ``verify``.
 
-Run ``cauchylin-lm --help`` (or ``python -m cauchylin_hf.app.cli --help``) and ``cauchylin-lm
-COMMAND --help``. Every command works offline on local folders and files:
+The console script is :func:`cauchylin_lm.main`: it parses the arguments
+(:func:`cauchylin_lm.build_parser`, re-exported here) without importing torch or transformers,
+then calls :func:`run`. Run ``cauchylin-lm --help`` (or ``python -m cauchylin_hf.app.cli
+--help``) and ``cauchylin-lm COMMAND --help``. Every command works offline on local folders and
+files:
 
 * ``demo`` — the embedded demo (:mod:`cauchylin_hf.app.demo`), no arguments needed.
 * ``train --from-config qwen2-tiny --data F`` — a model from nothing: a byte-level BPE tokenizer
@@ -10,70 +13,77 @@ COMMAND --help``. Every command works offline on local folders and files:
   ``train MODEL --data F`` attaches the causal heads to a local base checkpoint (e.g. a
   downloaded Qwen2.5-0.5B folder; backbone frozen by default) or continues a saved causal model.
   Data: JSONL with a ``"text"`` field, plain text (one example per line) or a CSV table written
-  as text by a template (:mod:`cauchylin_hf.app.tables`). The model, its tokenizer and
-  ``data_format.json`` (the template and the decimals of each field,
-  :mod:`cauchylin_hf.app.precision`) are written to a temporary folder that replaces
-  ``--output-dir`` only once everything succeeded.
+  as text by a template (:mod:`cauchylin_hf.app.tables`; every cell of its target column must be
+  a number). Before training it prints the target and the first text; after training, the
+  target's median absolute error beside that of the training median, with a warning when the
+  predictions barely vary (:func:`cauchylin_hf.predict.learning_check`). The model, its
+  tokenizer and ``data_format.json`` (the template, the decimals of each field,
+  :mod:`cauchylin_hf.app.precision`, and the training targets' median) are written to a
+  temporary folder that replaces ``--output-dir`` only once everything succeeded; a folder that
+  already holds a model is replaced only with ``--overwrite``.
 * ``evaluate MODEL --data F`` — the held-out metrics (token accuracy, ``<NUM>`` F1, regression
-  errors; :func:`cauchylin_hf.training.evaluate_model`) and the errors of the predicted target
-  numbers (:func:`cauchylin_hf.predict.number_metrics`).
+  errors; :func:`cauchylin_hf.training.evaluate_model`), the errors of the predicted target
+  numbers (:func:`cauchylin_hf.predict.number_metrics`) and the same learning check.
 * ``predict MODEL --prompt TEXT`` (or ``--data table.csv``) — the next number after each prompt:
-  median, central intervals and ``P(<NUM>)`` (:func:`cauchylin_hf.predict.predict_values`).
+  median, central intervals and ``P(<NUM>)`` (:func:`cauchylin_hf.predict.predict_values`). A
+  prompt that ends without the space the model expects before a number is read with it (a note
+  says so), as ``generate`` would write it.
 * ``generate MODEL --prompt TEXT`` — text with numbers, in any inference mode; numbers written
   with the decimals of the training data, generation stopped at the end of the sentence.
 * ``verify BASE`` — the initialisation-equivalence report (``loc_S`` equals the base logits).
 
 Errors a user can fix (a missing folder or file, a model without a decoder, an empty dataset, a
-bad option, an unreadable checkpoint) print one ``cauchylin-lm COMMAND: error: ...`` line and exit
-with status 2; nothing is written then.
+bad option, an unreadable checkpoint, a table whose target is not numeric, a text longer than
+the model's context, a full disk) print one ``cauchylin-lm COMMAND: error: ...`` line and exit
+with status 2; nothing is written then. Ctrl-C (exit status 130) and SIGTERM (143) clean up the
+same way. Progress bars are shown only when standard error is a terminal. Every file ``train``
+writes gets the permissions the umask gives new files.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, cast
+from typing import Any, NamedTuple, cast
 
-__all__ = ["DATA_FORMAT_FILE", "SCHEDULERS", "build_parser", "load_causal_model", "main"]
+from cauchylin_lm import PROG, SCHEDULERS, build_parser
 
-PROG = "cauchylin-lm"
+__all__ = [
+    "DATA_FORMAT_FILE",
+    "SCHEDULERS",
+    "build_parser",
+    "load_causal_model",
+    "main",
+    "run",
+]
 
 DATA_FORMAT_FILE = "data_format.json"
-"""The file ``train`` writes next to the model: the table template and target column (or None)
-and the decimals of each field (:class:`~cauchylin_hf.app.precision.NumberPrecision`)."""
-
-SCHEDULERS = (
-    "linear",
-    "cosine",
-    "cosine_with_restarts",
-    "polynomial",
-    "constant",
-    "constant_with_warmup",
-    "inverse_sqrt",
-)
-"""Learning-rate schedules of ``train --lr-scheduler`` (transformers' ``lr_scheduler_type``)."""
+"""The file ``train`` writes next to the model: the table template and target column (or None),
+the decimals of each field (:class:`~cauchylin_hf.app.precision.NumberPrecision`) and the median
+of the training targets (the baseline of ``evaluate``)."""
 
 _SENTENCE_ENDS = (".", "!", "?")
+_CHECK_TEXTS = 256  # training texts the learning check reads when there is no --eval-file
 
 
 class CliError(Exception):
     """A user error: printed as one line, exit status 2."""
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, with a bad option reported in one line (no usage block) and exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that the same cleanup runs (a KeyboardInterrupt subclass:
+    code that cleans up after Ctrl-C cleans up after it too)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -172,8 +182,9 @@ def _data_format(folder: str | os.PathLike[str]) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CliError(f"{path} cannot be read: {exc}") from None
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: JSON, UTF-8, huge ints
+        message = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise CliError(f"{path} cannot be read: {message}") from None
     if not isinstance(data, dict):
         raise CliError(f"{path} must hold a JSON object")
     return data
@@ -191,8 +202,36 @@ def _precision(folder: str | os.PathLike[str]) -> Any:
         raise CliError(f"{Path(folder) / DATA_FORMAT_FILE}: {exc}") from None
 
 
+def _saved_median(folder: str | os.PathLike[str]) -> float | None:
+    """The training targets' median recorded by ``train`` (None for a folder without one)."""
+    value = _data_format(folder).get("target_median")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise CliError(
+            f"{Path(folder) / DATA_FORMAT_FILE}: 'target_median' must be a finite number, got "
+            f"{str(value)[:40]!r}"
+        )
+    return float(value)
+
+
 # --------------------------------------------------------------------------------------------
 # Data: text files, JSONL, and CSV tables through a template
+
+
+class _Data(NamedTuple):
+    """Texts read from a data file (or a table's prompts), with the table and its template."""
+
+    texts: list[str]
+    template: Any  # TableTemplate | None
+    table: Any  # Table | None
+    path: str
+
+    def where(self, i: int) -> str:
+        """Where text ``i`` comes from (a table's row and line, or the text's number)."""
+        if self.table is not None:
+            return cast(str, self.table.where(i))
+        return f"{self.path}, text {i + 1}"
 
 
 def _data_path(path: str) -> Path:
@@ -225,8 +264,11 @@ def _table_template(args: argparse.Namespace, table: Any, saved: dict[str, Any])
 
 def _read_data(
     args: argparse.Namespace, path: str, saved: dict[str, Any], *, prompts: bool = False
-) -> tuple[list[str], Any]:
-    """Texts (or, with ``prompts``, the prompts of a table) and the table template (or None)."""
+) -> _Data:
+    """Texts (or, with ``prompts``, the prompts of a table), with the table and its template.
+
+    For texts of a table (training, evaluation), every target cell must be a number.
+    """
     from ..data import read_texts
     from .tables import is_table_file, read_table
 
@@ -234,30 +276,73 @@ def _read_data(
     if is_table_file(p):
         table = read_table(p)
         tt = _table_template(args, table, saved)
-        return (tt.prompts(table) if prompts else tt.texts(table)), tt
+        if prompts:
+            return _Data(tt.prompts(table), tt, table, path)
+        try:
+            tt.target_values(table)
+        except ValueError as exc:
+            hint = "" if getattr(args, "target", None) else "; pick the target with --target COLUMN"
+            raise CliError(f"{exc}{hint}") from None
+        return _Data(tt.texts(table), tt, table, path)
     if getattr(args, "template", None):
         raise CliError(f"--template needs a table (.csv or .tsv file), got {path!r}")
-    return read_texts(p), None
+    return _Data(read_texts(p), None, None, path)
 
 
-def _table_targets(path: str, tt: Any) -> list[float | None] | None:
-    """The target cells of a table, as numbers (None where a cell is missing or not a number)."""
-    from ..numbers import is_number, parse_number
-    from .tables import read_table
+def _table_truth(data: _Data) -> list[float | None]:
+    """The target cells of a table of prompts, as numbers (None where missing or not a number)."""
+    from ..numbers import parse_number
+    from .tables import not_a_number
 
-    table = read_table(_data_path(path))
-    if tt is None or tt.target not in table.columns:
-        return None
-    cells = [row.get(tt.target, "") for row in table.rows]
-    return [parse_number(c) if is_number(c) else None for c in cells]
+    if data.table is None or data.template.target not in data.table.columns:
+        return [None] * len(data.texts)
+    cells = [row.get(data.template.target, "") for row in data.table.rows]
+    return [parse_number(c) if not_a_number(c) is None else None for c in cells]
+
+
+def _context_length(model: Any) -> int | None:
+    """The longest sequence the model's positions allow (``max_position_embeddings``)."""
+    value = getattr(model.config, "max_position_embeddings", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _encode(model: Any, ntok: Any, data: _Data, max_length: int | None) -> Any:
+    """The dataset of ``data``'s texts, refused when a text is longer than the model's context
+    (a learned-position base such as GPT-2 would fail with an ``IndexError``)."""
+    from ..data import NumericDataset
+
+    dataset = NumericDataset.from_texts(data.texts, ntok, max_length=max_length, name=data.path)
+    context = _context_length(model)
+    if context is None:
+        return dataset
+    lengths = [int(dataset[i]["input_ids"].numel()) for i in range(len(dataset))]
+    over = [i for i, n in enumerate(lengths) if n > context]
+    if over:
+        i = over[0]
+        raise CliError(
+            f"{data.where(i)} is {lengths[i]} tokens long, longer than the model's context of "
+            f"{context} positions (max_position_embeddings); {len(over)} of {len(lengths)} "
+            f"texts are: pass --max-length {context} to cut them, or shorten them"
+        )
+    return dataset
 
 
 # --------------------------------------------------------------------------------------------
-# Threads, messages, the output folder
+# Threads, progress, messages
 
 
 def _note(args: argparse.Namespace, message: str) -> None:
     print(f"{PROG} {args.command}: note: {message}", file=sys.stderr)
+
+
+def _warn(args: argparse.Namespace, message: str) -> None:
+    print(f"{PROG} {args.command}: warning: {message}", file=sys.stderr)
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    """Progress bars: only on a terminal (a log file or a pipe gets none), never with
+    ``--no-progress``."""
+    return not getattr(args, "no_progress", False) and sys.stderr.isatty()
 
 
 def _free_cores() -> tuple[int, float]:
@@ -292,51 +377,163 @@ def _set_threads(args: argparse.Namespace) -> None:
         )
 
 
-def _check_output_dir(path: str) -> Path:
-    """The output folder: refused when it is a file, or a non-empty folder that is not a model."""
+def _shorten(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --------------------------------------------------------------------------------------------
+# The output folder: checked first, written to a temporary folder, swapped in at the end
+
+
+def _check_output_dir(path: str, overwrite: bool) -> Path:
+    """The output folder: refused when it is a file, a non-empty folder that is not a model, or
+    a model without ``--overwrite``."""
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise CliError(f"--output-dir {path!r} is a file, not a folder")
-    if out.is_dir() and any(out.iterdir()) and not _is_causal_folder(out):
-        raise CliError(
-            f"--output-dir {path!r} is a non-empty folder that does not hold a cauchylin model; "
-            "choose a new folder (a saved model is replaced only after training succeeded)"
-        )
+    if out.is_dir() and any(out.iterdir()):
+        if not _is_causal_folder(out):
+            raise CliError(
+                f"--output-dir {path!r} is a non-empty folder that does not hold a cauchylin "
+                "model; choose a new folder"
+            )
+        if not overwrite:
+            raise CliError(
+                f"--output-dir {path!r} already holds a trained model; pass --overwrite to "
+                "replace it (it is replaced only once the new training succeeded), or choose "
+                "another folder"
+            )
     return out
+
+
+def _note_leftovers(args: argparse.Namespace, out: Path) -> None:
+    """Point at the hidden folders a killed run (SIGKILL, power loss) left next to ``out``."""
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        return
+    staged = sorted(parent.glob(f".{out.name}.tmp-*"))
+    old = sorted(parent.glob(f".{out.name}.old-*"))
+    if old and not out.exists():
+        _note(
+            args,
+            f"{str(out)!r} is missing but {str(old[-1])!r} holds the model it had (a run was "
+            f"killed while swapping the new model in): mv {old[-1]} {out} to get it back",
+        )
+    leftovers = staged + (old if out.exists() else [])
+    if leftovers:
+        _note(
+            args,
+            f"{len(leftovers)} hidden folder(s) next to {str(out)!r} were left by a run that "
+            f"was killed: {', '.join(str(x) for x in leftovers)}; delete them once no other "
+            "training writes there",
+        )
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _share(folder: Path) -> None:
+    """Give every file and folder under ``folder`` the permissions the umask gives new ones
+    (temporary files, e.g. of an atomic save, are created private)."""
+    mask = _umask()
+    folder.chmod(0o777 & ~mask)
+    for path in folder.rglob("*"):
+        if path.is_symlink():
+            continue
+        path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[list[int]]:
+    """Hold Ctrl-C and SIGTERM while the block runs; the signals that arrived are listed."""
+    received: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        received.append(signum)
+
+    previous: dict[signal.Signals, Any] = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, hold)
+    except ValueError:  # not the main thread: signals reach the main thread only
+        pass
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _swap_in(new: Path, dest: Path) -> None:
+    """Replace ``dest`` by the folder ``new`` (two renames; ``dest`` is never left missing).
+
+    Ctrl-C and SIGTERM wait until both renames are done; a rename that fails puts the old
+    folder back. A signal that arrived meanwhile is raised once the new model is in place.
+    """
+    old: Path | None = None
+    with _signals_deferred() as received:
+        if dest.exists():
+            old = dest.with_name(f".{dest.name}.old-{uuid.uuid4().hex[:8]}")
+            os.replace(dest, old)
+            try:
+                os.replace(new, dest)
+            except BaseException:
+                try:
+                    os.replace(old, dest)
+                except OSError as exc:
+                    raise CliError(
+                        f"could not put the previous model back into {str(dest)!r} ({exc}); it "
+                        f"is in {str(old)!r}: mv {old} {dest}"
+                    ) from exc
+                raise
+        else:
+            os.replace(new, dest)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    if received:
+        stop = _Terminated if signal.SIGTERM in received else KeyboardInterrupt
+        raise stop(f"the new model was saved to {dest} before stopping")
 
 
 @contextmanager
 def _staging(dest: Path) -> Iterator[Path]:
     """A temporary folder next to ``dest`` that replaces it when the block succeeds.
 
-    On any error (or Ctrl-C) the temporary folder is removed and ``dest`` is left as it was.
-    An existing ``dest`` is moved aside, the new folder moved in (``os.replace``, atomic on one
-    file system), then the old one removed.
+    On any error, Ctrl-C or SIGTERM the temporary folder is removed and ``dest`` is left as it
+    was. The new folder's files get the umask's permissions, then :func:`_swap_in` puts it in
+    place.
     """
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
-        umask = os.umask(0)
-        os.umask(umask)
-        tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 would make the saved model private
     except OSError as exc:
         raise CliError(f"cannot write next to {str(dest)!r}: {exc}") from None
     try:
         yield tmp
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}.old-{uuid.uuid4().hex[:8]}")
-            os.replace(dest, old)
-            try:
-                os.replace(tmp, dest)
-            except OSError:
-                os.replace(old, dest)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, dest)
+        _share(tmp)
+        _swap_in(tmp, dest)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _save_failure(out: Path, exc: BaseException, existed: bool) -> str:
+    """One line for a failed save: a full disk says so."""
+    text = str(exc).strip()
+    first = text.splitlines()[0][:300] if text else type(exc).__name__
+    kept = "the model already there is unchanged" if existed else "nothing was written"
+    full = (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or any(
+        s in text for s in ("No space left", "os error 28", "StorageFull", "code: 28")
+    )
+    if full:
+        return (
+            f"no space left on the device to save the model to {str(out)!r} ({first}); {kept}: "
+            "free some space and train again"
+        )
+    return f"could not save the model to {str(out)!r}: {first}; {kept}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -361,19 +558,89 @@ def _target_field(tt: Any, args: argparse.Namespace) -> str | None:
     return field_of(tt.text_before_target())
 
 
-def _number_metrics(
-    model: Any, ntok: Any, texts: list[str], target_field: str | None, batch_size: int
-) -> dict[str, float]:
-    from ..predict import number_metrics, number_predictions
+def _target_name(data: _Data, field: str | None) -> str:
+    if data.template is not None:
+        return f"column {data.template.target!r}"
+    return f"the last {field!r} number of each text" if field else "the last number of each text"
 
-    preds = number_predictions(model, ntok, texts, target_field=target_field, batch_size=batch_size)
-    return number_metrics(preds)
+
+def _target_report(
+    args: argparse.Namespace,
+    model: Any,
+    ntok: Any,
+    data: _Data,
+    field: str | None,
+    baseline: float | None,
+    where: str,
+) -> dict[str, float]:
+    """The number metrics of ``data`` and the learning check: the target's median absolute
+    error beside the baseline's (one line), warnings when nothing was learnt."""
+    from ..predict import learning_check, number_metrics, number_predictions
+
+    preds = number_predictions(
+        model, ntok, data.texts, target_field=field, batch_size=args.batch_size
+    )
+    metrics = number_metrics(preds)
+    keep = preds.is_target
+    if not bool(keep.any()):
+        return metrics
+    predicted, true = preds.prediction.median[keep], preds.true[keep]
+    if not bool(predicted.isfinite().all()):
+        return metrics
+    note = ""
+    if baseline is None:  # a model folder from elsewhere: the evaluated targets' own median
+        from cauchylin.metrics import quantiles
+
+        baseline = quantiles(true, (0.5,))[0]
+        note = " of these targets (the model folder records no training median)"
+    check = learning_check(predicted, true, baseline)
+    metrics["target/mdae_baseline"] = check.baseline_mdae
+    metrics["target/spread_ratio"] = check.spread_ratio
+    name = data.template.target if data.template is not None else "target"
+    print(
+        f"{name} on {check.count} {where}: median absolute error {check.mdae:.4g}; predicting "
+        f"the training median{note} ({check.baseline:.4g}) for every row: "
+        f"{check.baseline_mdae:.4g}",
+        file=sys.stderr if getattr(args, "json", False) else sys.stdout,
+    )
+    for message in check.warnings(name):
+        _warn(args, message)
+    return metrics
+
+
+def _explain(args: argparse.Namespace, metrics: dict[str, float]) -> None:
+    """Notes on what can look like a fault: ``nan`` values and a negative loss."""
+    nan = sorted(k for k, v in metrics.items() if isinstance(v, float) and math.isnan(v))
+    if nan:
+        shown = ", ".join(nan[:3]) + (f" and {len(nan) - 3} more" if len(nan) > 3 else "")
+        _note(
+            args,
+            f"nan ({shown}) marks a value undefined for its group, not a failure: a rank "
+            "correlation (spearman) needs at least two numbers whose predictions and true "
+            "values are not all equal (a field seen once has none)",
+        )
+    loss = metrics.get("eval/loss")
+    if loss is not None and loss < 0:
+        _note(
+            args,
+            "eval/loss is negative, which is fine: eval/loss = eval/cls_loss + reg_weight * "
+            "eval/reg_loss, and eval/reg_loss is the Cauchy negative log-density of the "
+            "numbers, log(pi scale_Y) + log(1 + z^2), below 0 when the predicted scale is "
+            "under 1/pi (sharp predictions)",
+        )
 
 
 def _write(precision: Any, value: float, prefix: str, decimals: int | None) -> str:
     if not math.isfinite(value):
         return "inf" if value > 0 else "-inf"
     return cast(str, precision.write(value, prefix, decimals))
+
+
+def _check_decimals(args: argparse.Namespace) -> None:
+    from .precision import check_decimals
+
+    if args.decimals is not None:
+        check_decimals(args.decimals, "--decimals")
 
 
 # --------------------------------------------------------------------------------------------
@@ -385,10 +652,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import FULL, QUICK, run_demo, with_overrides
 
     settings = with_overrides(QUICK if args.quick else FULL, max_steps=args.steps, seed=args.seed)
+    _set_threads(args)
     run_demo(
         args.output_dir,
         settings=settings,
-        progress=not args.no_progress,
+        progress=_progress(args),
         plots=not args.no_plots,
     )
     return 0
@@ -405,8 +673,29 @@ def _warmup_steps(args: argparse.Namespace, n_texts: int) -> int:
     return math.ceil(args.warmup_ratio * total)
 
 
+def _describe(data: _Data, field: str | None, targets: list[float]) -> None:
+    """Before training: which number is the target, and how the first row reads as text."""
+    from cauchylin.metrics import quantiles
+
+    median = f"median {quantiles(_tensor(targets), (0.5,))[0]:.6g} over " if targets else "none in "
+    print(f"target: {_target_name(data, field)} ({median}{len(data.texts)} texts)")
+    first = "row 1 as text" if data.table is not None else "text 1"
+    print(f"{first}: {_shorten(data.texts[0])}", flush=True)
+
+
+def _tensor(values: Sequence[float]) -> Any:
+    import torch
+
+    return torch.tensor(values, dtype=torch.float64)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """``train``: a model from a config or a checkpoint, trained on a dataset file, saved."""
+    from safetensors import SafetensorError
+
+    from cauchylin.metrics import quantiles
+
+    from ..predict import target_numbers
     from ..training import train
     from .precision import NumberPrecision
 
@@ -416,12 +705,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise CliError("no training data: pass --data FILE (.jsonl, .txt, .csv)")
     if args.from_config is not None and args.tokenizer is not None:
         raise CliError("--from-config trains its own tokenizer: leave out --tokenizer")
-    out = _check_output_dir(args.output_dir)
+    out = _check_output_dir(args.output_dir, args.overwrite)
+    _note_leftovers(args, out)
     saved = _data_format(args.model) if args.model is not None else {}
-    train_texts, tt = _read_data(args, args.data, saved)
-    eval_texts = None
+    data = _read_data(args, args.data, saved)
+    held: _Data | None = None
     if args.eval_file:
-        eval_texts, _ = _read_data(args, args.eval_file, _format_record(tt, None))
+        held = _read_data(args, args.eval_file, _format_record(data.template, None, None))
     _set_threads(args)
 
     if args.from_config is not None:
@@ -429,7 +719,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         model, ntok = build_from_config(
             args.from_config,
-            train_texts,
+            data.texts,
             vocab_size=args.vocab_size,
             seed=args.seed,
             freeze_backbone=args.train_backbone is False,
@@ -443,54 +733,75 @@ def cmd_train(args: argparse.Namespace) -> int:
         model.set_backbone_trainable(bool(trainable))
         model.config.freeze_backbone = not trainable
         what = str(args.model)
+    train_ds = _encode(model, ntok, data, args.max_length)
+    eval_ds = _encode(model, ntok, held, args.max_length) if held is not None else None
     n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
     backbone = "frozen" if model.config.freeze_backbone else "trainable"
     print(
         f"training {n_train / 1e6:.3f}M parameters of {what} (backbone {backbone}) on "
-        f"{len(train_texts)} texts of {args.data}",
+        f"{len(data.texts)} texts of {args.data}",
         flush=True,
     )
-    extra: dict[str, Any] = {"warmup_steps": _warmup_steps(args, len(train_texts))}
+    field = _target_field(data.template, args)
+    targets = target_numbers(data.texts, target_field=field)
+    _describe(data, field, targets)
+    median = quantiles(_tensor(targets), (0.5,))[0] if targets else None
+    extra: dict[str, Any] = {"warmup_steps": _warmup_steps(args, len(data.texts))}
     if args.lr_scheduler is not None:
         extra["lr_scheduler_type"] = args.lr_scheduler
-    precision = NumberPrecision.from_texts(train_texts)
-    with _staging(out) as staging:
-        result = train(
-            model,
-            ntok,
-            train_texts,
-            eval_texts,
-            staging,
-            max_steps=args.max_steps,
-            num_train_epochs=args.epochs,
-            batch_size=args.batch_size,
-            learning_rate=args.learning_rate,
-            max_length=args.max_length,
-            logging_steps=args.logging_steps,
-            seed=args.seed,
-            progress=not args.no_progress,
-            **extra,
-        )
-        if result.global_step < 1:
-            raise CliError("training took no step: raise --epochs or --max-steps")
-        record = _format_record(tt, precision)
-        text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
-        (staging / DATA_FORMAT_FILE).write_text(text, encoding="utf-8")
-        metrics = dict(result.metrics or {})
-        if eval_texts:
-            field = _target_field(tt, args)
-            metrics.update(_number_metrics(model, ntok, eval_texts, field, args.batch_size))
+    precision = NumberPrecision.from_texts(data.texts)
+    existed = out.exists()
+    try:
+        with _staging(out) as staging:
+            result = train(
+                model,
+                ntok,
+                train_ds,
+                eval_ds,
+                staging,
+                max_steps=args.max_steps,
+                num_train_epochs=args.epochs,
+                batch_size=args.batch_size,
+                learning_rate=args.learning_rate,
+                logging_steps=args.logging_steps,
+                seed=args.seed,
+                progress=_progress(args),
+                **extra,
+            )
+            if result.global_step < 1:
+                raise CliError("training took no step: raise --epochs or --max-steps")
+            record = _format_record(data.template, precision, median)
+            text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+            (staging / DATA_FORMAT_FILE).write_text(text, encoding="utf-8")
+            metrics = dict(result.metrics or {})
+            if median is not None and model.config.num_token_id is not None:
+                if held is not None:
+                    checked, where = held, "held-out texts"
+                else:  # no held-out data: the check still tells a flat model apart
+                    n = min(len(data.texts), _CHECK_TEXTS)
+                    checked, where = data._replace(texts=data.texts[:n]), "training texts"
+                field_held = _target_field(checked.template, args)
+                metrics.update(
+                    _target_report(args, model, ntok, checked, field_held, median, where)
+                )
+    except SafetensorError as exc:
+        raise CliError(_save_failure(out, exc, existed)) from None
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise CliError(_save_failure(out, exc, existed)) from None
     print(f"saved the model, its tokenizer and {DATA_FORMAT_FILE} to {out}")
-    if metrics:
+    if metrics and held is not None:
         _print_metrics(metrics)
     return 0
 
 
-def _format_record(tt: Any, precision: Any) -> dict[str, Any]:
+def _format_record(tt: Any, precision: Any, median: float | None) -> dict[str, Any]:
     return {
         "template": None if tt is None else tt.template,
         "target": None if tt is None else tt.target,
         "precision": None if precision is None else precision.to_dict(),
+        "target_median": median,
     }
 
 
@@ -499,40 +810,43 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from ..training import evaluate_model
 
     saved = _data_format(args.model)
-    texts, tt = _read_data(args, args.data, saved)
+    median = _saved_median(args.model)
+    data = _read_data(args, args.data, saved)
     _set_threads(args)
     model, ntok = load_causal_model(args.model, tokenizer=args.tokenizer)
+    dataset = _encode(model, ntok, data, args.max_length)
     metrics = evaluate_model(
         model,
         ntok,
-        texts,
+        dataset,
         batch_size=args.batch_size,
         max_length=args.max_length,
         seed=args.seed,
-        progress=not args.no_progress,
+        progress=_progress(args),
     )
     if model.config.num_token_id is not None:
-        field = _target_field(tt, args)
-        metrics.update(_number_metrics(model, ntok, texts, field, args.batch_size))
+        field = _target_field(data.template, args)
+        metrics.update(_target_report(args, model, ntok, data, field, median, "texts"))
     if args.json:
         print(json.dumps(metrics, indent=2))
     else:
         _print_metrics(metrics)
+    _explain(args, metrics)
     return 0
 
 
-def _prompts(args: argparse.Namespace, saved: dict[str, Any]) -> tuple[list[str], Any]:
+def _prompts(args: argparse.Namespace, saved: dict[str, Any]) -> tuple[list[str], _Data | None]:
     from ..data import read_texts
 
     prompts = list(args.prompt or [])
-    tt = None
+    table: _Data | None = None
     if getattr(args, "prompts_file", None):
         prompts += read_texts(_data_path(args.prompts_file))
     if getattr(args, "data", None):
-        table_prompts, tt = _read_data(args, args.data, saved, prompts=True)
-        if tt is None:
+        table = _read_data(args, args.data, saved, prompts=True)
+        if table.template is None:
             raise CliError(f"--data must be a table (.csv or .tsv), got {args.data!r}")
-        prompts += table_prompts
+        prompts += table.texts
     elif getattr(args, "template", None):
         raise CliError("--template needs --data TABLE")
     if not prompts:
@@ -540,7 +854,51 @@ def _prompts(args: argparse.Namespace, saved: dict[str, Any]) -> tuple[list[str]
             "no prompt: pass --prompt TEXT (repeatable), --prompts-file FILE"
             + (" or --data TABLE" if hasattr(args, "data") else "")
         )
-    return prompts, tt
+    return prompts, table
+
+
+def _read_on(
+    args: argparse.Namespace, model: Any, ntok: Any, prompts: list[str], pred: Any
+) -> list[str]:
+    """The prefix each number is read after: a prompt that ends without a separator where the
+    model expects one before a number (``"... -> price"``) is read with a space added, as
+    ``generate`` would write it; ``pred`` is updated in place."""
+    from ..predict import predict_values
+
+    prefixes = list(prompts)
+    doubtful = [
+        i
+        for i, text in enumerate(prompts)
+        if text and not text[-1].isspace() and float(pred.p_num[i]) < 0.5
+    ]
+    if not doubtful:
+        return prefixes
+    spaced = predict_values(
+        model,
+        ntok,
+        [prompts[i] + " " for i in doubtful],
+        levels=pred.levels,
+        batch_size=args.batch_size,
+    )
+    fixed = []
+    for j, i in enumerate(doubtful):
+        if float(spaced.p_num[j]) <= float(pred.p_num[i]):
+            continue
+        for name in ("median", "loc", "scale", "p_num", "lower", "upper"):
+            getattr(pred, name)[i] = getattr(spaced, name)[j]
+        prefixes[i] = prompts[i] + " "
+        fixed.append((i, float(spaced.p_num[j])))
+    if fixed:
+        i, p = fixed[0]
+        more = f" (and {len(fixed) - 1} more prompts)" if len(fixed) > 1 else ""
+        _note(
+            args,
+            f"prompt {i + 1}, {_shorten(prompts[i], 60)!r}, ends without the space the model "
+            f"expects before a number{more}: read as {_shorten(prompts[i] + ' ', 60)!r}, as "
+            f"generate writes it (P(<NUM>) {p:.3f} after the space); end a prompt where the "
+            "number starts",
+        )
+    return prefixes
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -548,35 +906,37 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from ..predict import predict_values
     from .precision import field_before
 
+    _check_decimals(args)
     saved = _data_format(args.model)
-    prompts, tt = _prompts(args, saved)
-    truth = _table_targets(args.data, tt) if tt is not None else None
+    prompts, table = _prompts(args, saved)
+    truth = _table_truth(table) if table is not None else None
     _set_threads(args)
     model, ntok = load_causal_model(args.model, tokenizer=args.tokenizer)
     if model.config.num_token_id is None:
         raise CliError("the model has no <NUM> token: it cannot predict numbers")
     precision = _precision(args.model)
     pred = predict_values(model, ntok, prompts, levels=args.levels, batch_size=args.batch_size)
+    prefixes = _read_on(args, model, ntok, prompts, pred)
     rows = pred.rows()
-    for i, (prompt, row) in enumerate(zip(prompts, rows, strict=True)):
-        text = _write(precision, float(pred.median[i]), prompt, args.decimals)
+    for i, (prefix, row) in enumerate(zip(prefixes, rows, strict=True)):
+        text = _write(precision, float(pred.median[i]), prefix, args.decimals)
         intervals = {
             c: (
-                _write(precision, float(pred.lower[i, j]), prompt, args.decimals),
-                _write(precision, float(pred.upper[i, j]), prompt, args.decimals),
+                _write(precision, float(pred.lower[i, j]), prefix, args.decimals),
+                _write(precision, float(pred.upper[i, j]), prefix, args.decimals),
             )
             for j, c in enumerate(pred.levels)
         }
         if args.json:
-            record: dict[str, Any] = {"prompt": prompt, "text": text, **row}
-            record["field"] = field_before(prompt)
+            record: dict[str, Any] = {"prompt": prompts[i], "text": text, **row}
+            record["field"] = field_before(prefix)
             if truth is not None:  # the table's prompts come last
                 k = i - (len(prompts) - len(truth))
                 record["true"] = truth[k] if k >= 0 else None
             print(json.dumps(record, ensure_ascii=False))
             continue
         parts = [f"{round(100 * c)}% [{lo}, {hi}]" for c, (lo, hi) in intervals.items()]
-        line = f"{prompt}{text}  |  " + "  ".join(parts) + f"  P(<NUM>) {row['p_num']:.3f}"
+        line = f"{prefix}{text}  |  " + "  ".join(parts) + f"  P(<NUM>) {row['p_num']:.3f}"
         print(line)
     return 0
 
@@ -608,8 +968,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     """``generate``: continuations of prompts with numbers written in."""
     from tqdm.auto import tqdm
 
+    from cauchylin.nn.modes import STANDARD
+
     from ..generation import generate
 
+    _check_decimals(args)
     saved = _data_format(args.model)
     prompts, _ = _prompts(args, saved)
     _set_threads(args)
@@ -620,13 +983,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
         eos += [i for i in _sentence_end_ids(ntok) if i not in eos]
     results = []
     batches = range(0, len(prompts), args.batch_size)
-    for start in tqdm(batches, desc="generate", disable=args.no_progress or len(batches) < 2):
+    for start in tqdm(batches, desc="generate", disable=not _progress(args) or len(batches) < 2):
         chunk = prompts[start : start + args.batch_size]
         out = generate(
             model,
             chunk,
             tokenizer=ntok,
-            mode=args.mode,
+            mode=args.mode or STANDARD,
             temperature=args.temperature,
             top_k=args.top_k,
             top_p=args.top_p,
@@ -672,305 +1035,69 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# Parser
+# Running a command
 
 
-def _integer(accept: Callable[[int], bool], expected: str) -> Callable[[str], int]:
-    """An argparse ``type`` for an integer that ``accept`` allows; errors say ``expected``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-        if not accept(value):
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-        return value
-
-    return parse
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "demo": cmd_demo,
+    "train": cmd_train,
+    "evaluate": cmd_evaluate,
+    "predict": cmd_predict,
+    "generate": cmd_generate,
+    "verify": cmd_verify,
+}
+"""The function of each command (``args.command`` of :func:`cauchylin_lm.build_parser`)."""
 
 
-_positive_int = _integer(lambda v: v >= 1, "a positive integer")
-_count = _integer(lambda v: v >= 0, "an integer >= 0")
-_steps = _integer(lambda v: v == -1 or v >= 1, "-1 or a positive integer")
+def _terminate(signum: int, frame: Any) -> None:
+    raise _Terminated()
 
 
-def _real(low: float, high: float, *, closed_low: bool) -> Any:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        ok = math.isfinite(value) and (value >= low if closed_low else value > low) and value < high
-        if not ok:
-            bracket = "[" if closed_low else "("
-            raise argparse.ArgumentTypeError(
-                f"expected a number in {bracket}{low:g}, {high:g}), got {text!r}"
-            )
-        return value
-
-    return parse
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises :class:`_Terminated` while the block runs (in the main thread)."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread
+        previous = None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``cauchylin-lm`` (one subparser per command).
-
-    Returns:
-        The parser; ``args.func(args)`` runs the parsed command.
-
-    Example:
-        >>> args = build_parser().parse_args(["generate", "model_dir", "--prompt", "3 eggs",
-        ...                                   "--mode", "causal"])
-        >>> args.command, args.model, args.prompt, args.mode, args.max_new_tokens
-        ('generate', 'model_dir', ['3 eggs'], 'causal', 32)
-        >>> args.func.__name__, args.sentence_stop
-        ('cmd_generate', True)
-        >>> args = build_parser().parse_args(["train", "--from-config", "qwen2-tiny", "--data",
-        ...                                   "t.csv", "--warmup-ratio", "0.1"])
-        >>> args.model, args.from_config, args.warmup_ratio, args.train_backbone
-        (None, 'qwen2-tiny', 0.1, None)
-    """
-    from cauchylin.nn.modes import MODES, STANDARD
-
-    parser = _Parser(
-        prog=PROG,
-        description="Causal language models with Cauchy heads on Hugging Face decoders.",
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-    positive = _real(0.0, math.inf, closed_low=False)
-
-    def progress_flag(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--no-progress", action="store_true", help="hide progress bars")
-
-    def threads_flag(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--threads",
-            type=_positive_int,
-            help="torch CPU threads (default: torch's choice, with a note when the machine is "
-            "busy)",
-        )
-
-    def table_flags(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--template",
-            help='a CSV row as text, e.g. "age {age}, bmi {bmi} -> progression {target}" '
-            "(default: the model's saved template, else every column as 'name value')",
-        )
-        p.add_argument(
-            "--target",
-            help="the target column of a table (default: 'target' if there is one, else the "
-            "last column)",
-        )
-
-    p = sub.add_parser(
-        "demo",
-        help="train and evaluate the embedded small model on a synthetic numeric corpus",
-        description="Build a small Qwen2-architecture model from a config and a synthetic "
-        "numeric corpus (no download), train it, evaluate it against two baselines, generate "
-        "in every mode and write plots.",
-    )
-    p.add_argument("--output-dir", default="outputs/demo", help="plots and metrics go here")
-    p.add_argument("--quick", action="store_true", help="a shortened demo")
-    p.add_argument("--steps", type=_positive_int, help="training steps (default: the preset)")
-    p.add_argument("--seed", type=int, help="seed (default 0)")
-    p.add_argument("--no-plots", action="store_true", help="do not write the figures")
-    progress_flag(p)
-    p.set_defaults(func=cmd_demo)
-
-    p = sub.add_parser(
-        "train",
-        help="train a model from a config, or the causal heads on a local checkpoint",
-        description="Train on a dataset file (JSONL with a 'text' field, plain text with one "
-        "example per line, or a CSV table written as text by --template) and save the model, "
-        "its tokenizer and data_format.json to --output-dir (replaced only when training "
-        "succeeded). Either build a new model with --from-config (a byte-level BPE tokenizer "
-        "trained on the data, a random backbone that trains too) or start from a local "
-        "checkpoint folder (a base like Qwen2.5-0.5B with its backbone frozen, or a causal "
-        "model saved by train).",
-    )
-    p.add_argument(
-        "model",
-        nargs="?",
-        help="base checkpoint folder or a saved causal model (or use --from-config)",
-    )
-    p.add_argument(
-        "--from-config",
-        metavar="PRESET|CONFIG",
-        help="build a new model: qwen2-tiny, qwen2-small, or a Hugging Face config.json",
-    )
-    p.add_argument(
-        "--data", "--train-file", dest="data", help="training data (.jsonl, .txt, .csv, .tsv)"
-    )
-    table_flags(p)
-    p.add_argument("--eval-file", help="held-out data evaluated after training (same format)")
-    p.add_argument("--output-dir", default="cauchylin_output", help="where to save")
-    p.add_argument("--tokenizer", help="tokenizer folder (default: the model folder)")
-    p.add_argument(
-        "--vocab-size",
-        type=_positive_int,
-        default=1024,
-        help="--from-config: largest tokenizer vocabulary (default 1024)",
-    )
-    p.add_argument("--max-steps", type=_steps, default=-1, help="optimizer steps (-1: epochs)")
-    p.add_argument("--epochs", type=positive, default=1.0, help="epochs when --max-steps is -1")
-    p.add_argument("--batch-size", type=_positive_int, default=8)
-    p.add_argument("--learning-rate", type=positive, default=1e-3)
-    warm = p.add_mutually_exclusive_group()
-    warm.add_argument(
-        "--warmup-ratio",
-        type=_real(0.0, 1.0, closed_low=True),
-        help="linear warm-up over this share of the steps (converted to --warmup-steps)",
-    )
-    warm.add_argument("--warmup-steps", type=_count, help="linear warm-up steps (default 0)")
-    p.add_argument(
-        "--lr-scheduler", choices=SCHEDULERS, help="learning-rate schedule (default linear)"
-    )
-    p.add_argument("--max-length", type=_positive_int, help="cut examples to this many tokens")
-    p.add_argument("--logging-steps", type=_positive_int, default=10)
-    p.add_argument(
-        "--train-backbone",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="train the backbone too (default: yes for --from-config and for a saved model "
-        "that trained it, no for a base checkpoint)",
-    )
-    p.add_argument("--seed", type=int, default=0)
-    threads_flag(p)
-    progress_flag(p)
-    p.set_defaults(func=cmd_train)
-
-    p = sub.add_parser(
-        "evaluate",
-        help="held-out metrics: token accuracy, <NUM> F1, errors of the target numbers, ...",
-        description="Evaluate a causal model (or a base with fresh heads) on a dataset file: "
-        "the token and <NUM> metrics, and the errors, rank correlation and interval coverage "
-        "of the predicted numbers (target/..., all/..., field/<name>/...).",
-    )
-    p.add_argument("model", help="a causal model folder (from train) or a base folder")
-    p.add_argument("--data", required=True, help="dataset file (.jsonl, .txt, .csv, .tsv)")
-    table_flags(p)
-    p.add_argument(
-        "--target-field",
-        help="the field of the target number (the words just before it; default: the last "
-        "number of each text)",
-    )
-    p.add_argument("--tokenizer", help="tokenizer folder (default: the model folder)")
-    p.add_argument("--batch-size", type=_positive_int, default=16)
-    p.add_argument("--max-length", type=_positive_int)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true", help="print the metrics as JSON")
-    threads_flag(p)
-    progress_flag(p)
-    p.set_defaults(func=cmd_evaluate)
-
-    p = sub.add_parser(
-        "predict",
-        help="the next number after each prompt: median, intervals, P(<NUM>)",
-        description="Read each prompt and predict the number that comes next: the median, "
-        "central intervals (exact Cauchy quantiles) and P(<NUM>). A table (--data) gives one "
-        "prompt per row: its text up to the target.",
-    )
-    p.add_argument("model", help="a causal model folder (from train)")
-    p.add_argument("--prompt", action="append", help="a prompt (repeatable)")
-    p.add_argument("--prompts-file", help="prompts, one per line (or JSONL 'text')")
-    p.add_argument("--data", help="a table (.csv, .tsv): one prompt per row")
-    table_flags(p)
-    p.add_argument(
-        "--levels",
-        type=_real(0.0, 1.0, closed_low=False),
-        nargs="+",
-        default=[0.5, 0.9],
-        help="coverages of the central intervals (default 0.5 0.9)",
-    )
-    p.add_argument(
-        "--decimals",
-        type=_count,
-        help="decimals of the printed numbers (default: those of the training data's field)",
-    )
-    p.add_argument("--tokenizer", help="tokenizer folder (default: the model folder)")
-    p.add_argument("--batch-size", type=_positive_int, default=32)
-    p.add_argument("--json", action="store_true", help="one JSON object per prompt")
-    threads_flag(p)
-    progress_flag(p)
-    p.set_defaults(func=cmd_predict)
-
-    p = sub.add_parser(
-        "generate",
-        help="generate text with numbers in any inference mode",
-        description="Continue prompts; a chosen <NUM> is written as the predicted value, with "
-        "the decimals the training data used for its field. Generation stops at the end of "
-        "the sentence unless --no-sentence-stop.",
-    )
-    p.add_argument("model", help="a causal model folder (from train) or a base folder")
-    p.add_argument("--prompt", action="append", help="a prompt (repeatable)")
-    p.add_argument("--prompts-file", help="prompts, one per line (or JSONL 'text')")
-    p.add_argument("--tokenizer", help="tokenizer folder (default: the model folder)")
-    p.add_argument("--mode", choices=MODES, default=STANDARD)
-    p.add_argument("--temperature", type=_real(0.0, math.inf, closed_low=True), default=1.0)
-    p.add_argument("--top-k", type=_positive_int)
-    p.add_argument("--top-p", type=float)
-    p.add_argument("--max-new-tokens", type=_count, default=32)
-    p.add_argument(
-        "--sentence-stop",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="stop a row after a token that ends a sentence (., !, ? or a newline; default on)",
-    )
-    p.add_argument("--stop", action="append", help="stop string (repeatable)")
-    p.add_argument(
-        "--decimals",
-        type=_count,
-        help="decimals of generated numbers (default: those of the training data's field)",
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=_positive_int, default=8)
-    p.add_argument("--json", action="store_true", help="one JSON object per prompt")
-    threads_flag(p)
-    progress_flag(p)
-    p.set_defaults(func=cmd_generate)
-
-    p = sub.add_parser(
-        "verify",
-        help="check that loc_S equals the base logits right after initialisation",
-        description="Attach fresh heads to a base checkpoint folder and measure the largest "
-        "difference between loc_S and the base model's logits.",
-    )
-    p.add_argument("base", help="base checkpoint folder")
-    p.add_argument("--tokenizer", help="tokenizer folder (default: the base folder)")
-    p.add_argument("--text", action="append", help="a text to read (repeatable)")
-    p.add_argument("--tolerance", type=float, default=1e-4)
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.set_defaults(func=cmd_verify)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``cauchylin-lm``.
+def run(args: argparse.Namespace) -> int:
+    """Run a parsed ``cauchylin-lm`` command and turn user errors into one line.
 
     Args:
-        argv: the arguments (default ``sys.argv[1:]``).
+        args: from :func:`cauchylin_lm.build_parser` (``args.command`` picks the command).
 
     Returns:
-        The exit status: 0 on success, 1 when ``verify`` fails its tolerance, 2 for a user error
-        (bad options exit with 2 through argparse), 130 when interrupted.
+        The exit status: 0 on success, 1 when ``verify`` fails its tolerance, 2 for a user error,
+        130 when interrupted (Ctrl-C), 143 when terminated (SIGTERM), 141 when the output pipe
+        closed.
+
+    Raises:
+        KeyError: ``args.command`` is not a command.
 
     Example:
         >>> import contextlib, io
+        >>> args = build_parser().parse_args(["predict", "/no/such/model", "--prompt", "x "])
         >>> err = io.StringIO()
         >>> with contextlib.redirect_stderr(err):
-        ...     status = main(["verify", "/no/such/folder"])
+        ...     status = run(args)
         >>> status, err.getvalue().strip()
-        (2, "cauchylin-lm verify: error: base folder not found: '/no/such/folder'")
+        (2, "cauchylin-lm predict: error: model folder not found: '/no/such/model'")
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if getattr(args, "no_progress", False) or not sys.stderr.isatty():
+    command = COMMANDS[args.command]
+    if not _progress(args):
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # the "Loading weights" bars
     try:
-        return int(args.func(args))
+        with _sigterm_as_interrupt():
+            return int(command(args))
     except BrokenPipeError:  # the output went to a pipe that closed (| head)
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -981,9 +1108,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(exc).strip().replace("\n", " ") or type(exc).__name__
         print(f"{PROG} {args.command}: error: {message}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"{PROG} {args.command}: interrupted; nothing was saved", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, _Terminated)
+        what = "terminated (SIGTERM)" if terminated else "interrupted"
+        print(f"{PROG} {args.command}: {what}; {str(exc) or 'nothing was saved'}", file=sys.stderr)
+        return 143 if terminated else 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``cauchylin-lm`` (the same as the console script, :func:`cauchylin_lm.main`).
+
+    Args:
+        argv: the arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit status of :func:`run` (argparse exits with 2 on a bad option).
+
+    Example:
+        >>> import contextlib, io
+        >>> err = io.StringIO()
+        >>> with contextlib.redirect_stderr(err):
+        ...     status = main(["verify", "/no/such/folder"])
+        >>> status, err.getvalue().strip()
+        (2, "cauchylin-lm verify: error: base folder not found: '/no/such/folder'")
+    """
+    return run(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,26 +2,81 @@
 
 A model predicts a float (``139.1988``) where the data wrote ``139``. :class:`NumberPrecision`
 learns, from the training texts, the decimals each *field* was written with (the field of a
-number is the words just before it, :func:`cauchylin_hf.predict.field_of`; ``"price 4.50"``
+number is the words just before it, :func:`cauchylin_hf.predict.field_of`; ``"price 4.25"``
 has field ``price`` and 2 decimals), and writes a predicted number of that field with as many:
 the largest count seen for the field, or the largest over all numbers for a field the data never
-had. ``1.5e-3`` counts as 4 decimals (``0.0015``).
+had.
+
+A number counts the decimals of its *shortest* spelling that reads back to the same float32
+value (the value the model reads), and never more than it was written with: ``12.090000000000``
+(a table written by pandas with 12 decimals) counts 2, like ``12.09``; ``0.30000000000000004``
+counts 1; ``4.50`` counts 1 (trailing zeros carry no value); ``1.5e-3`` counts 4 (``0.0015``).
 
 The command line saves it next to the model (``data_format.json``) when it trains, and rounds
-the numbers it generates or prints with it (``--decimals N`` overrides).
+the numbers it generates or prints with it (``--decimals N`` overrides; at most
+:data:`MAX_DECIMALS`).
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..numbers import NumberSpan, find_numbers
+from ..numbers import NumberSpan, find_numbers, format_number
 from ..predict import field_of
 
-__all__ = ["NumberPrecision", "decimals_of", "field_before"]
+__all__ = [
+    "MAX_DECIMALS",
+    "NumberPrecision",
+    "check_decimals",
+    "decimals_of",
+    "field_before",
+    "needed_decimals",
+]
+
+MAX_DECIMALS = 50
+"""The most decimals a number is written with. A float32 needs at most 46 (its smallest
+subnormal, ``1e-45``, spelled ``0.000...0001``); a larger count (a corrupt ``data_format.json``,
+``--decimals 1000000000``) is refused rather than written as a string of a billion zeros."""
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, cut to 40 characters (a corrupt file can hold a huge value)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long for str()
+        return f"an int of more than {sys.get_int_max_str_digits()} digits"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_decimals(value: Any, name: str) -> int:
+    """Check a count of decimals.
+
+    Args:
+        value: the count.
+        name: what to call it in the error.
+
+    Returns:
+        ``value``.
+
+    Raises:
+        ValueError: ``value`` is not an int in ``[0, MAX_DECIMALS]`` (the message shows at most
+            40 characters of it).
+
+    Example:
+        >>> check_decimals(2, "decimals")
+        2
+        >>> check_decimals(10**9, "decimals")
+        Traceback (most recent call last):
+        ...
+        ValueError: decimals must be an int in [0, 50], got 1000000000
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DECIMALS:
+        raise ValueError(f"{name} must be an int in [0, {MAX_DECIMALS}], got {_short(value)}")
+    return value
 
 
 def decimals_of(spelling: str) -> int:
@@ -47,6 +102,25 @@ def decimals_of(spelling: str) -> int:
     mantissa, _, exponent = body.partition("e")
     fraction = mantissa.partition(".")[2]
     return max(0, len(fraction) - (int(exponent) if exponent else 0))
+
+
+def needed_decimals(span: NumberSpan) -> int:
+    """The decimals a number of the training text needs: those of its shortest spelling that
+    reads back to the same float32, at most as many as it was written with.
+
+    Args:
+        span: a number found by :func:`cauchylin_hf.numbers.find_numbers` (its ``text`` and
+            float32 ``value``).
+
+    Returns:
+        ``min(decimals_of(span.text), decimals_of(format_number(span.value)))``.
+
+    Example:
+        >>> from cauchylin_hf.numbers import find_numbers
+        >>> [needed_decimals(s) for s in find_numbers("12.090000000000 4.50 0.125 1.5e-3 7")]
+        [2, 1, 3, 4, 0]
+    """
+    return min(decimals_of(span.text), decimals_of(format_number(span.value)))
 
 
 def field_before(text: str) -> str:
@@ -86,8 +160,8 @@ class NumberPrecision:
             reads back to the float32 value, :func:`cauchylin_hf.numbers.format_number`).
 
     Example:
-        >>> p = NumberPrecision.from_texts(["price 4.50, 3 items", "price 12.00, 10 items"])
-        >>> p.decimals, p.default
+        >>> p = NumberPrecision.from_texts(["price 4.25, 3 items", "price 12.000000001, 10 items"])
+        >>> p.decimals, p.default  # 12.000000001 is 12 in float32: it needs no decimal
         ({'price': 2, '': 0}, 2)
         >>> p.write(5.0, "price "), p.write(139.1988, "weight ")
         ('5.00', '139.20')
@@ -106,8 +180,9 @@ class NumberPrecision:
             texts: the training texts.
 
         Returns:
-            The precision (``default``: the largest count over all numbers; None when the
-            texts hold no number).
+            The precision (each field's count: the largest :func:`needed_decimals` of its
+            numbers; ``default``: the largest count over all numbers; None when the texts hold
+            no number).
 
         Raises:
             ValueError: a text that is not a ``str``.
@@ -121,7 +196,7 @@ class NumberPrecision:
             if not isinstance(text, str):
                 raise ValueError(f"texts[{i}] must be a str, got {type(text).__name__}")
             for span, name in _fields(text):
-                out[name] = max(out.get(name, 0), decimals_of(span.text))
+                out[name] = max(out.get(name, 0), needed_decimals(span))
         return cls(out, max(out.values()) if out else None)
 
     def decimals_for(self, prefix: str) -> int | None:
@@ -152,18 +227,17 @@ class NumberPrecision:
             shortest decimal of the float32 value.
 
         Raises:
-            ValueError: a non-finite value or a negative ``decimals``.
+            ValueError: a non-finite value, or ``decimals`` not an int in
+                ``[0, MAX_DECIMALS]``.
 
         Example:
             >>> NumberPrecision({"n": 0}, 0).write(138.6916, "n "), NumberPrecision().write(-0.2, "", 0)
             ('139', '0')
         """
-        from ..numbers import format_number
-
         if not math.isfinite(value):
             raise ValueError(f"value must be finite, got {value!r}")
-        if decimals is not None and (isinstance(decimals, bool) or decimals < 0):
-            raise ValueError(f"decimals must be an int >= 0, got {decimals!r}")
+        if decimals is not None:
+            check_decimals(decimals, "decimals")
         d = self.decimals_for(prefix) if decimals is None else int(decimals)
         if d is None:
             return format_number(value)
@@ -202,7 +276,7 @@ class NumberPrecision:
             >>> out = SimpleNamespace(sequences=whole["input_ids"], prompt_length=n_prompt,
             ...                       numeric_values=whole["numeric_values"],
             ...                       attention_mask=whole["attention_mask"])
-            >>> NumberPrecision.from_texts(["price 4.50"]).write_generation(out, 0, prompt, ntok)
+            >>> NumberPrecision.from_texts(["price 4.25"]).write_generation(out, 0, prompt, ntok)
             ('price 4.50, then price 5.13.', ' 5.13.', ['5.13'])
         """
         num = tokenizer.num_token_id
@@ -257,7 +331,7 @@ class NumberPrecision:
             The precision.
 
         Raises:
-            ValueError: a missing key or a count that is not an int >= 0.
+            ValueError: a missing key, or a count that is not an int in ``[0, MAX_DECIMALS]``.
 
         Example:
             >>> NumberPrecision.from_dict({"decimals": {"a": 1}, "default": None}).decimals
@@ -268,12 +342,7 @@ class NumberPrecision:
         except (KeyError, TypeError) as exc:
             raise ValueError(f"a number precision needs 'decimals' and 'default': {exc}") from None
 
-        def count(v: Any, where: str) -> int:
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"{where} must be an int >= 0, got {v!r}")
-            return v
-
         if not isinstance(decimals, Mapping):
-            raise ValueError(f"'decimals' must be a mapping, got {decimals!r}")
-        out = {str(k): count(v, f"decimals[{k!r}]") for k, v in decimals.items()}
-        return cls(out, None if default is None else count(default, "default"))
+            raise ValueError(f"'decimals' must be a mapping, got {_short(decimals)}")
+        out = {str(k): check_decimals(v, f"decimals[{_short(k)}]") for k, v in decimals.items()}
+        return cls(out, None if default is None else check_decimals(default, "default"))

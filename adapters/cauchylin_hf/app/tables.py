@@ -22,22 +22,42 @@ own text, which the model would read as values (the command line warns about the
 from __future__ import annotations
 
 import csv
+import io
+import math
 import os
+import re
 import string
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ..numbers import find_numbers
+from ..numbers import find_numbers, is_number, parse_number, to_float32
 
-__all__ = ["TARGET", "Table", "TableTemplate", "is_table_file", "label_of", "read_table"]
+__all__ = [
+    "TARGET",
+    "Table",
+    "TableTemplate",
+    "is_table_file",
+    "label_of",
+    "not_a_number",
+    "read_table",
+]
 
 TARGET = "target"
 """The placeholder name that stands for the target column in a template."""
 
 _SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 _TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}
+_THOUSANDS = re.compile(r"[+-]?[0-9]{1,3}(?:[,'\u2009\u202f ][0-9]{3})+(?:\.[0-9]+)?")
+_BOMS = (  # byte-order marks, longest first (UTF-32's starts like UTF-16's)
+    (b"\xef\xbb\xbf", "utf-8-sig"),
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+)
 
 
 class Table(NamedTuple):
@@ -47,16 +67,35 @@ class Table(NamedTuple):
         columns: the header's column names, in order.
         rows: one ``{column: cell}`` dict per data row (cells stripped of surrounding spaces).
         path: the file it was read from.
+        lines: the file's line number of each data row (None when the rows were not read from
+            a file).
 
     Example:
         >>> t = Table(["x", "y"], [{"x": "1", "y": "2.50"}], Path("t.csv"))
-        >>> t.columns, t.rows[0]["y"], len(t)
-        (['x', 'y'], '2.50', 1)
+        >>> t.columns, t.rows[0]["y"], len(t), t.where(0)
+        (['x', 'y'], '2.50', 1, 't.csv, data row 1')
     """
 
     columns: list[str]
     rows: list[dict[str, str]]
-    path: Path
+    path: Path | None
+    lines: list[int] | None = None
+
+    def where(self, i: int) -> str:
+        """Where data row ``i`` (0-based) is: the file, the row number and its line.
+
+        Args:
+            i: the row's index in :attr:`rows`.
+
+        Returns:
+            ``"<path>, data row <i + 1> (line <n>)"`` (no line when :attr:`lines` is None).
+
+        Example:
+            >>> Table(["x"], [{"x": "1"}], Path("t.csv"), [3]).where(0)
+            't.csv, data row 1 (line 3)'
+        """
+        line = f" (line {self.lines[i]})" if self.lines is not None else ""
+        return f"{self.path}, data row {i + 1}{line}"
 
     def __len__(self) -> int:
         """The number of data rows."""
@@ -79,62 +118,147 @@ def is_table_file(path: str | os.PathLike[str]) -> bool:
     return Path(path).suffix.lower() in _TABLE_SUFFIXES
 
 
+def _decode(p: Path) -> str:
+    """The text of a table file: UTF-8, or the encoding its byte-order mark names."""
+    data = p.read_bytes()
+    encoding = next((name for bom, name in _BOMS if data.startswith(bom)), "utf-8")
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        hint = (
+            "it looks like UTF-16 without a byte-order mark"
+            if data[:200].count(0) > 20
+            else "it may be Latin-1 or Windows-1252"
+        )
+        raise ValueError(
+            f"{p} is not {encoding.upper().removesuffix('-SIG')} text: byte 0x"
+            f"{data[exc.start]:02x} at line {line} ({hint}); save it as UTF-8 (e.g. "
+            f"iconv -f latin1 -t utf-8 {p.name} > {p.stem}.utf8{p.suffix})"
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
 def read_table(path: str | os.PathLike[str]) -> Table:
     """Read a CSV (or, by its ``.tsv`` suffix, tab-separated) file with a header row.
 
-    Empty lines are skipped; a UTF-8 byte-order mark is ignored.
+    The file is UTF-8, or UTF-16/UTF-32 with a byte-order mark; a UTF-8 byte-order mark is
+    ignored. Empty lines are skipped.
 
     Args:
         path: the file.
 
     Returns:
-        The :class:`Table`.
+        The :class:`Table` (with the line number of each data row).
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: no header or no data row, an empty or repeated column name, or a row with
-            more or fewer cells than the header (the message gives its line number).
+        ValueError: no header or no data row, an empty or repeated column name, a row with
+            more or fewer cells than the header, a cell longer than the ``csv`` module's field
+            limit (often an unclosed quote), or bytes that are not UTF-8 (each message names the
+            file, and the line where it can).
 
     Example:
         >>> import pathlib, tempfile
         >>> f = pathlib.Path(tempfile.mkdtemp()) / "t.csv"
         >>> _ = f.write_text("age,s1,target\\n59, 0.04 ,151\\n48,-0.03,75\\n")
         >>> t = read_table(f)
-        >>> t.columns, t.rows[0]
-        (['age', 's1', 'target'], {'age': '59', 's1': '0.04', 'target': '151'})
+        >>> t.columns, t.rows[0], t.lines
+        (['age', 's1', 'target'], {'age': '59', 's1': '0.04', 'target': '151'}, [2, 3])
     """
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"table file not found: {str(p)!r}")
     delimiter = _TABLE_SUFFIXES.get(p.suffix.lower(), ",")
-    with p.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle, delimiter=delimiter)
-        header: list[str] | None = None
-        rows: list[dict[str, str]] = []
-        for record in reader:
-            if not any(cell.strip() for cell in record):
-                continue
-            cells = [cell.strip() for cell in record]
-            if header is None:
-                header = cells
-                bad = [i for i, name in enumerate(header) if not name]
-                if bad:
-                    raise ValueError(f"{p}: column {bad[0] + 1} of the header has no name")
-                repeated = sorted({n for n in header if header.count(n) > 1})
-                if repeated:
-                    raise ValueError(f"{p}: the header repeats the column names {repeated}")
-                continue
-            if len(cells) != len(header):
-                raise ValueError(
-                    f"{p}, line {reader.line_num}: {len(cells)} cells, but the header has "
-                    f"{len(header)} columns"
-                )
-            rows.append(dict(zip(header, cells, strict=True)))
+    reader = csv.reader(io.StringIO(_decode(p), newline=""), delimiter=delimiter)
+    header: list[str] | None = None
+    rows: list[dict[str, str]] = []
+    lines: list[int] = []
+    first = 1  # the line a record starts on (a quoted cell may span lines)
+    while True:
+        try:
+            record = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            raise ValueError(
+                f"{p}, line {first}: {exc} ({csv.field_size_limit()} characters); a cell "
+                'that long is usually an unclosed quote (") that swallows the lines after it'
+            ) from None
+        start, first = first, reader.line_num + 1
+        if not any(cell.strip() for cell in record):
+            continue
+        cells = [cell.strip() for cell in record]
+        if header is None:
+            header = cells
+            bad = [i for i, name in enumerate(header) if not name]
+            if bad:
+                raise ValueError(f"{p}: column {bad[0] + 1} of the header has no name")
+            repeated = sorted({n for n in header if header.count(n) > 1})
+            if repeated:
+                raise ValueError(f"{p}: the header repeats the column names {repeated}")
+            continue
+        if len(cells) != len(header):
+            raise ValueError(
+                f"{p}, line {start}: {len(cells)} cells, but the header has {len(header)} columns"
+            )
+        rows.append(dict(zip(header, cells, strict=True)))
+        lines.append(start)
     if header is None:
         raise ValueError(f"{p} is empty: a header row and at least one data row are needed")
     if not rows:
         raise ValueError(f"{p} has a header but no data row")
-    return Table(header, rows, p)
+    return Table(header, rows, p, lines)
+
+
+def not_a_number(cell: str) -> str | None:
+    """Why a table cell cannot be a target number (None when it is one).
+
+    A target cell must be exactly one number of the grammar (:func:`cauchylin_hf.numbers.is_number`)
+    that fits float32: otherwise the text would hold no number where the target belongs, or
+    several, and a model would learn (or be scored on) another number of the row.
+
+    Args:
+        cell: the cell as spelled in the file.
+
+    Returns:
+        None for a number, else a short reason (with a hint for thousands separators, digits
+        other than 0-9, numbers beyond float32, dates and missing-value markers).
+
+    Example:
+        >>> [not_a_number(c) for c in ("151", "-0.03", "1.5e3")]
+        [None, None, None]
+        >>> not_a_number("12,500")
+        "'12,500' has a thousands separator (write 12500; or 12.500 for a decimal comma)"
+        >>> not_a_number("n/a")
+        "'n/a' is not a number (a missing value? drop the row)"
+    """
+    if is_number(cell):
+        return None
+    shown = repr(cell if len(cell) <= 40 else cell[:37] + "...")
+    if not cell:
+        return "the cell is empty"
+    if _THOUSANDS.fullmatch(cell):
+        plain = re.sub(r"[,'\u2009\u202f ]", "", cell)
+        decimal = "" if "." in cell else f"; or {cell.replace(',', '.')} for a decimal comma"
+        return f"{shown} has a thousands separator (write {plain}{decimal})"
+    if any(not c.isascii() and unicodedata.category(c) == "Nd" for c in cell):
+        return f"{shown} uses digits other than 0-9 (the number grammar reads ASCII digits)"
+    try:
+        value = float(cell)
+    except ValueError:
+        value = math.nan
+    if math.isinf(value):
+        return f"{shown} is infinite"
+    try:
+        to_float32(value)
+    except ValueError:
+        return f"{shown} is beyond float32's range (about ±3.4e38), which the model reads"
+    if cell.lower() in {"nan", "na", "n/a", "null", "none", "unknown", "?", "-", "missing"}:
+        return f"{shown} is not a number (a missing value? drop the row)"
+    if len(find_numbers(cell)) > 1:
+        return f"{shown} holds several numbers (a date, a range?); a target is one number"
+    return f"{shown} is not a number"
 
 
 def label_of(column: str) -> str:
@@ -418,6 +542,47 @@ class TableTemplate:
         """
         self.check(table.columns)
         return [self._row(table, i, prompt=False) for i in range(len(table))]
+
+    def target_values(self, table: Table) -> list[float]:
+        """The target number of every row, checking that each target cell is one number.
+
+        A target cell that is a word, a missing-value marker (``n/a``, ``NaN``), a date, a
+        number with a thousands separator or beyond float32 would leave the text without a
+        number where the target belongs (or with several): the model would learn, and be
+        scored on, another number of the row. Such a table is refused.
+
+        Args:
+            table: the table.
+
+        Returns:
+            One float per row (the cell's value, rounded to float32 as the model reads it).
+
+        Raises:
+            ValueError: as :meth:`check`, or a target cell that is not a number; the message
+                names the column, the first such row (with its line) and how many there are.
+
+        Example:
+            >>> t = Table(["x", "y"], [{"x": "1", "y": "2.5"}, {"x": "3", "y": "n/a"}],
+            ...           Path("t.csv"), [2, 3])
+            >>> TableTemplate("x {x} -> y {target}.", "y").target_values(Table(
+            ...     t.columns, t.rows[:1], t.path))
+            [2.5]
+            >>> TableTemplate("x {x} -> y {target}.", "y").target_values(t)
+            Traceback (most recent call last):
+            ...
+            ValueError: target column 'y' must hold a number in every row, but t.csv, data row 2 (line 3) does not: 'n/a' is not a number (a missing value? drop the row); 1 of 2 rows are not numbers
+        """
+        self.check(table.columns)
+        cells = [row.get(self.target, "") for row in table.rows]
+        reasons = [not_a_number(cell) for cell in cells]
+        bad = [i for i, r in enumerate(reasons) if r is not None]
+        if bad:
+            raise ValueError(
+                f"target column {self.target!r} must hold a number in every row, but "
+                f"{table.where(bad[0])} does not: {reasons[bad[0]]}; {len(bad)} of "
+                f"{len(cells)} rows are not numbers"
+            )
+        return [parse_number(cell) for cell in cells]
 
     def prompts(self, table: Table) -> list[str]:
         """The prompt of every row of a table (the target column may be missing).
