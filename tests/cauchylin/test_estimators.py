@@ -489,3 +489,31 @@ def test_the_estimators_report_early_stopping():
         hidden_layer_sizes=(64,), max_iter=30, early_stopping=False, random_state=0
     ).fit(X, y)
     assert off.validation_loss_curve_ is None and off.best_epoch_ == off.n_iter_
+
+
+def test_features_near_the_float64_limit_are_standardised_without_overflow():
+    """Features around 1e300 (finite) train as well as the same features at unit scale."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    y = 2.0 * X[:, 0] + 0.1 * rng.normal(size=200)
+    settings = {"hidden_layer_sizes": (8,), "max_iter": 60, "learning_rate": 0.03}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        unit = CausalRegressor(random_state=0, **settings).fit(X, y).predict(X)
+        huge = CausalRegressor(random_state=0, **settings).fit(X * 1e300, y).predict(X * 1e300)
+    assert np.unique(huge).size == X.shape[0]
+    # Standardised, the two inputs are the same up to rounding: so are the predictions.
+    np.testing.assert_allclose(huge, unit, rtol=1e-4, atol=1e-4)
+
+
+def test_targets_the_training_dtype_cannot_hold_are_refused_by_name():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 2))
+    y = rng.normal(size=50)
+    y[0] = 1e308  # finite in float64, beyond float32 once standardised
+    with pytest.raises(ValueError, match=r"^y is out of range: .*float32.*dtype='float64'"):
+        CausalRegressor((8,), max_iter=3, random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        reg = CausalRegressor((8,), max_iter=5, random_state=0, dtype="float64").fit(X, y)
+    assert np.isfinite(reg.predict(X)).all()
