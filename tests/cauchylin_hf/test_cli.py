@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import random
+import re
 import subprocess
 import sys
 
@@ -595,3 +596,168 @@ def test_a_template_with_numbers_in_its_text_gets_a_note(table_model, capsys):
     assert "note: the template's own text holds the numbers ['1']" in err
     assert cli.main([*argv, "--no-progress"]) == 0  # the saved template has none
     assert "the template's own text" not in capsys.readouterr().err
+
+
+# ------------------------------------------- what a newcomer runs into (predict, evaluate, ...)
+
+
+def test_predict_reads_a_prompt_without_its_space_as_generate_does(table_model, capsys):
+    """`predict --prompt "... -> progression"` (no trailing space) gives the number generate
+    writes after that prompt, says why, and the interval and P(<NUM>) of that number."""
+    folder = str(table_model["model"])
+    prompt = "age 50 bmi 30.0 -> progression"
+    argv = ["generate", folder, "--prompt", prompt, "--mode", "causal", "--json"]
+    assert cli.main(argv) == 0
+    generated = json.loads(capsys.readouterr().out)
+    assert generated["continuation"].startswith(" ")  # generate writes the space first
+    (number,) = find_numbers(generated["continuation"])
+    assert cli.main(["predict", folder, "--prompt", prompt]) == 0
+    captured = capsys.readouterr()
+    line = captured.out.strip()
+    assert line.startswith(f"{prompt} {number.text}  |  50% [")
+    assert f"read as '{prompt} '" in captured.err and "ends without the space" in captured.err
+    assert float(line.rsplit("P(<NUM>)", 1)[1]) > 0.5
+    # with the space typed, the same line and no note
+    assert cli.main(["predict", folder, "--prompt", prompt + " "]) == 0
+    again = capsys.readouterr()
+    assert again.out.strip() == line and "without the space" not in again.err
+
+
+def test_evaluate_mdae_is_the_usual_median_of_the_per_row_errors(table_model, capsys):
+    """12 test rows (an even count): target/mdae is numpy's median of |prediction - truth|
+    over the rows, the predictions taken from `predict --data --json`."""
+    import numpy as np
+
+    folder, test = str(table_model["model"]), str(table_model["test"])
+    assert cli.main(["predict", folder, "--data", test, "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    errors = np.abs(np.array([r["median"] for r in rows]) - np.array([r["true"] for r in rows]))
+    assert len(errors) % 2 == 0 and np.median(errors) != np.sort(errors)[len(errors) // 2 - 1]
+    assert cli.main(["evaluate", folder, "--data", test, "--json", "--no-progress"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert math.isclose(metrics["target/mdae"], float(np.median(errors)), rel_tol=1e-5)
+    with table_model["train"].open() as f:
+        train_targets = [float(r["target"]) for r in csv.DictReader(f)]
+    baseline = np.median(np.abs(np.median(train_targets) - np.array([r["true"] for r in rows])))
+    assert math.isclose(metrics["target/mdae_baseline"], float(baseline), rel_tol=1e-6)
+
+
+def test_evaluate_reports_the_training_median_and_warns_as_learning_check_says(table_model, capsys):
+    """The error line and the warnings agree with cauchylin_hf.predict.learning_check computed
+    from `predict --data --json` and the training table (whether or not this short training
+    learnt the target: at 120 steps it usually has not, the plateau docs/training.md explains)."""
+    import numpy as np
+    from cauchylin_hf.predict import learning_check
+
+    folder, test = str(table_model["model"]), str(table_model["test"])
+    assert cli.main(["predict", folder, "--data", test, "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    with table_model["train"].open() as f:
+        median = float(np.median([float(r["target"]) for r in csv.DictReader(f)]))
+    check = learning_check([r["median"] for r in rows], [r["true"] for r in rows], median)
+    assert cli.main(["evaluate", folder, "--data", test, "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    (line,) = [s for s in captured.out.splitlines() if s.startswith("target on 12 texts")]
+    assert f"median absolute error {check.mdae:.4g};" in line
+    assert f"training median ({median:.4g}) for every row: {check.baseline_mdae:.4g}" in line
+    assert ("barely varies" in captured.err) == check.flat
+    assert ("is not below that of predicting the training median" in captured.err) == (
+        not check.beats_baseline
+    )
+    (ratio,) = re.findall(r"^target/spread_ratio\s+(\S+)$", captured.out, re.M)
+    # predict's JSON rounds each median to 7 digits: 1e-4 of the targets' spread at most
+    assert math.isclose(float(ratio), check.spread_ratio, rel_tol=1e-3, abs_tol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("cell", "reason"),
+    [
+        ("severe", "is not a number"),
+        ("NaN", "a missing value"),
+        ("1e308", "beyond float32's range"),
+        ("\u0661\u0665\u0661", "digits other than 0-9"),
+        ("2021-03-04", "several numbers"),
+        ("1,000", "thousands separator"),
+    ],
+)
+def test_evaluate_refuses_target_cells_that_are_not_numbers(
+    table_model, tmp_path, capsys, cell, reason
+):
+    """Before, evaluate scored such rows against another number of the row (the bmi, the day of
+    a date, the 000 of 1,000) and exited 0."""
+    lines = table_model["test"].read_text().splitlines()
+    lines[5] = lines[5].rsplit(",", 1)[0] + f',"{cell}"'
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    argv = ["evaluate", str(table_model["model"]), "--data", str(bad), "--no-progress"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "error: target column 'target' must hold a number" in err[0]
+    assert "data row 5 (line 6)" in err[0] and reason in err[0]
+
+
+def test_tables_in_utf16_evaluate_like_utf8_and_latin1_is_named(table_model, tmp_path, capsys):
+    folder, test = str(table_model["model"]), table_model["test"]
+    assert cli.main(["evaluate", folder, "--data", str(test), "--json", "--no-progress"]) == 0
+    expected = json.loads(capsys.readouterr().out)
+    utf16 = tmp_path / "test16.csv"
+    utf16.write_bytes(test.read_text().encode("utf-16"))
+    assert cli.main(["evaluate", folder, "--data", str(utf16), "--json", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out) == expected
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(test.read_text().replace("age,", "\xe2ge,", 1).encode("latin-1"))
+    assert cli.main(["evaluate", folder, "--data", str(latin), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(latin) in err and "is not UTF-8" in err and "codec" not in err
+    big = tmp_path / "big.csv"
+    big.write_text(test.read_text() + '50,0.01,30.0,"' + "9" * 200_000 + '"\n')
+    assert cli.main(["evaluate", folder, "--data", str(big), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{big}, line 14" in err and "field larger than field limit" in err and len(err) < 500
+
+
+def test_a_huge_decimals_count_in_data_format_is_refused_at_once(table_model, tmp_path, capsys):
+    """decimals 10**9 (or an int too long for Python to print) in data_format.json: a short
+    error naming the file, not a 1 GB number string."""
+    import shutil
+    import time
+
+    folder = tmp_path / "model"
+    shutil.copytree(table_model["model"], folder)
+    text = (folder / cli.DATA_FORMAT_FILE).read_text()
+    saved = json.loads(text)["precision"]["decimals"]["progression"]
+    needle = f'"progression": {saved}'
+    assert needle in text
+    prompt = "age 50 bmi 30.0 -> progression "
+    for value in ("1000000000", "1" + "0" * 5000):
+        (folder / cli.DATA_FORMAT_FILE).write_text(text.replace(needle, f'"progression": {value}'))
+        start = time.perf_counter()
+        assert cli.main(["predict", str(folder), "--prompt", prompt]) == 2
+        err = capsys.readouterr().err.strip()
+        assert time.perf_counter() - start < 30
+        assert str(folder / cli.DATA_FORMAT_FILE) in err and len(err) < 400
+    argv = ["predict", str(table_model["model"]), "--prompt", prompt, "--decimals", "1000000000"]
+    assert cli.main(argv) == 2
+    assert "--decimals must be an int in [0, 50]" in capsys.readouterr().err
+
+
+def test_nan_and_a_negative_loss_are_explained(table_model, capsys, monkeypatch):
+    from cauchylin_hf import training
+
+    real = training.evaluate_model
+
+    def sharp(*a, **kw):  # what a sharp model reports: a negative regression log-density
+        metrics = real(*a, **kw)
+        metrics["eval/loss"] = -1.25
+        return metrics
+
+    monkeypatch.setattr(training, "evaluate_model", sharp)
+    one = table_model["test"].read_text().splitlines()[:2]  # one row: no rank correlation
+    path = table_model["test"].with_name("one.csv")
+    path.write_text("\n".join(one) + "\n")
+    argv = ["evaluate", str(table_model["model"]), "--data", str(path), "--no-progress"]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert re.search(r"^target/spearman\s+nan$", captured.out, re.M)
+    assert "note: nan (" in captured.err and "not a failure" in captured.err
+    assert "eval/loss is negative, which is fine" in captured.err

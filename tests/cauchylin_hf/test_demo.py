@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import torch
 from cauchylin_hf.app import cli
 from cauchylin_hf.app.corpus import make_splits
 from cauchylin_hf.app.demo import MODE_SETTINGS, PROMPTS, QUICK, mean_baseline, metrics_table
@@ -13,7 +14,14 @@ from cauchylin_hf.numbers import find_numbers
 
 def test_quick_demo_runs_end_to_end(tmp_path, capsys):
     out_dir = tmp_path / "demo"
-    assert cli.main(["demo", "--quick", "--output-dir", str(out_dir), "--no-progress"]) == 0
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        argv = ["demo", "--quick", "--output-dir", str(out_dir), "--threads", "1"]
+        assert cli.main([*argv, "--no-progress"]) == 0
+        assert torch.get_num_threads() == 1  # --threads, like every other command
+    finally:
+        torch.set_num_threads(before)
     printed = capsys.readouterr().out
     for mode, _ in MODE_SETTINGS:
         assert f"-- {mode} (" in printed

@@ -11,7 +11,14 @@ import pytest
 import torch
 from cauchylin_hf.app.corpus import train_corpus_tokenizer
 from cauchylin_hf.model import CauchyLMForCausalLM
-from cauchylin_hf.predict import field_of, number_metrics, number_predictions, predict_values
+from cauchylin_hf.predict import (
+    field_of,
+    learning_check,
+    number_metrics,
+    number_predictions,
+    predict_values,
+    target_numbers,
+)
 from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
 from cauchylin_hf.tokenizer import NumericTokenizer
 from cauchylin_hf.training import make_trainer, train
@@ -188,3 +195,87 @@ def test_a_model_trained_on_y_equals_2x_predicts_2x():
     rel = ((pred.median - 2 * xs).abs() / (2 * xs)).median().item()
     # predicting the training median instead would be off by ~50% in the median
     assert rel < 0.05, rel
+
+
+# ------------------------------------------------------------- say when nothing was learnt
+
+
+def test_mdae_is_numpys_median_on_an_even_count(small):
+    """target/mdae and field MdAEs: the mean of the two middle errors (numpy), not torch's lower
+    median."""
+    import numpy as np
+
+    model, ntok = small
+    texts = [f"width {w}, height {h}, area {w * h}." for w, h in ((3, 4), (10, 2), (5, 5), (7, 1))]
+    preds = number_predictions(model, ntok, texts)
+    m = number_metrics(preds)
+    err = (preds.prediction.median - preds.true).abs().numpy()
+    tgt = preds.is_target.numpy()
+    assert tgt.sum() == 4
+    assert math.isclose(m["target/mdae"], float(np.median(err[tgt])), rel_tol=1e-12)
+    assert m["target/mdae"] != float(np.sort(err[tgt])[1])  # the lower median would differ
+    assert math.isclose(m["all/mdae"], float(np.median(err)), rel_tol=1e-12)
+
+
+def test_target_numbers_are_the_targets_number_predictions_marks(small):
+    model, ntok = small
+    texts = ["width 3, area 12, 2 rooms.", "no number", "area 7.5 and width 2"]
+    for field in (None, "area", "width"):
+        preds = number_predictions(model, ntok, texts, target_field=field)
+        assert target_numbers(texts, target_field=field) == preds.true[preds.is_target].tolist()
+    with pytest.raises(ValueError, match=r"texts\[1\] must be a str"):
+        target_numbers(["a 1", 2])
+
+
+def _check_reference(predicted, true, baseline):
+    """learning_check's numbers from numpy: medians and interquartile ranges."""
+    import numpy as np
+
+    p, y = np.asarray(predicted, float), np.asarray(true, float)
+    iqr = lambda v: np.quantile(v, 0.75) - np.quantile(v, 0.25)  # noqa: E731
+    return np.median(np.abs(p - y)), np.median(np.abs(baseline - y)), iqr(p) / iqr(y)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_learning_check_flags_a_constant_predictor_and_passes_a_good_one(seed):
+    """A predictor that outputs (nearly) the training median for every row is flat (the constant
+    one does not beat the baseline either); one that reads the target (error 5% of the spread) is
+    neither. Numbers against numpy's median and quantiles."""
+    g = torch.Generator().manual_seed(seed)
+    true = 300 + 100 * torch.randn(200, generator=g, dtype=torch.float64)
+    median = float(true[:100].median())  # "training" half
+    held = true[100:]
+    predictors = {
+        "constant": torch.full_like(held, median),
+        "near-constant": median + 0.01 * (held - median) + 0.1 * torch.randn(100, generator=g),
+        "good": held + 5 * torch.randn(100, generator=g, dtype=torch.float64),
+    }
+    for name, predicted in predictors.items():
+        check = learning_check(predicted, held, median)
+        mdae, base, ratio = _check_reference(predicted, held, median)
+        assert math.isclose(check.mdae, mdae, rel_tol=1e-12)
+        assert math.isclose(check.baseline_mdae, base, rel_tol=1e-12)
+        assert math.isclose(check.spread_ratio, ratio, rel_tol=1e-9, abs_tol=1e-15)
+        learnt = name == "good"
+        assert check.flat is not learnt, name
+        assert (check.warnings("price") == []) is learnt
+        if not learnt:  # 1% of the signal beats the baseline by a hair, and is still flagged
+            assert "the predicted price barely varies" in check.warnings("price")[0]
+        if name != "near-constant":
+            assert check.beats_baseline is learnt
+
+
+def test_learning_check_arguments():
+    for args, message in (
+        (([1.0, 2.0], [1.0], 0.0), "one value each per target"),
+        (([], [], 0.0), "empty"),
+        (([1.0, math.nan], [1.0, 2.0], 0.0), "predicted must be finite"),
+        (([1.0, 2.0], [1.0, 2.0], math.inf), "baseline must be finite"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            learning_check(*args)
+    with pytest.raises(ValueError, match="min_spread"):
+        learning_check([1.0, 2.0], [1.0, 2.0], 0.0, min_spread=0.0)
+    # targets that do not vary: no spread to compare with, so not flagged as flat
+    same = learning_check([1.0, 2.0, 3.0], [5.0, 5.0, 5.0], 5.0)
+    assert math.isnan(same.spread_ratio) and not same.flat

@@ -1,0 +1,284 @@
+"""`cauchylin-lm train` never loses a model: --overwrite, a failure injected at every write of
+the save and of the swap, a signal between the two renames, a full disk, file permissions.
+
+Every case runs the command through :func:`cauchylin_hf.app.cli.main` (what the console script
+calls after parsing) on a tiny local base, one training step each.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import random
+import re
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+from cauchylin_hf.app import cli
+from cauchylin_hf.model import CauchyLMForCausalLM
+from cauchylin_hf.testing import save_tiny_base
+from cauchylin_hf.tokenizer import NumericTokenizer
+
+
+def _flats(path: Path, n: int, seed: int) -> Path:
+    r = random.Random(seed)
+    with path.open("w", newline="") as f:
+        table = csv.writer(f)
+        table.writerow(["area", "rooms", "price"])
+        for _ in range(n):
+            area = r.randint(30, 200)
+            table.writerow([area, r.randint(1, 6), round(3 * area + r.uniform(-10, 10))])
+    return path
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("saves")
+    base = save_tiny_base(folder / "base", "qwen2", spare_rows=2)
+    data = _flats(folder / "flats.csv", 24, seed=0)
+    model = folder / "model"
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert cli.main(_train(base, data, model)) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return {"base": base, "data": data, "model": model}
+
+
+def _train(source, data, out, *extra):
+    return [
+        "train",
+        str(source),
+        "--data",
+        str(data),
+        "--output-dir",
+        str(out),
+        "--max-steps",
+        "1",
+        "--batch-size",
+        "8",
+        "--threads",
+        "1",
+        "--no-progress",
+        *extra,
+    ]
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {
+        p.relative_to(folder).as_posix(): hashlib.md5(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _copy(setup, tmp_path) -> Path:
+    import shutil
+
+    out = tmp_path / "model"
+    shutil.copytree(setup["model"], out)
+    return out
+
+
+def _hidden(out: Path) -> list[str]:
+    return sorted(p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}."))
+
+
+# ------------------------------------------------------------------------- what train says
+
+
+def test_train_names_the_target_shows_a_row_and_says_nothing_was_learnt(setup, tmp_path, capsys):
+    """Before training: the target column and the first row as text. After one step (the
+    heads' initial, near-constant predictions): the error beside the training median's and a
+    warning that the predictions barely vary."""
+    argv = _train(setup["base"], setup["data"], tmp_path / "new")
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    with setup["data"].open() as f:
+        first = next(csv.DictReader(f))
+    lines = captured.out.splitlines()
+    assert "target: column 'price' (median " in lines[1] and "over 24 texts)" in lines[1]
+    assert lines[2] == (
+        f"row 1 as text: area {first['area']}, rooms {first['rooms']} -> price {first['price']}."
+    )
+    (line,) = [s for s in lines if s.startswith("price on 24 training texts: ")]
+    assert "predicting the training median (" in line
+    assert "warning: the predicted price barely varies" in captured.err
+    assert "train longer" in captured.err
+    record = json.loads((tmp_path / "new" / cli.DATA_FORMAT_FILE).read_text())
+    with setup["data"].open() as f:
+        prices = sorted(float(r["price"]) for r in csv.DictReader(f))
+    assert record["target_median"] == (prices[11] + prices[12]) / 2  # 24 rows: the usual median
+
+
+def test_a_trained_model_is_replaced_only_with_overwrite(setup, tmp_path, capsys):
+    out = _copy(setup, tmp_path)
+    before = _digest(out)
+    assert cli.main(_train(out, setup["data"], out)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already holds a trained model; pass --overwrite" in err[0]
+    assert _digest(out) == before
+    assert cli.main(_train(out, setup["data"], out, "--overwrite")) == 0
+    assert _digest(out)["model.safetensors"] != before["model.safetensors"]
+    assert _hidden(out) == []
+
+
+def test_every_file_train_writes_gets_the_umask_permissions(setup, tmp_path):
+    out = tmp_path / "perm"
+    old = os.umask(0o027)
+    try:
+        assert cli.main(_train(setup["base"], setup["data"], out)) == 0
+    finally:
+        os.umask(old)
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert {"model.safetensors", "config.json", cli.DATA_FORMAT_FILE} <= {p.name for p in files}
+    modes = {p.name: p.stat().st_mode & 0o777 for p in files}
+    assert set(modes.values()) == {0o640}, modes
+    assert out.stat().st_mode & 0o777 == 0o750
+
+
+# ---------------------------------------------------- a failure at every write, and the swap
+
+
+def _fail_model_save(monkeypatch, error):
+    def save(self, folder, *a, **kw):
+        Path(folder, "model.safetensors").write_bytes(b"half")
+        raise error
+
+    monkeypatch.setattr(CauchyLMForCausalLM, "save_pretrained", save)
+
+
+def _fail_tokenizer_save(monkeypatch, error):
+    def save(self, *a, **kw):
+        raise error
+
+    monkeypatch.setattr(NumericTokenizer, "save_pretrained", save)
+
+
+def _fail_data_format(monkeypatch, error):
+    real = Path.write_text
+
+    def write_text(self, *a, **kw):
+        if self.name == cli.DATA_FORMAT_FILE:
+            real(self, "{", encoding="utf-8")
+            raise error
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+
+
+def _fail_permissions(monkeypatch, error):
+    def share(folder):
+        raise error
+
+    monkeypatch.setattr(cli, "_share", share)
+
+
+def _fail_rename(k):
+    def inject(monkeypatch, error):
+        real, calls = os.replace, []
+
+        def replace(a, b):
+            calls.append((a, b))
+            if len(calls) == k:
+                raise error
+            return real(a, b)
+
+        monkeypatch.setattr(os, "replace", replace)
+
+    return inject
+
+
+WRITES = {
+    "model": _fail_model_save,
+    "tokenizer": _fail_tokenizer_save,
+    "data_format": _fail_data_format,
+    "permissions": _fail_permissions,
+    "rename-old-aside": _fail_rename(1),
+    "rename-new-in": _fail_rename(2),
+}
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt(), OSError(5, "Input/output error")])
+@pytest.mark.parametrize("where", sorted(WRITES))
+def test_a_failure_at_any_write_keeps_the_old_model_whole(
+    setup, tmp_path, capsys, monkeypatch, where, error
+):
+    """Ctrl-C (or an I/O error) at each write of the save and at each rename of the swap:
+    --output-dir still holds the old model, byte for byte, and no hidden folder is left."""
+    out = _copy(setup, tmp_path)
+    before = _digest(out)
+    WRITES[where](monkeypatch, error)
+    code = cli.main(_train(out, setup["data"], out, "--overwrite"))
+    assert code == (130 if isinstance(error, KeyboardInterrupt) else 2)
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "interrupted; nothing was saved" in err or "Input/output error" in err
+    assert _digest(out) == before
+    assert _hidden(out) == []
+
+
+def test_ctrl_c_between_the_renames_waits_for_the_swap(setup, tmp_path, capsys, monkeypatch):
+    """A real SIGINT delivered right after the old model was moved aside: the new model is
+    swapped in first, then the command stops (exit 130) saying so."""
+    out = _copy(setup, tmp_path)
+    before = _digest(out)
+    real, calls = os.replace, []
+
+    def replace(a, b):
+        real(a, b)
+        calls.append(b)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # handled at the next bytecode
+
+    monkeypatch.setattr(os, "replace", replace)
+    code = cli.main(_train(out, setup["data"], out, "--overwrite"))
+    assert code == 130
+    err = capsys.readouterr().err
+    assert f"interrupted; the new model was saved to {out} before stopping" in err
+    after = _digest(out)
+    assert after.keys() == before.keys() and after != before
+    assert _hidden(out) == [] and len(calls) == 2
+
+
+def test_a_full_disk_is_one_line_that_says_so(setup, tmp_path, capsys, monkeypatch):
+    """safetensors' SafetensorError is not an OSError; the message says "no space"."""
+    from safetensors import SafetensorError
+
+    out = _copy(setup, tmp_path)
+    before = _digest(out)
+    full = SafetensorError(
+        'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space '
+        'left on device" })'
+    )
+    _fail_model_save(monkeypatch, full)
+    assert cli.main(_train(out, setup["data"], out, "--overwrite")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert re.match(
+        r"cauchylin-lm train: error: no space left on the device to save the model", err[0]
+    )
+    assert "the model already there is unchanged" in err[0]
+    assert _digest(out) == before and _hidden(out) == []
+    # an OSError with ENOSPC reads the same
+    monkeypatch.undo()
+    _fail_tokenizer_save(monkeypatch, OSError(28, "No space left on device"))
+    assert cli.main(_train(out, setup["data"], out, "--overwrite")) == 2
+    assert "error: no space left on the device" in capsys.readouterr().err
+    assert _digest(out) == before and _hidden(out) == []
+
+
+def test_folders_left_by_a_killed_run_are_pointed_at(setup, tmp_path, capsys):
+    """SIGKILL cannot be cleaned up after: the next run names what it left."""
+    out = _copy(setup, tmp_path)
+    stale = tmp_path / ".model.tmp-abc123"
+    stale.mkdir()
+    moved = tmp_path / ".model.old-deadbeef"
+    out.rename(moved)
+    assert cli.main(_train(setup["base"], setup["data"], out)) == 0
+    err = capsys.readouterr().err
+    assert f"mv {moved} {out}" in err and str(stale) in err
