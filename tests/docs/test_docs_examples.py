@@ -617,6 +617,92 @@ def test_math_is_bundled_and_rendered_by_arithmatex(built_site: Path) -> None:
     assert len(fonts) >= 10, "the KaTeX woff2 fonts are not in the site"
 
 
+class _TextOutsideMath(HTMLParser):
+    """The text of a page outside math (``.arithmatex``), code, scripts and styles."""
+
+    HIDING: ClassVar[frozenset[str]] = frozenset(
+        {"code", "pre", "kbd", "samp", "script", "style", "textarea"}
+    )
+    VOID: ClassVar[frozenset[str]] = frozenset(
+        {
+            "area",
+            "base",
+            "br",
+            "col",
+            "embed",
+            "hr",
+            "img",
+            "input",
+            "link",
+            "meta",
+            "source",
+            "track",
+            "wbr",
+        }
+    )
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self._open: list[tuple[str, bool]] = []  # (tag, hides its text)
+        self.texts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self.VOID:
+            return
+        classes = (dict(attrs).get("class") or "").split()
+        self._open.append((tag, tag in self.HIDING or "arithmatex" in classes))
+
+    def handle_endtag(self, tag: str) -> None:
+        # close up to the matching tag (HTML lets <p>, <li>, ... close implicitly)
+        for i in range(len(self._open) - 1, -1, -1):
+            if self._open[i][0] == tag:
+                del self._open[i:]
+                return
+
+    def handle_data(self, data: str) -> None:
+        if not any(hides for _, hides in self._open):
+            self.texts.append(data)
+
+
+# A TeX control word (\frac, \text{...}), a control symbol used in math (\, \| \{ ...), or a
+# math delimiter (\( \[): in text that KaTeX never sees, they show raw on the page.
+RAW_LATEX = re.compile(r"\\(?:[A-Za-z]{2,}|[()\[\]{}|,;!])")
+
+
+def latex_outside_math(html: str) -> list[str]:
+    """Snippets of raw LaTeX in a page's text outside math, code, scripts and styles."""
+    parser = _TextOutsideMath()
+    parser.feed(html)
+    found = []
+    for text in parser.texts:
+        for match in RAW_LATEX.finditer(text):
+            found.append(" ".join(text[max(0, match.start() - 30) : match.end() + 30].split()))
+    return found
+
+
+def test_the_latex_check_finds_raw_latex_and_only_there() -> None:
+    """The checker can fail: a formula broken out of its $...$ (the list-item case), and not
+    math, code or a script."""
+    broken = "<ul><li>low: $P_k = \\tfrac12 + \\arctan\\frac{a</li><li>C_k}{b}$ with</li></ul>"
+    assert len(latex_outside_math(broken)) == 3
+    fine = (
+        '<p>as <span class="arithmatex">\\(P_k = \\tfrac12\\)</span> says</p>'
+        '<div class="arithmatex">\\[\\frac{a}{b}\\]</div><p>see <code>\\text{x}</code></p>'
+        "<pre><code>s = r'\\frac'</code></pre><script>x = '\\alpha'</script><p>C:\\ 3 \\ 4</p>"
+    )
+    assert latex_outside_math(fine) == []
+
+
+def test_no_latex_outside_math_in_the_built_site(built_site: Path) -> None:
+    """Every formula reaches KaTeX: none is broken by Markdown into text (a line starting with
+    '- ' inside $...$ becomes a list item, and the LaTeX shows raw)."""
+    problems = []
+    for html in sorted(built_site.rglob("*.html")):
+        rel = html.relative_to(built_site).as_posix()
+        problems += [f"{rel}: {snippet}" for snippet in latex_outside_math(html.read_text("utf-8"))]
+    assert not problems, "raw LaTeX outside math on the site:\n" + "\n".join(problems)
+
+
 def _print_page_outputs(page: str) -> None:  # pragma: no cover - a maintainer's tool
     """Run one page's blocks in order and print what each prints (``__main__`` below)."""
     import tempfile
