@@ -5,7 +5,9 @@ heads onto a base) and :mod:`cauchylin_hf.verify`; it imports none of them.
 
 * :func:`load_base` / :func:`load_tokenizer`: a checkpoint folder or a loaded object;
 * :func:`split_causal_lm`: the decoder and the language-model head of a causal LM (the
-  architecture check: the decoder must be what ``AutoModel`` builds from its config);
+  architecture check: the decoder must be what ``AutoModel`` builds from its config, the head a
+  linear map of its last hidden state), with a linear logit scale (:data:`LOGIT_SCALE`) folded
+  into the head;
 * :func:`resolve_num_token`: the ``<NUM>`` id (explicit, in the vocabulary, or the first spare
   embedding row ``len(tokenizer)``);
 * :func:`grow_embeddings` and :func:`head_matrix`: an added ``<NUM>`` row (the mean row) in the
@@ -15,6 +17,7 @@ heads onto a base) and :mod:`cauchylin_hf.verify`; it imports none of them.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from typing import Any, cast
 
@@ -32,12 +35,15 @@ from .tokenizer import NumericTokenizer
 
 __all__ = [
     "LOGIT_POSTPROCESSING",
+    "LOGIT_SCALE",
     "ZERO_ROW_FILL",
     "grow_embeddings",
     "head_matrix",
     "input_embedding_weight",
+    "learned_position_limit",
     "load_base",
     "load_tokenizer",
+    "logit_scale",
     "resolve_num_token",
     "split_causal_lm",
     "warn_logit_postprocessing",
@@ -45,9 +51,33 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-LOGIT_POSTPROCESSING = ("final_logit_softcapping", "logit_scale", "logits_scaling")
-"""Config attributes of bases whose logits are post-processed after the head (soft-capping,
-logit scaling): there ``loc_S`` cannot equal the base logits exactly."""
+LOGIT_POSTPROCESSING = ("final_logit_softcapping", "logits_soft_cap", "output_logit_soft_cap")
+"""Config attributes of bases that soft-cap their logits after the head,
+``logits = c tanh(W z / c)`` (Gemma 2-4, VaultGemma, RecurrentGemma, xLSTM, NanoChat, ...): the cap
+is not linear in ``z``, so ``loc_S = W z`` equals the logits before the cap, not after (the
+greedy choices agree: ``tanh`` is increasing). :func:`warn_logit_postprocessing` logs it."""
+
+LOGIT_SCALE: dict[str, tuple[str, bool]] = {
+    "cohere": ("logit_scale", True),
+    "cohere2": ("logit_scale", True),
+    "cohere2_moe": ("logit_scale", True),
+    "cohere_compass_text": ("logit_scale", True),
+    "falcon_h1": ("lm_head_multiplier", True),
+    "hyperclovax": ("logits_scaling", True),
+    "granite": ("logits_scaling", False),
+    "granite_swa": ("logits_scaling", False),
+    "granitemoe": ("logits_scaling", False),
+    "granitemoe_swa": ("logits_scaling", False),
+    "granitemoehybrid": ("logits_scaling", False),
+    "granitemoeshared": ("logits_scaling", False),
+    "minicpm3": ("logits_scaling", False),
+    "inkling_text": ("logits_mup_width_multiplier", False),
+}
+"""Bases that scale their logits by a constant after the head, by ``model_type``:
+``(config attribute s, multiplied)``, the logits being ``s W z`` (multiplied) or ``W z / s``.
+The same attribute name means either (Granite divides by ``logits_scaling``, HyperCLOVA X
+multiplies), hence one entry per model type. :func:`split_causal_lm` folds the factor into the
+head it returns, so ``loc_S`` equals these logits exactly."""
 
 ZERO_ROW_FILL = 1e-9
 """Entries given to an all-zero head row so that its ``scale_S`` is positive (see
@@ -72,19 +102,77 @@ def input_embedding_weight(model: PreTrainedModel) -> torch.Tensor:
 
 
 def warn_logit_postprocessing(model: PreTrainedModel) -> None:
-    """Log a warning when the base post-processes its logits (see :data:`LOGIT_POSTPROCESSING`).
+    """Log a warning when the base soft-caps its logits (see :data:`LOGIT_POSTPROCESSING`).
 
     Args:
         model: the base causal LM.
     """
     for attr in LOGIT_POSTPROCESSING:
-        if getattr(model.config, attr, None) not in (None, 0, 1, 1.0, 0.0):
+        if getattr(model.config, attr, None) not in (None, 0, 0.0):
             logger.warning(
-                "%s post-processes its logits (%s=%s): loc_S will not equal them exactly",
+                "%s soft-caps its logits (%s=%s): loc_S equals them before the cap, not after "
+                "(the greedy choices agree)",
                 type(model).__name__,
                 attr,
                 getattr(model.config, attr),
             )
+
+
+def logit_scale(config: Any) -> float:
+    """The constant a base multiplies its logits by after the head (1.0 for most bases).
+
+    Args:
+        config: the base causal LM's config.
+
+    Returns:
+        ``s`` for the bases of :data:`LOGIT_SCALE` that multiply by ``s``, ``1 / s`` for those
+        that divide, else 1.0.
+
+    Raises:
+        ValueError: a scale attribute that is not a finite non-zero number.
+
+    Example:
+        >>> from transformers import GraniteConfig
+        >>> logit_scale(GraniteConfig(logits_scaling=8.0))  # Granite divides its logits by it
+        0.125
+    """
+    entry = LOGIT_SCALE.get(str(getattr(config, "model_type", "")))
+    if entry is None:
+        return 1.0
+    attr, multiplied = entry
+    value = getattr(config, attr, None)
+    if value is None:
+        return 1.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+        math.isfinite(value) and value != 0
+    ):
+        raise ValueError(f"{attr}={value!r} of the base config is not a finite non-zero number")
+    return float(value) if multiplied else 1.0 / float(value)
+
+
+def _decoder_of(model: PreTrainedModel) -> Any:
+    """The decoder of a causal LM: ``model.base_model``, or (when a class's ``base_model_prefix``
+    names no attribute, e.g. Llama 4's text model) its one child that is a ``PreTrainedModel``."""
+    backbone = model.base_model
+    if backbone is not model:
+        return backbone
+    found = [child for child in model.children() if isinstance(child, PreTrainedModel)]
+    return found[0] if len(found) == 1 else model
+
+
+def _prediction_head_layers(model: torch.nn.Module, head: torch.nn.Module) -> list[str]:
+    """The other layers of the module that holds the output layer (BERT's ``cls.predictions``:
+    ``transform``; RoBERTa's ``lm_head``: ``dense``, ``layer_norm``): empty when the output layer
+    is not nested in such a prediction head."""
+    name = next((n for n, m in model.named_modules() if m is head), "")
+    if "." not in name:
+        return []
+    parent = model.get_submodule(name.rsplit(".", 1)[0])
+    return [
+        n
+        for n, child in parent.named_children()
+        if child is not head and any(True for _ in child.parameters())
+    ]
 
 
 def split_causal_lm(model: Any) -> tuple[PreTrainedModel, torch.Tensor, torch.Tensor | None]:
@@ -96,12 +184,16 @@ def split_causal_lm(model: Any) -> tuple[PreTrainedModel, torch.Tensor, torch.Te
 
     Returns:
         ``(backbone, head_weight [V, H], head_bias [V] or None)``: the decoder module (shared,
-        not copied) and the language-model head's parameters.
+        not copied) and the language-model head's parameters; for a base that scales its logits
+        by a constant ``s`` (:func:`logit_scale`) the head times ``s``, a copy, so that
+        ``head_weight @ z + head_bias`` is the base's logits.
 
     Raises:
         ValueError: ``model`` is not a ``PreTrainedModel``, is an encoder-decoder, has no
-            language-model head, no separate decoder, or a decoder that ``AutoModel`` cannot
-            rebuild from its config.
+            language-model head, no separate decoder, a decoder that ``AutoModel`` cannot
+            rebuild from its config, a composite (multimodal) config, or a head that is not a
+            linear map of the decoder's last hidden state (a prediction head with a transform
+            before the output layer, a projection to another width).
 
     Example:
         >>> from cauchylin_hf.testing import tiny_base_model
@@ -117,16 +209,32 @@ def split_causal_lm(model: Any) -> tuple[PreTrainedModel, torch.Tensor, torch.Te
     if getattr(model.config, "is_encoder_decoder", False):
         raise ValueError(f"{name} is an encoder-decoder model; a decoder-only causal LM is needed")
     head = model.get_output_embeddings()
-    backbone = cast(PreTrainedModel, model.base_model)
+    backbone = cast(PreTrainedModel, _decoder_of(model))
     if head is None or backbone is model:
         raise ValueError(
             f"{name} has no language-model head and separate decoder: load the base with "
             "AutoModelForCausalLM (e.g. Qwen2ForCausalLM, not Qwen2Model)"
         )
+    hidden = getattr(backbone.config, "hidden_size", None)
+    if not isinstance(hidden, int):
+        raise ValueError(
+            f"{name}'s decoder {type(backbone).__name__} has a composite config "
+            f"({type(backbone.config).__name__}, the decoder's sizes in its sub-configs): "
+            "multimodal bases are not supported; load the text decoder alone"
+        )
     weight = getattr(head, "weight", None)
-    hidden = backbone.config.hidden_size
     if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or weight.shape[1] != hidden:
-        raise ValueError(f"{name}'s output head is not a [vocab, {hidden}] linear map")
+        shape = tuple(weight.shape) if isinstance(weight, torch.Tensor) else None
+        raise ValueError(
+            f"{name}'s output head is not a [vocab, {hidden}] linear map of the decoder's "
+            f"hidden state (its weight: {shape})"
+        )
+    transform = _prediction_head_layers(model, head)
+    if transform:
+        raise ValueError(
+            f"{name}'s output layer sits in a prediction head with other layers ({transform}): "
+            "its logits are not a linear map of the decoder's last hidden state, which loc_S is"
+        )
     bias = getattr(head, "bias", None)
     expected = MODEL_MAPPING.get(type(backbone.config), None)
     if expected is not type(backbone):
@@ -136,7 +244,13 @@ def split_causal_lm(model: Any) -> tuple[PreTrainedModel, torch.Tensor, torch.Te
         )
     if backbone.get_input_embeddings() is None:
         raise ValueError(f"{name}'s decoder has no input embeddings")
-    return backbone, weight, bias if isinstance(bias, torch.Tensor) else None
+    b = bias if isinstance(bias, torch.Tensor) else None
+    scale = logit_scale(model.config)
+    if scale != 1.0:
+        with torch.no_grad():
+            weight = weight.detach() * scale
+            b = None if b is None else b.detach() * scale
+    return backbone, weight, b
 
 
 def _looks_like_path(s: str) -> bool:
@@ -304,11 +418,13 @@ def head_matrix(
     out[:r, :c] = w[:r, :c].float()
     b = torch.zeros(rows, dtype=torch.float32, device=w.device)
     if bias is not None:
-        b[:r] = bias.detach()[:r].float()
+        # A tied head grows with the embedding, its bias does not (BERT-style decoders): the
+        # rows beyond the bias get its mean, like added rows.
+        rb = min(rows, bias.shape[0])
+        b[:rb] = bias.detach()[:rb].float()
+        b[rb:] = bias.detach().float().mean()
     if rows > w.shape[0]:
         out[r:, :c] = w[:, :c].float().mean(0)
-        if bias is not None:
-            b[r:] = bias.detach().float().mean()
     # An all-zero row (e.g. a zeroed padding embedding of a tied head) would give the class
     # a zero scale_S, a degenerate Cauchy score; ZERO_ROW_FILL keeps scale_S > 0 and moves
     # loc_S by at most ZERO_ROW_FILL * ||z||_1 (1e-6 for ||z||_1 = 1000).
@@ -317,15 +433,24 @@ def head_matrix(
 
 
 @torch.no_grad()
-def grow_embeddings(backbone: PreTrainedModel, rows: int, mean_resizing: bool = True) -> None:
+def grow_embeddings(
+    backbone: PreTrainedModel,
+    rows: int,
+    mean_resizing: bool = True,
+    head: torch.nn.Module | None = None,
+) -> None:
     """Resize ``backbone``'s input embedding to ``rows`` in place (new rows: the mean row).
 
-    Also sets ``backbone.config.vocab_size``. Shrinking drops the last rows.
+    Also sets ``backbone.config.vocab_size``. Shrinking drops the last rows. transformers resizes
+    the embedding's weight in place, so a head tied to it (``head``) changes with it; a bias of
+    that head gets its mean for the new rows (else the base's own forward would fail on a weight
+    and a bias of different lengths, as with CTRL, XLNet or BertGeneration).
 
     Args:
         backbone: the decoder.
         rows: the new number of rows.
         mean_resizing: new rows = the mean row (True) or transformers' default init (False).
+        head: the base's output layer, whose bias follows a tied weight (None: no such head).
     """
     old = input_embedding_weight(backbone)
     n = old.shape[0]
@@ -337,3 +462,45 @@ def grow_embeddings(backbone: PreTrainedModel, rows: int, mean_resizing: bool = 
     if rows > n and mean_resizing:
         new[n:] = mean.to(new.dtype)
     backbone.config.vocab_size = rows
+    weight, bias = getattr(head, "weight", None), getattr(head, "bias", None)
+    if isinstance(weight, torch.Tensor) and isinstance(bias, torch.nn.Parameter):
+        m = bias.shape[0]
+        if weight.shape[0] > m:
+            extra = bias.detach().mean().expand(weight.shape[0] - m)
+            head.bias = torch.nn.Parameter(  # type: ignore[union-attr]
+                torch.cat([bias.detach(), extra]), requires_grad=bias.requires_grad
+            )
+        elif weight.shape[0] < m:
+            head.bias = torch.nn.Parameter(  # type: ignore[union-attr]
+                bias.detach()[: weight.shape[0]].clone(), requires_grad=bias.requires_grad
+            )
+
+
+def learned_position_limit(backbone: PreTrainedModel) -> int | None:
+    """The number of positions of a base with learned absolute position embeddings, else None.
+
+    A base that looks positions up in a trained table (GPT-2's ``wpe``, OPT's
+    ``embed_positions``) has no embedding for a position beyond it: a longer sequence is an
+    ``IndexError`` deep inside the decoder. Rotary (RoPE) and ALiBi bases have no such table; they
+    run past ``max_position_embeddings``, with quality that degrades (a warning, not an error).
+
+    Args:
+        backbone: the decoder.
+
+    Returns:
+        ``config.max_position_embeddings`` (else the table's size) when the decoder holds an
+        ``nn.Embedding`` of positions, else None.
+
+    Example:
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> learned_position_limit(tiny_base_model("gpt2").base_model)  # n_positions
+        256
+        >>> learned_position_limit(tiny_base_model("qwen2").base_model) is None  # RoPE
+        True
+    """
+    for name, module in backbone.named_modules():
+        leaf = name.rsplit(".", 1)[-1].lower()
+        if isinstance(module, torch.nn.Embedding) and ("position" in leaf or leaf == "wpe"):
+            limit = getattr(backbone.config, "max_position_embeddings", None)
+            return int(limit) if isinstance(limit, int) else int(module.num_embeddings)
+    return None

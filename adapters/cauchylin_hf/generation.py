@@ -41,6 +41,7 @@ on other prompts (a counterfactual: the same individual in another context).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -58,7 +59,7 @@ from cauchylin.nn.modes import (
 from .batch import resolve_pad_token_id
 from .tokenizer import NumericTokenizer
 
-__all__ = ["GenerationOutput", "generate", "position_ids_from_mask"]
+__all__ = ["GenerationOutput", "check_length", "generate", "position_ids_from_mask"]
 
 logger = logging.getLogger(__name__)
 
@@ -202,6 +203,92 @@ def _draw(
     return given.to(device=device, dtype=dtype)
 
 
+def _memory_bytes(device: torch.device) -> int | None:
+    """Total memory of the device the model runs on (None where it cannot be read)."""
+    try:
+        if device.type == "cuda":
+            return int(torch.cuda.get_device_properties(device).total_memory)
+        if device.type == "cpu":
+            return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError, RuntimeError):
+        pass
+    return None
+
+
+def check_length(
+    model: Any, batch: int, prompt_length: int, max_new_tokens: int, use_cache: bool = True
+) -> None:
+    """Refuse a generation that cannot run to ``max_new_tokens``; warn past the trained context.
+
+    * A base with learned position embeddings (GPT-2; ``model.position_limit``) has no position
+      beyond its table: a prompt plus ``max_new_tokens`` beyond it is refused up front.
+    * A rotary (RoPE) base runs past ``config.max_position_embeddings`` with degrading quality:
+      a warning, as transformers' ``generate`` gives.
+    * A request whose token buffers and KV cache
+      (``layers x 2 x kv_heads x head_dim x rows x tokens`` values) cannot fit in the device's
+      memory is refused up front, rather than running until the machine runs out.
+
+    Args:
+        model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM`.
+        batch: rows ``B``.
+        prompt_length: tokens of the longest prompt (its attention mask's sum).
+        max_new_tokens: the requested new tokens.
+        use_cache: whether a KV cache is kept.
+
+    Raises:
+        ValueError: beyond a learned-position base's context, or beyond the device's memory
+            (the message names ``max_new_tokens`` and what fits).
+
+    Example:
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("gpt2"), num_token_id=299)
+        >>> check_length(model, 1, 200, 56)  # 256 positions: fits
+        >>> check_length(model, 1, 200, 57)
+        Traceback (most recent call last):
+        ...
+        ValueError: max_new_tokens=57 after a prompt of 200 tokens needs 257 positions; the base has 256 learned positions (max_position_embeddings): ask for at most 56 new tokens
+    """
+    total = prompt_length + max_new_tokens
+    limit = model.position_limit
+    if limit is not None and total > limit:
+        room = limit - prompt_length
+        advice = f"ask for at most {room} new tokens" if room > 0 else "shorten the prompt"
+        raise ValueError(
+            f"max_new_tokens={max_new_tokens} after a prompt of {prompt_length} tokens needs "
+            f"{total} positions; the base has {limit} learned positions "
+            f"(max_position_embeddings): {advice}"
+        )
+    context = getattr(model.config, "max_position_embeddings", None)
+    if limit is None and isinstance(context, int) and total > context:
+        logger.warning(
+            "generating up to %d positions, beyond the base's context of %d "
+            "(max_position_embeddings): depending on the model, expect degraded text",
+            total,
+            context,
+        )
+    cfg = model.config
+    layers, heads = cfg.num_hidden_layers, cfg.num_key_value_heads or cfg.num_attention_heads
+    head_dim = cfg.head_dim or (
+        cfg.hidden_size // cfg.num_attention_heads if cfg.num_attention_heads else None
+    )
+    itemsize = next(model.backbone.parameters()).element_size()
+    per_token = 28  # sequences (int64), values (float32), two masks (int64)
+    if use_cache and layers and heads and head_dim:
+        per_token += 2 * layers * heads * head_dim * itemsize
+    needed = batch * total * per_token
+    device = next(model.parameters()).device
+    available = _memory_bytes(device)
+    if available is not None and needed > available:
+        fits = max(available // (batch * per_token) - prompt_length, 0)
+        raise ValueError(
+            f"max_new_tokens={max_new_tokens}: {batch} row(s) of up to {total} tokens need about "
+            f"{needed / 2**30:.3g} GiB of token buffers and KV cache, more than the "
+            f"{available / 2**30:.3g} GiB of this {device.type} device; ask for at most about "
+            f"{fits} new tokens"
+        )
+
+
 def _encode_prompts(
     tokenizer: Any, prompts: Sequence[str], device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -275,8 +362,10 @@ def generate(
             ``max_new_tokens``, mismatched shapes, ids outside the model's embedding rows, a
             right-padded prompt (``attention_mask`` 0 at the end of a row; without a mask, a
             pad id at the end only logs a warning, as in transformers), text prompts or stop
-            strings without a tokenizer, both ``seed`` and ``generator``, or a draw of the wrong
-            shape.
+            strings without a tokenizer, both ``seed`` and ``generator``, a draw of the wrong
+            shape, or a length that cannot run (past a learned-position base's context, or
+            beyond the device's memory: :func:`check_length`; past a RoPE base's context only
+            warns).
 
     Example:
         >>> from cauchylin_hf.model import CauchyLMForCausalLM
@@ -334,6 +423,7 @@ def generate(
         )
     if bool((mask.sum(-1) == 0).any()):
         raise ValueError("every prompt needs at least one token with attention_mask 1")
+    check_length(model, B, int(mask.sum(-1).max()), max_new_tokens, use_cache)
     rows = int(model.get_input_embeddings().weight.shape[0])
     outside = (ids < 0) | (ids >= rows)
     if bool(outside.any()):
@@ -384,7 +474,9 @@ def generate(
     past = None
     try:
         for step in range(max_new_tokens):
-            if use_cache and step > 0:
+            # A backbone that gives back no transformers cache (RWKV keeps its own state,
+            # OpenAI GPT none) runs the whole sequence at every step, as use_cache=False does.
+            if use_cache and step > 0 and past is not None:
                 pos = position_ids_from_mask(msk)[:, -1:]
                 hidden, past = model.encode(
                     seq[:, -1:],

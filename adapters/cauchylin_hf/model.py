@@ -60,6 +60,7 @@ from ._backbone import (
     grow_embeddings,
     head_matrix,
     input_embedding_weight,
+    learned_position_limit,
     load_base,
     load_tokenizer,
     resolve_num_token,
@@ -442,6 +443,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             for m in backbone.modules():
                 setattr(m, "_is_hf_initialized", True)  # noqa: B010
         self.backbone = backbone
+        self._position_limit = learned_position_limit(backbone)
         # One config object for the backbone and config.base_config (resizing updates both).
         self.config.base_config = backbone.config
         if backbone.config._attn_implementation is None:
@@ -525,6 +527,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             decoder: the new decoder; it must yield ``[B, S, H]`` hidden states of the same ``H``.
         """
         self.backbone = decoder
+        self._position_limit = learned_position_limit(decoder)
 
     @torch.no_grad()
     def initialize_weights(self) -> None:
@@ -810,6 +813,16 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         """dtype the heads actually hold (normally ``config.head_dtype``)."""
         return self.abduction.loc_net.weight.dtype
 
+    @property
+    def position_limit(self) -> int | None:
+        """Positions of a base with learned position embeddings (GPT-2), None for RoPE/ALiBi bases.
+
+        A sequence (cache included) longer than this is refused by :meth:`forward` and
+        :func:`~cauchylin_hf.generation.generate`; see
+        :func:`cauchylin_hf._backbone.learned_position_limit`.
+        """
+        return self._position_limit
+
     # ------------------------------------------------------------------ building
 
     @classmethod
@@ -884,7 +897,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         # The decoder gets its own config object: resizing must not edit the base's config.
         backbone.config = copy.deepcopy(backbone.config)
         if k is not None and k >= rows:
-            grow_embeddings(backbone, k + 1)
+            grow_embeddings(backbone, k + 1, head=model_in.get_output_embeddings())
         if numeric_tok is None and plain_tok is not None:
             numeric_tok = NumericTokenizer(plain_tok, num_token=num_token, num_token_id=k)
         if k is None:
@@ -1008,7 +1021,8 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
 
         Raises:
             ValueError: neither or both of ``input_ids``/``inputs_embeds``, both ``cache`` and
-                ``past_key_values``, or ``numeric_values`` of another shape.
+                ``past_key_values``, ``numeric_values`` of another shape, or more positions
+                than a base with learned position embeddings has.
 
         Example:
             >>> import torch
@@ -1056,6 +1070,15 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
                 raise ValueError(f"input_ids must be [batch, seq], got {tuple(input_ids.shape)}")
             inputs_embeds = self.get_input_embeddings()(input_ids)
         positions = tuple(inputs_embeds.shape[:-1])
+        limit = self._position_limit
+        if limit is not None and not torch.compiler.is_compiling():
+            past = int(cache.get_seq_length()) if hasattr(cache, "get_seq_length") else 0
+            if past + positions[1] > limit:
+                raise ValueError(
+                    f"the sequence has {past + positions[1]} positions"
+                    f"{f' ({past} in the cache)' if past else ''}, more than the {limit} learned "
+                    "positions of the base (its max_position_embeddings): shorten the input"
+                )
         if numeric_values is not None:
             if not isinstance(numeric_values, torch.Tensor):
                 raise ValueError(
@@ -1284,8 +1307,9 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
 
         Raises:
             ValueError: bad shapes, labels outside the OvR classes, an unknown mode, both
-                ``cache`` and ``past_key_values``, or ``shift_labels`` with ``numeric_values``
-                but without (pre-shifted) ``target_values``.
+                ``cache`` and ``past_key_values``, more positions than a base with learned
+                position embeddings has, or ``shift_labels`` with ``numeric_values`` but without
+                (pre-shifted) ``target_values``.
 
         Example:
             >>> import torch

@@ -386,3 +386,32 @@ def test_generation_takes_its_decisions_from_the_mode_table(models, monkeypatch)
     assert torch.equal(run("causal", seed=3), compatible)
     monkeypatch.setitem(table, "causal", original)
     assert torch.equal(run("causal"), causal)
+
+
+def test_generation_past_a_learned_position_context_is_refused_up_front():
+    """GPT-2 has no position beyond its table: an IndexError deep inside, before the fix."""
+    model = make_model("gpt2")
+    limit = model.config.max_position_embeddings
+    assert model.position_limit == limit
+    ids = torch.randint(3, VOCAB, (1, limit - 4))
+    out = generate(model, ids, max_new_tokens=4, eos_token_id=[], mode="causal")
+    assert out.sequences.shape[1] == limit
+    with pytest.raises(ValueError, match=r"max_new_tokens=5 .* at most 4 new tokens"):
+        generate(model, ids, max_new_tokens=5, eos_token_id=[])
+    with pytest.raises(ValueError, match="learned positions"):
+        model(torch.randint(3, VOCAB, (1, limit + 1)))
+
+
+def test_generation_past_a_rope_context_warns_like_transformers(models, caplog):
+    model = models["qwen2"]
+    context = model.config.max_position_embeddings
+    ids = torch.randint(3, VOCAB, (1, context - 2))
+    with caplog.at_level("WARNING", logger="cauchylin_hf.generation"):
+        out = generate(model, ids, max_new_tokens=4, eos_token_id=[], mode="causal")
+    assert out.sequences.shape[1] == context + 2
+    assert f"beyond the base's context of {context}" in caplog.text
+
+
+def test_a_generation_longer_than_memory_is_refused_up_front(models):
+    with pytest.raises(ValueError, match=r"max_new_tokens=1000000000000: .* GiB .* at most about"):
+        generate(models["qwen2"], torch.tensor([[5, 6, 7]]), max_new_tokens=10**12)
