@@ -98,6 +98,15 @@ class Abduction(nn.Module):
     that it stays strictly positive even where ``softplus`` underflows; this changes nothing for
     any value above the floor.
 
+    **Why the default differs from the language model's.** ``gamma_init`` is a width in the
+    units of ``z``, which the layer does not know; its default, 10, is the model's structural
+    one (a wide, uncommitted ``U`` before training). Where the layer is used the value was
+    measured and is passed explicitly: ``gamma_init=0.01`` for the causal language model on a
+    pretrained decoder's hidden states (:class:`cauchylin_hf.CauchyLMConfig`; with 10 the
+    regression scale starts far above the targets' spread and the head collapses to a constant,
+    see the documentation's training page, "Numbers: the defaults and why"), ``gamma_init=1``
+    for the scikit-learn estimators on standardised features.
+
     Args:
         in_features: ``H``, the width of ``z``.
         causal_size: ``C``, the width of ``U``.

@@ -346,6 +346,18 @@ class Action(nn.Module):
     head with :meth:`copy_base_head`), ``b_cls = 0``, ``W_reg ~ N(0, 1/C)`` (std ``1/sqrt(C)``),
     ``b_reg = 0``, ``b_noise = b_noise_init`` in every component, thresholds ``= threshold``.
 
+    **Why these defaults differ from the language model's.** The layer knows nothing of the
+    scale of its input, so its defaults are the model's structural ones (``threshold=100``:
+    a class is chosen only with strong evidence; ``b_noise_init=0.1``; ``value_space="identity"``:
+    targets as given). Where the layer is used, the right values were measured and are passed
+    explicitly: the causal language model on a pretrained decoder
+    (:class:`cauchylin_hf.CauchyLMConfig`: ``threshold=0``, so that ``P_k > 1/2`` exactly where
+    the copied base logit ``loc_S`` is positive; ``b_noise_init=0.01``;
+    ``value_space="signed_log1p"`` for numbers spread over orders of magnitude; the measurements
+    are on the documentation's training page, "Numbers: the defaults and why") and the
+    scikit-learn estimators on standardised features (``threshold=0``, ``b_noise_init=0.1``).
+    Building your own model, start from one of those and pass the values.
+
     Args:
         causal_size: ``C``.
         num_classes: ``V``, the number of rows of the classification head.

@@ -147,3 +147,27 @@ def test_a_base_config_dict_needs_a_model_type():
 def test_a_model_needs_a_base_config():
     with pytest.raises(ValueError, match="base_config"):
         CauchyLMForCausalLM(CauchyLMConfig())
+
+
+def test_the_layers_say_why_their_defaults_differ_from_the_language_models():
+    """Each layer default that CauchyLMConfig overrides is named, with the config's value, in the
+    layer's docstring, and the docstring points to the page with the measurements."""
+    import inspect
+
+    from cauchylin.nn import Abduction, Action
+
+    config = CauchyLMConfig()
+    checked = 0
+    for layer in (Action, Abduction):
+        doc = inspect.getdoc(layer)
+        assert "Numbers: the defaults and why" in doc
+        for name, param in inspect.signature(layer.__init__).parameters.items():
+            if param.default is inspect.Parameter.empty or not hasattr(config, name):
+                continue
+            ours = getattr(config, name)
+            if ours == param.default:
+                continue
+            shown = repr(ours) if isinstance(ours, str) else f"{ours:g}"
+            assert f"{name}={shown}".replace("'", '"') in doc, (layer.__name__, name, shown)
+            checked += 1
+    assert checked >= 4  # threshold, b_noise_init, value_space, gamma_init
