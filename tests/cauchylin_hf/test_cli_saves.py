@@ -282,3 +282,64 @@ def test_folders_left_by_a_killed_run_are_pointed_at(setup, tmp_path, capsys):
     assert cli.main(_train(setup["base"], setup["data"], out)) == 0
     err = capsys.readouterr().err
     assert f"mv {moved} {out}" in err and str(stale) in err
+
+
+# ---------------------------------------------------------------- tables a user brings along
+
+
+def test_a_text_or_na_target_column_is_refused_naming_it(setup, tmp_path, capsys):
+    """`--target firm` (a text column) and an `n/a` in a numeric target trained without a word
+    before; now one line names the column and the first bad row, and nothing is written."""
+    table = tmp_path / "grunfeld.csv"
+    table.write_text("firm,invest,value\nGM,317.6,3078.5\nGE,33.1,1170.6\nUS,n/a,2015.8\n")
+    cases = [
+        (["--target", "firm"], "target column 'firm'", "data row 1 (line 2)", "'GM' is not a"),
+        (["--target", "invest"], "target column 'invest'", "data row 3 (line 4)", "'n/a'"),
+    ]
+    for extra, column, row, reason in cases:
+        out = tmp_path / "out"
+        assert cli.main(_train(setup["base"], table, out, *extra)) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and column in err[0] and row in err[0] and reason in err[0]
+        assert not out.exists() and _hidden(out) == []
+    # the default target is the last column: numbers everywhere, so it trains
+    assert cli.main(_train(setup["base"], table, tmp_path / "ok")) == 0
+    assert "target: column 'value'" in capsys.readouterr().out
+
+
+def test_a_table_written_with_12_decimals_predicts_with_the_decimals_its_values_need(
+    setup, tmp_path, capsys
+):
+    """pandas' to_csv(float_format="%.12f"): the prices need 2 decimals, the areas none."""
+    rows = [(30 + 7 * i, round(100 + 3.17 * i, 2)) for i in range(16)]
+    table = tmp_path / "pandas.csv"
+    table.write_text(
+        "area,price\n" + "".join(f"{a:.12f},{p:.12f}\n" for a, p in rows), encoding="utf-8"
+    )
+    out = tmp_path / "out"
+    assert cli.main(_train(setup["base"], table, out)) == 0
+    capsys.readouterr()
+    precision = json.loads((out / cli.DATA_FORMAT_FILE).read_text())["precision"]
+    assert precision == {"decimals": {"area": 0, "price": 2}, "default": 2}
+    assert cli.main(["predict", str(out), "--prompt", "area 75 -> price ", "--json"]) == 0
+    text = json.loads(capsys.readouterr().out)["text"]
+    assert re.fullmatch(r"-?[0-9]+\.[0-9]{2}", text), text
+
+
+def test_a_text_longer_than_a_learned_position_context_is_a_clear_error(tmp_path, capsys):
+    """GPT-2 has one learned position per token: a longer text was `IndexError: index out of
+    range in self`, from train and from evaluate."""
+    base = save_tiny_base(tmp_path / "gpt2", "gpt2", spare_rows=2, max_position_embeddings=32)
+    data = tmp_path / "long.csv"
+    data.write_text("note,y\nshort,1\n" + "a rather long note " * 8 + ",2\n")
+    for argv in (
+        _train(base, data, tmp_path / "out"),
+        ["evaluate", str(base), "--data", str(data), "--no-progress", "--threads", "1"],
+    ):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1, err
+        assert f"{data}, data row 2 (line 3) is" in err[0]
+        assert "longer than the model's context of 32 positions" in err[0]
+        assert "--max-length 32" in err[0]
+    assert not (tmp_path / "out").exists()
