@@ -139,8 +139,12 @@ def shard_model(
     """Shard the model with FSDP2, in place: decoder layers, heads and root as units of their own.
 
     The units and why: see the module docstring. Call it on every process after
-    ``torch.distributed.init_process_group`` (``torchrun`` sets the environment), build the
-    optimizer from the sharded parameters afterwards, and train with ``model(**batch).loss``.
+    ``torch.distributed.init_process_group`` (``torchrun`` sets the environment), with the same
+    model on every process (checked: one sum per tensor is compared across the processes),
+    build the optimizer from the sharded parameters afterwards, before any forward, and train
+    with ``model(**batch).loss``. After a forward without a backward (evaluation, generation)
+    the units that keep their parameters gathered (the root, ``abduction``, ``action``) hold the
+    gathered tensors until their next backward; an optimizer built then would step copies.
 
     Args:
         model: the :class:`~cauchylin_hf.model.CauchyLMForCausalLM` (not yet sharded).
@@ -157,8 +161,9 @@ def shard_model(
         The same model object, now an ``FSDPModule`` whose parameters are ``DTensor`` shards.
 
     Raises:
-        ValueError: ``model`` is not a ``CauchyLMForCausalLM``, is already sharded, or names no
-            decoder layer in ``_no_split_modules``.
+        ValueError: ``model`` is not a ``CauchyLMForCausalLM``, is already sharded, names no
+            decoder layer in ``_no_split_modules``, or differs between the processes (FSDP,
+            unlike DDP, does not copy rank 0's parameters: seed every process alike).
         RuntimeError: no ``mesh`` and no initialised default process group.
 
     Example:
@@ -200,6 +205,7 @@ def shard_model(
             )
         device = torch.accelerator.current_accelerator() or torch.device("cpu")
         mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    _check_replicas(model, mesh)
     policy = mp_policy if mp_policy is not None else MixedPrecisionPolicy()
     for layer in layers:
         fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
@@ -218,6 +224,32 @@ def shard_model(
         for method in methods:
             register_fsdp_forward_method(module, method)
     return model
+
+
+def _check_replicas(model: nn.Module, mesh: DeviceMesh) -> None:
+    """Refuse a model that differs between the processes (one sum per tensor, compared)."""
+    params = list(model.parameters())
+    if any(p.is_meta for p in params):  # nothing to compare yet (filled after sharding)
+        return
+    sums = torch.stack([p.detach().double().nansum().cpu() for p in params])
+    both = torch.stack([sums, -sums]).to(mesh.device_type)
+    for dim in range(mesh.ndim):
+        dist.all_reduce(both, op=dist.ReduceOp.MAX, group=mesh.get_group(dim))
+    both = both.cpu()
+    names = [name for name, _ in model.named_parameters()]
+    # both[0] is the largest sum over the processes, -both[1] the smallest.
+    differ = [
+        name
+        for name, hi, lo, own in zip(names, both[0], both[1], sums, strict=True)
+        if not (hi == own and -lo == own)
+    ]
+    if differ:
+        raise ValueError(
+            f"model differs between the processes ({len(differ)} tensors, e.g. {differ[0]}): "
+            "FSDP shards each process's own copy, so build the same model everywhere (load the "
+            "same checkpoint and call torch.manual_seed with the same seed before from_base, "
+            "whose new heads draw random values)"
+        )
 
 
 def shard_units(model: nn.Module) -> dict[str, list[str]]:

@@ -20,7 +20,8 @@ ranks' losses), the final full state dict, the sharding of every parameter on ev
 dtypes the units computed in and the FSDP units; for ``float32`` also generations before and
 after training on every rank, and the loss of a model reloaded from the saved checkpoint and
 sharded again; the error of the naive wrapping (the whole model as one unit) of a bfloat16
-backbone with float32 heads; the warnings raised. Checkpoints go to ``--checkpoints/<precision>``.
+backbone with float32 heads; the error of sharding models that differ between the ranks; the
+warnings raised. Checkpoints go to ``--checkpoints/<precision>``.
 """
 
 from __future__ import annotations
@@ -264,6 +265,22 @@ def naive_wrapping_error(tokenizer: Any, batch: dict[str, torch.Tensor], rank: i
     return "no error"
 
 
+def differing_replicas_error(tokenizer: Any, rank: int) -> str:
+    """The error of :func:`shard_model` on models built with a different seed on each rank."""
+    from cauchylin_hf.model import CauchyLMForCausalLM
+    from cauchylin_hf.sharding import shard_model
+    from cauchylin_hf.testing import tiny_base_model
+
+    base = tiny_base_model("qwen2", vocab_size=len(tokenizer), hidden_size=HIDDEN, seed=SEED)
+    torch.manual_seed(rank)  # the new heads' random values differ between the ranks
+    model = CauchyLMForCausalLM.from_base(base, tokenizer, freeze_backbone=False)
+    try:
+        shard_model(model)
+    except ValueError as err:  # raised on every rank after the comparison
+        return str(err)
+    return "no error"
+
+
 def run_sharded(
     tokenizer: Any,
     batches: list[dict[str, torch.Tensor]],
@@ -340,12 +357,14 @@ def main(argv: list[str] | None = None) -> int:
             p: run_sharded(tokenizer, batches, p, ns.checkpoints, ns.optimizer) for p in PRECISIONS
         }
         naive = naive_wrapping_error(tokenizer, batches[0], rank)
+        differing = differing_replicas_error(tokenizer, rank)
     if rank == 0:
         torch.save(
             {
                 "world_size": world,
                 "results": results,
                 "naive_wrapping_error": naive,
+                "differing_replicas_error": differing,
                 "warnings": sorted({f"{w.category.__name__}: {w.message}" for w in caught}),
             },
             ns.out,

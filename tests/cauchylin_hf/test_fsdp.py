@@ -40,7 +40,8 @@ generation under sharding (:func:`cauchylin_hf.generation.generate` with the sam
 both ranks, or per-rank prompts with a fixed number of steps, and transformers' ``generate``
 with ``synced_gpus=True``) gives the one-process tokens, before and after training; the naive
 wrapping (the whole model as one unit) of a bfloat16 backbone with float32 heads fails with
-FSDP's dtype error; the only warnings are FSDP's notes that outputs are views.
+FSDP's dtype error; models that differ between the ranks (heads drawn with another seed) are
+refused; the only warnings are FSDP's notes that outputs are views.
 """
 
 from __future__ import annotations
@@ -314,11 +315,15 @@ def test_generation_under_sharding_matches_one_process(run: dict[str, Any], work
     )
 
 
-def test_naive_wrapping_and_warnings(run: dict[str, Any]) -> None:
+def test_refusals_and_warnings(run: dict[str, Any]) -> None:
     # fully_shard(model) alone puts the float32 heads in one unit with the bfloat16 backbone.
     error = run["naive_wrapping_error"]
     assert error.startswith("AssertionError: FSDP expects uniform original parameter dtype"), error
     assert "torch.bfloat16" in error and "torch.float32" in error, error
+    # Heads drawn with another seed on each rank: refused (FSDP would shard two different models).
+    error = run["differing_replicas_error"]
+    assert error.startswith("model differs between the processes"), error
+    assert "numeric_embedding.w_num" in error or "action.regressor.weight" in error, error
     unexpected = [w for w in run["warnings"] if VIEW_WARNING not in w]
     assert unexpected == []
     print(f"\nsharded run (torchrun, 2 processes, 3 precisions): {run['seconds']:.1f} s")
