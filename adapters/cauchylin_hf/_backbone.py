@@ -37,6 +37,7 @@ __all__ = [
     "LOGIT_POSTPROCESSING",
     "LOGIT_SCALE",
     "ZERO_ROW_FILL",
+    "cached_positions",
     "grow_embeddings",
     "head_matrix",
     "input_embedding_weight",
@@ -143,8 +144,10 @@ def logit_scale(config: Any) -> float:
     value = getattr(config, attr, None)
     if value is None:
         return 1.0
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-        math.isfinite(value) and value != 0
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (math.isfinite(value) and value != 0)
     ):
         raise ValueError(f"{attr}={value!r} of the base config is not a finite non-zero number")
     return float(value) if multiplied else 1.0 / float(value)
@@ -251,6 +254,38 @@ def split_causal_lm(model: Any) -> tuple[PreTrainedModel, torch.Tensor, torch.Te
             weight = weight.detach() * scale
             b = None if b is None else b.detach() * scale
     return backbone, weight, b
+
+
+def cached_positions(cache: Any) -> int | None:
+    """The number of positions a decoder's cache holds; None for a recurrent state.
+
+    An attention cache (``DynamicCache`` of key/value layers) holds one entry per past position,
+    and the attention mask of the next step covers them. A purely recurrent cache (Mamba,
+    FalconMamba: a convolution and an SSM state, whose ``get_seq_length`` raises, or a cache
+    class without it) holds none: there the mask of a step covers only the positions fed.
+
+    Args:
+        cache: the cache a decoder gave back (or None).
+
+    Returns:
+        ``cache.get_seq_length()``, 0 for None, or None when the cache tracks no positions.
+
+    Example:
+        >>> from transformers import DynamicCache
+        >>> cached_positions(None), cached_positions(DynamicCache())
+        (0, 0)
+        >>> cached_positions(object()) is None  # a state without positions
+        True
+    """
+    if cache is None:
+        return 0
+    get = getattr(cache, "get_seq_length", None)
+    if get is None:
+        return None
+    try:
+        return int(get())
+    except ValueError:  # transformers: "can only be called on Attention layers"
+        return None
 
 
 def _looks_like_path(s: str) -> bool:

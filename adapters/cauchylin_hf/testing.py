@@ -10,18 +10,24 @@ local checkpoint folder (weights + tokenizer) that ``AutoModelForCausalLM.from_p
   round-trips any text.
 * :func:`tiny_base_config` / :func:`tiny_base_model` — Qwen2, Llama, Mistral or GPT-2 style
   decoders with ``vocab_size + spare_rows`` embedding rows (``spare_rows`` > 0 mimics Qwen2.5's
-  unused rows beyond the tokenizer).
+  unused rows beyond the tokenizer), and a shrunken config of any other ``model_type`` of
+  transformers' causal-LM mapping (:func:`causal_lm_model_types`): the config class's defaults with
+  every size made tiny.
 * :func:`save_tiny_base` — both of the above saved into one folder.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import (
+    CONFIG_MAPPING,
+    AutoConfig,
     AutoModelForCausalLM,
     AutoTokenizer,
     GPT2Config,
@@ -32,10 +38,12 @@ from transformers import (
     PreTrainedTokenizerFast,
     Qwen2Config,
 )
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 __all__ = [
     "ARCHITECTURES",
     "DEFAULT_TIED",
+    "causal_lm_model_types",
     "save_tiny_base",
     "tiny_base_config",
     "tiny_base_model",
@@ -102,6 +110,292 @@ def tiny_tokenizer(
     )
 
 
+def causal_lm_model_types() -> tuple[str, ...]:
+    """Every ``model_type`` of the installed transformers' causal-LM mapping.
+
+    The keys of ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``: what ``AutoModelForCausalLM`` builds, and
+    what :func:`tiny_base_config` accepts besides :data:`ARCHITECTURES`. The list follows the
+    installed release (it includes encoder-decoder halves and multimodal models).
+
+    Returns:
+        The model types, in the mapping's order.
+
+    Example:
+        >>> types = causal_lm_model_types()
+        >>> all(arch in types for arch in ARCHITECTURES)
+        True
+    """
+    return tuple(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+
+def _tiny_sizes(
+    hidden: int, layers: int, heads: int, kv_heads: int, inner: int, rows: int, positions: int
+) -> dict[str, int]:
+    """Tiny values of the size attributes transformers' configs use, by attribute name."""
+    head_dim = hidden // heads
+    groups: list[tuple[int, str]] = [
+        (
+            hidden,
+            "hidden_size n_embd d_model emb_dim embedding_dim attention_hidden_size lru_width "
+            "word_embed_proj_dim hidden_dim",
+        ),
+        (layers, "num_hidden_layers n_layer num_layers n_layers decoder_layers num_blocks"),
+        (
+            heads,
+            "num_attention_heads n_head n_heads decoder_attention_heads attention_heads "
+            "swa_num_attention_heads num_heads linear_num_heads linear_num_value_heads "
+            "mamba_n_heads mamba_num_heads",
+        ),
+        (
+            kv_heads,
+            "num_key_value_heads num_kv_heads multi_query_group_num num_query_groups "
+            "swa_num_key_value_heads linear_num_key_heads index_n_heads indexer_n_heads "
+            "indexer_kv_heads",
+        ),
+        (
+            head_dim,
+            "head_dim kv_channels attention_head_dim d_head dim_head attention_head_size "
+            "swa_head_dim v_head_dim linear_head_dim linear_key_head_dim linear_value_head_dim "
+            "index_head_dim indexer_head_dim qk_rope_head_dim qk_nope_head_dim rotary_dim "
+            "state_size mamba_d_state ssm_state_size time_step_rank mamba_dt_rank "
+            "hidden_size_per_layer_input embedding_size input_embedding_size "
+            "output_embedding_size kv_lora_rank q_lora_rank o_lora_rank chunk_size "
+            "mamba_chunk_size mamba_d_head mamba_head_dim mamba_headdim block_size",
+        ),
+        (2 * head_dim, "qk_head_dim"),
+        (
+            inner,
+            "intermediate_size n_inner ffn_dim decoder_ffn_dim ffn_hidden_size d_inner dim_ff dff "
+            "feed_forward_size dense_intermediate_size intermediate_size_mlp "
+            "shared_intermediate_size shared_expert_intermediate_size "
+            "moe_shared_expert_intermediate_size shared_experts_intermediate_size",
+        ),
+        (inner // 4, "moe_intermediate_size expert_ffn_hidden_size"),
+        (rows, "vocab_size unpadded_vocab_size"),
+        (
+            positions,
+            # windows and sparse-attention top-k as long as the context: no test sequence
+            # reaches them (where the model's own cached and full passes may differ)
+            "max_position_embeddings n_positions n_ctx max_seq_len sliding_window "
+            "sliding_window_size attention_window_size window_size index_topk",
+        ),
+        (4, "num_experts num_local_experts n_routed_experts moe_num_experts"),
+        (2, "num_experts_per_tok num_experts_per_token moe_topk moe_top_k moe_k"),
+        (
+            1,
+            "n_shared_experts n_group num_expert_group topk_group first_k_dense_replace n_groups "
+            "mamba_n_groups mamba_ngroups",
+        ),
+    ]
+    return {name: value for value, names in groups for name in names.split()}
+
+
+_LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers")
+
+_NONE_MEANS_OFF = frozenset(
+    {
+        "sliding_window",
+        "sliding_window_size",
+        "attention_window_size",
+        "window_size",
+        "q_lora_rank",
+        "o_lora_rank",
+        "rotary_dim",
+        "embedding_size",  # None: the hidden size
+        "input_embedding_size",
+        "output_embedding_size",
+    }
+)
+"""Sizes whose default None switches a feature off (kept None); other None sizes are derived or
+required, and get their tiny value."""
+
+_TINY_OVERRIDES: dict[str, dict[str, Any]] = {
+    # hybrids: where the attention layer of the tiny model goes
+    "bamba": {"attn_layer_indices": [1]},
+    "granitemoehybrid": {"layer_types": ["linear_attention", "attention"]},
+    "jamba": {
+        "attn_layer_period": 2,
+        "attn_layer_offset": 1,
+        "expert_layer_period": 2,
+        "expert_layer_offset": 1,
+        "use_mamba_kernels": False,
+    },
+    "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
+    "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
+    # Zamba: attention reads [hidden, embedding] (2H wide), a shared block ties two layers
+    "zamba": {
+        "num_hidden_layers": 3,
+        "layers_block_type": ["linear_attention", "hybrid", "hybrid"],
+        "attention_hidden_size": 64,
+        "attention_head_dim": 16,
+        "n_mamba_heads": 2,
+        "use_mamba_kernels": False,
+    },
+    "zamba2": {
+        "attention_hidden_size": 64,
+        "attention_head_dim": 16,
+        "n_mamba_heads": 4,
+        "mamba_headdim": 16,
+        "use_mamba_kernels": False,
+    },
+    "dory": {  # a looped model: input, recurrent and output layers
+        "num_hidden_layers": 3,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+        "n_input_layers": 1,
+        "n_recurrent_layers": 1,
+        "n_output_layers": 1,
+    },
+    "xlstm": {"chunk_size": 64},
+    "dots3_note_text": {"per_layer_config": {}},  # per-layer sizes of the full-size model
+    "mamba2": {"num_heads": 8, "head_dim": 8, "n_groups": 1},
+    "zaya": {"num_experts_per_tok": 1},
+    "gemma3n_text": {"num_kv_shared_layers": 0},
+    "cohere_compass_text": {
+        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    },
+    "qwen4_exp_text": {"indexer_budget": 16, "indexer_compress_ratio": 4, "indexer_kv_heads": 1},
+    "reformer": {
+        "axial_pos_shape": [16, 16],
+        "axial_pos_embds_dim": [16, 16],
+        "local_attn_chunk_length": 16,
+        "lsh_attn_chunk_length": 16,
+    },
+    "blt": {"encoder_hash_byte_group_vocab": 300},
+    # a non-trivial linear logit scale, which the head must absorb
+    "granite": {"logits_scaling": 4.0},
+    "granitemoe": {"logits_scaling": 4.0},
+    "hyperclovax": {"logits_scaling": 0.5},
+    "falcon_h1": {"lm_head_multiplier": 0.5},
+}
+"""Per ``model_type`` settings the generic shrinking cannot guess (layer patterns, ratios), and
+non-default logit scales (the defaults of some are 1, which would not test their scaling)."""
+
+
+def _config_defaults(cls: type) -> dict[str, Any]:
+    """The defaults of a config class: its default instance, else its dataclass fields."""
+    try:
+        return dict(cls().to_dict())
+    except Exception:
+        if not dataclasses.is_dataclass(cls):
+            raise
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.default is not dataclasses.MISSING:
+                out[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                out[f.name] = f.default_factory()
+        return out
+
+
+def _per_layer(value: Any, layers: int, sizes: Mapping[str, int], name: str) -> list[Any]:
+    """A per-layer list cut to ``layers`` entries that keeps every kind of layer it had."""
+    if name in sizes and all(isinstance(v, int) for v in value):
+        return [sizes[name]] * layers
+    kinds = list(dict.fromkeys(v if not isinstance(v, list) else tuple(v) for v in value))
+    return [kinds[i % len(kinds)] for i in range(layers)]
+
+
+def _shrunk(
+    cls: type,
+    sizes: Mapping[str, int],
+    layers: int,
+    common: Mapping[str, Any],
+    extra: Mapping[str, Any],
+) -> Any:
+    """``cls`` built from its defaults with every known size replaced by its tiny value.
+
+    ``common`` settings apply where the class has that attribute, ``extra`` ones always; sub-configs
+    (``text_config``, ...) are shrunk the same way."""
+    defaults = _config_defaults(cls)
+    default_layers = next(
+        (defaults[k] for k in _LAYER_COUNTS if isinstance(defaults.get(k), int)), None
+    )
+    kinds = 0
+    lists = {}
+    for name, value in defaults.items():
+        if isinstance(value, list) and value and len(value) == default_layers:
+            lists[name] = value
+            kinds = max(kinds, len({str(v) for v in value}))
+    n = max(layers, kinds)
+    kwargs: dict[str, Any] = {}
+    for name, value in defaults.items():
+        if name not in sizes or isinstance(value, bool):
+            continue
+        if isinstance(value, int) or (value is None and name not in _NONE_MEANS_OFF):
+            kwargs[name] = n if name in _LAYER_COUNTS else sizes[name]
+            if value is not None and value == defaults.get("hidden_size") != sizes[name]:
+                kwargs[name] = sizes["hidden_size"]  # a size equal to the hidden size stays so
+    if "kv_lora_rank" in defaults:  # multi-head latent attention: one key/value per query head
+        for name in ("num_key_value_heads", "num_kv_heads"):
+            if name in kwargs:
+                kwargs[name] = sizes["num_attention_heads"]
+    for expand in ("mamba_expand", "expand"):
+        # Mamba-2 style heads: mamba heads x head dim = expand x hidden
+        if isinstance(defaults.get(expand), int):
+            inner = defaults[expand] * sizes["hidden_size"]
+            if "mamba_d_ssm" in defaults:
+                kwargs["mamba_d_ssm"] = inner
+            for heads, dim in (
+                ("mamba_n_heads", "mamba_d_head"),
+                ("mamba_num_heads", "mamba_head_dim"),
+                ("mamba_n_heads", "mamba_headdim"),
+            ):
+                if heads in kwargs and dim in kwargs:
+                    kwargs[dim] = inner // kwargs[heads]
+    kwargs.update({name: _per_layer(v, n, sizes, name) for name, v in lists.items()})
+    for name, sub in (getattr(cls, "sub_configs", None) or {}).items():
+        given = defaults.get(name)
+        if sub is AutoConfig:
+            model_type = given.get("model_type") if isinstance(given, dict) else None
+            if model_type not in CONFIG_MAPPING:
+                continue
+            sub = CONFIG_MAPPING[model_type]
+        sub_type = getattr(sub, "model_type", "")
+        # as a dict, the form a config.json holds, which every parent config converts
+        shrunk = _shrunk(sub, sizes, layers, common, _TINY_OVERRIDES.get(sub_type, {}))
+        kwargs[name] = shrunk.to_dict()
+    kwargs.update({name: value for name, value in common.items() if name in defaults})
+    kwargs.update(extra)
+    return cls(**kwargs)
+
+
+def _generic_tiny_config(
+    model_type: str,
+    *,
+    rows: int,
+    tie_word_embeddings: bool | None,
+    hidden_size: int,
+    num_hidden_layers: int,
+    num_attention_heads: int,
+    num_key_value_heads: int,
+    intermediate_size: int,
+    max_position_embeddings: int,
+    initializer_range: float,
+) -> PretrainedConfig:
+    """The config class of ``model_type`` with its defaults shrunk (see :func:`tiny_base_config`)."""
+    sizes = _tiny_sizes(
+        hidden_size,
+        num_hidden_layers,
+        num_attention_heads,
+        num_key_value_heads,
+        intermediate_size,
+        rows,
+        max_position_embeddings,
+    )
+    # is_decoder: the BERT-style classes of the mapping are causal only as decoders.
+    common: dict[str, Any] = {
+        "initializer_range": initializer_range,
+        "pad_token_id": 0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "is_decoder": True,
+    }
+    if tie_word_embeddings is not None:
+        common["tie_word_embeddings"] = bool(tie_word_embeddings)
+    extra = _TINY_OVERRIDES.get(model_type, {})
+    return _shrunk(CONFIG_MAPPING[model_type], sizes, num_hidden_layers, common, extra)
+
+
 def tiny_base_config(
     arch: str = "qwen2",
     *,
@@ -118,8 +412,16 @@ def tiny_base_config(
 ) -> PretrainedConfig:
     """The config of a tiny decoder of architecture ``arch``.
 
+    :data:`ARCHITECTURES` get a hand-written config. Any other ``model_type`` of
+    :func:`causal_lm_model_types` gets its config class's defaults with every size made tiny: the
+    arguments below, ``H / heads`` as head dimension (and as the other small dimensions: rotary,
+    low-rank, state sizes), 4 experts with 2 active, and every per-layer list (``layer_types``,
+    ...) cut to one layer of each kind it lists (so a hybrid keeps its attention layer). Such a
+    config keeps its class's default ``tie_word_embeddings`` unless one is given.
+
     Args:
-        arch: ``"qwen2"``, ``"llama"``, ``"mistral"`` or ``"gpt2"``.
+        arch: ``"qwen2"``, ``"llama"``, ``"mistral"``, ``"gpt2"`` or another model type of the
+            installed transformers' causal-LM mapping (e.g. ``"phi3"``, ``"gemma2"``).
         vocab_size: number of tokens of the matching :func:`tiny_tokenizer`.
         spare_rows: extra embedding rows beyond the tokenizer (the config's ``vocab_size`` is
             ``vocab_size + spare_rows``).
@@ -134,22 +436,41 @@ def tiny_base_config(
             equality checks are not trivially met by tiny numbers).
 
     Returns:
-        A ``Qwen2Config``, ``LlamaConfig``, ``MistralConfig`` or ``GPT2Config`` with ``pad``/``bos``/
-        ``eos`` ids 0/1/2.
+        A ``Qwen2Config``, ``LlamaConfig``, ``MistralConfig``, ``GPT2Config`` (or the config
+        class of ``arch``) with ``pad``/``bos``/``eos`` ids 0/1/2.
 
     Raises:
-        ValueError: an unknown ``arch`` or negative ``spare_rows``.
+        ValueError: an ``arch`` outside the causal-LM mapping or negative ``spare_rows``.
 
     Example:
         >>> tiny_base_config("gpt2", spare_rows=3).vocab_size
         303
+        >>> cfg = tiny_base_config("phi3")
+        >>> type(cfg).__name__, cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size
+        ('Phi3Config', 32, 2, 300)
     """
-    if arch not in ARCHITECTURES:
-        raise ValueError(f"arch must be one of {ARCHITECTURES}, got {arch!r}")
+    if arch not in ARCHITECTURES and arch not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise ValueError(
+            f"arch must be one of {ARCHITECTURES} or a model type of the causal-LM mapping "
+            f"(causal_lm_model_types()), got {arch!r}"
+        )
     if isinstance(spare_rows, bool) or not isinstance(spare_rows, int) or spare_rows < 0:
         raise ValueError(f"spare_rows must be an int >= 0, got {spare_rows!r}")
-    tied = DEFAULT_TIED[arch] if tie_word_embeddings is None else bool(tie_word_embeddings)
     rows = vocab_size + spare_rows
+    if arch not in ARCHITECTURES:
+        return _generic_tiny_config(
+            arch,
+            rows=rows,
+            tie_word_embeddings=tie_word_embeddings,
+            hidden_size=hidden_size,
+            num_hidden_layers=num_hidden_layers,
+            num_attention_heads=num_attention_heads,
+            num_key_value_heads=num_key_value_heads,
+            intermediate_size=intermediate_size,
+            max_position_embeddings=max_position_embeddings,
+            initializer_range=initializer_range,
+        )
+    tied = DEFAULT_TIED[arch] if tie_word_embeddings is None else bool(tie_word_embeddings)
     common: dict[str, Any] = {
         "vocab_size": rows,
         "tie_word_embeddings": tied,
@@ -195,7 +516,8 @@ def tiny_base_model(
     """A randomly initialised tiny causal LM (``AutoModelForCausalLM.from_config``), in eval mode.
 
     Args:
-        arch: ``"qwen2"``, ``"llama"``, ``"mistral"`` or ``"gpt2"``.
+        arch: ``"qwen2"``, ``"llama"``, ``"mistral"``, ``"gpt2"`` or another model type of the
+            causal-LM mapping (see :func:`tiny_base_config`).
         tie_word_embeddings: tie head and embedding (default per architecture).
         vocab_size: tokens of the matching :func:`tiny_tokenizer`.
         spare_rows: embedding rows beyond the tokenizer.
