@@ -69,6 +69,7 @@ MODULES = [
     "cauchylin_hf.app.tables",
     "cauchylin_hf.app.precision",
     "cauchylin_hf.app.scratch",
+    "cauchylin_lm",
 ]
 
 SECTION = re.compile(r"^(\w[\w ]*):\s*$", re.M)
