@@ -761,3 +761,29 @@ def test_nan_and_a_negative_loss_are_explained(table_model, capsys, monkeypatch)
     assert re.search(r"^target/spearman\s+nan$", captured.out, re.M)
     assert "note: nan (" in captured.err and "not a failure" in captured.err
     assert "eval/loss is negative, which is fine" in captured.err
+
+
+def test_a_model_folder_without_a_training_median_compares_with_the_targets_own(
+    table_model, tmp_path, capsys
+):
+    """A folder trained elsewhere (no target_median in data_format.json): the baseline is the
+    median of the evaluated targets themselves, and the line says so."""
+    import shutil
+
+    import numpy as np
+
+    folder = tmp_path / "model"
+    shutil.copytree(table_model["model"], folder)
+    record = json.loads((folder / cli.DATA_FORMAT_FILE).read_text())
+    del record["target_median"]
+    (folder / cli.DATA_FORMAT_FILE).write_text(json.dumps(record))
+    argv = ["evaluate", str(folder), "--data", str(table_model["test"]), "--no-progress"]
+    assert cli.main([*argv, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "predicting their own median (the model folder records no training median)" in (
+        captured.err
+    )
+    with table_model["test"].open() as f:
+        true = np.array([float(r["target"]) for r in csv.DictReader(f)], dtype=np.float32)
+    expected = np.median(np.abs(np.median(true.astype(float)) - true.astype(float)))
+    assert math.isclose(json.loads(captured.out)["target/mdae_baseline"], expected, rel_tol=1e-9)

@@ -587,20 +587,19 @@ def _target_report(
     predicted, true = preds.prediction.median[keep], preds.true[keep]
     if not bool(predicted.isfinite().all()):
         return metrics
-    note = ""
+    guess = "the training median"
     if baseline is None:  # a model folder from elsewhere: the evaluated targets' own median
         from cauchylin.metrics import quantiles
 
         baseline = quantiles(true, (0.5,))[0]
-        note = " of these targets (the model folder records no training median)"
+        guess = "their own median (the model folder records no training median)"
     check = learning_check(predicted, true, baseline)
     metrics["target/mdae_baseline"] = check.baseline_mdae
     metrics["target/spread_ratio"] = check.spread_ratio
     name = data.template.target if data.template is not None else "target"
     print(
         f"{name} on {check.count} {where}: median absolute error {check.mdae:.4g}; predicting "
-        f"the training median{note} ({check.baseline:.4g}) for every row: "
-        f"{check.baseline_mdae:.4g}",
+        f"{guess} ({check.baseline:.4g}) for every row: {check.baseline_mdae:.4g}",
         file=sys.stderr if getattr(args, "json", False) else sys.stdout,
     )
     for message in check.warnings(name):
