@@ -1,61 +1,28 @@
 r"""Sharded training of :class:`~cauchylin_hf.model.CauchyLMForCausalLM` with FSDP2.
 
 FSDP2 (``torch.distributed.fsdp.fully_shard``) splits every parameter along its first dimension
-across the processes of a mesh (a ``DTensor`` with placement ``Shard(0)``), gathers one *unit*
-of parameters just before that unit computes and frees it after. :func:`shard_model` chooses the
-units for the causal language model:
+across the processes of a mesh (a ``DTensor`` with placement ``Shard(0)``) and gathers one
+*unit* of parameters just before that unit computes. :func:`shard_model` makes these units:
 
-* **one unit per decoder layer**: the modules whose class name is in the backbone's
-  ``_no_split_modules`` (``Qwen2DecoderLayer``, ``LlamaDecoderLayer``, ``GPT2Block``, ...; the
-  model copies the list from its backbone), the rule transformers and accelerate use;
-* **one unit per head module**, ``numeric_embedding``, ``abduction`` and ``action``
-  (:data:`~cauchylin_hf.heads_io.HEAD_MODULES`), each with a mixed-precision policy of its own
-  that keeps the heads in their dtype (float32 by default);
-* **the root unit**, the rest: the token embedding, the final norm (and GPT-2's position
-  embedding), gathered for the whole step as FSDP2 does for every root.
+* one per **decoder layer**: the modules whose class name is in the backbone's
+  ``_no_split_modules`` (``Qwen2DecoderLayer``, ``GPT2Block``, ...), found by
+  :func:`decoder_layers`;
+* one per **head module**, ``numeric_embedding``, ``abduction`` and ``action``
+  (:data:`~cauchylin_hf.heads_io.HEAD_MODULES`), each in its own dtype (float32 by default), with
+  ``action.loss``, ``action.step`` and the model's ``encode`` registered as forward methods
+  (:data:`FORWARD_METHODS`);
+* the **root**: the token embedding and the final norm. It never casts the model's inputs, so
+  ``numeric_values`` and ``target_values`` reach the heads unrounded under a bfloat16 policy.
 
-Why the heads are not left in the root unit (where an automatic wrapping by
-``_no_split_modules`` puts them, since ``action.classifier`` is not
-``get_output_embeddings()``):
+Why the heads get units of their own (FSDP2 refuses a unit of bfloat16 and float32 trainable
+parameters; ``W_cls`` is the largest tensor of a small model), the mixed-precision set-ups, the
+launch commands, the pitfalls and what the tests measured:
+[Scaling out](../../scaling.md#sharded-training-with-fsdp2).
 
-* **dtype.** FSDP2 gathers one unit in one dtype and refuses a unit whose trainable parameters
-  differ (``AssertionError: FSDP expects uniform original parameter dtype but got
-  {torch.bfloat16, torch.float32}``), and a mixed-precision policy on the root would cast the
-  float32 heads to bfloat16 for every product. Units of their own compute the heads in float32
-  next to a bfloat16 backbone.
-* **memory.** ``W_cls`` is ``[V, C]``: 136 M values for Qwen2.5-0.5B, more than a quarter of the
-  model. In the root unit it stays gathered from the first layer's forward to the end of the
-  backward; in its own unit it is gathered for the heads' forward and backward only.
-* **three units, not one group.** ``numeric_embedding`` runs before the first decoder layer and
-  ``abduction``/``action`` after the last; one group of the three would keep ``W_cls`` gathered
-  through the whole backbone as well. ``numeric_embedding`` holds two ``[H]`` vectors, so its
-  gather costs one small message.
-* **calls that are not ``forward``.** FSDP2 gathers a unit in its ``forward`` hooks. The training
-  loss is ``action.loss`` and a generation step ``action.step``; :func:`shard_model` registers
-  both (and the root's ``encode``, which :func:`cauchylin_hf.generation.generate` calls) with
-  ``torch.distributed.fsdp.register_fsdp_forward_method`` (see :data:`FORWARD_METHODS`).
-
-``abduction`` and ``action`` keep their parameters gathered after the forward
-(``reshard_after_forward=False``): they are the last units of the forward and the first of the
-backward, so freeing them would mean gathering them again at once.
-
-**Mixed precision.** Two set-ups work: a model loaded in bfloat16 (the backbone in bfloat16, the
-heads in float32 through the model's ``_keep_in_fp32_modules_strict``), sharded as it is; or a
-float32 model with ``mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16,
-reduce_dtype=torch.float32)``: the backbone's units gather and compute in bfloat16 and reduce
-their gradients in float32, the optimizer steps the float32 shards, and the heads compute in
-float32. The root unit never casts the model's inputs (``cast_forward_inputs=False``): FSDP2
-would otherwise round ``numeric_values`` and ``target_values`` to bfloat16 (8 significant bits:
-12.37 becomes 12.375) before the regression loss sees them.
-
-**Checkpoints.** :func:`full_state_dict` gathers the full (unsharded) state dict on rank 0, and
-:func:`save_full_checkpoint` writes it as an ordinary ``save_pretrained`` folder that
+:func:`full_state_dict` gathers the whole state dict on rank 0 and :func:`save_full_checkpoint`
+writes it as an ordinary ``save_pretrained`` folder, which
 :meth:`CauchyLMForCausalLM.from_pretrained <cauchylin_hf.model.CauchyLMForCausalLM.from_pretrained>`
-reads in one process; to resume sharded, load it on every rank and call :func:`shard_model`
-again. The optimizer's state is not part of it.
-
-Commands, the launcher and what was measured: the documentation page "Scaling out"
-(``docs/scaling.md``).
+reads in one process.
 
 Example:
     >>> import torch, torch.distributed as dist
