@@ -1,7 +1,12 @@
-"""The one place where cauchylin checks arguments and raises.
+"""The argument checks of cauchylin: every module checks its public arguments with these.
 
-Every check raises ``ValueError`` with a message that names the offending argument and its
-shape, so a user can tell at once which input was wrong. Value checks (finite, positive) need a
+Each check raises ``ValueError`` (a :class:`BroadcastError` for shapes that do not broadcast)
+with a message that names the offending argument, and its shape for tensors, so a user can tell
+at once which input was wrong. The type and size checks (:func:`require_tensor`,
+:func:`positive_int`, :func:`finite_number`, :func:`one_of`) run at a public entry point; code
+below it trusts what was checked. Errors that belong to one operation rather than to an argument
+(an exact law with no closed form, an index that would drop the component dimension) are raised
+where the operation is. Value checks (finite, positive) need a
 device synchronisation; they run only while validation is enabled, which it is by default and can
 be switched off globally (:func:`set_validate_args`), for a block (:func:`validation`), or per
 object (``validate_args=False``).
@@ -26,8 +31,12 @@ __all__ = [
     "check_binary_mask",
     "check_finite",
     "check_positive_finite",
+    "finite_number",
     "is_tracing",
     "is_validating",
+    "one_of",
+    "positive_int",
+    "require_tensor",
     "set_validate_args",
     "validation",
 ]
@@ -138,6 +147,130 @@ def validation(enabled: bool) -> Iterator[None]:
         yield
     finally:
         _VALIDATE_DEFAULT = previous
+
+
+def require_tensor(
+    name: str, value: object, *, floating: bool = False, integer: bool = False
+) -> torch.Tensor:
+    """``value`` if it is a ``torch.Tensor`` (of a floating or an integer dtype when asked).
+
+    Args:
+        name: the argument name used in the message.
+        value: the argument.
+        floating: require a floating-point dtype.
+        integer: require an integer dtype (``bool`` does not count).
+
+    Returns:
+        ``value``, typed as a tensor.
+
+    Raises:
+        ValueError: ``value`` is not a tensor, or not of the required kind of dtype.
+
+    Example:
+        >>> import torch
+        >>> require_tensor("labels", [1, 2])
+        Traceback (most recent call last):
+        ...
+        ValueError: labels must be a torch.Tensor, got list
+        >>> require_tensor("loc", torch.tensor([1]), floating=True)
+        Traceback (most recent call last):
+        ...
+        ValueError: loc must be a floating-point tensor, got dtype torch.int64
+    """
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    if floating and not value.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
+    if integer and (value.is_floating_point() or value.is_complex() or value.dtype == torch.bool):
+        raise ValueError(f"{name} must be an integer tensor, got dtype {value.dtype}")
+    return value
+
+
+def positive_int(name: str, value: object) -> int:
+    """``value`` if it is an ``int >= 1`` (not a bool).
+
+    Args:
+        name: the argument name used in the message.
+        value: the argument.
+
+    Returns:
+        ``value`` as an ``int``.
+
+    Raises:
+        ValueError: anything else.
+
+    Example:
+        >>> positive_int("causal_size", 0)
+        Traceback (most recent call last):
+        ...
+        ValueError: causal_size must be a positive int, got 0
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def finite_number(name: str, value: object, *, minimum: float | None = None) -> float:
+    """``float(value)`` for a finite real number (not a bool), at least ``minimum`` if given.
+
+    Args:
+        name: the argument name used in the message.
+        value: the argument (a Python or NumPy number, or a one-element tensor).
+        minimum: the smallest value allowed (inclusive), or None.
+
+    Returns:
+        The number as a ``float``.
+
+    Raises:
+        ValueError: not a real number, a bool, NaN, infinite, or below ``minimum``.
+
+    Example:
+        >>> finite_number("threshold", 2)
+        2.0
+        >>> finite_number("reg_weight", -1, minimum=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: reg_weight must be a finite number >= 0, got -1
+    """
+    bound = "" if minimum is None else f" >= {minimum:g}"
+    message = f"{name} must be a finite number{bound}, got {value!r}"
+    if isinstance(value, bool) or isinstance(value, str):
+        raise ValueError(message)
+    try:
+        v = float(value)  # type: ignore[arg-type]  # anything float() takes; refused below
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(message) from None
+    if not math.isfinite(v) or (minimum is not None and v < minimum):
+        raise ValueError(message)
+    return v
+
+
+def one_of(name: str, value: object, choices: Sequence[object]) -> object:
+    """``value`` if it is one of ``choices``.
+
+    Args:
+        name: the argument name used in the message.
+        value: the argument.
+        choices: the allowed values (listed in the message in this order).
+
+    Returns:
+        ``value``.
+
+    Raises:
+        ValueError: ``value`` is not among ``choices``.
+
+    Example:
+        >>> one_of("value_space", "log", ("identity", "signed_log1p"))
+        Traceback (most recent call last):
+        ...
+        ValueError: value_space must be one of ('identity', 'signed_log1p'), got 'log'
+    """
+    try:
+        if value in choices:
+            return value
+    except TypeError:  # an unhashable value against a set of choices
+        pass
+    raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
 
 
 def _describe(t: torch.Tensor) -> str:

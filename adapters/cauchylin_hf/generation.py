@@ -50,6 +50,7 @@ import torch
 
 from cauchylin.nn.modes import (
     STANDARD,
+    Decoding,
     FixedDraw,
     check_sampling_options,
     check_temperature,
@@ -269,9 +270,12 @@ def check_length(
         )
     cfg = model.config
     layers, heads = cfg.num_hidden_layers, cfg.num_key_value_heads or cfg.num_attention_heads
-    head_dim = cfg.head_dim or (
-        cfg.hidden_size // cfg.num_attention_heads if cfg.num_attention_heads else None
-    )
+    try:
+        head_dim = cfg.head_dim or (
+            cfg.hidden_size // cfg.num_attention_heads if cfg.num_attention_heads else None
+        )
+    except RuntimeError:  # a per-layer config (Gemma 4) has no global head_dim: no estimate
+        head_dim = None
     itemsize = next(model.backbone.parameters()).element_size()
     per_token = 28  # sequences (int64), values (float32), two masks (int64)
     if use_cache and layers and heads and head_dim:
@@ -450,6 +454,16 @@ def generate(
         draws[spec.draw.name] = _draw(
             spec.draw, given, B, action.causal_size, generator, device, dtype
         )
+    # Every decision option, checked once here: the steps below trust the record.
+    decoding = Decoding.make(
+        spec,
+        t,
+        shape=(B, action.causal_size),
+        top_k=top_k,
+        top_p=top_p,
+        generator=generator,
+        **draws,
+    )
 
     eos = _eos_ids(model, tokenizer, eos_token_id)
     eos_t = torch.tensor(eos, dtype=torch.long, device=device)
@@ -491,14 +505,7 @@ def generate(
                     seq, vals, msk, use_cache=use_cache, position_ids=position_ids_from_mask(msk)
                 )
             U, step_out = model.step(
-                hidden[:, -1],
-                spec,
-                t,
-                generator=generator,
-                top_k=top_k,
-                top_p=top_p,
-                return_distributions=return_distributions,
-                **draws,
+                hidden[:, -1], decoding, return_distributions=return_distributions
             )
             nxt, value = step_out.ids, step_out.values
             if return_distributions:

@@ -53,10 +53,11 @@ from transformers.utils import ModelOutput
 
 from cauchylin import CauchyVector
 from cauchylin.nn import Abduction, Action, ActionOutput, ActionStep, NumericEmbedding
-from cauchylin.nn.modes import STANDARD, InferenceMode
+from cauchylin.nn.modes import STANDARD, Decoding, InferenceMode
 
 from . import heads_io
 from ._backbone import (
+    cached_positions,
     grow_embeddings,
     head_matrix,
     input_embedding_weight,
@@ -1099,6 +1100,9 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         embeds = self.numeric_embedding(inputs_embeds, numeric_values, mask)
         kwargs.pop("num_items_in_batch", None)
         kwargs[CACHE_NAME] = cache
+        if cache is not None and attention_mask is not None and cached_positions(cache) is None:
+            # A recurrent state (Mamba) keeps no past positions: mask the fed ones only.
+            attention_mask = attention_mask[:, -positions[1] :]
         out = self.backbone(
             inputs_embeds=embeds,
             attention_mask=attention_mask,
@@ -1114,7 +1118,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
     def heads(
         self,
         hidden: torch.Tensor,
-        mode: str | InferenceMode = STANDARD,
+        mode: str | InferenceMode | Decoding = STANDARD,
         temperature: float | None = None,
         *,
         generator: torch.Generator | None = None,
@@ -1131,19 +1135,20 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
 
         Args:
             hidden: ``[..., H]`` features from :meth:`encode`.
-            mode: an inference mode of :data:`cauchylin.nn.MODES`.
+            mode: an inference mode of :data:`cauchylin.nn.MODES`, or a
+                :class:`cauchylin.nn.modes.Decoding` that carries the options below.
             temperature: ``T >= 0`` (default ``config.temperature``).
-            generator: random generator of the sampling modes.
-            eps_seed: fixed draw of ``shared_individual``: ``[C]`` or broadcastable to
-                ``[..., C]``, entries in ``(0, 1)``.
-            eps_noise: fixed draw of ``shared_noise``: ``[C]`` or broadcastable to ``[..., C]``.
+            generator: ``torch.Generator`` of the random modes.
+            eps_seed: ``shared_individual``'s fixed draw (see
+                :meth:`cauchylin.nn.modes.Decoding.make`).
+            eps_noise: ``shared_noise``'s fixed draw (likewise).
 
         Returns:
             ``(U, action_output)``: ``U`` ``[..., C]`` and the
             :class:`cauchylin.nn.ActionOutput` (``loc_S``, ``scale_S``, ``predict()``, ...).
 
         Raises:
-            ValueError: an unknown mode or a bad temperature / draw.
+            ValueError: bad options (see :meth:`cauchylin.nn.modes.Decoding.make`).
 
         Example:
             >>> import torch
@@ -1159,15 +1164,15 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             >>> round(U.scale.mean().item(), 4)  # scale_U = gamma_init
             0.01
         """
-        t = self.config.temperature if temperature is None else temperature
         U = self._individual(hidden)
+        t = self._temperature(mode, temperature)
         out = self.action(U, mode, t, generator=generator, eps_seed=eps_seed, eps_noise=eps_noise)
         return U, out
 
     def step(
         self,
         hidden: torch.Tensor,
-        mode: str | InferenceMode = STANDARD,
+        mode: str | InferenceMode | Decoding = STANDARD,
         temperature: float | None = None,
         *,
         generator: torch.Generator | None = None,
@@ -1182,15 +1187,17 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         ``U`` as in :meth:`heads`, then :meth:`cauchylin.nn.Action.step`: the mode's decision input,
         ``loc_S``/``loc_Y`` (and ``scale_S`` where the mode's token rule reads it), the mode's token
         rule and, where ``<NUM>`` (``config.num_token_id``) is chosen, ``loc_Y`` as its value. The
-        seam of generation loops (:func:`cauchylin_hf.generation.generate` uses it).
+        seam of generation loops (:func:`cauchylin_hf.generation.generate` uses it, with one
+        :class:`cauchylin.nn.modes.Decoding` checked before its first step).
 
         Args:
             hidden: ``[B, H]`` features of the last position (from :meth:`encode`).
-            mode: an inference mode of :data:`cauchylin.nn.MODES` (or its record).
+            mode: an inference mode of :data:`cauchylin.nn.MODES` (or its record), or a
+                :class:`cauchylin.nn.modes.Decoding` that carries the options below.
             temperature: ``T >= 0`` (default ``config.temperature``).
-            generator: random generator of the sampling modes and of compatible sampling.
-            eps_seed: fixed draw of ``shared_individual``: ``[C]`` or ``[B, C]``.
-            eps_noise: fixed draw of ``shared_noise``: ``[C]`` or ``[B, C]``.
+            generator: ``torch.Generator`` of the random modes and of compatible sampling.
+            eps_seed: ``shared_individual``'s fixed draw, ``[C]`` or ``[B, C]``.
+            eps_noise: ``shared_noise``'s fixed draw, ``[C]`` or ``[B, C]``.
             top_k: compatible mode: keep the ``k`` largest logits.
             top_p: compatible mode: nucleus filtering.
             return_distributions: also compute ``scale_S`` and ``scale_Y``.
@@ -1200,7 +1207,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             ``values``, ``loc_S``, ...).
 
         Raises:
-            ValueError: an unknown mode, a bad temperature / draw / ``top_k`` / ``top_p``.
+            ValueError: bad options (see :meth:`cauchylin.nn.modes.Decoding.make`).
 
         Example:
             >>> import torch
@@ -1211,12 +1218,11 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             >>> bool(torch.equal(step.ids, model.heads(hidden, "causal")[1].next_token()))
             True
         """
-        t = self.config.temperature if temperature is None else temperature
         U = self._individual(hidden)
         out = self.action.step(
             U,
             mode,
-            t,
+            self._temperature(mode, temperature),
             generator=generator,
             eps_seed=eps_seed,
             eps_noise=eps_noise,
@@ -1226,6 +1232,12 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             return_distributions=return_distributions,
         )
         return U, out
+
+    def _temperature(self, mode: Any, temperature: float | None) -> float | None:
+        """``temperature``, else ``config.temperature``; None with a Decoding (it holds its T)."""
+        if isinstance(mode, Decoding) or temperature is not None:
+            return temperature
+        return self.config.temperature
 
     def _individual(self, hidden: torch.Tensor) -> CauchyVector:
         """``U = Abduction(z)`` on the heads' device."""

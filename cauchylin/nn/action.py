@@ -23,11 +23,10 @@ from cauchylin._fused_heads import head_scores
 from cauchylin._special import working_dtype
 from cauchylin.nn.modes import (
     STANDARD,
+    Decoding,
     InferenceMode,
-    check_draw,
     check_temperature,
     get_mode,
-    resolve_mode,
 )
 from cauchylin.value_space import (
     IDENTITY,
@@ -597,11 +596,30 @@ class Action(nn.Module):
         cache[name] = (key, value)
         return value
 
+    def _decoding(
+        self,
+        U: CauchyVector,
+        mode: str | InferenceMode | Decoding,
+        temperature: float | None,
+        options: dict[str, Any],
+    ) -> Decoding:
+        """The checked :class:`~cauchylin.nn.modes.Decoding` of a call: given, or built once."""
+        if isinstance(mode, Decoding):
+            given = sorted(k for k, v in options.items() if v is not None)
+            if temperature is not None or given:
+                listed = ", ".join(["temperature"] * (temperature is not None) + given)
+                raise ValueError(
+                    f"with a Decoding, its options travel in it: do not pass {listed} as well"
+                )
+            return mode
+        t = 1.0 if temperature is None else temperature
+        return Decoding.make(mode, t, shape=U.shape, **options)
+
     def decision_input(
         self,
         U: CauchyVector,
-        mode: str | InferenceMode = STANDARD,
-        temperature: float = 1.0,
+        mode: str | InferenceMode | Decoding = STANDARD,
+        temperature: float | None = None,
         *,
         generator: torch.Generator | None = None,
         eps_seed: torch.Tensor | None = None,
@@ -609,44 +627,30 @@ class Action(nn.Module):
     ) -> CauchyVector:
         r"""The decision input ``U'`` of a mode (before the linear heads).
 
-        With ``T = temperature`` and ``n = |b_noise|``:
-
-        * ``causal`` (and every mode but ``compatible`` at ``T = 0``): ``U' = U``;
-        * ``standard``: ``U' = U + N``, ``N ~ Cauchy(0, T n)`` independent of ``U`` and across
-          positions, so ``U' ~ Cauchy(loc_U, scale_U + T n)``;
-        * ``compatible``: as ``standard`` at ``T = 1`` (``T`` is the softmax temperature here);
-        * ``sampling``: ``eps = draw_eps_noise(U.shape, generator=generator)``, then
-          ``U' = U + T n eps ~ Cauchy(loc_U + T n eps, scale_U)``;
-        * ``individual``: one draw ``u ~ Cauchy(loc_U, T scale_U)`` per position (for an
-          independent ``U``: ``u = loc_U + T scale_U eps`` with ``eps`` from
-          :func:`draw_eps_noise`; otherwise ``loc_U + T (x - loc_U)`` with ``x`` from
-          ``U.rsample`` so the joint law is respected), then ``U' ~ Cauchy(u, n)``;
-        * ``shared_individual``: ``u = loc_U + T scale_U tan(pi (eps_seed - 1/2))``, then
-          ``U' ~ Cauchy(u, n)``;
-        * ``shared_noise``: ``U' = U + T n eps_noise ~ Cauchy(loc_U + T n eps_noise, scale_U)``.
-
-        In the shared modes the temperature scales the fixed draw exactly as in their per-step
-        counterparts (``individual`` and ``sampling``). The rules live in
-        :data:`~cauchylin.nn.modes.MODE_TABLE`.
+        The rule of every mode (with temperature ``T`` and noise ``|b_noise|``) is written out
+        on the documentation's [Inference modes](../modes.md) page and coded once, in
+        :data:`~cauchylin.nn.modes.MODE_TABLE`; every mode but ``compatible`` is ``causal`` at
+        ``T = 0``.
 
         Args:
             U: :class:`~cauchylin.CauchyVector` ``[..., C]`` (e.g. the
                 :class:`~cauchylin.nn.Abduction` output).
             mode: one of :data:`~cauchylin.nn.MODES` (or its
-                :class:`~cauchylin.nn.InferenceMode`).
-            temperature: ``T >= 0``.
-            generator: optional ``torch.Generator`` for the ``sampling`` and ``individual`` draws.
-            eps_seed: required by ``shared_individual``: entries in ``(0, 1)``, shape ``[C]`` or
-                broadcastable to ``U.shape`` (e.g. ``[B, 1, C]``).
-            eps_noise: required by ``shared_noise``: finite, same shape rules.
+                :class:`~cauchylin.nn.InferenceMode`), or a checked
+                :class:`~cauchylin.nn.modes.Decoding` that carries every option below.
+            temperature: ``T >= 0`` (default 1).
+            generator: ``torch.Generator`` of the random modes.
+            eps_seed: ``shared_individual``'s fixed draw (see
+                :meth:`~cauchylin.nn.modes.Decoding.make`).
+            eps_noise: ``shared_noise``'s fixed draw (likewise).
 
         Returns:
             :class:`~cauchylin.CauchyVector` ``U'`` of ``U``'s shape.
 
         Raises:
-            ValueError: unknown mode (listing :data:`~cauchylin.nn.MODES`), bad temperature, ``U`` of the wrong
-                size, or a shared mode whose draw is missing, of the wrong shape or out of range
-                (checked at every temperature, ``T = 0`` included).
+            ValueError: ``U`` of the wrong size, bad options (see
+                :meth:`~cauchylin.nn.modes.Decoding.make`), or options given beside a
+                ``Decoding``.
 
         Example:
             >>> import torch
@@ -663,23 +667,16 @@ class Action(nn.Module):
             >>> Up.loc[0].tolist(), Up.scale[0].tolist()  # u = loc_U + T scale_U * 1; scale |b_noise|
             ([1.0, 1.0, 1.0], [0.5, 0.5, 0.5])
         """
-        spec = get_mode(mode)
-        t = check_temperature(temperature)
         U = self._check_input(U)
-        # A shared mode checks its draw at every temperature, T = 0 included, so that a
-        # generation loop fails on its first step whatever the temperature.
-        draw = None
-        if spec.draw is not None:
-            given = eps_seed if spec.draw.name == "eps_seed" else eps_noise
-            draw = check_draw(spec.name, spec.draw, given, U.shape).to(U.device)
-        run = resolve_mode(mode, t)
-        return run.rule(U, t, self.b_noise.abs(), generator, draw)
+        options = {"generator": generator, "eps_seed": eps_seed, "eps_noise": eps_noise}
+        decoding = self._decoding(U, mode, temperature, options)
+        return decoding.decision_input(U, self.b_noise.abs())
 
     def forward(
         self,
         U: CauchyVector,
-        mode: str | InferenceMode = STANDARD,
-        temperature: float = 1.0,
+        mode: str | InferenceMode | Decoding = STANDARD,
+        temperature: float | None = None,
         *,
         generator: torch.Generator | None = None,
         eps_seed: torch.Tensor | None = None,
@@ -694,11 +691,13 @@ class Action(nn.Module):
         Args:
             U: :class:`~cauchylin.CauchyVector` ``[..., C]`` (e.g. the
                 :class:`~cauchylin.nn.Abduction` output).
-            mode: one of :data:`~cauchylin.nn.MODES` (default ``"standard"``).
-            temperature: ``T >= 0``; 0 turns every non-compatible mode into ``causal``.
-            generator: optional ``torch.Generator`` for the random modes.
-            eps_seed: the fixed draw of ``shared_individual``.
-            eps_noise: the fixed draw of ``shared_noise``.
+            mode: one of :data:`~cauchylin.nn.MODES` (default ``"standard"``), or a
+                :class:`~cauchylin.nn.modes.Decoding`.
+            temperature: ``T >= 0`` (default 1); 0 turns every non-compatible mode into
+                ``causal``.
+            generator: ``torch.Generator`` of the random modes.
+            eps_seed: ``shared_individual``'s fixed draw.
+            eps_noise: ``shared_noise``'s fixed draw.
 
         Returns:
             :class:`ActionOutput` with ``S [..., V]``, ``Y [..., 1]``, the thresholds, the mode
@@ -718,23 +717,17 @@ class Action(nn.Module):
             >>> out.mode, out.loc_S.shape
             ('shared_individual', torch.Size([2, 5]))
         """
-        u_prime = self.decision_input(
-            U,
-            mode,
-            temperature,
-            generator=generator,
-            eps_seed=eps_seed,
-            eps_noise=eps_noise,
-        )
+        U = self._check_input(U)
+        options = {"generator": generator, "eps_seed": eps_seed, "eps_noise": eps_noise}
+        decoding = self._decoding(U, mode, temperature, options)
+        u_prime = decoding.decision_input(U, self.b_noise.abs())
         W, b, w_reg, b_reg = self._heads()
-        S = u_prime.linear(W, b)
-        Y = u_prime.linear(w_reg, b_reg)
         return ActionOutput(
-            S=S,
-            Y=Y,
+            S=u_prime.linear(W, b),
+            Y=u_prime.linear(w_reg, b_reg),
             threshold=self.threshold,
-            mode=resolve_mode(mode, temperature).name,
-            temperature=check_temperature(temperature),
+            mode=decoding.runs.name,
+            temperature=decoding.temperature,
             U_prime=u_prime,
             value_space=self.value_space,
         )
@@ -743,8 +736,8 @@ class Action(nn.Module):
     def step(
         self,
         U: CauchyVector,
-        mode: str | InferenceMode = STANDARD,
-        temperature: float = 1.0,
+        mode: str | InferenceMode | Decoding = STANDARD,
+        temperature: float | None = None,
         *,
         generator: torch.Generator | None = None,
         eps_seed: torch.Tensor | None = None,
@@ -766,17 +759,18 @@ class Action(nn.Module):
         weights; it falls back to the two products below when it cannot be compiled). Otherwise
         ``|W_cls|`` (and, for half-precision heads, the float32 copies of the heads) are computed
         once and reused while the weights are unchanged, so a decoding loop pays one GEMM per head
-        and step and nothing else over the vocabulary.
+        and step and nothing else over the vocabulary. A loop passes one
+        :class:`~cauchylin.nn.modes.Decoding`, checked once before its first step.
 
         Args:
             U: :class:`~cauchylin.CauchyVector` ``[..., C]`` (one position per row).
             mode: one of :data:`~cauchylin.nn.MODES` (or its
-                :class:`~cauchylin.nn.InferenceMode`).
-            temperature: ``T >= 0``.
-            generator: optional ``torch.Generator`` of the random modes and of the compatible
-                mode's sampling.
-            eps_seed: the fixed draw of ``shared_individual``.
-            eps_noise: the fixed draw of ``shared_noise``.
+                :class:`~cauchylin.nn.InferenceMode`), or a
+                :class:`~cauchylin.nn.modes.Decoding` that carries the options below.
+            temperature: ``T >= 0`` (default 1).
+            generator: ``torch.Generator`` of the random modes and of compatible sampling.
+            eps_seed: ``shared_individual``'s fixed draw.
+            eps_noise: ``shared_noise``'s fixed draw.
             top_k: compatible mode: keep the ``k`` largest logits.
             top_p: compatible mode: nucleus mass in ``(0, 1]``.
             num_token_id: id of ``<NUM>``: where it is chosen, ``values`` holds ``loc_Y``.
@@ -800,17 +794,22 @@ class Action(nn.Module):
             >>> bool((step.values[step.ids != 4] == 0).all())  # values only at <NUM>
             True
         """
-        spec = resolve_mode(mode, temperature)
-        t = check_temperature(temperature)
-        Up = self.decision_input(
-            U, mode, t, generator=generator, eps_seed=eps_seed, eps_noise=eps_noise
-        )
+        U = self._check_input(U)
+        options = {
+            "generator": generator,
+            "eps_seed": eps_seed,
+            "eps_noise": eps_noise,
+            "top_k": top_k,
+            "top_p": top_p,
+        }
+        decoding = self._decoding(U, mode, temperature, options)
+        Up = decoding.decision_input(U, self.b_noise.abs())
         dtype = self.compute_dtype
         W = self._cached("W", self.classifier.weight, dtype, absolute=False)
         b = self._cached("b", self.classifier.bias, dtype, absolute=False)
         W_reg = self._cached("W_reg", self.regressor.weight, dtype, absolute=False)
         b_reg = self._cached("b_reg", self.regressor.bias, dtype, absolute=False)
-        need_scale = return_distributions or not spec.samples_logits
+        need_scale = return_distributions or not decoding.runs.samples_logits
         if Up.is_independent:
             # one pass over W_cls for loc_S and scale_S where the fused loop applies
             fused = head_scores(W, b, Up.loc, Up.scale if need_scale else None)
@@ -831,15 +830,7 @@ class Action(nn.Module):
             loc_S, loc_Y = S.loc, Y.loc[..., 0]
             scale_S = S.scale if need_scale else None
             scale_Y = Y.scale[..., 0] if return_distributions else None
-        ids = spec.choose(
-            loc_S,
-            scale_S,
-            self.threshold,
-            t,
-            top_k=top_k,
-            top_p=top_p,
-            generator=generator,
-        )
+        ids = decoding.choose(loc_S, scale_S, self.threshold)
         values = torch.zeros(ids.shape, dtype=torch.float32, device=ids.device)
         if num_token_id is not None:
             y = from_value_space(loc_Y.float(), self.value_space)
@@ -853,7 +844,7 @@ class Action(nn.Module):
             loc_Y=loc_Y,
             scale_Y=scale_Y,
             U_prime=Up,
-            mode=spec.name,
+            mode=decoding.runs.name,
         )
 
     # ---------------------------------------------------------------------------- training

@@ -54,6 +54,7 @@ __all__ = [
     "SHARED_INDIVIDUAL",
     "SHARED_NOISE",
     "STANDARD",
+    "Decoding",
     "FixedDraw",
     "InferenceMode",
     "check_draw",
@@ -353,6 +354,17 @@ def sample_compatible(
         raise ValueError("logits must be a tensor of shape [..., V] with V >= 1")
     t = check_temperature(temperature)
     check_sampling_options(top_k, top_p)
+    return _sample_logits(logits, t, top_k, top_p, generator)
+
+
+def _sample_logits(
+    logits: torch.Tensor,
+    t: float,
+    top_k: int | None,
+    top_p: float | None,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """:func:`sample_compatible` on checked arguments."""
     if t == 0.0:
         return logits.argmax(dim=-1)
     v = logits.shape[-1]
@@ -601,6 +613,157 @@ def resolve_mode(mode: str | InferenceMode, temperature: float = 1.0) -> Inferen
     if check_temperature(temperature) == 0.0 and spec.temperature_scales_noise:
         return MODE_TABLE[CAUSAL]
     return spec
+
+
+@dataclass(frozen=True, eq=False)
+class Decoding:
+    """How a decision is taken: the mode, its temperature, sampling options and fixed draw.
+
+    Built once, and checked once, by :meth:`make` (a generation loop builds it before its first
+    step); :meth:`cauchylin.nn.Action.step`, :meth:`~cauchylin.nn.Action.forward` and
+    :meth:`~cauchylin.nn.Action.decision_input` take it in place of their separate arguments and
+    trust it. The modes themselves are described on the documentation's
+    [Inference modes](../modes.md) page.
+
+    Attributes:
+        mode: the requested mode's :class:`InferenceMode`.
+        runs: the mode that runs: ``mode``, or the causal mode at ``T = 0`` when the mode's
+            temperature scales its noise (every mode but ``compatible``).
+        temperature: ``T >= 0``.
+        top_k: compatible mode: keep the ``k`` largest logits (None: all).
+        top_p: compatible mode: nucleus mass in ``(0, 1]`` (None: no filtering).
+        generator: the ``torch.Generator`` of the random modes and of compatible sampling.
+        draw: the fixed draw of a shared mode (``eps_seed`` or ``eps_noise``), checked against
+            the shape given to :meth:`make`; None for the other modes.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin.nn.modes import Decoding
+        >>> d = Decoding.make("sampling", 0.0)
+        >>> d.mode.name, d.runs.name  # T = 0: the causal mode runs
+        ('sampling', 'causal')
+        >>> d = Decoding.make("shared_noise", 1.0, shape=(2, 3), eps_noise=torch.zeros(3))
+        >>> tuple(d.draw.shape)
+        (3,)
+    """
+
+    mode: InferenceMode
+    runs: InferenceMode
+    temperature: float
+    top_k: int | None = None
+    top_p: float | None = None
+    generator: torch.Generator | None = None
+    draw: torch.Tensor | None = None
+
+    @classmethod
+    def make(
+        cls,
+        mode: str | InferenceMode = STANDARD,
+        temperature: float = 1.0,
+        *,
+        shape: Sequence[int] | torch.Size | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        generator: torch.Generator | None = None,
+        eps_seed: torch.Tensor | None = None,
+        eps_noise: torch.Tensor | None = None,
+    ) -> Decoding:
+        """Check the decision options once and hold them.
+
+        Args:
+            mode: one of :data:`MODES` (or its :class:`InferenceMode`).
+            temperature: ``T >= 0`` (a one-element tensor is accepted).
+            shape: the shape ``[..., C]`` of the ``U`` the decisions will be taken on; needed
+                by the shared modes, whose draw is checked against it.
+            top_k: compatible mode: ``None`` or an int ``>= 1``.
+            top_p: compatible mode: ``None`` or a number in ``(0, 1]``.
+            generator: the ``torch.Generator`` of the random draws.
+            eps_seed: ``shared_individual``'s fixed draw: entries in ``(0, 1)``, shape ``[C]``
+                or broadcastable to ``shape`` without enlarging it (e.g. ``[B, 1, C]``); see
+                :func:`draw_eps_seed`.
+            eps_noise: ``shared_noise``'s fixed draw (finite; same shape rules); see
+                :func:`draw_eps_noise`.
+
+        Returns:
+            The checked :class:`Decoding`.
+
+        Raises:
+            ValueError: an unknown mode, a bad temperature, ``top_k`` or ``top_p``, or a shared
+                mode whose draw is missing, of the wrong shape (or no ``shape`` to check it
+                against) or (while validating) out of range. The draw is checked at every
+                temperature, ``T = 0`` included, so a loop fails before its first step.
+
+        Example:
+            >>> from cauchylin.nn.modes import Decoding
+            >>> Decoding.make("shared_individual", shape=(4, 8))
+            Traceback (most recent call last):
+            ...
+            ValueError: mode 'shared_individual' needs eps_seed: pass a fixed draw (see draw_eps_seed) of shape [C] or broadcastable to U's shape (4, 8), e.g. [B, 1, C], and reuse it at every step
+        """
+        spec = get_mode(mode)
+        t = check_temperature(temperature)
+        check_sampling_options(top_k, top_p)
+        draw = None
+        if spec.draw is not None:
+            given = eps_seed if spec.draw.name == "eps_seed" else eps_noise
+            if shape is None:
+                raise ValueError(
+                    f"mode {spec.name!r}: the shape of U is needed to check {spec.draw.name}"
+                )
+            draw = check_draw(spec.name, spec.draw, given, torch.Size(shape))
+        return cls(spec, resolve_mode(spec, t), t, top_k, top_p, generator, draw)
+
+    def decision_input(self, U: CauchyVector, noise: torch.Tensor) -> CauchyVector:
+        """The decision input ``U'`` of the mode that runs (no checks: the record was checked).
+
+        Args:
+            U: :class:`~cauchylin.CauchyVector` ``[..., C]``.
+            noise: ``|b_noise|`` ``[C]``.
+
+        Returns:
+            ``U'`` of ``U``'s shape.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> from cauchylin.nn.modes import Decoding
+            >>> U = CauchyVector(torch.zeros(1, 2), torch.ones(1, 2))
+            >>> Decoding.make("standard", 2.0).decision_input(U, torch.full((2,), 0.5)).scale
+            tensor([[2., 2.]])
+        """
+        draw = self.draw
+        if draw is not None and draw.device != U.device:
+            draw = draw.to(U.device)
+        return self.runs.rule(U, self.temperature, noise, self.generator, draw)
+
+    def choose(
+        self, loc_S: torch.Tensor, scale_S: torch.Tensor | None, threshold: torch.Tensor | float
+    ) -> torch.Tensor:
+        """The next token by the rule of the mode that runs (:meth:`InferenceMode.choose`).
+
+        Args:
+            loc_S: ``[..., V]`` class-score locations.
+            scale_S: ``[..., V]`` class-score scales (None allowed when the rule samples logits).
+            threshold: the thresholds ``C`` (``[]`` or ``[V]``).
+
+        Returns:
+            ``LongTensor [...]``.
+
+        Raises:
+            ValueError: a rule that needs ``scale_S`` given None.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin.nn.modes import Decoding
+            >>> loc, scale = torch.tensor([1.0, 3.0]), torch.tensor([1.0, 10.0])
+            >>> Decoding.make("causal").choose(loc, scale, 0.0)  # argmax of (loc - C) / scale
+            tensor(0)
+        """
+        if self.runs.samples_logits:
+            return _sample_logits(loc_S, self.temperature, self.top_k, self.top_p, self.generator)
+        if scale_S is None:
+            raise ValueError(f"mode {self.runs.name!r} chooses by P_k and needs scale_S")
+        return ovr_argmax(loc_S, scale_S, threshold)
 
 
 def effective_mode(mode: str | InferenceMode, temperature: float = 1.0) -> str:
