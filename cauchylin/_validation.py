@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -205,18 +206,21 @@ def positive_int(name: str, value: object) -> int:
         ...
         ValueError: causal_size must be a positive int, got 0
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
+    return int(value)
 
 
-def finite_number(name: str, value: object, *, minimum: float | None = None) -> float:
-    """``float(value)`` for a finite real number (not a bool), at least ``minimum`` if given.
+def finite_number(
+    name: str, value: object, *, minimum: float | None = None, exclusive: bool = False
+) -> float:
+    """``float(value)`` for a finite real number (not a bool), above ``minimum`` if given.
 
     Args:
         name: the argument name used in the message.
-        value: the argument (a Python or NumPy number, or a one-element tensor).
-        minimum: the smallest value allowed (inclusive), or None.
+        value: the argument (a Python or NumPy real number).
+        minimum: the smallest value allowed, or None.
+        exclusive: ``minimum`` itself is not allowed (``> minimum`` instead of ``>=``).
 
     Returns:
         The number as a ``float``.
@@ -232,15 +236,13 @@ def finite_number(name: str, value: object, *, minimum: float | None = None) -> 
         ...
         ValueError: reg_weight must be a finite number >= 0, got -1
     """
-    bound = "" if minimum is None else f" >= {minimum:g}"
+    bound = "" if minimum is None else f" {'>' if exclusive else '>='} {minimum:g}"
     message = f"{name} must be a finite number{bound}, got {value!r}"
-    if isinstance(value, bool) or isinstance(value, str):
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
         raise ValueError(message)
-    try:
-        v = float(value)  # type: ignore[arg-type]  # anything float() takes; refused below
-    except (TypeError, ValueError, RuntimeError):
-        raise ValueError(message) from None
-    if not math.isfinite(v) or (minimum is not None and v < minimum):
+    v = float(value)
+    low = minimum is not None and (v <= minimum if exclusive else v < minimum)
+    if not math.isfinite(v) or low:
         raise ValueError(message)
     return v
 

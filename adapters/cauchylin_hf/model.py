@@ -8,8 +8,9 @@ submodules with fixed names:
   config). It yields the last hidden state ``z`` (after the final norm); the base logits are never
   computed and the base ``lm_head`` is not kept, so no parameter goes unused (FSDP and DeepSpeed
   need that).
-* ``numeric_embedding`` — :class:`CauchyNumericEmbedding`: the base token embedding plus
-  ``sign(v) ln(1 + |v|) w_num`` (and a trainable offset of the ``<NUM>`` row, see below).
+* ``numeric_embedding`` — :class:`cauchylin.nn.NumericEmbedding` with ``token_offset=True``: the
+  base token embedding plus ``sign(v) ln(1 + |v|) w_num`` (and a trainable offset of the
+  ``<NUM>`` row, see below).
 * ``abduction`` — :class:`cauchylin.nn.Abduction`: ``U ~ Cauchy(loc_U, scale_U)`` from ``z``.
 * ``action`` — :class:`cauchylin.nn.Action`: class scores ``S = W_cls U' + b_cls`` over the OvR
   classes and the regression value ``Y``; its ``loss`` is the memory-efficient training objective.
@@ -52,6 +53,7 @@ from transformers.models.auto.modeling_auto import MODEL_MAPPING
 from transformers.utils import ModelOutput
 
 from cauchylin import CauchyVector
+from cauchylin._validation import check_finite, is_validating, require_tensor
 from cauchylin.nn import Abduction, Action, ActionOutput, ActionStep, NumericEmbedding
 from cauchylin.nn.modes import STANDARD, Decoding, InferenceMode
 
@@ -79,7 +81,6 @@ __all__ = [
     "HEAD_MODULES",
     "CauchyLMForCausalLM",
     "CauchyLMOutput",
-    "CauchyNumericEmbedding",
     "NextTokenTargets",
     "next_token_targets",
     "split_causal_lm",
@@ -179,88 +180,6 @@ if CACHE_NAME != "cache":
             "cache": property(lambda self: getattr(self, CACHE_NAME)),
         },
     )
-
-
-# ============================================================================================
-# Numeric embedding with a trainable <NUM> row offset
-# ============================================================================================
-
-
-class CauchyNumericEmbedding(NumericEmbedding):
-    r""":class:`cauchylin.nn.NumericEmbedding` plus a trainable offset of the ``<NUM>`` embedding.
-
-    .. math::
-
-        e_i = \mathrm{base}_i + [x_i = \mathrm{NUM}]\,\delta + \operatorname{sign}(v_i)
-        \ln(1 + |v_i|)\, w_\mathrm{num}
-
-    ``delta`` (``num_token_delta``, ``[H]``) starts at 0, so at initialisation the embedding equals
-    the base embedding bit for bit. It lets the ``<NUM>`` input embedding learn while the backbone
-    (and its embedding matrix) is frozen or LoRA-wrapped.
-
-    Args:
-        hidden_size: ``H``.
-        init: initial ``w_num`` (``"random_unit"``, ``"normal"``, ``"zeros"``).
-        dtype: parameter dtype.
-        device: parameter device.
-
-    Attributes:
-        w_num: ``[H]`` numeric direction.
-        num_token_delta: ``[H]`` offset added to the ``<NUM>`` embedding.
-
-    Example:
-        >>> import torch
-        >>> emb = CauchyNumericEmbedding(4, init="zeros")
-        >>> base = torch.ones(1, 2, 4)
-        >>> torch.equal(emb(base, torch.zeros(1, 2), torch.tensor([[True, False]])), base)
-        True
-    """
-
-    def __init__(
-        self,
-        hidden_size: int,
-        *,
-        init: str = "random_unit",
-        dtype: torch.dtype | None = None,
-        device: torch.device | str | None = None,
-    ) -> None:
-        super().__init__(hidden_size, init=init, dtype=dtype, device=device)
-        self.num_token_delta = nn.Parameter(torch.zeros(hidden_size, dtype=dtype, device=device))
-
-    def forward(
-        self,
-        base_embeds: torch.Tensor,
-        numeric_values: torch.Tensor | None = None,
-        num_token_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """The enhanced embedding.
-
-        Args:
-            base_embeds: ``[B, S, H]`` token embeddings of the backbone.
-            numeric_values: ``[B, S]`` values (0 where there is no number), or None.
-            num_token_mask: ``[B, S]`` bool, True at ``<NUM>`` positions, or None.
-
-        Returns:
-            ``[B, S, H]`` in ``base_embeds``' dtype.
-
-        Raises:
-            ValueError: shapes that do not match ``base_embeds`` (see the parent class).
-        """
-        out = base_embeds
-        if num_token_mask is not None:
-            if tuple(num_token_mask.shape) != tuple(base_embeds.shape[:-1]):
-                raise ValueError(
-                    f"num_token_mask shape {tuple(num_token_mask.shape)} must equal base_embeds "
-                    f"without its last dimension, {tuple(base_embeds.shape[:-1])}"
-                )
-            delta = (
-                num_token_mask.unsqueeze(-1).to(self.num_token_delta.dtype) * self.num_token_delta
-            )
-            dtype = torch.promote_types(delta.dtype, out.dtype)
-            out = (out.to(dtype) + delta.to(dtype)).to(base_embeds.dtype)
-        if numeric_values is not None:
-            out = super().forward(out, numeric_values)
-        return out
 
 
 # ============================================================================================
@@ -381,7 +300,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
 
     Attributes:
         backbone: the base decoder without its head.
-        numeric_embedding: :class:`CauchyNumericEmbedding`.
+        numeric_embedding: :class:`cauchylin.nn.NumericEmbedding` with the ``<NUM>`` offset.
         abduction: :class:`cauchylin.nn.Abduction` (``H -> C``).
         action: :class:`cauchylin.nn.Action` (``C -> K`` classes and the regression value).
 
@@ -452,7 +371,10 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         H, C, K = config.hidden_size, config.causal_hidden_size, config.num_classes
         assert H is not None and C is not None and K is not None  # set by the base config
         dtype = config.torch_head_dtype
-        self.numeric_embedding = CauchyNumericEmbedding(H, init=config.w_num_init, dtype=dtype)
+        # The model checks numeric_values once in encode; the layer trusts them.
+        self.numeric_embedding = NumericEmbedding(
+            H, init=config.w_num_init, token_offset=True, validate_args=False, dtype=dtype
+        )
         if torch.get_default_device().type == "meta":
             # from_pretrained builds on the meta device; Abduction's init computes its bias
             # value with .item(), which a meta tensor cannot give: build it on the CPU, then
@@ -561,10 +483,12 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         """
         abduction = self._modules.get("abduction")
         action = self._modules.get("action")
-        if isinstance(module, CauchyNumericEmbedding):
-            if not _flagged(module.w_num):
-                module.reset_parameters()
-            hf_init.zeros_(module.num_token_delta)
+        if isinstance(module, NumericEmbedding):
+            # A fresh layer's draw, written through transformers' init (a loaded w_num is kept).
+            fresh = NumericEmbedding(module.hidden_size, init=module.init, dtype=torch.float64)
+            hf_init.copy_(module.w_num, fresh.w_num.detach().to(module.w_num.device))
+            if module.num_token_delta is not None:
+                hf_init.zeros_(module.num_token_delta)
         elif isinstance(module, Abduction):
             self._init_abduction_linear(module, module.loc_net)
             self._init_abduction_linear(module, module.scale_net)
@@ -1081,15 +1005,13 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
                     "positions of the base (its max_position_embeddings): shorten the input"
                 )
         if numeric_values is not None:
-            if not isinstance(numeric_values, torch.Tensor):
-                raise ValueError(
-                    f"numeric_values must be a tensor, got {type(numeric_values).__name__}"
-                )
-            if tuple(numeric_values.shape) != positions:
+            if tuple(require_tensor("numeric_values", numeric_values).shape) != positions:
                 raise ValueError(
                     f"numeric_values shape {tuple(numeric_values.shape)} must equal the input "
                     f"shape {positions}"
                 )
+            if is_validating() and numeric_values.is_floating_point():
+                check_finite("numeric_values", numeric_values)
         else:
             # Zeros change nothing (phi(0) = 0 exactly) but keep w_num in every graph, so that
             # DDP/FSDP never meet an unused trainable parameter.

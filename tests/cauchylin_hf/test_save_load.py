@@ -19,6 +19,7 @@ import copy
 import json
 import logging
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -401,3 +402,27 @@ def test_qwen2_5_0_5b_sizes_match_the_documented_numbers():
     assert math.isclose(heads * 4 / 1e6, 551.6, abs_tol=0.05)  # the heads-only file
     assert math.isclose((backbone + heads) * 4 / 1e9, 2.53, abs_tol=0.005)  # full, float32
     assert math.isclose((backbone * 2 + heads * 4) / 1e9, 1.54, abs_tol=0.005)  # bf16 backbone
+
+
+OLD = Path(__file__).parent / "data" / "checkpoint_0.1.0.dev0"
+
+
+def _reference_outputs(model):
+    ref = load_file(str(OLD / "reference.safetensors"))
+    with torch.no_grad():
+        out = model.eval()(ref["input_ids"], numeric_values=ref["numeric_values"], use_cache=False)
+    return ref, out
+
+
+@pytest.mark.parametrize("how", ["full", "heads"])
+def test_checkpoints_of_an_earlier_release_load_and_give_its_outputs(how):
+    """Folders written by commit e59a7d1 (see the folder's README) load with today's code."""
+    if how == "full":
+        model = CauchyLMForCausalLM.from_pretrained(OLD / "full")
+    else:
+        base = AutoModelForCausalLM.from_pretrained(OLD / "base")
+        model = CauchyLMForCausalLM.from_heads(OLD / "heads", base)
+    assert float(model.numeric_embedding.num_token_delta.detach().abs().sum()) > 0  # loaded
+    ref, out = _reference_outputs(model)
+    for name in ("loc_S", "scale_S", "loc_Y", "scale_Y"):
+        torch.testing.assert_close(getattr(out, name), ref[name], rtol=1e-5, atol=1e-5)
