@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from cauchylin._validation import check_binary_mask, is_validating
+from cauchylin._validation import check_binary_mask, is_validating, positive_int, require_tensor
 from cauchylin.nn.modes import INDIVIDUAL, STANDARD, get_mode
 from cauchylin.vector import CauchyVector
 
@@ -59,15 +59,9 @@ __all__ = [
 ]
 
 
-def _require_tensor(name: str, t: object) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    return t
-
-
 def _valid_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """``attention_mask != 0`` after checking (while validating) that it holds only 0/1."""
-    _require_tensor("attention_mask", attention_mask)
+    require_tensor("attention_mask", attention_mask)
     if is_validating(None):
         check_binary_mask("attention_mask", attention_mask)
     return attention_mask != 0
@@ -108,10 +102,10 @@ def counted_positions(
         >>> counted_positions(torch.tensor([3, -100, 5]), torch.tensor([1, 1, 0]))
         tensor([ True, False, False])
     """
-    _require_tensor("labels", labels)
+    require_tensor("labels", labels)
     counted = labels != ignore_index
     if attention_mask is not None:
-        _require_tensor("attention_mask", attention_mask)
+        require_tensor("attention_mask", attention_mask)
         _same_shape(labels=labels, attention_mask=attention_mask)
         counted = counted & _valid_mask(attention_mask)
     return counted
@@ -144,7 +138,7 @@ def token_accuracy(
         >>> token_accuracy(torch.tensor([1, 2, 3, 4]), torch.tensor([1, 0, 3, -100]))
         0.6666666666666666
     """
-    _require_tensor("predictions", predictions)
+    require_tensor("predictions", predictions)
     _same_shape(labels=labels, predictions=predictions)
     counted = counted_positions(labels, attention_mask, ignore_index=ignore_index)
     n = int(counted.sum())
@@ -188,7 +182,7 @@ def num_precision_recall_f1(
         >>> num_precision_recall_f1(pred, lab, 9)  # tp 2, predicted 3, true 3
         (0.6666666666666666, 0.6666666666666666, 0.6666666666666666)
     """
-    _require_tensor("predictions", predictions)
+    require_tensor("predictions", predictions)
     _same_shape(labels=labels, predictions=predictions)
     counted = counted_positions(labels, attention_mask, ignore_index=ignore_index)
     pred_num = (predictions == num_token_id) & counted
@@ -226,7 +220,7 @@ def quantiles(values: torch.Tensor, qs: tuple[float, ...]) -> list[float]:
     for q in qs:
         if not 0.0 <= float(q) <= 1.0:
             raise ValueError(f"quantile levels must lie in [0, 1], got {q!r}")
-    x = _require_tensor("values", values).detach().reshape(-1).to(torch.float64)
+    x = require_tensor("values", values).detach().reshape(-1).to(torch.float64)
     n = x.numel()
     if n == 0:
         return [math.nan for _ in qs]
@@ -274,8 +268,8 @@ def regression_errors(
         ...                   torch.tensor([7, 3, 7]), 7)
         (2.5, 2.5)
     """
-    _require_tensor("pred_values", pred_values)
-    _require_tensor("target_values", target_values)
+    require_tensor("pred_values", pred_values)
+    require_tensor("target_values", target_values)
     _same_shape(labels=labels, pred_values=pred_values, target_values=target_values)
     m = counted_positions(labels, attention_mask, ignore_index=ignore_index) & (
         labels == num_token_id
@@ -321,8 +315,8 @@ def rank_correlation(pred: torch.Tensor, target: torch.Tensor) -> float:
         >>> round(rank_correlation(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([1.0, 3.0, 2.0, 4.0])), 6)
         0.8
     """
-    _require_tensor("pred", pred)
-    _require_tensor("target", target)
+    require_tensor("pred", pred)
+    require_tensor("target", target)
     if pred.dim() != 1 or target.shape != pred.shape:
         raise ValueError(
             f"pred and target must be 1-d of one length, got {tuple(pred.shape)} and "
@@ -359,7 +353,7 @@ def interval_coverage(target: torch.Tensor, lower: torch.Tensor, upper: torch.Te
         0.5
     """
     for name, t in (("target", target), ("lower", lower), ("upper", upper)):
-        _require_tensor(name, t)
+        require_tensor(name, t)
     _same_shape(target=target, lower=lower, upper=upper)
     lo, hi = lower.detach().double(), upper.detach().double()
     if bool((torch.isnan(lo) | torch.isnan(hi) | (lo > hi)).any()):
@@ -394,10 +388,10 @@ def distribution_stats(
         >>> distribution_stats(torch.tensor([[1.0, 3.0], [100.0, 100.0]]), torch.tensor([1, 0]))
         {'mean': 2.0, 'median': 2.0, 'std': 1.0, 'iqr': 1.0}
     """
-    _require_tensor("values", values)
+    require_tensor("values", values)
     x = values.detach().to(torch.float64)
     if attention_mask is not None:
-        _require_tensor("attention_mask", attention_mask)
+        require_tensor("attention_mask", attention_mask)
         if tuple(attention_mask.shape) != tuple(values.shape[:-1]):
             raise ValueError(
                 f"attention_mask shape {tuple(attention_mask.shape)} must equal values' shape "
@@ -463,8 +457,7 @@ def ovr_prob_sums(
     n = flat.batch_shape[0]
     if chunk_size is None:
         chunk_size = max(1, 2**22 // max(action.num_classes, 1))
-    if not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    chunk_size = positive_int("chunk_size", chunk_size)
     sums = []
     with torch.no_grad():
         for start in range(0, n, chunk_size):
@@ -494,7 +487,7 @@ def ovr_prob_sum_median(sums: torch.Tensor, attention_mask: torch.Tensor | None 
         >>> round(ovr_prob_sum_median(torch.tensor([0.9, 1.4, 7.0]), torch.tensor([1, 1, 0])), 6)
         1.15
     """
-    _require_tensor("sums", sums)
+    require_tensor("sums", sums)
     x = sums.detach()
     if attention_mask is not None:
         _same_shape(sums=sums, attention_mask=attention_mask)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch
 
 from cauchylin._special import icdf_std
+from cauchylin._validation import one_of
 
 __all__ = [
     "IDENTITY",
@@ -64,9 +65,7 @@ def check_value_space(value_space: str) -> str:
         >>> check_value_space("signed_log1p")
         'signed_log1p'
     """
-    if value_space not in VALUE_SPACES:
-        raise ValueError(f"value_space must be one of {VALUE_SPACES}, got {value_space!r}")
-    return value_space
+    return str(one_of("value_space", value_space, VALUE_SPACES))
 
 
 def _float(x: torch.Tensor) -> torch.Tensor:

@@ -24,57 +24,15 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from cauchylin._validation import finite_number, one_of, positive_int
 from cauchylin.estimators._mlp import ACTIVATIONS, CausalMLP
 from cauchylin.estimators._training import LossFn, train
 from cauchylin.nn import MODES, ActionOutput
 from cauchylin.nn.modes import MODE_TABLE
 
-__all__ = ["CausalEstimatorBase", "check_representable", "column_mean_std", "finite_number"]
+__all__ = ["CausalEstimatorBase", "check_representable", "column_mean_std"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-
-def finite_number(name: str, value: Any) -> float:
-    """``float(value)`` for a finite real number (not a bool), else a ``ValueError`` naming it.
-
-    Args:
-        name: the argument's name, for the message.
-        value: the value to check.
-
-    Returns:
-        ``float(value)``.
-
-    Raises:
-        ValueError: ``value`` is not a real number, is a bool, NaN or infinite.
-
-    Example:
-        >>> from cauchylin.estimators._base import finite_number
-        >>> finite_number("threshold", 2)
-        2.0
-    """
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
-    v = float(value) if ok else math.nan
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    return v
-
-
-def _positive_number(name: str, value: Any, *, allow_zero: bool = False) -> float:
-    bound = ">= 0" if allow_zero else "> 0"
-    message = f"{name} must be a finite number {bound}, got {value!r}"
-    try:
-        v = finite_number(name, value)
-    except ValueError:
-        raise ValueError(message) from None
-    if not (v >= 0 if allow_zero else v > 0):
-        raise ValueError(message)
-    return v
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
 
 
 def column_mean_std(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -156,28 +114,27 @@ class CausalEstimatorBase(BaseEstimator):
             raise ValueError(
                 f"hidden_layer_sizes must be a sequence of positive ints, got {sizes!r}"
             ) from None
-        return tuple(_positive_int("hidden_layer_sizes", s) for s in sizes)
+        return tuple(positive_int("hidden_layer_sizes", s) for s in sizes)
 
     def _check_settings(self) -> None:
         """Raise a ``ValueError`` naming the first bad setting."""
         self._hidden_sizes()
         if self.causal_size is not None:
-            _positive_int("causal_size", self.causal_size)
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
-            )
-        _positive_number("gamma_init", self.gamma_init)
-        _positive_number("b_noise_init", self.b_noise_init, allow_zero=True)
-        _positive_number("learning_rate", self.learning_rate)
-        _positive_number("alpha", self.alpha, allow_zero=True)
-        _positive_int("batch_size", self.batch_size)
-        _positive_int("max_iter", self.max_iter)
-        _positive_int("n_iter_no_change", self.n_iter_no_change)
-        _positive_number("tol", self.tol, allow_zero=True)
+            positive_int("causal_size", self.causal_size)
+        one_of("activation", self.activation, sorted(ACTIVATIONS))
+        finite_number("gamma_init", self.gamma_init, minimum=0, exclusive=True)
+        finite_number("b_noise_init", self.b_noise_init, minimum=0)
+        finite_number("learning_rate", self.learning_rate, minimum=0, exclusive=True)
+        finite_number("alpha", self.alpha, minimum=0)
+        positive_int("batch_size", self.batch_size)
+        positive_int("max_iter", self.max_iter)
+        positive_int("n_iter_no_change", self.n_iter_no_change)
+        finite_number("tol", self.tol, minimum=0)
         if not isinstance(self.early_stopping, bool | np.bool_):
             raise ValueError(f"early_stopping must be a bool, got {self.early_stopping!r}")
-        fraction = _positive_number("validation_fraction", self.validation_fraction)
+        fraction = finite_number(
+            "validation_fraction", self.validation_fraction, minimum=0, exclusive=True
+        )
         if fraction >= 1:
             raise ValueError(
                 f"validation_fraction must lie in (0, 1), got {self.validation_fraction!r}"
@@ -187,9 +144,8 @@ class CausalEstimatorBase(BaseEstimator):
 
     @staticmethod
     def _check_mode(mode: Any, temperature: Any) -> None:
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-        _positive_number("temperature", temperature, allow_zero=True)
+        one_of("mode", mode, MODES)
+        finite_number("temperature", temperature, minimum=0)
 
     def _torch_dtype(self) -> torch.dtype:
         if self.dtype not in _DTYPES:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from cauchylin._validation import one_of
 from cauchylin.nn import Abduction, Action, ActionOutput
 from cauchylin.vector import CauchyVector
 
@@ -75,8 +76,7 @@ class CausalMLP(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        one_of("activation", activation, sorted(ACTIVATIONS))
         layers: list[nn.Module] = []
         width = in_features
         for size in hidden_layer_sizes:

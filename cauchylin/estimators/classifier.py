@@ -33,7 +33,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 from torch import nn
 
-from cauchylin.estimators._base import CausalEstimatorBase, finite_number
+from cauchylin._validation import finite_number
+from cauchylin.estimators._base import CausalEstimatorBase
 from cauchylin.estimators._mlp import CausalMLP
 from cauchylin.vector import CauchyVector
 

@@ -35,11 +35,11 @@ from sklearn.utils.validation import validate_data
 from torch import nn
 
 from cauchylin import losses
+from cauchylin._validation import finite_number
 from cauchylin.estimators._base import (
     CausalEstimatorBase,
     check_representable,
     column_mean_std,
-    finite_number,
 )
 from cauchylin.vector import CauchyVector
 

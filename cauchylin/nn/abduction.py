@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from cauchylin._special import working_dtype
+from cauchylin._validation import positive_int
 from cauchylin.vector import CauchyVector
 
 __all__ = ["Abduction", "inverse_softplus"]
@@ -142,9 +143,8 @@ class Abduction(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        for name, size in (("in_features", in_features), ("causal_size", causal_size)):
-            if not isinstance(size, int) or size < 1:
-                raise ValueError(f"{name} must be a positive int, got {size!r}")
+        positive_int("in_features", in_features)
+        positive_int("causal_size", causal_size)
         inverse_softplus(gamma_init)  # validates gamma_init, raising a ValueError
         self.in_features = in_features
         self.causal_size = causal_size

@@ -21,6 +21,7 @@ from torch.nn import functional as F
 from cauchylin import losses
 from cauchylin._fused_heads import head_scores
 from cauchylin._special import working_dtype
+from cauchylin._validation import finite_number, positive_int
 from cauchylin.nn.modes import (
     STANDARD,
     Decoding,
@@ -411,12 +412,10 @@ class Action(nn.Module):
     ) -> None:
         super().__init__()
         self.value_space = check_value_space(value_space)
-        for name, size in (("causal_size", causal_size), ("num_classes", num_classes)):
-            if not isinstance(size, int) or size < 1:
-                raise ValueError(f"{name} must be a positive int, got {size!r}")
-        for name, value in (("threshold", threshold), ("b_noise_init", b_noise_init)):
-            if not isinstance(value, int | float) or not math.isfinite(float(value)):
-                raise ValueError(f"{name} must be a finite number, got {value!r}")
+        positive_int("causal_size", causal_size)
+        positive_int("num_classes", num_classes)
+        finite_number("threshold", threshold)
+        finite_number("b_noise_init", b_noise_init)
         self.causal_size = causal_size
         self.num_classes = num_classes
         self.threshold_init = float(threshold)
@@ -522,8 +521,7 @@ class Action(nn.Module):
             >>> bool(torch.equal(act.classifier.weight[4], act.classifier.weight[:3].mean(0)))
             True
         """
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-            raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
+        positive_int("num_classes", num_classes)
         old = self.classifier
         n = old.weight.shape[0]
         if num_classes == n:

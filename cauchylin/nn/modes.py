@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from cauchylin import _special
-from cauchylin._validation import check_finite, is_validating
+from cauchylin._validation import check_finite, is_validating, require_tensor
 from cauchylin.vector import CauchyVector, standard_cauchy
 
 __all__ = [
@@ -290,8 +290,7 @@ def check_draw(mode: str, draw: FixedDraw, eps: Any, shape: torch.Size) -> torch
             f"mode {mode!r} needs {name}: pass a fixed draw (see draw_{name}) of shape [C] or "
             f"broadcastable to U's shape {tuple(shape)}, e.g. [B, 1, C], and reuse it at every step"
         )
-    if not isinstance(eps, torch.Tensor) or not eps.is_floating_point():
-        raise ValueError(f"{name} must be a floating-point tensor, got {type(eps).__name__}")
+    require_tensor(name, eps, floating=True)
     try:
         fits = eps.ndim >= 1 and torch.broadcast_shapes(eps.shape, shape) == shape
     except RuntimeError:
