@@ -142,24 +142,6 @@ def test_module_entry_point_runs():
     assert all(c in run.stdout for c in COMMANDS)
 
 
-def test_the_old_module_paths_still_work():
-    """cli, demo and corpus moved to cauchylin_hf.app; the old paths re-export them."""
-    from cauchylin_hf import corpus as old_corpus
-    from cauchylin_hf import demo as old_demo
-    from cauchylin_hf.app import corpus, demo
-
-    assert old_corpus.make_splits is corpus.make_splits
-    assert old_demo.run_demo is demo.run_demo
-    run = subprocess.run(
-        [sys.executable, "-m", "cauchylin_hf.cli", "--help"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert run.returncode == 0
-    assert all(c in run.stdout for c in COMMANDS)
-
-
 def test_train_saves_a_causal_model(trained, capsys):
     assert (trained / "config.json").is_file()
     assert json.loads((trained / "config.json").read_text())["model_type"] == "cauchy_lm"
