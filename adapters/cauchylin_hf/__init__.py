@@ -25,8 +25,9 @@ from typing import Any
 
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
+from .attach import load_heads
 from .config import CauchyLMConfig
-from .heads_io import load_heads, save_heads
+from .heads_io import save_heads
 from .model import CauchyLMForCausalLM, CauchyLMOutput
 
 # After this import the package attribute ``verify`` is the function (the submodule stays

@@ -1,4 +1,7 @@
-"""Heads-only checkpoints: the new layers saved apart from an unchanged base.
+"""Heads-only checkpoints: the file format of the new layers saved apart from an unchanged base.
+
+This module writes and reads the files; building a model from a base and a heads folder is
+:func:`cauchylin_hf.attach.load_heads`.
 
 A heads-only folder holds two files:
 
@@ -15,9 +18,10 @@ A heads-only folder holds two files:
 The file names differ from ``config.json``/``model.safetensors`` on purpose: a heads-only folder
 is never mistaken for a full checkpoint by ``from_pretrained``.
 
-**The base check.** Heads only make sense on the base they were trained on. :func:`load_heads`
-recomputes the fingerprint of the base it is given and refuses a mismatch (``strict_base=False``
-turns the refusal into a warning): a tensor of the same dtype must have the same bytes (SHA-256);
+**The base check.** Heads only make sense on the base they were trained on.
+:func:`base_mismatches` compares the fingerprint of a base with the recorded one, and
+:func:`cauchylin_hf.attach.load_heads` refuses a mismatch (``strict_base=False`` turns the
+refusal into a warning): a tensor of the same dtype must have the same bytes (SHA-256);
 a tensor loaded in another dtype (a float32 base loaded in bfloat16) must have the same norm up
 to the rounding of the coarser dtype (relative ``eps`` of that dtype). Files of format version 1
 hold only the norm of all backbone weights; they still load, checked against that norm at the
@@ -36,37 +40,34 @@ or 1.54 GB with a bfloat16 backbone.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import logging
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
-from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+from transformers import PreTrainedModel
 
-from ._backbone import grow_embeddings, input_embedding_weight, load_base, split_causal_lm
+from ._backbone import input_embedding_weight
 from .atomic_save import staged_folder
-from .config import CauchyLMConfig, read_json_object
-
-if TYPE_CHECKING:  # pragma: no cover
-    from transformers import PreTrainedModel
-
-    from .model import CauchyLMForCausalLM
+from .config import read_json_object
 
 __all__ = [
     "HEADS_CONFIG_NAME",
     "HEADS_WEIGHTS_NAME",
     "HEAD_MODULES",
+    "HeadsFile",
     "base_fingerprint",
+    "base_mismatches",
     "check_head_tensors",
     "head_tensors",
-    "load_heads",
+    "read_heads",
     "save_heads",
 ]
 
@@ -183,7 +184,7 @@ def check_head_tensors(tensors: dict[str, torch.Tensor], source: str | os.PathLi
 
     A checkpoint whose ``W_cls`` was stored as integers, or whose ``b_noise`` or threshold is
     NaN (a corrupt or hand-edited file), would otherwise load cast or as it is and give wrong
-    tokens without an error. Both loaders (:func:`load_heads`, ``from_pretrained``) call this.
+    tokens without an error. Both loaders (:func:`read_heads`, ``from_pretrained``) call this.
 
     Args:
         tensors: ``{name: tensor}`` of head tensors (as stored, before any cast).
@@ -214,7 +215,7 @@ def check_head_tensors(tensors: dict[str, torch.Tensor], source: str | os.PathLi
             )
 
 
-def head_tensors(model: CauchyLMForCausalLM) -> dict[str, torch.Tensor]:
+def head_tensors(model: PreTrainedModel) -> dict[str, torch.Tensor]:
     """The tensors of the new layers (:data:`HEAD_MODULES`), by state-dict name.
 
     Args:
@@ -238,7 +239,7 @@ def head_tensors(model: CauchyLMForCausalLM) -> dict[str, torch.Tensor]:
     }
 
 
-def _head_state(model: CauchyLMForCausalLM) -> dict[str, torch.Tensor]:
+def _head_state(model: PreTrainedModel) -> dict[str, torch.Tensor]:
     for name in HEAD_MODULES:
         module = getattr(model, name)
         if hasattr(module, "original_module") or hasattr(module, "modules_to_save"):
@@ -249,7 +250,7 @@ def _head_state(model: CauchyLMForCausalLM) -> dict[str, torch.Tensor]:
     return {k: v.detach().contiguous().cpu() for k, v in head_tensors(model).items()}
 
 
-def save_heads(model: CauchyLMForCausalLM, save_directory: str | os.PathLike) -> dict[str, int]:
+def save_heads(model: PreTrainedModel, save_directory: str | os.PathLike) -> dict[str, int]:
     """Save the new layers of ``model`` (not the backbone) into ``save_directory``, atomically.
 
     Both files are written into a new folder next to ``save_directory``, which then replaces it
@@ -279,7 +280,8 @@ def save_heads(model: CauchyLMForCausalLM, save_directory: str | os.PathLike) ->
     if path.exists() and not path.is_dir():
         raise ValueError(f"save_directory {str(path)!r} is a file, not a folder")
     cfg = model.config
-    if any(p.requires_grad for p in model.backbone.parameters()):
+    backbone = model.get_decoder()
+    if any(p.requires_grad for p in backbone.parameters()):
         logger.warning(
             "the backbone is trainable: a heads-only checkpoint does not carry backbone changes"
         )
@@ -294,7 +296,7 @@ def save_heads(model: CauchyLMForCausalLM, save_directory: str | os.PathLike) ->
         "format_version": _FORMAT_VERSION,
         "base_model_name_or_path": cfg.base_model_name_or_path,
         "base_vocab_size": rows,
-        "base_tensors": base_fingerprint(model.backbone, rows),
+        "base_tensors": base_fingerprint(backbone, rows),
         "tensors": sorted(state),
         "config": cfg.to_dict(),
     }
@@ -306,51 +308,64 @@ def save_heads(model: CauchyLMForCausalLM, save_directory: str | os.PathLike) ->
     return sizes
 
 
-def load_heads(
-    heads_directory: str | os.PathLike,
-    base: str | os.PathLike | PreTrainedModel | None = None,
-    *,
-    base_kwargs: dict[str, Any] | None = None,
-    model_class: type | None = None,
-    strict_base: bool = True,
-) -> CauchyLMForCausalLM:
-    """Load a heads-only folder on top of an unchanged base.
+@dataclass(frozen=True, eq=False)
+class HeadsFile:
+    """A heads-only folder as read by :func:`read_heads`: checked, not yet on a model.
 
-    Args:
-        heads_directory: a folder written by :func:`save_heads`.
-        base: the base checkpoint folder or loaded causal LM (its decoder is taken over, not
-            copied, as in ``from_base``); default the ``base_model_name_or_path`` recorded in
-            the folder.
-        base_kwargs: extra ``AutoModelForCausalLM.from_pretrained`` arguments for a base folder.
-        model_class: the class to build (default :class:`~cauchylin_hf.model.CauchyLMForCausalLM`).
-        strict_base: refuse a base whose weights differ from the recorded fingerprint (the
-            default); ``False`` loads the heads anyway, with a warning.
-
-    Returns:
-        The model in eval mode; its outputs equal those of the saved model on the same base.
-
-    Raises:
-        ValueError: a folder that does not exist or is not a heads-only folder, a heads file
-            that is not valid (the message names it), no base given and none recorded, a base
-            of another architecture, hidden size or vocabulary, a base whose weights differ
-            from the saved one's (unless ``strict_base=False``), or head tensors that are
-            missing or do not fit.
+    Attributes:
+        folder: the folder.
+        config: the stored :class:`~cauchylin_hf.config.CauchyLMConfig` as a dict (its
+            ``base_config`` a dict too).
+        base_model_name_or_path: the base recorded at save time (None when none was).
+        base_vocab_size: the base's embedding rows.
+        version: the file format version (1 or 2).
+        meta: the whole metadata object of ``cauchy_heads_config.json``.
+        state: the head tensors by state-dict name (floating point and finite: checked).
+        extra_rows: ``[n, H]`` embedding rows added beyond the base's (an added ``<NUM>`` row),
+            or None.
 
     Example:
         >>> import tempfile
         >>> from cauchylin_hf import CauchyLMForCausalLM
         >>> from cauchylin_hf.testing import tiny_base_model
-        >>> base = tiny_base_model("gpt2")
-        >>> model = CauchyLMForCausalLM.from_base(base, num_token_id=299)
         >>> folder = tempfile.mkdtemp()
-        >>> _ = model.save_heads(folder)
-        >>> again = load_heads(folder, base)
-        >>> again.config.num_token_id
-        299
+        >>> _ = CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299).save_heads(folder)
+        >>> heads = read_heads(folder)
+        >>> heads.version, heads.base_vocab_size, "action.b_noise" in heads.state
+        (2, 300, True)
     """
-    # The model class registered for the config (by ``import cauchylin_hf``): this module sits
-    # below model.py, which delegates its save_heads / from_heads here.
-    cls: Any = model_class or MODEL_FOR_CAUSAL_LM_MAPPING[CauchyLMConfig]
+
+    folder: Path
+    config: dict[str, Any]
+    base_model_name_or_path: str | None
+    base_vocab_size: int
+    version: int
+    meta: dict[str, Any]
+    state: dict[str, torch.Tensor]
+    extra_rows: torch.Tensor | None
+
+
+def read_heads(heads_directory: str | os.PathLike) -> HeadsFile:
+    """Read and check a heads-only folder written by :func:`save_heads` (any format version).
+
+    Args:
+        heads_directory: the folder.
+
+    Returns:
+        :class:`HeadsFile`.
+
+    Raises:
+        ValueError: a folder that does not exist or is not a heads-only folder, or a heads file
+            that is not valid (the message names it): unknown format or newer version, a
+            malformed config, unreadable tensors, head tensors that are not floating point or
+            not finite.
+
+    Example:
+        >>> read_heads("/no/such/folder")
+        Traceback (most recent call last):
+        ...
+        ValueError: heads folder '/no/such/folder' does not exist
+    """
     path = Path(os.fspath(heads_directory))
     if not path.is_dir():
         raise ValueError(f"heads folder {str(path)!r} does not exist")
@@ -376,94 +391,60 @@ def load_heads(
     stored = dict(meta["config"])
     if not isinstance(stored.get("base_config"), dict):
         raise ValueError(f"{meta_file}: the stored config has no base_config")
-    if base is None:
-        base = meta.get("base_model_name_or_path")
-        if not base:
-            raise ValueError("no base given and none recorded in the heads folder: pass base=")
-    model_in, base_path = load_base(base, base_kwargs)
-    backbone, _, _ = split_causal_lm(model_in)
-    try:
-        saved = CauchyLMConfig.from_dict(stored)
-    except (TypeError, ValueError, KeyError) as exc:
-        raise ValueError(f"{meta_file}: the stored config is not valid: {exc}") from exc
-    saved_type = getattr(saved.base_config, "model_type", None)
-    rows = input_embedding_weight(backbone).shape[0]
-    got = backbone.config
-    if (
-        got.model_type != saved_type
-        or got.hidden_size != saved.hidden_size
-        or rows != meta["base_vocab_size"]
-    ):
-        raise ValueError(
-            f"the base ({got.model_type}, hidden {got.hidden_size}, {rows} rows) is not the one "
-            f"the heads were saved for ({saved_type}, hidden "
-            f"{saved.hidden_size}, {meta['base_vocab_size']} rows)"
-        )
-    mismatches = _check_base(meta, meta_file, backbone, rows, version)
-    if mismatches:
-        listing = "; ".join(mismatches[:5]) + ("; ..." if len(mismatches) > 5 else "")
-        message = (
-            f"the base differs from the one the heads in {meta_file.parent} were saved with "
-            f"({len(mismatches)} tensor(s): {listing})"
-        )
-        if strict_base:
-            raise ValueError(f"{message}; pass strict_base=False to load them anyway")
-        logger.warning("%s; loading anyway (strict_base=False)", message)
+    if version >= 2 and not isinstance(meta.get("base_tensors"), dict):
+        raise ValueError(f"{meta_file} lacks the base fingerprint 'base_tensors'")
     try:
         state = load_file(str(weights_file))
     except (SafetensorError, OSError) as exc:
         raise ValueError(f"cannot read {weights_file}: {exc}") from exc
     check_head_tensors(state, weights_file)
-    backbone.config = copy.deepcopy(backbone.config)
-    vocab = saved.vocab_size
-    assert vocab is not None  # the saved config has a base config
     extra = state.pop(_EXTRA_ROWS, None)
-    if vocab > rows:
-        if extra is None or extra.shape[0] != vocab - rows:
-            raise ValueError(f"{weights_file} lacks the {vocab - rows} added embedding rows")
-        grow_embeddings(backbone, vocab)
-        with torch.no_grad():
-            weight = input_embedding_weight(backbone)
-            weight[rows:] = extra.to(weight.dtype)
-    stored.pop("base_config")
-    config = CauchyLMConfig.from_dict({**stored, "base_config": backbone.config.to_dict()})
-    config.base_config = backbone.config
-    if base_path is not None:
-        config.base_model_name_or_path = base_path
-    model = cls(config, backbone=backbone)
-    device = input_embedding_weight(backbone).device
-    missing, unexpected = model.load_state_dict(
-        {k: v.to(device) for k, v in state.items()}, strict=False
+    name = meta.get("base_model_name_or_path")
+    return HeadsFile(
+        folder=path,
+        config=stored,
+        base_model_name_or_path=name if isinstance(name, str) and name else None,
+        base_vocab_size=meta["base_vocab_size"],
+        version=version,
+        meta=meta,
+        state=state,
+        extra_rows=extra,
     )
-    head_missing = [k for k in missing if not k.startswith("backbone.")]
-    if head_missing or unexpected:
-        raise ValueError(
-            f"{weights_file} does not fit the model: missing {head_missing[:5]}, unexpected "
-            f"{list(unexpected)[:5]}"
-        )
-    gen = getattr(model_in, "generation_config", None)
-    if gen is not None:
-        model.generation_config = copy.deepcopy(gen)
-    model.place_heads()
-    model.eval()
-    return model
 
 
-def _check_base(
-    meta: dict[str, Any], meta_file: Path, backbone: PreTrainedModel, rows: int, version: int
-) -> list[str]:
-    """The differences between ``backbone`` and the base recorded in a heads config."""
-    if version >= 2:
-        recorded = meta.get("base_tensors")
-        if not isinstance(recorded, dict):
-            raise ValueError(f"{meta_file} lacks the base fingerprint 'base_tensors'")
-        return _fingerprint_mismatches(recorded, backbone, rows)
+def base_mismatches(heads: HeadsFile, backbone: PreTrainedModel, rows: int) -> list[str]:
+    """How a base decoder differs from the one the heads were saved with (empty: the same).
+
+    Format version 2 compares every tensor's SHA-256 (or, in another dtype, its norm up to the
+    coarser dtype's rounding); version 1 one norm of all weights (bfloat16 rounding bound).
+
+    Args:
+        heads: the read heads folder.
+        backbone: the base decoder they are about to be loaded on.
+        rows: its embedding rows (``heads.base_vocab_size`` when it is the right base).
+
+    Returns:
+        One line per difference.
+
+    Example:
+        >>> import tempfile
+        >>> from cauchylin_hf import CauchyLMForCausalLM
+        >>> from cauchylin_hf._backbone import split_causal_lm
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> folder = tempfile.mkdtemp()
+        >>> _ = CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299).save_heads(folder)
+        >>> other = split_causal_lm(tiny_base_model(seed=1))[0]
+        >>> len(base_mismatches(read_heads(folder), other, 300)) > 0
+        True
+    """
+    if heads.version >= 2:
+        return _fingerprint_mismatches(heads.meta["base_tensors"], backbone, rows)
     # Version 1: one float64 norm of all backbone weights.
-    saved = meta.get("base_fingerprint")
+    saved = heads.meta.get("base_fingerprint")
     logger.warning(
         "%s is a version-1 heads file: the base is checked by one weight norm only; save the "
         "heads again to record per-tensor hashes",
-        meta_file,
+        heads.folder / HEADS_CONFIG_NAME,
     )
     if not isinstance(saved, (int, float)) or isinstance(saved, bool):
         return []

@@ -28,16 +28,13 @@ existing rows). Either way ``numeric_embedding.num_token_delta`` (``[H]``, init 
 ``<NUM>`` embedding, so the ``<NUM>`` input embedding trains even when the backbone is frozen (the
 default) or LoRA-wrapped, and a heads-only checkpoint carries it.
 
-Next-token shift — the one place where labels are aligned: :func:`next_token_targets`, used by
-:meth:`~CauchyLMForCausalLM.forward` (and by evaluation): position ``i`` predicts
-``labels[:, i + 1]``; ``target_values`` (aligned with the input positions like ``numeric_values``)
-shift with the labels. Pass labels unshifted (``labels = input_ids`` with ``-100`` at padding, as
-:class:`~cauchylin_hf.data.NumericDataCollator` does).
+The training loss and the one next-token shift live in :mod:`cauchylin_hf.loss`
+(:func:`~cauchylin_hf.loss.next_token_targets`, :func:`~cauchylin_hf.loss.shifted_causal_loss`),
+as transformers keeps its losses in ``loss_utils``.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
 import math
@@ -57,32 +54,27 @@ from cauchylin._validation import check_finite, is_validating, require_tensor
 from cauchylin.nn import Abduction, Action, ActionOutput, ActionStep, NumericEmbedding
 from cauchylin.nn.modes import STANDARD, Decoding, InferenceMode
 
-from . import heads_io
+from . import attach, heads_io
 from ._backbone import (
     cached_positions,
     grow_embeddings,
     head_matrix,
     input_embedding_weight,
     learned_position_limit,
-    load_base,
-    load_tokenizer,
-    resolve_num_token,
     split_causal_lm,
-    warn_logit_postprocessing,
 )
 from .atomic_save import staged_folder
-from .batch import IGNORE_INDEX, check_size, regression_targets
-from .config import CAUSAL_SETTINGS, CauchyLMConfig
+from .batch import check_size
+from .config import CauchyLMConfig
 from .heads_io import HEAD_MODULES, check_head_tensors, head_tensors
 from .hf_compat import CACHE_NAME, resolve_cache
+from .loss import shifted_causal_loss
 from .tokenizer import NumericTokenizer
 
 __all__ = [
     "HEAD_MODULES",
     "CauchyLMForCausalLM",
     "CauchyLMOutput",
-    "NextTokenTargets",
-    "next_token_targets",
     "split_causal_lm",
 ]
 
@@ -180,99 +172,6 @@ if CACHE_NAME != "cache":
             "cache": property(lambda self: getattr(self, CACHE_NAME)),
         },
     )
-
-
-# ============================================================================================
-# The next-token shift
-# ============================================================================================
-
-
-@dataclass
-class NextTokenTargets:
-    """What each position predicts: position ``i`` predicts token ``i + 1`` (see :meth:`forward`).
-
-    Attributes:
-        labels: ``[B, S - shift]`` the labels of the predicting positions: ``labels[:, 1:]`` of
-            unshifted labels, or pre-shifted labels as given.
-        target_values: ``[B, S - shift]`` their regression targets, or None.
-        mask: ``[B, S - shift]`` bool, True where the predicting position (and, for unshifted
-            labels, the predicted one) is a real token (attention mask 1), or None without an
-            attention mask.
-        shift: 1 for unshifted labels (the last position predicts nothing), 0 for pre-shifted
-            ones (every position predicts its own label).
-
-    Example:
-        >>> import torch
-        >>> t = next_token_targets(torch.tensor([[5, 6, 7]]), None, torch.tensor([[0, 1, 1]]))
-        >>> t.labels.tolist(), t.mask.tolist(), t.positions(torch.tensor([[1, 2, 3]])).tolist()
-        ([[6, 7]], [[False, True]], [[1, 2]])
-    """
-
-    labels: torch.Tensor
-    target_values: torch.Tensor | None
-    mask: torch.Tensor | None
-    shift: int = 1
-
-    def positions(self, x: torch.Tensor) -> torch.Tensor:
-        """The predicting positions of a ``[B, S, ...]`` tensor: ``x[:, :S - shift]``.
-
-        Args:
-            x: a per-position tensor aligned with the inputs.
-
-        Returns:
-            ``x[:, :-1]`` (or ``x`` for pre-shifted labels), aligned with :attr:`labels`.
-
-        Example:
-            >>> import torch
-            >>> t = next_token_targets(torch.tensor([[5, 6, 7, 8]]))
-            >>> t.positions(torch.arange(4).reshape(1, 4)).tolist()
-            [[0, 1, 2]]
-        """
-        return x[:, : x.shape[1] - self.shift]
-
-
-def next_token_targets(
-    labels: torch.Tensor,
-    target_values: torch.Tensor | None = None,
-    attention_mask: torch.Tensor | None = None,
-    *,
-    pre_shifted: bool = False,
-) -> NextTokenTargets:
-    """Align labels with the positions that predict them: the one label shift.
-
-    Unshifted labels (the default): position ``i`` predicts ``labels[:, i + 1]`` with regression
-    target ``target_values[:, i + 1]``; it counts only where ``attention_mask`` is 1 at both
-    ``i`` and ``i + 1`` (left or right padding). Pre-shifted labels (transformers'
-    ``shift_labels``): position ``i`` predicts ``labels[:, i]`` with target
-    ``target_values[:, i]`` and counts where ``attention_mask[:, i]`` is 1.
-
-    Args:
-        labels: ``[B, S]`` labels (``labels = input_ids``, -100 to ignore), unshifted unless
-            ``pre_shifted``.
-        target_values: ``[B, S]`` regression targets, aligned like ``labels``, or None.
-        attention_mask: ``[B, S]`` 1 for tokens, 0 for padding, or None.
-        pre_shifted: the labels (and targets) are already aligned with the predicting positions.
-
-    Returns:
-        :class:`NextTokenTargets` of shape ``[B, S - 1]`` (``[B, S]`` when ``pre_shifted``).
-
-    Example:
-        >>> import torch
-        >>> t = next_token_targets(torch.tensor([[5, 6, 7]]), torch.tensor([[0.0, 2.5, 0.0]]))
-        >>> t.labels.tolist(), t.target_values.tolist(), t.mask is None
-        ([[6, 7]], [[2.5, 0.0]], True)
-        >>> next_token_targets(torch.tensor([[6, 7, -100]]), pre_shifted=True).labels.tolist()
-        [[6, 7, -100]]
-    """
-    if pre_shifted:
-        mask = None if attention_mask is None else attention_mask != 0
-        return NextTokenTargets(labels, target_values, mask, shift=0)
-    mask = None
-    if attention_mask is not None:
-        m = attention_mask != 0
-        mask = m[:, 1:] & m[:, :-1]
-    targets = target_values[:, 1:] if target_values is not None else None
-    return NextTokenTargets(labels[:, 1:], targets, mask)
 
 
 # ============================================================================================
@@ -810,58 +709,16 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             >>> model.config.num_token_id, ntok.num_token_id, model.config.vocab_size
             (300, 300, 304)
         """
-        unknown = sorted(set(settings) - CAUSAL_SETTINGS)
-        if unknown:
-            raise ValueError(f"unknown settings {unknown}; known: {sorted(CAUSAL_SETTINGS)}")
-        model_in, base_path = load_base(base, base_kwargs)
-        backbone, head_w, head_b = split_causal_lm(model_in)
-        warn_logit_postprocessing(model_in)
-        plain_tok, numeric_tok = load_tokenizer(tokenizer, base_path)
-        rows = input_embedding_weight(backbone).shape[0]
-        k = resolve_num_token(plain_tok, numeric_tok, rows, num_token, num_token_id)
-        # The decoder gets its own config object: resizing must not edit the base's config.
-        backbone.config = copy.deepcopy(backbone.config)
-        if k is not None and k >= rows:
-            grow_embeddings(backbone, k + 1, head=model_in.get_output_embeddings())
-        if numeric_tok is None and plain_tok is not None:
-            numeric_tok = NumericTokenizer(plain_tok, num_token=num_token, num_token_id=k)
-        if k is None:
-            logger.warning(
-                "no tokenizer and no num_token_id: the model has no <NUM> token (the regression "
-                "loss is always 0)"
-            )
-        settings = dict(settings)
-        if settings.get("ovr_classes") == "tokenizer" and settings.get("tokenizer_size") is None:
-            if numeric_tok is None:
-                raise ValueError("ovr_classes='tokenizer' needs a tokenizer (or tokenizer_size)")
-            settings["tokenizer_size"] = len(numeric_tok)
-        name = base_path or getattr(model_in, "name_or_path", None) or None
-        config = CauchyLMConfig(
-            base_config=backbone.config,
-            base_model_name_or_path=name,
-            base_vocab_size=rows,
+        return attach.from_base(
+            cls,
+            base,
+            tokenizer,
             num_token=num_token,
-            num_token_id=k,
+            num_token_id=num_token_id,
+            return_tokenizer=return_tokenizer,
+            base_kwargs=base_kwargs,
             **settings,
         )
-        model = cls(config, backbone=backbone)
-        w, b = head_matrix(head_w, head_b, model.action.num_classes, model.action.causal_size)
-        model.action.copy_base_head(
-            w.to(model.action.classifier.weight.dtype), b.to(model.action.classifier.bias.dtype)
-        )
-        if config.w_num_scale is not None:
-            with torch.no_grad():  # |w_num| relative to the token embeddings (see the config)
-                rows = input_embedding_weight(backbone).detach().float().norm(dim=1).mean()
-                w = model.numeric_embedding.w_num
-                w.mul_((config.w_num_scale * rows / w.float().norm()).to(w.dtype))
-        gen = getattr(model_in, "generation_config", None)
-        if gen is not None:
-            model.generation_config = copy.deepcopy(gen)
-        model.place_heads()
-        model.eval()
-        if return_tokenizer:
-            return model, numeric_tok
-        return model
 
     # ------------------------------------------------------------------ resizing
 
@@ -1275,8 +1132,15 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         want_dists = loss_labels is None or bool(return_distributions)
         if loss_labels is not None:
             U_all = self.abduction(hidden)
-            loss = self._shifted_loss(
-                U_all, loss_labels, target_values, numeric_values, attention_mask, pre_shifted
+            loss = shifted_causal_loss(
+                self.action,
+                self.config,
+                U_all,
+                loss_labels,
+                target_values,
+                numeric_values,
+                attention_mask,
+                pre_shifted=pre_shifted,
             )
             fields.update(
                 loss=loss.total,
@@ -1315,55 +1179,6 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             attentions=getattr(bb, "attentions", None),
         )
         return out if return_dict else out.to_tuple()
-
-    def _shifted_loss(
-        self,
-        U_all: CauchyVector,
-        labels: torch.Tensor,
-        target_values: torch.Tensor | None,
-        numeric_values: torch.Tensor | None,
-        attention_mask: torch.Tensor | None,
-        pre_shifted: bool = False,
-    ) -> Any:
-        """The next-token shift and the memory-efficient loss (see :meth:`forward`)."""
-        B, S = U_all.batch_shape
-        name = "shift_labels" if pre_shifted else "labels"
-        if not isinstance(labels, torch.Tensor) or tuple(labels.shape) != (B, S):
-            shape = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels)
-            raise ValueError(f"{name} must have the input shape {(B, S)}, got {shape}")
-        if pre_shifted and target_values is None and numeric_values is not None:
-            # The inputs' values are aligned with the inputs, not with pre-shifted labels, and
-            # the value the last position predicts is not among them.
-            raise ValueError(
-                "with shift_labels, pass target_values shifted the same way (the value of the "
-                "token each position predicts); numeric_values cannot serve as targets"
-            )
-        targets = regression_targets(target_values, numeric_values)
-        if targets is not None and tuple(targets.shape) != (B, S):
-            raise ValueError(
-                f"target_values must have the input shape {(B, S)}, got {tuple(targets.shape)}"
-            )
-        if attention_mask is not None and tuple(attention_mask.shape) != (B, S):
-            raise ValueError(
-                f"attention_mask must have shape {(B, S)} in a training forward, got "
-                f"{tuple(attention_mask.shape)}"
-            )
-        shifted = next_token_targets(labels, targets, attention_mask, pre_shifted=pre_shifted)
-        U = CauchyVector(
-            shifted.positions(U_all.loc), shifted.positions(U_all.scale), validate_args=False
-        )
-        cfg = self.config
-        return self.action.loss(
-            U,
-            shifted.labels,
-            shifted.target_values,
-            num_token_id=cfg.num_token_id,
-            attention_mask=shifted.mask,
-            alpha=cfg.alpha,
-            reg_weight=cfg.reg_weight,
-            ignore_index=IGNORE_INDEX,
-            temperature=cfg.loss_temperature,
-        )
 
     # ------------------------------------------------------------------ transformers' generate
 
@@ -1483,7 +1298,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
     ) -> CauchyLMForCausalLM:
         """Load heads-only files on top of an unchanged base.
 
-        See :func:`cauchylin_hf.heads_io.load_heads`.
+        See :func:`cauchylin_hf.attach.load_heads`.
 
         Args:
             heads_directory: a folder written by :meth:`save_heads`.
@@ -1497,7 +1312,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             The model in eval mode.
 
         Raises:
-            ValueError: as :func:`~cauchylin_hf.heads_io.load_heads` (not a heads folder, a
+            ValueError: as :func:`~cauchylin_hf.attach.load_heads` (not a heads folder, a
                 broken heads file, no base, a base that does not match).
 
         Example:
@@ -1511,12 +1326,8 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             >>> again.config.vocab_size, bool(torch.equal(again(ids).loc_S, model(ids).loc_S))
             (301, True)
         """
-        return heads_io.load_heads(
-            heads_directory,
-            base,
-            base_kwargs=base_kwargs,
-            model_class=cls,
-            strict_base=strict_base,
+        return attach.load_heads(
+            heads_directory, base, base_kwargs=base_kwargs, model_class=cls, strict_base=strict_base
         )
 
 

@@ -41,7 +41,7 @@ from cauchylin.nn.modes import STANDARD
 
 from .batch import IGNORE_INDEX
 from .data import NumericDataCollator, NumericDataset
-from .model import next_token_targets
+from .loss import next_token_targets
 from .tokenizer import NumericTokenizer
 
 __all__ = [

@@ -32,7 +32,8 @@ from cauchylin.nn.modes import STANDARD
 
 from ._backbone import input_embedding_weight, load_base, load_tokenizer
 from .batch import IGNORE_INDEX
-from .model import CauchyLMForCausalLM, next_token_targets
+from .loss import next_token_targets
+from .model import CauchyLMForCausalLM
 
 __all__ = ["DEFAULT_TEXTS", "VerifyReport", "verify"]
 

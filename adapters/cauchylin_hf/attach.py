@@ -1,0 +1,266 @@
+r"""Attaching the causal heads to a base decoder: from the base itself, or from a heads-only folder.
+
+Both routes run the same sequence (:func:`from_base`, :func:`load_heads`):
+
+1. **The decoder.** Load the base (a folder through ``AutoModelForCausalLM``, or a loaded causal
+   LM, taken over rather than copied), split it into its decoder and its language-model head
+   (:func:`cauchylin_hf._backbone.split_causal_lm`), and give the decoder its own config object,
+   so that resizing never edits the base's.
+2. **The ``<NUM>`` row.** When ``<NUM>`` is not a row of the embedding yet, add it (the mean row,
+   and the mean head row in the copied head); a heads-only folder carries the rows it added.
+3. **The model.** Build the model class on the decoder with a
+   :class:`~cauchylin_hf.config.CauchyLMConfig`, then fill the heads: from the base head
+   (``W_cls``, ``b_cls``; ``loc_S`` equals the base logits, see
+   [Initialisation](../../concepts.md#initialisation-that-reproduces-the-base-model)) or from the
+   heads file (after checking that the base is the one the heads were saved with,
+   :func:`cauchylin_hf.heads_io.base_mismatches`).
+4. **The finish.** The base's generation config, the heads on the input embedding's device, eval
+   mode.
+
+The model class is passed in (:meth:`CauchyLMForCausalLM.from_base
+<cauchylin_hf.model.CauchyLMForCausalLM.from_base>` passes its own): this module sits below
+:mod:`cauchylin_hf.model` and never imports it.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+from ._backbone import (
+    grow_embeddings,
+    head_matrix,
+    input_embedding_weight,
+    load_base,
+    load_tokenizer,
+    resolve_num_token,
+    split_causal_lm,
+    warn_logit_postprocessing,
+)
+from .config import CAUSAL_SETTINGS, CauchyLMConfig
+from .heads_io import HEADS_CONFIG_NAME, HEADS_WEIGHTS_NAME, base_mismatches, read_heads
+from .tokenizer import NumericTokenizer
+
+__all__ = ["from_base", "load_heads"]
+
+logger = logging.getLogger(__name__)
+
+
+def _decoder(
+    base: str | os.PathLike | PreTrainedModel, base_kwargs: dict[str, Any] | None
+) -> tuple[PreTrainedModel, str | None, PreTrainedModel, torch.Tensor, torch.Tensor | None]:
+    """Step 1: ``(base model, its folder or None, decoder, head weight, head bias)``."""
+    model_in, base_path = load_base(base, base_kwargs)
+    backbone, head_w, head_b = split_causal_lm(model_in)
+    # The decoder gets its own config object: resizing must not edit the base's config.
+    backbone.config = copy.deepcopy(backbone.config)
+    return model_in, base_path, backbone, head_w, head_b
+
+
+def _finish(model: Any, source: PreTrainedModel) -> Any:
+    """Step 4: the base's generation config, the heads beside the embedding, eval mode."""
+    gen = getattr(source, "generation_config", None)
+    if gen is not None:
+        model.generation_config = copy.deepcopy(gen)
+    model.place_heads()
+    model.eval()
+    return model
+
+
+def from_base(
+    model_class: type,
+    base: str | os.PathLike | PreTrainedModel,
+    tokenizer: Any = None,
+    *,
+    num_token: str = "<NUM>",
+    num_token_id: int | None = None,
+    return_tokenizer: bool = False,
+    base_kwargs: dict[str, Any] | None = None,
+    **settings: Any,
+) -> Any:
+    """Attach new causal heads to a base, initialised so that ``loc_S`` equals the base logits.
+
+    The arguments and the result are those of :meth:`CauchyLMForCausalLM.from_base
+    <cauchylin_hf.model.CauchyLMForCausalLM.from_base>`, which calls this with its own class.
+
+    Args:
+        model_class: the model class to build (``CauchyLMForCausalLM`` or a subclass).
+        base: a local checkpoint folder or a loaded causal LM (taken over, not copied).
+        tokenizer: None (the base folder's, if any), a folder, a tokenizer, a
+            :class:`~cauchylin_hf.tokenizer.NumericTokenizer`, or False (none).
+        num_token: the ``<NUM>`` token text.
+        num_token_id: explicit ``<NUM>`` id (``< rows``: an existing/spare row; ``== rows``: a new
+            row).
+        return_tokenizer: also return the numeric tokenizer.
+        base_kwargs: extra ``from_pretrained`` arguments for a base folder.
+        **settings: :class:`~cauchylin_hf.config.CauchyLMConfig` causal settings.
+
+    Returns:
+        The model in eval mode, or ``(model, numeric_tokenizer)`` with ``return_tokenizer``.
+
+    Raises:
+        ValueError: as :meth:`CauchyLMForCausalLM.from_base
+            <cauchylin_hf.model.CauchyLMForCausalLM.from_base>`.
+
+    Example:
+        >>> from cauchylin_hf import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> model = from_base(CauchyLMForCausalLM, tiny_base_model("gpt2"), num_token_id=300)
+        >>> model.config.vocab_size  # GPT-2 has no spare row: <NUM> was added
+        301
+    """
+    unknown = sorted(set(settings) - CAUSAL_SETTINGS)
+    if unknown:
+        raise ValueError(f"unknown settings {unknown}; known: {sorted(CAUSAL_SETTINGS)}")
+    model_in, base_path, backbone, head_w, head_b = _decoder(base, base_kwargs)
+    warn_logit_postprocessing(model_in)
+    plain_tok, numeric_tok = load_tokenizer(tokenizer, base_path)
+    rows = input_embedding_weight(backbone).shape[0]
+    k = resolve_num_token(plain_tok, numeric_tok, rows, num_token, num_token_id)
+    if k is not None and k >= rows:
+        grow_embeddings(backbone, k + 1, head=model_in.get_output_embeddings())
+    if numeric_tok is None and plain_tok is not None:
+        numeric_tok = NumericTokenizer(plain_tok, num_token=num_token, num_token_id=k)
+    if k is None:
+        logger.warning(
+            "no tokenizer and no num_token_id: the model has no <NUM> token (the regression "
+            "loss is always 0)"
+        )
+    settings = dict(settings)
+    if settings.get("ovr_classes") == "tokenizer" and settings.get("tokenizer_size") is None:
+        if numeric_tok is None:
+            raise ValueError("ovr_classes='tokenizer' needs a tokenizer (or tokenizer_size)")
+        settings["tokenizer_size"] = len(numeric_tok)
+    name = base_path or getattr(model_in, "name_or_path", None) or None
+    config = CauchyLMConfig(
+        base_config=backbone.config,
+        base_model_name_or_path=name,
+        base_vocab_size=rows,
+        num_token=num_token,
+        num_token_id=k,
+        **settings,
+    )
+    model = model_class(config, backbone=backbone)
+    action = model.action
+    w, b = head_matrix(head_w, head_b, action.num_classes, action.causal_size)
+    action.copy_base_head(w.to(action.classifier.weight.dtype), b.to(action.classifier.bias.dtype))
+    if config.w_num_scale is not None:
+        with torch.no_grad():  # |w_num| relative to the token embeddings (see the config)
+            row_norm = input_embedding_weight(backbone).detach().float().norm(dim=1).mean()
+            w_num = model.numeric_embedding.w_num
+            w_num.mul_((config.w_num_scale * row_norm / w_num.float().norm()).to(w_num.dtype))
+    _finish(model, model_in)
+    return (model, numeric_tok) if return_tokenizer else model
+
+
+def load_heads(
+    heads_directory: str | os.PathLike,
+    base: str | os.PathLike | PreTrainedModel | None = None,
+    *,
+    base_kwargs: dict[str, Any] | None = None,
+    model_class: type | None = None,
+    strict_base: bool = True,
+) -> Any:
+    """Load a heads-only folder (:func:`cauchylin_hf.heads_io.save_heads`) on an unchanged base.
+
+    Args:
+        heads_directory: the folder.
+        base: the base checkpoint folder or loaded causal LM (its decoder is taken over, not
+            copied, as in :func:`from_base`); default the ``base_model_name_or_path`` recorded in
+            the folder.
+        base_kwargs: extra ``AutoModelForCausalLM.from_pretrained`` arguments for a base folder.
+        model_class: the class to build (default: the class registered for
+            :class:`~cauchylin_hf.config.CauchyLMConfig`, ``CauchyLMForCausalLM``).
+        strict_base: refuse a base whose weights differ from the recorded fingerprint (the
+            default); ``False`` loads the heads anyway, with a warning.
+
+    Returns:
+        The model in eval mode; its outputs equal those of the saved model on the same base.
+
+    Raises:
+        ValueError: a folder that is not a valid heads-only folder (see
+            :func:`cauchylin_hf.heads_io.read_heads`), no base given and none recorded, a base of
+            another architecture, hidden size or vocabulary, a base whose weights differ from
+            the saved one's (unless ``strict_base=False``), or head tensors that are missing or
+            do not fit.
+
+    Example:
+        >>> import tempfile
+        >>> from cauchylin_hf import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> base = tiny_base_model("gpt2")
+        >>> model = CauchyLMForCausalLM.from_base(base, num_token_id=299)
+        >>> folder = tempfile.mkdtemp()
+        >>> _ = model.save_heads(folder)
+        >>> load_heads(folder, base).config.num_token_id
+        299
+    """
+    cls: Any = model_class or MODEL_FOR_CAUSAL_LM_MAPPING[CauchyLMConfig]
+    heads = read_heads(heads_directory)
+    meta_file = heads.folder / HEADS_CONFIG_NAME
+    if base is None:
+        base = heads.base_model_name_or_path
+        if base is None:
+            raise ValueError("no base given and none recorded in the heads folder: pass base=")
+    model_in, base_path, backbone, _, _ = _decoder(base, base_kwargs)
+    try:
+        saved = CauchyLMConfig.from_dict(heads.config)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ValueError(f"{meta_file}: the stored config is not valid: {exc}") from exc
+    saved_type = getattr(saved.base_config, "model_type", None)
+    rows = input_embedding_weight(backbone).shape[0]
+    got = backbone.config
+    if (
+        got.model_type != saved_type
+        or got.hidden_size != saved.hidden_size
+        or rows != heads.base_vocab_size
+    ):
+        raise ValueError(
+            f"the base ({got.model_type}, hidden {got.hidden_size}, {rows} rows) is not the one "
+            f"the heads were saved for ({saved_type}, hidden {saved.hidden_size}, "
+            f"{heads.base_vocab_size} rows)"
+        )
+    mismatches = base_mismatches(heads, backbone, rows)
+    if mismatches:
+        listing = "; ".join(mismatches[:5]) + ("; ..." if len(mismatches) > 5 else "")
+        message = (
+            f"the base differs from the one the heads in {heads.folder} were saved with "
+            f"({len(mismatches)} tensor(s): {listing})"
+        )
+        if strict_base:
+            raise ValueError(f"{message}; pass strict_base=False to load them anyway")
+        logger.warning("%s; loading anyway (strict_base=False)", message)
+    weights_file = heads.folder / HEADS_WEIGHTS_NAME
+    vocab = saved.vocab_size
+    assert vocab is not None  # the saved config has a base config
+    if vocab > rows:
+        extra = heads.extra_rows
+        if extra is None or extra.shape[0] != vocab - rows:
+            raise ValueError(f"{weights_file} lacks the {vocab - rows} added embedding rows")
+        grow_embeddings(backbone, vocab)
+        with torch.no_grad():
+            weight = input_embedding_weight(backbone)
+            weight[rows:] = extra.to(weight.dtype)
+    stored = {k: v for k, v in heads.config.items() if k != "base_config"}
+    config = CauchyLMConfig.from_dict({**stored, "base_config": backbone.config.to_dict()})
+    config.base_config = backbone.config
+    if base_path is not None:
+        config.base_model_name_or_path = base_path
+    model = cls(config, backbone=backbone)
+    device = input_embedding_weight(backbone).device
+    missing, unexpected = model.load_state_dict(
+        {k: v.to(device) for k, v in heads.state.items()}, strict=False
+    )
+    head_missing = [k for k in missing if not k.startswith("backbone.")]
+    if head_missing or unexpected:
+        raise ValueError(
+            f"{weights_file} does not fit the model: missing {head_missing[:5]}, unexpected "
+            f"{list(unexpected)[:5]}"
+        )
+    return _finish(model, model_in)
