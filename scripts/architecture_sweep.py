@@ -44,6 +44,7 @@ import argparse
 import json
 import multiprocessing as mp
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -59,6 +60,8 @@ MAX_PARAMS = 20_000_000
 """A shrunken config above this many parameters is reported, not built (a size the shrinking
 missed)."""
 VOCAB = 300
+NOISE = 0.02
+"""Standard deviation of the noise added to every parameter of a tiny base."""
 MODES = ("standard", "causal", "compatible")
 PROMPT_LENGTH, NEW_TOKENS = 6, 6
 
@@ -166,7 +169,7 @@ def check(model_type: str, info: dict[str, Any]) -> None:
     from cauchylin_hf._backbone import LOGIT_POSTPROCESSING
     from cauchylin_hf.generation import generate
     from cauchylin_hf.model import CauchyLMForCausalLM
-    from cauchylin_hf.testing import tiny_base_config
+    from cauchylin_hf.testing import tiny_base_config, tiny_base_model
     from cauchylin_hf.verify import verify
     from transformers import AutoModelForCausalLM
 
@@ -190,9 +193,9 @@ def check(model_type: str, info: dict[str, Any]) -> None:
     del meta
     if info["params"] > MAX_PARAMS:
         raise Failed(f"the shrunken config still has {info['params']:,} parameters")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        base = AutoModelForCausalLM.from_config(config).eval()
+    # Zero- or one-initialised gates and scales can hide a path at initialisation (Gemma 3n's
+    # per-layer token embeddings): a little noise on every parameter shows them.
+    base = tiny_base_model(model_type, vocab_size=VOCAB, perturb=NOISE)
     rows = int(base.get_input_embeddings().weight.shape[0])
 
     info["stage"] = "from_base"
@@ -320,6 +323,7 @@ def run_one(model_type: str) -> dict[str, Any]:
     if where:
         record["where"] = where
     record["seconds"] = round(time.perf_counter() - start, 2)
+    record["cause"] = cause(record)
     return record
 
 
@@ -398,6 +402,7 @@ def sweep(model_types: list[str], jobs: int, timeout: float, progress: bool) -> 
     counts: Counter[str] = Counter()
 
     def done(record: dict) -> None:
+        record.setdefault("cause", cause(record))
         results[record["model_type"]] = record
         counts[record["status"]] += 1
         bar.set_postfix(counts, refresh=False)
@@ -456,6 +461,62 @@ def sweep(model_types: list[str], jobs: int, timeout: float, progress: bool) -> 
 # ---------------------------------------------------------------------------- reports
 
 
+CAUSES: list[tuple[str, str]] = [
+    ("^encoder-decoder", "the decoder half of an encoder-decoder (skipped)"),
+    ("^multimodal", "a multimodal ...ForConditionalGeneration (skipped)"),
+    ("^draft model", "a speculative-decoding draft model (skipped)"),
+    ("^needs an extra package", "needs an extra package (skipped)"),
+    ("own default config either", "transformers cannot build it from its own default (skipped)"),
+    ("soft-capping", "logit soft-capping c tanh(logits / c): not linear in z"),
+    (
+        "prediction head with other layers",
+        "a prediction head (dense, norm) before the output layer",
+    ),
+    ("linear map of the decoder's hidden state", "the output layer reads another width than z"),
+    ("not what AutoModel builds", "AutoModel does not rebuild the decoder from its config"),
+    ("composite config", "a composite config (the decoder's sizes in sub-configs)"),
+]
+"""(pattern of the reason, cause): how the failures and skips are grouped on the docs page."""
+
+NOTES: dict[str, tuple[str, str]] = {
+    "modernbert-decoder": (
+        "a prediction head (dense, norm) before the output layer",
+        "logits = decoder(lm_head(z)): lm_head is a dense layer and a norm",
+    ),
+    "dory": (
+        "a head that is not a plain linear layer",
+        "DoryLMHead multiplies each logit by a learned per-token scale",
+    ),
+    "deepseek_v4": (
+        "the decoder needs the token ids, not only their embeddings",
+        "hash-routed experts look the expert up by token id",
+    ),
+    "cpmant": (
+        "the decoder needs the token ids, not only their embeddings",
+        "CpmAntModel.forward takes input_ids only (it prepends prompt tokens)",
+    ),
+    "dots3_note": (
+        "a composite config (the decoder's sizes in sub-configs)",
+        "multimodal; the shrunken config does not meet its vision-adapter checks",
+    ),
+}
+"""Causes found by reading the model's code, for failures whose message does not name them."""
+
+
+def cause(record: dict) -> str:
+    """The cause of a failure or skip (empty for a pass)."""
+    if record["status"] == "pass":
+        return ""
+    note = NOTES.get(record["model_type"])
+    if note is not None:
+        return note[0]
+    reason = record.get("reason", "")
+    for pattern, label in CAUSES:
+        if re.search(pattern, reason):
+            return label
+    return "other"
+
+
 def _versions() -> dict[str, str]:
     import torch
     import transformers
@@ -464,6 +525,7 @@ def _versions() -> dict[str, str]:
         "transformers": transformers.__version__,
         "torch": torch.__version__,
         "python": platform.python_version(),
+        "cpus": str(os.cpu_count()),
     }
 
 
@@ -490,11 +552,23 @@ def markdown(records: list[dict], versions: dict[str, str], seconds: float) -> s
     s = summary(records)
     lines = [
         f"Measured with transformers {versions['transformers']} and torch {versions['torch']} "
-        f"(`python scripts/architecture_sweep.py`, {seconds:.0f} s): **{s['pass']} of "
-        f"{s['total']}** model types of the causal-LM mapping pass every check "
-        f"({100 * s['pass_share_of_all']:.0f} %; {s['pass']} of the {s['pass'] + s['fail']} that "
-        f"were run, {100 * s['pass_share_of_run']:.0f} %), {s['fail']} fail, {s['skip']} are "
-        "skipped.",
+        f"(`python scripts/architecture_sweep.py`, {seconds:.0f} s on {versions['cpus']} CPU "
+        f"cores): **{s['pass']} of {s['total']}** model types of the causal-LM mapping pass every "
+        f"check ({100 * s['pass_share_of_all']:.0f} %; {s['pass']} of the "
+        f"{s['pass'] + s['fail']} that were run, {100 * s['pass_share_of_run']:.0f} %), "
+        f"{s['fail']} fail, {s['skip']} are skipped.",
+        "",
+        "| cause | model types |",
+        "|---|---|",
+    ]
+    groups: dict[str, list[str]] = {}
+    for r in records:
+        if r["status"] != "pass":
+            groups.setdefault(cause(r), []).append(r["model_type"])
+    for label, members in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        names = ", ".join(f"`{m}`" for m in members)
+        lines.append(f"| {_cell(label)} ({len(members)}) | {names} |")
+    lines += [
         "",
         "| model type | class | result | stage | reason |",
         "|---|---|---|---|---|",
@@ -502,9 +576,12 @@ def markdown(records: list[dict], versions: dict[str, str], seconds: float) -> s
     for r in records:
         result = {"pass": "pass", "fail": "**fail**", "skip": "skip"}[r["status"]]
         stage = "" if r["status"] == "pass" else r.get("stage", "")
+        reason = r.get("reason", "")
+        note = NOTES.get(r["model_type"])
+        if note is not None and r["status"] != "pass":
+            reason = f"{note[1]}: {reason}"
         lines.append(
-            f"| `{r['model_type']}` | {r.get('class', '')} | {result} | {stage} | "
-            f"{_cell(r.get('reason', ''))} |"
+            f"| `{r['model_type']}` | {r.get('class', '')} | {result} | {stage} | {_cell(reason)} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -518,6 +595,10 @@ def print_table(records: list[dict], stream: Any = sys.stdout) -> None:
             f"{r['model_type']:<{width}}  {r['status']:<4}  {stage:<9}  {r.get('reason', '')}",
             file=stream,
         )
+    groups = Counter(r["cause"] for r in records if r["status"] != "pass")
+    print("\nfailures and skips by cause:", file=stream)
+    for label, n in groups.most_common():
+        print(f"  {n:3d}  {label}", file=stream)
     s = summary(records)
     print(
         f"\n{s['pass']}/{s['total']} pass ({100 * s['pass_share_of_all']:.0f} %), "

@@ -47,6 +47,7 @@ __all__ = [
     "logit_scale",
     "resolve_num_token",
     "split_causal_lm",
+    "token_inputs",
     "warn_logit_postprocessing",
 ]
 
@@ -222,8 +223,8 @@ def split_causal_lm(model: Any) -> tuple[PreTrainedModel, torch.Tensor, torch.Te
     if not isinstance(hidden, int):
         raise ValueError(
             f"{name}'s decoder {type(backbone).__name__} has a composite config "
-            f"({type(backbone.config).__name__}, the decoder's sizes in its sub-configs): "
-            "multimodal bases are not supported; load the text decoder alone"
+            f"({type(backbone.config).__name__}: the decoder's sizes are in its sub-configs, as "
+            "in a multimodal model): not supported; load a text decoder alone"
         )
     weight = getattr(head, "weight", None)
     if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or weight.shape[1] != hidden:
@@ -286,6 +287,36 @@ def cached_positions(cache: Any) -> int | None:
         return int(get())
     except ValueError:  # transformers: "can only be called on Attention layers"
         return None
+
+
+def token_inputs(backbone: Any, input_ids: torch.Tensor | None) -> dict[str, Any]:
+    """Decoder inputs computed from the token ids besides their embeddings.
+
+    The adapter feeds the decoder ``inputs_embeds`` (the token embeddings plus the numbers'
+    offsets). Gemma 3n and Gemma 4 also add a per-layer embedding of each token
+    (``get_per_layer_inputs``): from ``inputs_embeds`` alone Gemma 3n leaves it out and Gemma 4
+    recovers the ids by an exact match of the embedding, which a ``<NUM>`` value breaks. Such a
+    decoder gets ``per_layer_inputs`` from the ids themselves, as its own ``input_ids`` path
+    computes them.
+
+    Args:
+        backbone: the decoder.
+        input_ids: ``[B, S]`` the token ids fed (None: only embeddings are known).
+
+    Returns:
+        ``{"per_layer_inputs": ...}`` for a decoder with per-layer embeddings, else ``{}``.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> token_inputs(tiny_base_model("qwen2").base_model, torch.tensor([[5, 6]]))
+        {}
+    """
+    get = getattr(backbone, "get_per_layer_inputs", None)
+    per_layer = getattr(getattr(backbone, "config", None), "hidden_size_per_layer_input", None)
+    if input_ids is None or get is None or not per_layer:
+        return {}
+    return {"per_layer_inputs": get(input_ids)}
 
 
 def _looks_like_path(s: str) -> bool:

@@ -171,7 +171,7 @@ def _tiny_sizes(
             "moe_shared_expert_intermediate_size shared_experts_intermediate_size",
         ),
         (inner // 4, "moe_intermediate_size expert_ffn_hidden_size"),
-        (rows, "vocab_size unpadded_vocab_size"),
+        (rows, "vocab_size unpadded_vocab_size vocab_size_per_layer_input"),
         (
             positions,
             # windows and sparse-attention top-k as long as the context: no test sequence
@@ -245,8 +245,9 @@ _TINY_OVERRIDES: dict[str, dict[str, Any]] = {
         "n_recurrent_layers": 1,
         "n_output_layers": 1,
     },
-    "xlstm": {"chunk_size": 64},
-    "dots3_note_text": {"per_layer_config": {}},  # per-layer sizes of the full-size model
+    # xLSTM's cache rounds its head sizes up to multiples of 64, its layers do not
+    "xlstm": {"hidden_size": 128, "embedding_dim": 128, "chunk_size": 64},
+    "dots3_note_text": {"per_layer_config": {}, "head_dim": 16},
     "mamba2": {"num_heads": 8, "head_dim": 8, "n_groups": 1},
     "zaya": {"num_experts_per_tok": 1},
     "gemma3n_text": {"num_kv_shared_layers": 0},
@@ -312,8 +313,12 @@ def _shrunk(
     )
     kinds = 0
     lists = {}
+    indices = set()
     for name, value in defaults.items():
         if isinstance(value, list) and value and len(value) == default_layers:
+            if value == list(range(default_layers)):  # the indices of every layer (Llama 4)
+                indices.add(name)
+                continue
             lists[name] = value
             kinds = max(kinds, len({str(v) for v in value}))
     n = max(layers, kinds)
@@ -343,6 +348,7 @@ def _shrunk(
                 if heads in kwargs and dim in kwargs:
                     kwargs[dim] = inner // kwargs[heads]
     kwargs.update({name: _per_layer(v, n, sizes, name) for name, v in lists.items()})
+    kwargs.update({name: list(range(n)) for name in indices})
     for name, sub in (getattr(cls, "sub_configs", None) or {}).items():
         given = defaults.get(name)
         if sub is AutoConfig:
@@ -511,6 +517,7 @@ def tiny_base_model(
     spare_rows: int = 0,
     seed: int = 0,
     dtype: torch.dtype = torch.float32,
+    perturb: float = 0.0,
     **config_kwargs: Any,
 ) -> PreTrainedModel:
     """A randomly initialised tiny causal LM (``AutoModelForCausalLM.from_config``), in eval mode.
@@ -523,19 +530,28 @@ def tiny_base_model(
         spare_rows: embedding rows beyond the tokenizer.
         seed: seed of the random weights (the global RNG state is restored afterwards).
         dtype: parameter dtype.
+        perturb: standard deviation of Gaussian noise added to every floating-point parameter
+            after the initialisation (same seed). A gate or scale initialised to 0 or 1 can hide a
+            path (Gemma 3n's per-layer token embeddings contribute nothing at initialisation);
+            the noise shows it to checks that compare two computations.
         **config_kwargs: more :func:`tiny_base_config` arguments (``hidden_size``, ...).
 
     Returns:
         The model, e.g. ``Qwen2ForCausalLM`` with ``vocab_size + spare_rows`` embedding rows.
 
     Raises:
-        ValueError: as :func:`tiny_base_config`.
+        ValueError: as :func:`tiny_base_config`, or a negative ``perturb``.
 
     Example:
         >>> model = tiny_base_model("llama", spare_rows=4)
         >>> type(model).__name__, model.get_input_embeddings().weight.shape[0]
         ('LlamaForCausalLM', 304)
+        >>> norm = tiny_base_model("llama", perturb=0.02).model.norm.weight  # ones, perturbed
+        >>> 0 < float((norm - 1).abs().max()) < 0.2
+        True
     """
+    if isinstance(perturb, bool) or not isinstance(perturb, (int, float)) or not perturb >= 0:
+        raise ValueError(f"perturb must be a number >= 0, got {perturb!r}")
     config = tiny_base_config(
         arch,
         vocab_size=vocab_size,
@@ -546,6 +562,11 @@ def tiny_base_model(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        if perturb:
+            with torch.no_grad():
+                for p in model.parameters():
+                    if p.is_floating_point():
+                        p.add_(torch.randn_like(p), alpha=float(perturb))
     return model.eval()
 
 
