@@ -330,6 +330,7 @@ def test_a_text_longer_than_a_learned_position_context_is_a_clear_error(tmp_path
     """GPT-2 has one learned position per token: a longer text was `IndexError: index out of
     range in self`, from train and from evaluate."""
     base = save_tiny_base(tmp_path / "gpt2", "gpt2", spare_rows=2, max_position_embeddings=32)
+    capsys.readouterr()  # transformers' own progress bars of that save
     data = tmp_path / "long.csv"
     data.write_text("note,y\nshort,1\n" + "a rather long note " * 8 + ",2\n")
     for argv in (
@@ -343,3 +344,7 @@ def test_a_text_longer_than_a_learned_position_context_is_a_clear_error(tmp_path
         assert "longer than the model's context of 32 positions" in err[0]
         assert "--max-length 32" in err[0]
     assert not (tmp_path / "out").exists()
+    argv = ["predict", str(base), "--prompt", "a rather long note " * 8, "--threads", "1"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "prompt 1 is" in err[0] and "context of 32 positions" in err[0]

@@ -900,6 +900,22 @@ def _read_on(
     return prefixes
 
 
+def _check_prompt_lengths(model: Any, ntok: Any, prompts: list[str]) -> None:
+    """Refuse a prompt longer than the model's context (the number after it has no position)."""
+    context = _context_length(model)
+    if context is None:
+        return
+    lengths = [len(ids) for ids in ntok(prompts)["input_ids"]]
+    over = [i for i, n in enumerate(lengths) if n >= context]
+    if over:
+        i = over[0]
+        raise CliError(
+            f"prompt {i + 1} is {lengths[i]} tokens long: the model's context of {context} "
+            f"positions (max_position_embeddings) leaves no room for the number after it; "
+            f"{len(over)} of {len(prompts)} prompts are that long: shorten them"
+        )
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     """``predict``: the next number after each prompt, with intervals and ``P(<NUM>)``."""
     from ..predict import predict_values
@@ -914,6 +930,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if model.config.num_token_id is None:
         raise CliError("the model has no <NUM> token: it cannot predict numbers")
     precision = _precision(args.model)
+    _check_prompt_lengths(model, ntok, prompts)
     pred = predict_values(model, ntok, prompts, levels=args.levels, batch_size=args.batch_size)
     prefixes = _read_on(args, model, ntok, prompts, pred)
     rows = pred.rows()
