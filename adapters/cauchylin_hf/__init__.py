@@ -28,7 +28,8 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 from .attach import load_heads
 from .config import CauchyLMConfig
 from .heads_io import save_heads
-from .model import CauchyLMForCausalLM, CauchyLMOutput
+from .model import CauchyLMForCausalLM
+from .outputs import CauchyLMOutput
 
 # After this import the package attribute ``verify`` is the function (the submodule stays
 # importable as ``cauchylin_hf.verify`` through ``sys.modules``).

@@ -26,12 +26,17 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import os
-from typing import Any
+from typing import Any, cast
 
 import torch
+from torch import nn
 from transformers import PreTrainedModel
+from transformers import initialization as hf_init
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+from cauchylin.nn import Abduction, Action, NumericEmbedding
 
 from ._backbone import (
     grow_embeddings,
@@ -43,13 +48,100 @@ from ._backbone import (
     split_causal_lm,
     warn_logit_postprocessing,
 )
+from .batch import check_size
 from .config import CAUSAL_SETTINGS, CauchyLMConfig
 from .heads_io import HEADS_CONFIG_NAME, HEADS_WEIGHTS_NAME, base_mismatches, read_heads
 from .tokenizer import NumericTokenizer
 
-__all__ = ["from_base", "load_heads"]
+__all__ = ["from_base", "init_heads", "load_heads", "resize_rows"]
 
 logger = logging.getLogger(__name__)
+
+
+def _flagged(t: torch.Tensor) -> bool:
+    """True when transformers marked ``t`` as loaded/initialised (``_is_hf_initialized``)."""
+    return bool(getattr(t, "_is_hf_initialized", False))
+
+
+@torch.no_grad()
+def init_heads(model: PreTrainedModel, module: nn.Module) -> None:
+    """Initialise one head module of ``model`` as documented, leaving loaded tensors alone.
+
+    The model's ``_init_weights`` calls this for every module transformers has not marked as
+    loaded. For code outside transformers it skips every module whose *own* parameters are all
+    loaded, containers without parameters included, so each head tensor is initialised at the
+    module that holds it: the two ``nn.Linear`` of ``abduction`` (identity ``loc_net``,
+    constant-scale ``scale_net``: the values of a fresh Abduction), ``classifier`` (``W_cls`` =
+    the input embedding rows, a tied base's head, until ``from_base`` copies the real head;
+    ``b_cls = 0``) and ``regressor`` (``W_reg ~ N(0, 1/C)``, ``b_reg = 0``) of ``action``,
+    ``action`` itself (``b_noise``, thresholds) and ``numeric_embedding`` (a fresh ``w_num``,
+    ``delta = 0``). Every write goes through ``transformers.initialization`` (or checks
+    ``_is_hf_initialized`` first), so a loaded tensor is never overwritten; the backbone is
+    initialised by its own class.
+
+    Args:
+        model: the causal model (its ``abduction`` and ``action`` are looked up).
+        module: the module transformers asks to initialise.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin_hf import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> model = CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299)
+        >>> with torch.no_grad():
+        ...     _ = model.action.regressor.bias.fill_(3.0)
+        >>> init_heads(model, model.action.regressor)
+        >>> model.action.regressor.bias.item()
+        0.0
+    """
+    abduction = getattr(model, "abduction", None)
+    action = getattr(model, "action", None)
+    if isinstance(module, NumericEmbedding):
+        # A fresh layer's draw, written through transformers' init (a loaded w_num is kept).
+        fresh = NumericEmbedding(module.hidden_size, init=module.init, dtype=torch.float64)
+        hf_init.copy_(module.w_num, fresh.w_num.detach().to(module.w_num.device))
+        if module.num_token_delta is not None:
+            hf_init.zeros_(module.num_token_delta)
+    elif isinstance(module, Abduction):
+        _init_abduction_linear(module, module.loc_net)
+        _init_abduction_linear(module, module.scale_net)
+    elif isinstance(module, Action):
+        hf_init.constant_(module.b_noise, module.b_noise_init)
+        hf_init.constant_(module.threshold, module.threshold_init)
+        _init_classifier(model, module)
+        _init_regressor(module)
+    elif isinstance(abduction, Abduction) and module in (abduction.loc_net, abduction.scale_net):
+        _init_abduction_linear(abduction, module)
+    elif isinstance(action, Action) and module is action.classifier:
+        _init_classifier(model, action)
+    elif isinstance(action, Action) and module is action.regressor:
+        _init_regressor(action)
+
+
+def _init_abduction_linear(abduction: Abduction, linear: nn.Module) -> None:
+    ref = Abduction(
+        abduction.in_features,
+        abduction.causal_size,
+        gamma_init=abduction.gamma_init,
+        dtype=cast(torch.Tensor, linear.weight).dtype,
+    )
+    source = ref.loc_net if linear is abduction.loc_net else ref.scale_net
+    weight, bias = cast(torch.Tensor, linear.weight), cast(torch.Tensor, linear.bias)
+    hf_init.copy_(weight, source.weight.to(weight.device))
+    hf_init.copy_(bias, source.bias.to(bias.device))
+
+
+def _init_classifier(model: PreTrainedModel, action: Action) -> None:
+    W = action.classifier.weight
+    if not _flagged(W):
+        emb = input_embedding_weight(model)
+        hf_init.copy_(W, head_matrix(emb, None, W.shape[0], W.shape[1])[0])
+    hf_init.zeros_(action.classifier.bias)
+
+
+def _init_regressor(action: Action) -> None:
+    hf_init.normal_(action.regressor.weight, 0.0, 1.0 / math.sqrt(action.causal_size))
+    hf_init.zeros_(action.regressor.bias)
 
 
 def _decoder(
@@ -264,3 +356,54 @@ def load_heads(
             f"{list(unexpected)[:5]}"
         )
     return _finish(model, model_in)
+
+
+def resize_rows(
+    model: Any,
+    new_num_tokens: int | None = None,
+    pad_to_multiple_of: int | None = None,
+    mean_resizing: bool = True,
+) -> nn.Embedding:
+    """Resize the model's token embedding, and its OvR classes when ``ovr_classes="all"``.
+
+    New embedding rows and new ``W_cls`` rows are the mean of the existing ones (not a random
+    draw, unlike transformers' ``mean_resizing``); new ``b_cls`` entries the mean bias; new
+    per-class thresholds the initial threshold. Shrinking drops the last rows. The model's
+    ``resize_token_embeddings`` calls this.
+
+    Args:
+        model: the causal model.
+        new_num_tokens: the new number of rows (None: only ``pad_to_multiple_of``).
+        pad_to_multiple_of: round the size up to a multiple of this.
+        mean_resizing: new rows = mean rows (True) or transformers' default init (False).
+
+    Returns:
+        The new input embedding module.
+
+    Raises:
+        ValueError: ``new_num_tokens`` or ``pad_to_multiple_of`` that is not a positive int
+            (or None), a size below the ``<NUM>`` id or below ``tokenizer_size``.
+
+    Example:
+        >>> from cauchylin_hf import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> model = CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299)
+        >>> resize_rows(model, 320).weight.shape[0], model.action.num_classes
+        (320, 320)
+    """
+    check_size("new_num_tokens", new_num_tokens)
+    check_size("pad_to_multiple_of", pad_to_multiple_of)
+    rows = input_embedding_weight(model).shape[0]
+    target = rows if new_num_tokens is None else new_num_tokens
+    if pad_to_multiple_of is not None:
+        target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
+    k = model.config.num_token_id
+    if k is not None and target <= k:
+        raise ValueError(f"cannot shrink to {target} rows: <NUM> has id {k}")
+    size = model.config.tokenizer_size
+    if model.config.ovr_classes == "tokenizer" and size is not None and target < size:
+        raise ValueError(f"cannot shrink below tokenizer_size={size}")
+    grow_embeddings(model.backbone, target, mean_resizing=mean_resizing)
+    if model.config.ovr_classes == "all":
+        model.action.resize_classes(target)
+    return cast(nn.Embedding, model.get_input_embeddings())

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import torch
+from transformers import GenerationMixin
 
 from cauchylin.nn.modes import (
     STANDARD,
@@ -58,9 +59,16 @@ from cauchylin.nn.modes import (
 )
 
 from .batch import resolve_pad_token_id
+from .hf_compat import CACHE_NAME
 from .tokenizer import NumericTokenizer
 
-__all__ = ["GenerationOutput", "check_length", "generate", "position_ids_from_mask"]
+__all__ = [
+    "GenerationOutput",
+    "NumericGenerationMixin",
+    "check_length",
+    "generate",
+    "position_ids_from_mask",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +95,7 @@ class GenerationOutput:
         eps_seed: ``[B, C]`` the draw of ``shared_individual`` (else None).
         eps_noise: ``[B, C]`` the draw of ``shared_noise`` (else None).
         steps: with ``return_distributions=True``, per-step parameters stacked over the steps:
-            ``loc_S``/``scale_S`` ``[B, N, K]``, ``loc_Y``/``scale_Y`` ``[B, N]``,
+            ``loc_S``/``scale_S`` ``[B, N, V]``, ``loc_Y``/``scale_Y`` ``[B, N]``,
             ``loc_U``/``scale_U``/``loc_U_prime`` ``[B, N, C]`` (``scale_S`` of the mode's ``U'``;
             in compatible mode that of the standard mode at ``T = 1``); else empty.
 
@@ -556,3 +564,101 @@ def generate(
         eps_noise=draws.get("eps_noise"),
         steps=steps,
     )
+
+
+class NumericGenerationMixin(GenerationMixin):
+    """transformers' ``generate`` with the prompt's numbers (mixed into the causal model).
+
+    transformers' own loop decodes in the compatible mode (``loc_S`` as logits) and knows nothing
+    of ``loc_Y``; :func:`generate` is the loop of every mode, with numbers fed back.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin_hf import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> model = CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299).eval()
+        >>> ids = torch.tensor([[5, 299, 7]])
+        >>> out = model.generate(ids, numeric_values=torch.tensor([[0.0, 2.5, 0.0]]),
+        ...                      max_new_tokens=3, do_sample=False, pad_token_id=0)
+        >>> tuple(out.shape)
+        (1, 6)
+    """
+
+    def prepare_inputs_for_generation(
+        self,
+        input_ids: torch.LongTensor,
+        *args: Any,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Inputs of one step of transformers' ``generate`` (compatible mode), with the prompt's numbers.
+
+        ``generate`` keeps the ``numeric_values`` given for the prompt (``[B, P]``) while the
+        sequence grows to ``P + t`` positions and, with a KV cache, only the last ones are fed.
+        This pads the values with zeros for the generated positions and slices them like the fed
+        inputs. A prompt given as ``inputs_embeds`` (``generate(inputs_embeds=...)``) is fed at
+        the first step; its ``<NUM>`` offset is not added, since that needs the ids. A generated
+        ``<NUM>`` is fed back with value 0, since transformers' loop knows nothing of
+        ``loc_Y``; :func:`cauchylin_hf.generation.generate` feeds back the predicted number.
+
+        Args:
+            input_ids: ``[B, P + t]`` the prompt and the tokens generated so far (``[B, t]``, the
+                generated tokens only, when the prompt came as ``inputs_embeds``).
+            *args: transformers' further positional arguments (passed on).
+            inputs_embeds: ``[B, P, H]`` the prompt's base embeddings, or None (a named
+                argument: ``generate`` accepts ``inputs_embeds`` only from models that name it).
+            **kwargs: the model kwargs of ``generate`` (``numeric_values`` ``[B, P]``, the cache,
+                ...).
+
+        Returns:
+            The keyword arguments of the model's ``forward`` for this step.
+
+        Raises:
+            ValueError: if ``numeric_values`` is not ``[B, P]`` with ``P`` at most the sequence
+                length.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin_hf import CauchyLMForCausalLM
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299).eval()
+            >>> step = model.prepare_inputs_for_generation(
+            ...     torch.tensor([[5, 299, 7, 11, 12]]), numeric_values=torch.tensor([[0.0, 2.5, 0.0]])
+            ... )
+            >>> step["numeric_values"]
+            tensor([[0.0000, 2.5000, 0.0000, 0.0000, 0.0000]])
+        """
+        numeric_values = kwargs.pop("numeric_values", None)
+        # Typed as Any: GenerationMixin's annotations of self and of the cache argument differ
+        # between transformers releases, and this passes everything on unchanged.
+        parent: Any = super()
+        model_inputs: dict[str, Any] = parent.prepare_inputs_for_generation(
+            input_ids, *args, inputs_embeds=inputs_embeds, **kwargs
+        )
+        if numeric_values is None:
+            return model_inputs
+        if not isinstance(numeric_values, torch.Tensor) or numeric_values.dim() != 2:
+            raise ValueError(
+                "numeric_values must be a [batch, prompt length] tensor, got "
+                f"{getattr(numeric_values, 'shape', type(numeric_values).__name__)}"
+            )
+        step_ids = model_inputs.get("input_ids")
+        fed_inputs = step_ids if step_ids is not None else model_inputs["inputs_embeds"]
+        B, fed = fed_inputs.shape[:2]
+        # The whole sequence so far: the cached positions plus the fed ones (the ids alone miss
+        # a prompt given as inputs_embeds).
+        cache: Any = model_inputs.get(CACHE_NAME)
+        seen = int(cache.get_seq_length()) if hasattr(cache, "get_seq_length") else 0
+        total = seen + fed
+        if numeric_values.shape[0] != B or numeric_values.shape[1] > total:
+            raise ValueError(
+                f"numeric_values shape {tuple(numeric_values.shape)} does not fit the inputs: "
+                f"expected [{B}, at most {total}] (the prompt's length)"
+            )
+        # Only the fed positions: the prompt's values that fall among them, zeros after them
+        # (with a KV cache that is one zero per step, not a copy of the whole prompt).
+        known = numeric_values[:, total - fed :]
+        if known.shape[1] < fed:
+            known = torch.cat([known, known.new_zeros(B, fed - known.shape[1])], dim=1)
+        model_inputs["numeric_values"] = known
+        return model_inputs

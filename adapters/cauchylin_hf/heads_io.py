@@ -32,8 +32,8 @@ then takes the target's place (other files of an existing target are carried ove
 a crash while writing leaves the previous heads in place, loadable (see
 :mod:`cauchylin_hf.atomic_save`).
 
-Size: dominated by ``W_cls`` (``[K, C]`` in the heads' dtype). For Qwen2.5-0.5B (``H = C = 896``,
-``K = 151936``, 24 layers) ``W_cls`` alone is 544.5 MB in float32 and the whole heads file 551.6 MB
+Size: dominated by ``W_cls`` (``[V, C]`` in the heads' dtype). For Qwen2.5-0.5B (``H = C = 896``,
+``V = 151936``, 24 layers) ``W_cls`` alone is 544.5 MB in float32 and the whole heads file 551.6 MB
 (137.9 M values), next to 2.53 GB for the full float32 model (494.0 M backbone values + the heads)
 or 1.54 GB with a bfloat16 backbone.
 """

@@ -15,18 +15,10 @@ submodules with fixed names:
 * ``action`` — :class:`cauchylin.nn.Action`: class scores ``S = W_cls U' + b_cls`` over the OvR
   classes and the regression value ``Y``; its ``loss`` is the memory-efficient training objective.
 
-Initialisation ([formulas](../../concepts.md#initialisation-that-reproduces-the-base-model)): ``C = H``,
-Abduction identity (``loc_U = z``, ``scale_U = gamma_0``),
-``W_cls`` = the base ``lm_head`` weight (the embedding matrix for tied bases), ``b_cls`` = the base
-head's bias (0 for every supported architecture). Then ``loc_S`` equals the base logits: ``verify``
-measures it.
-
-The ``<NUM>`` token: when the base has embedding rows beyond the tokenizer (Qwen2.5:
-151936 rows, 151665 tokens) ``<NUM>`` is the first spare row (id ``len(tokenizer)``) and inherits
-its embedding and head row; otherwise one row is added (embedding and head row = the mean of the
-existing rows). Either way ``numeric_embedding.num_token_delta`` (``[H]``, init 0) is added to the
-``<NUM>`` embedding, so the ``<NUM>`` input embedding trains even when the backbone is frozen (the
-default) or LoRA-wrapped, and a heads-only checkpoint carries it.
+Building a model (from a base, from a heads folder; the ``<NUM>`` row; the initialisation that
+makes ``loc_S`` equal the base logits) is :mod:`cauchylin_hf.attach`; its files are
+:mod:`cauchylin_hf.checkpoint`. ``numeric_embedding.num_token_delta`` lets the ``<NUM>`` input
+embedding train while the backbone is frozen (the default) or LoRA-wrapped.
 
 The training loss and the one next-token shift live in :mod:`cauchylin_hf.loss`
 (:func:`~cauchylin_hf.loss.next_token_targets`, :func:`~cauchylin_hf.loss.shifted_causal_loss`),
@@ -35,143 +27,44 @@ as transformers keeps its losses in ``loss_utils``.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import math
 import os
-from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
 from torch import nn
-from transformers import GenerationMixin, PreTrainedConfig, PreTrainedModel
-from transformers import initialization as hf_init
+from transformers import PreTrainedConfig, PreTrainedModel
 from transformers.models.auto.modeling_auto import MODEL_MAPPING
-from transformers.utils import ModelOutput
 
 from cauchylin import CauchyVector
 from cauchylin._validation import check_finite, is_validating, require_tensor
 from cauchylin.nn import Abduction, Action, ActionOutput, ActionStep, NumericEmbedding
 from cauchylin.nn.modes import STANDARD, Decoding, InferenceMode
 
-from . import attach, heads_io
+from . import attach
 from ._backbone import (
     cached_positions,
-    grow_embeddings,
-    head_matrix,
     input_embedding_weight,
     learned_position_limit,
     split_causal_lm,
+    token_inputs,
 )
-from .atomic_save import staged_folder
-from .batch import check_size
+from .checkpoint import CheckpointMixin
 from .config import CauchyLMConfig
-from .heads_io import HEAD_MODULES, check_head_tensors, head_tensors
+from .generation import NumericGenerationMixin
+from .heads_io import HEAD_MODULES
 from .hf_compat import CACHE_NAME, resolve_cache
 from .loss import shifted_causal_loss
+from .outputs import CauchyLMOutput
 from .tokenizer import NumericTokenizer
 
 __all__ = [
     "HEAD_MODULES",
     "CauchyLMForCausalLM",
-    "CauchyLMOutput",
     "split_causal_lm",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-def _flagged(t: torch.Tensor) -> bool:
-    """True when transformers marked ``t`` as loaded/initialised (``_is_hf_initialized``)."""
-    return bool(getattr(t, "_is_hf_initialized", False))
-
-
-# ============================================================================================
-# Output
-# ============================================================================================
-
-
-@dataclass
-class CauchyLMOutput(ModelOutput):
-    """Output of :meth:`CauchyLMForCausalLM.forward`.
-
-    Distribution fields cover the positions kept by ``logits_to_keep`` (all by default), in the
-    heads' dtype. In a training forward (``labels`` given) the class-score fields ``logits``,
-    ``loc_S``, ``scale_S``, ``loc_Y``, ``scale_Y`` are ``None`` unless ``return_distributions=True``:
-    the loss never materialises ``[N, V]`` tensors.
-
-    Attributes:
-        loss: scalar ``L = L_cls + reg_weight * L_reg`` (only when ``labels`` are given; formula
-            in :meth:`cauchylin.nn.Action.loss`).
-        cls_loss: scalar ``L_cls``, the OvR binary cross-entropy summed over classes, averaged
-            over counted positions.
-        reg_loss: scalar ``L_reg``, the gated Cauchy NLL of the ``<NUM>`` targets (0 when there
-            is none).
-        cls_count: number of positions the OvR loss counted (int64 scalar).
-        reg_count: number of ``<NUM>`` targets (int64 scalar).
-        logits: ``[B, S', V]`` = ``loc_S`` (for tools that expect logits; ``V`` = OvR classes).
-        loc_S: ``[B, S', V]`` class-score locations.
-        scale_S: ``[B, S', V]`` class-score scales (of the requested mode).
-        loc_Y: ``[B, S']`` regression-value location (the regression prediction).
-        scale_Y: ``[B, S']`` regression-value scale.
-        loc_U: ``[B, S', C]`` location of the individual representation U.
-        scale_U: ``[B, S', C]`` scale of U.
-        cache: the backbone's KV cache (when ``use_cache``). Under transformers before 5.24 the
-            field is named ``past_key_values``, as that release's outputs name it (see
-            :data:`cauchylin_hf.hf_compat.CACHE_NAME`), and ``out.cache`` reads it.
-        hidden_states: the backbone's hidden states (``output_hidden_states=True``).
-        attentions: the backbone's attentions (``output_attentions=True``).
-
-    Example:
-        >>> import torch
-        >>> from cauchylin_hf.testing import tiny_base_model
-        >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
-        >>> ids = torch.tensor([[5, 6, 7]])
-        >>> out = model(ids)
-        >>> tuple(out.loc_S.shape), tuple(out.loc_Y.shape), out.logits is out.loc_S, out.loss
-        ((1, 3, 300), (1, 3), True, None)
-        >>> out.cache.get_seq_length()  # the KV cache, whatever the release calls it
-        3
-        >>> out = model(ids, labels=ids)
-        >>> out.logits is None, out.cls_count.item()  # 2 counted positions: 0->1 and 1->2
-        (True, 2)
-        >>> bool(torch.allclose(out.loss, out.cls_loss + model.config.reg_weight * out.reg_loss))
-        True
-    """
-
-    loss: torch.Tensor | None = None
-    cls_loss: torch.Tensor | None = None
-    reg_loss: torch.Tensor | None = None
-    cls_count: torch.Tensor | None = None
-    reg_count: torch.Tensor | None = None
-    logits: torch.Tensor | None = None
-    loc_S: torch.Tensor | None = None
-    scale_S: torch.Tensor | None = None
-    loc_Y: torch.Tensor | None = None
-    scale_Y: torch.Tensor | None = None
-    loc_U: torch.Tensor | None = None
-    scale_U: torch.Tensor | None = None
-    cache: Any = None
-    hidden_states: tuple[torch.Tensor, ...] | None = None
-    attentions: tuple[torch.Tensor, ...] | None = None
-
-
-if CACHE_NAME != "cache":
-    # Before transformers 5.24 a model output names its cache ``past_key_values``, and that is the
-    # key ``generate`` reads back: the same fields with that one renamed, plus ``out.cache``.
-    CauchyLMOutput = dataclasses.make_dataclass(  # type: ignore[misc,assignment]  # per release
-        "CauchyLMOutput",
-        [
-            (CACHE_NAME if f.name == "cache" else f.name, f.type, dataclasses.field(default=None))
-            for f in dataclasses.fields(CauchyLMOutput)
-        ],
-        bases=(ModelOutput,),
-        namespace={
-            "__doc__": CauchyLMOutput.__doc__,
-            "__module__": __name__,
-            "cache": property(lambda self: getattr(self, CACHE_NAME)),
-        },
-    )
 
 
 # ============================================================================================
@@ -179,7 +72,7 @@ if CACHE_NAME != "cache":
 # ============================================================================================
 
 
-class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
+class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
     r"""A Hugging Face decoder with the Abduction/Action heads of the causal language model.
 
     Build one with :meth:`from_base` (from a local checkpoint folder or a loaded causal LM),
@@ -201,7 +94,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         backbone: the base decoder without its head.
         numeric_embedding: :class:`cauchylin.nn.NumericEmbedding` with the ``<NUM>`` offset.
         abduction: :class:`cauchylin.nn.Abduction` (``H -> C``).
-        action: :class:`cauchylin.nn.Action` (``C -> K`` classes and the regression value).
+        action: :class:`cauchylin.nn.Action` (``C -> V`` classes and the regression value).
 
     Raises:
         ValueError: a config without ``base_config``, or a ``backbone`` that does not match it.
@@ -267,8 +160,8 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         self.config.base_config = backbone.config
         if backbone.config._attn_implementation is None:
             backbone.config._attn_implementation = self.config._attn_implementation
-        H, C, K = config.hidden_size, config.causal_hidden_size, config.num_classes
-        assert H is not None and C is not None and K is not None  # set by the base config
+        H, C, V = config.hidden_size, config.causal_hidden_size, config.num_classes
+        assert H is not None and C is not None and V is not None  # set by the base config
         dtype = config.torch_head_dtype
         # The model checks numeric_values once in encode; the layer trusts them.
         self.numeric_embedding = NumericEmbedding(
@@ -285,7 +178,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             self.abduction = Abduction(H, C, gamma_init=config.gamma_init, dtype=dtype)
         self.action = Action(
             C,
-            K,
+            V,
             threshold=config.threshold,
             threshold_per_class=config.threshold_per_class,
             learnable_threshold=config.learnable_threshold,
@@ -372,70 +265,9 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         """The documented initialisation of the heads, for weights not yet loaded.
 
         transformers calls this at construction and, after ``from_pretrained``, for the modules
-        whose weights were missing from the checkpoint. For code outside transformers it skips
-        every module whose *own* parameters are all loaded, containers without parameters
-        included, so each head tensor is initialised at the module that holds it: the two
-        ``nn.Linear`` of ``abduction``, ``classifier`` and ``regressor`` of ``action``, ``action``
-        itself (``b_noise``, thresholds) and ``numeric_embedding``. Every write goes through
-        ``transformers.initialization`` (or checks ``_is_hf_initialized`` first), so a loaded
-        tensor is never overwritten; the backbone is initialised by its own class.
+        whose weights were missing from the checkpoint; see :func:`cauchylin_hf.attach.init_heads`.
         """
-        abduction = self._modules.get("abduction")
-        action = self._modules.get("action")
-        if isinstance(module, NumericEmbedding):
-            # A fresh layer's draw, written through transformers' init (a loaded w_num is kept).
-            fresh = NumericEmbedding(module.hidden_size, init=module.init, dtype=torch.float64)
-            hf_init.copy_(module.w_num, fresh.w_num.detach().to(module.w_num.device))
-            if module.num_token_delta is not None:
-                hf_init.zeros_(module.num_token_delta)
-        elif isinstance(module, Abduction):
-            self._init_abduction_linear(module, module.loc_net)
-            self._init_abduction_linear(module, module.scale_net)
-        elif isinstance(module, Action):
-            hf_init.constant_(module.b_noise, module.b_noise_init)
-            hf_init.constant_(module.threshold, module.threshold_init)
-            self._init_classifier(module)
-            self._init_regressor(module)
-        elif isinstance(abduction, Abduction) and module in (
-            abduction.loc_net,
-            abduction.scale_net,
-        ):
-            self._init_abduction_linear(abduction, module)
-        elif isinstance(action, Action) and module is action.classifier:
-            self._init_classifier(action)
-        elif isinstance(action, Action) and module is action.regressor:
-            self._init_regressor(action)
-
-    @staticmethod
-    def _init_abduction_linear(abduction: Abduction, linear: nn.Module) -> None:
-        """Identity ``loc_net`` / constant-scale ``scale_net`` (the values of a fresh Abduction)."""
-        ref = Abduction(
-            abduction.in_features,
-            abduction.causal_size,
-            gamma_init=abduction.gamma_init,
-            dtype=cast(torch.Tensor, linear.weight).dtype,
-        )
-        source = ref.loc_net if linear is abduction.loc_net else ref.scale_net
-        weight, bias = cast(torch.Tensor, linear.weight), cast(torch.Tensor, linear.bias)
-        hf_init.copy_(weight, source.weight.to(weight.device))
-        hf_init.copy_(bias, source.bias.to(bias.device))
-
-    def _init_classifier(self, action: Action) -> None:
-        """``W_cls`` = the input embedding rows (a tied base's head), ``b_cls = 0``.
-
-        ``from_base`` then copies the base's real head over it.
-        """
-        W = action.classifier.weight
-        if not _flagged(W):
-            emb = input_embedding_weight(self)
-            hf_init.copy_(W, head_matrix(emb, None, W.shape[0], W.shape[1])[0])
-        hf_init.zeros_(action.classifier.bias)
-
-    @staticmethod
-    def _init_regressor(action: Action) -> None:
-        """``W_reg ~ N(0, 1/C)``, ``b_reg = 0``."""
-        hf_init.normal_(action.regressor.weight, 0.0, 1.0 / math.sqrt(action.causal_size))
-        hf_init.zeros_(action.regressor.bias)
+        attach.init_heads(self, module)
 
     def place_heads(self) -> None:
         """Move the heads to the device of the input embedding (where ``encode`` feeds them).
@@ -528,98 +360,6 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         """
         self.backbone.requires_grad_(bool(trainable))
 
-    @classmethod
-    def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
-        """``PreTrainedModel.from_pretrained``, checked, then the config's backbone freezing.
-
-        Loading never re-initialises the heads: every head tensor found in the checkpoint is
-        kept as saved (see :meth:`_init_weights`), and a head tensor that is NaN or infinite (a
-        corrupt checkpoint) is refused. A name that can only be a local folder (a path, or a
-        single word: causal models on the Hub are ``owner/name``) and is not one fails at once
-        instead of asking the Hub.
-
-        Args:
-            *args: ``PreTrainedModel.from_pretrained`` arguments (the folder first).
-            **kwargs: its keyword arguments (``dtype``, ``device_map``, ...).
-
-        Returns:
-            The model (or transformers' ``(model, loading_info)`` tuple with
-            ``output_loading_info=True``).
-
-        Raises:
-            FileNotFoundError: a local folder name that does not exist.
-            ValueError: a head tensor with NaN or infinite values.
-
-        Example:
-            >>> import tempfile
-            >>> from cauchylin_hf.testing import tiny_base_model
-            >>> folder = tempfile.mkdtemp()
-            >>> CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299).save_pretrained(
-            ...     folder
-            ... )
-            >>> CauchyLMForCausalLM.from_pretrained(folder).config.num_token_id
-            299
-            >>> CauchyLMForCausalLM.from_pretrained("flat-modle")
-            Traceback (most recent call last):
-            ...
-            FileNotFoundError: no model folder 'flat-modle' (and it is not a Hub id, which has the form owner/name)
-        """
-        name = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        if isinstance(name, (str, os.PathLike)) and not os.path.isdir(name):
-            text = os.fspath(name)
-            local = isinstance(name, os.PathLike) or os.path.isabs(text) or "/" not in text
-            if local or text.startswith((".", "~")) or text.count("/") > 1:
-                raise FileNotFoundError(
-                    f"no model folder {text!r} (and it is not a Hub id, which has the form "
-                    "owner/name)"
-                )
-        out = super().from_pretrained(*args, **kwargs)
-        model = out[0] if isinstance(out, tuple) else out
-        if isinstance(model, CauchyLMForCausalLM):
-            check_head_tensors(head_tensors(model), name if name is not None else "checkpoint")
-            model.set_backbone_trainable(not model.config.freeze_backbone)
-        return out
-
-    def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
-        """``PreTrainedModel.save_pretrained``, atomically: the folder holds the old model or the new.
-
-        The files are written into a new folder beside ``save_directory``, which takes its place
-        only when every file was written (:func:`cauchylin_hf.atomic_save.staged_folder`): a
-        full disk, an error, Ctrl-C, SIGTERM or SIGKILL during the save leave the previous
-        model loadable. Other files in the folder (a tokenizer) are kept; weight files of an
-        earlier save that the new one does not write are not. With ``is_main_process=False``
-        (the other ranks of a distributed save, which write nothing) the call goes straight to
-        transformers.
-
-        Args:
-            save_directory: the folder (created if needed).
-            *args: ``PreTrainedModel.save_pretrained``'s further arguments.
-            **kwargs: its keyword arguments (``state_dict``, ``max_shard_size``, ``push_to_hub``,
-                ...).
-
-        Raises:
-            ValueError: ``save_directory`` is an existing file.
-            OSError: the model could not be written (the folder is unchanged).
-
-        Example:
-            >>> import os, tempfile
-            >>> from cauchylin_hf.testing import tiny_base_model
-            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299)
-            >>> folder = tempfile.mkdtemp()
-            >>> model.save_pretrained(folder)
-            >>> sorted(os.listdir(folder))
-            ['config.json', 'generation_config.json', 'model.safetensors']
-        """
-        is_main = args[0] if args else kwargs.get("is_main_process", True)
-        if not is_main or kwargs.get("distributed_checkpoint"):
-            super().save_pretrained(save_directory, *args, **kwargs)
-            return
-        if kwargs.get("push_to_hub"):
-            # transformers names the Hub repository after the folder it is given.
-            kwargs.setdefault("repo_id", os.path.basename(os.path.normpath(save_directory)))
-        with staged_folder(save_directory, stale=_is_weights_file) as staging:
-            super().save_pretrained(staging, *args, **kwargs)
-
     # ------------------------------------------------------------------ properties
 
     @property
@@ -663,13 +403,10 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
     ) -> CauchyLMForCausalLM | tuple[CauchyLMForCausalLM, NumericTokenizer | None]:
         r"""Attach the causal heads to a base causal LM, initialised so that ``loc_S`` = base logits.
 
-        Steps: load the base (``AutoModelForCausalLM.from_pretrained(path, **base_kwargs)`` for a
-        folder), take its decoder as ``backbone`` (shared, not copied), choose the ``<NUM>`` id
-        (explicit ``num_token_id``; the tokenizer's ``num_token`` if it has one; else the first
-        spare row ``len(tokenizer)``), add an embedding row if that id is not a row yet (new row
-        = mean of the rows), build the heads (Abduction the identity with ``scale_U = gamma_init``,
-        ``W_reg ~ N(0, 1/C)``, ``b_noise = b_noise_init``) and copy the base head into ``W_cls``
-        (+ its bias when it has one; the mean head row for an added ``<NUM>`` row).
+        The steps are those of :mod:`cauchylin_hf.attach`: the base's decoder as ``backbone``, the
+        ``<NUM>`` id (explicit ``num_token_id``; the tokenizer's ``num_token`` if it has one; else
+        the first spare row ``len(tokenizer)``; a new mean row when it is not a row yet), the
+        heads (Abduction the identity, ``W_cls`` the base head).
 
         A base passed as an object is taken over, not copied: training the causal model changes
         it, and an added ``<NUM>`` row resizes its input embeddings. Pass ``copy.deepcopy(base)``
@@ -746,22 +483,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             ValueError: ``new_num_tokens`` or ``pad_to_multiple_of`` that is not a positive int
                 (or None), a size below the ``<NUM>`` id or below ``tokenizer_size``.
         """
-        check_size("new_num_tokens", new_num_tokens)
-        check_size("pad_to_multiple_of", pad_to_multiple_of)
-        rows = input_embedding_weight(self).shape[0]
-        target = rows if new_num_tokens is None else new_num_tokens
-        if pad_to_multiple_of is not None:
-            target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
-        k = self.config.num_token_id
-        if k is not None and target <= k:
-            raise ValueError(f"cannot shrink to {target} rows: <NUM> has id {k}")
-        size = self.config.tokenizer_size
-        if self.config.ovr_classes == "tokenizer" and size is not None and target < size:
-            raise ValueError(f"cannot shrink below tokenizer_size={size}")
-        grow_embeddings(self.backbone, target, mean_resizing=mean_resizing)
-        if self.config.ovr_classes == "all":
-            self.action.resize_classes(target)
-        return cast(nn.Embedding, self.get_input_embeddings())
+        return attach.resize_rows(self, new_num_tokens, pad_to_multiple_of, mean_resizing)
 
     # ------------------------------------------------------------------ forward pass
 
@@ -882,6 +604,8 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         if cache is not None and attention_mask is not None and cached_positions(cache) is None:
             # A recurrent state (Mamba) keeps no past positions: mask the fed ones only.
             attention_mask = attention_mask[:, -positions[1] :]
+        for name, value in token_inputs(self.backbone, input_ids).items():
+            kwargs.setdefault(name, value)  # per-layer token embeddings (Gemma 3n, Gemma 4)
         out = self.backbone(
             inputs_embeds=embeds,
             attention_mask=attention_mask,
@@ -1047,24 +771,13 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
     ) -> CauchyLMOutput | tuple[Any, ...]:
         r"""Distributions of the next token and value at every position, and the training loss.
 
-        **Labels and the shift.** ``labels`` and ``target_values`` are aligned with the input
-        positions (unshifted; ``labels = input_ids`` with ``-100`` at padding). Here, and only
-        here, they are shifted: position ``i`` predicts ``labels[:, i + 1]``, its regression
-        target is ``target_values[:, i + 1]`` (``numeric_values`` when ``target_values`` is None,
-        i.e. the value of the next input ``<NUM>``). A position counts when its label is not
-        ``-100`` and both position ``i`` and ``i + 1`` have ``attention_mask`` 1 (left or right
-        padding). transformers' ``shift_labels`` (labels already shifted, e.g. by context
-        parallelism) replace ``labels`` when given: position ``i`` predicts
-        ``shift_labels[:, i]``, ``target_values`` are then pre-shifted the same way, and a
-        position counts where its own ``attention_mask`` is 1. The loss is
-        :meth:`cauchylin.nn.Action.loss` in the config's training mode and
-        temperature: no ``[N, V]`` tensor is formed, and the class-score fields of the output stay
-        None unless ``return_distributions=True``.
-
-        **Loss.** ``cls_loss + lambda * reg_loss``, :meth:`cauchylin.nn.Action.loss` (the formula
-        is written out there and on [The total loss](../../concepts.md#the-total-loss)) with
-        ``T = config.loss_temperature`` (0 in ``"causal"`` training mode),
-        ``alpha = config.alpha`` and ``lambda = config.reg_weight``.
+        **Labels and the loss.** ``labels`` and ``target_values`` are aligned with the input
+        positions (unshifted; ``labels = input_ids`` with ``-100`` at padding) or pre-shifted as
+        transformers' ``shift_labels``; :func:`cauchylin_hf.loss.shifted_causal_loss` shifts them
+        (position ``i`` predicts ``labels[:, i + 1]``) and computes ``cls_loss + lambda *
+        reg_loss``, :meth:`cauchylin.nn.Action.loss` with the config's settings
+        ([The total loss](../../concepts.md#the-total-loss)). No ``[N, V]`` tensor is formed: the
+        class-score fields of the output stay None unless ``return_distributions=True``.
 
         Args:
             input_ids: ``[B, S]`` token ids (``<NUM>`` where numbers were).
@@ -1080,7 +793,7 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
             temperature: ``T`` of those distributions (default ``config.temperature``).
             logits_to_keep: compute the distributions only for the last ``k`` positions (``0``:
                 all) or for the given position indices, as in transformers.
-            return_distributions: with labels, also return the class scores (``[B, S, K]``).
+            return_distributions: with labels, also return the class scores (``[B, S, V]``).
             return_dict: return a :class:`CauchyLMOutput` (default) or a tuple.
             generator: random generator of the sampling modes.
             eps_seed: fixed draw of ``shared_individual``: ``[C]`` or broadcastable to
@@ -1180,167 +893,10 @@ class CauchyLMForCausalLM(PreTrainedModel, GenerationMixin):
         )
         return out if return_dict else out.to_tuple()
 
-    # ------------------------------------------------------------------ transformers' generate
-
-    def prepare_inputs_for_generation(
-        self,
-        input_ids: torch.LongTensor,
-        *args: Any,
-        inputs_embeds: torch.Tensor | None = None,
-        **kwargs: Any,
-    ) -> dict[str, Any]:
-        """Inputs of one step of transformers' ``generate`` (compatible mode), with the prompt's numbers.
-
-        ``generate`` keeps the ``numeric_values`` given for the prompt (``[B, P]``) while the
-        sequence grows to ``P + t`` positions and, with a KV cache, only the last ones are fed.
-        This pads the values with zeros for the generated positions and slices them like the fed
-        inputs. A prompt given as ``inputs_embeds`` (``generate(inputs_embeds=...)``) is fed at
-        the first step; its ``<NUM>`` offset is not added, since that needs the ids. A generated
-        ``<NUM>`` is fed back with value 0, since transformers' loop knows nothing of
-        ``loc_Y``; :func:`cauchylin_hf.generation.generate` feeds back the predicted number.
-
-        Args:
-            input_ids: ``[B, P + t]`` the prompt and the tokens generated so far (``[B, t]``, the
-                generated tokens only, when the prompt came as ``inputs_embeds``).
-            *args: transformers' further positional arguments (passed on).
-            inputs_embeds: ``[B, P, H]`` the prompt's base embeddings, or None (a named
-                argument: ``generate`` accepts ``inputs_embeds`` only from models that name it).
-            **kwargs: the model kwargs of ``generate`` (``numeric_values`` ``[B, P]``, the cache,
-                ...).
-
-        Returns:
-            The keyword arguments of :meth:`forward` for this step.
-
-        Raises:
-            ValueError: if ``numeric_values`` is not ``[B, P]`` with ``P`` at most the sequence
-                length.
-
-        Example:
-            >>> import torch
-            >>> from cauchylin_hf.testing import tiny_base_model
-            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299).eval()
-            >>> step = model.prepare_inputs_for_generation(
-            ...     torch.tensor([[5, 299, 7, 11, 12]]), numeric_values=torch.tensor([[0.0, 2.5, 0.0]])
-            ... )
-            >>> step["numeric_values"]
-            tensor([[0.0000, 2.5000, 0.0000, 0.0000, 0.0000]])
-        """
-        numeric_values = kwargs.pop("numeric_values", None)
-        # Typed as Any: GenerationMixin's annotations of self and of the cache argument differ
-        # between transformers releases, and this passes everything on unchanged.
-        parent: Any = super()
-        model_inputs: dict[str, Any] = parent.prepare_inputs_for_generation(
-            input_ids, *args, inputs_embeds=inputs_embeds, **kwargs
-        )
-        if numeric_values is None:
-            return model_inputs
-        if not isinstance(numeric_values, torch.Tensor) or numeric_values.dim() != 2:
-            raise ValueError(
-                "numeric_values must be a [batch, prompt length] tensor, got "
-                f"{getattr(numeric_values, 'shape', type(numeric_values).__name__)}"
-            )
-        step_ids = model_inputs.get("input_ids")
-        fed_inputs = step_ids if step_ids is not None else model_inputs["inputs_embeds"]
-        B, fed = fed_inputs.shape[:2]
-        # The whole sequence so far: the cached positions plus the fed ones (the ids alone miss
-        # a prompt given as inputs_embeds).
-        cache: Any = model_inputs.get(CACHE_NAME)
-        seen = int(cache.get_seq_length()) if hasattr(cache, "get_seq_length") else 0
-        total = seen + fed
-        if numeric_values.shape[0] != B or numeric_values.shape[1] > total:
-            raise ValueError(
-                f"numeric_values shape {tuple(numeric_values.shape)} does not fit the inputs: "
-                f"expected [{B}, at most {total}] (the prompt's length)"
-            )
-        # Only the fed positions: the prompt's values that fall among them, zeros after them
-        # (with a KV cache that is one zero per step, not a copy of the whole prompt).
-        known = numeric_values[:, total - fed :]
-        if known.shape[1] < fed:
-            known = torch.cat([known, known.new_zeros(B, fed - known.shape[1])], dim=1)
-        model_inputs["numeric_values"] = known
-        return model_inputs
-
-    # ------------------------------------------------------------------ heads-only files
-
-    def save_heads(self, save_directory: str | os.PathLike) -> dict[str, int]:
-        """Save only the new layers (plus ``<NUM>`` row changes and the base's name/path).
-
-        See :func:`cauchylin_hf.heads_io.save_heads`.
-
-        Args:
-            save_directory: folder to write (created if needed).
-
-        Returns:
-            ``{file name: size in bytes}`` of the files written.
-
-        Raises:
-            ValueError: as :func:`~cauchylin_hf.heads_io.save_heads` (a PEFT-wrapped head, a
-                file in the way).
-
-        Example:
-            >>> import tempfile
-            >>> from cauchylin_hf.testing import tiny_base_model
-            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
-            >>> sizes = model.save_heads(tempfile.mkdtemp())
-            >>> sorted(sizes), sizes["cauchy_heads.safetensors"] > 300 * 32 * 4  # W_cls in float32
-            (['cauchy_heads.safetensors', 'cauchy_heads_config.json'], True)
-        """
-        return heads_io.save_heads(self, save_directory)
-
-    @classmethod
-    def from_heads(
-        cls,
-        heads_directory: str | os.PathLike,
-        base: str | os.PathLike | PreTrainedModel | None = None,
-        *,
-        base_kwargs: dict[str, Any] | None = None,
-        strict_base: bool = True,
-    ) -> CauchyLMForCausalLM:
-        """Load heads-only files on top of an unchanged base.
-
-        See :func:`cauchylin_hf.attach.load_heads`.
-
-        Args:
-            heads_directory: a folder written by :meth:`save_heads`.
-            base: the base (folder or loaded causal LM); default the recorded
-                ``base_model_name_or_path``.
-            base_kwargs: extra ``from_pretrained`` arguments for a base folder.
-            strict_base: refuse a base whose weights differ from the saved base's (default);
-                ``False`` loads anyway with a warning.
-
-        Returns:
-            The model in eval mode.
-
-        Raises:
-            ValueError: as :func:`~cauchylin_hf.attach.load_heads` (not a heads folder, a
-                broken heads file, no base, a base that does not match).
-
-        Example:
-            >>> import tempfile, torch
-            >>> from cauchylin_hf.testing import tiny_base_model
-            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("gpt2"), num_token_id=300)
-            >>> folder = tempfile.mkdtemp()
-            >>> _ = model.save_heads(folder)  # the added <NUM> row travels with the heads
-            >>> again = CauchyLMForCausalLM.from_heads(folder, tiny_base_model("gpt2"))
-            >>> ids = torch.tensor([[5, 300, 7]])
-            >>> again.config.vocab_size, bool(torch.equal(again(ids).loc_S, model(ids).loc_S))
-            (301, True)
-        """
-        return attach.load_heads(
-            heads_directory, base, base_kwargs=base_kwargs, model_class=cls, strict_base=strict_base
-        )
-
 
 # ============================================================================================
 # Helpers
 # ============================================================================================
-
-
-def _is_weights_file(name: str) -> bool:
-    """Weight files of an earlier ``save_pretrained`` (single, sharded, indexed; any variant)."""
-    stem = name.split(".", 1)[0]
-    weights = stem.startswith(("model", "pytorch_model", "adapter_model"))
-    return weights and name.endswith((".safetensors", ".bin", ".index.json"))
 
 
 def _slice_positions(hidden: torch.Tensor, logits_to_keep: int | torch.Tensor) -> torch.Tensor:

@@ -12,7 +12,8 @@ import inspect
 
 import pytest
 import torch
-from cauchylin_hf.model import CauchyLMForCausalLM, CauchyLMOutput
+from cauchylin_hf.model import CauchyLMForCausalLM
+from cauchylin_hf.outputs import CauchyLMOutput
 from cauchylin_hf.testing import tiny_base_model
 from transformers import DynamicCache, Qwen2Model
 

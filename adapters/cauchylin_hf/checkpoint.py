@@ -1,0 +1,207 @@
+"""Checkpoints of the causal model: full folders (atomic, checked) and heads-only folders.
+
+:class:`CheckpointMixin` gives :class:`~cauchylin_hf.model.CauchyLMForCausalLM` its file methods,
+as PEFT keeps saving and loading apart from its models: ``save_pretrained`` writes atomically
+(:mod:`cauchylin_hf.atomic_save`), ``from_pretrained`` refuses a missing local folder at once and
+corrupt head tensors, and ``save_heads``/``from_heads`` read and write the heads-only format
+(:mod:`cauchylin_hf.heads_io`, :func:`cauchylin_hf.attach.load_heads`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, cast
+
+from transformers import PreTrainedModel
+
+from . import attach, heads_io
+from .atomic_save import staged_folder
+from .heads_io import check_head_tensors, head_tensors
+
+__all__ = ["CheckpointMixin"]
+
+
+def _is_weights_file(name: str) -> bool:
+    """Weight files of an earlier ``save_pretrained`` (single, sharded, indexed; any variant)."""
+    stem = name.split(".", 1)[0]
+    weights = stem.startswith(("model", "pytorch_model", "adapter_model"))
+    return weights and name.endswith((".safetensors", ".bin", ".index.json"))
+
+
+class CheckpointMixin(PreTrainedModel):
+    """File methods of the causal model (mixed into :class:`~cauchylin_hf.model.CauchyLMForCausalLM`).
+
+    Example:
+        >>> import tempfile
+        >>> from cauchylin_hf import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> model = CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299)
+        >>> folder = tempfile.mkdtemp()
+        >>> model.save_pretrained(folder)
+        >>> type(CauchyLMForCausalLM.from_pretrained(folder)).__name__
+        'CauchyLMForCausalLM'
+    """
+
+    @classmethod
+    def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
+        """``PreTrainedModel.from_pretrained``, checked, then the config's backbone freezing.
+
+        Loading never re-initialises the heads: every head tensor found in the checkpoint is
+        kept as saved (see :meth:`_init_weights`), and a head tensor that is NaN or infinite (a
+        corrupt checkpoint) is refused. A name that can only be a local folder (a path, or a
+        single word: causal models on the Hub are ``owner/name``) and is not one fails at once
+        instead of asking the Hub.
+
+        Args:
+            *args: ``PreTrainedModel.from_pretrained`` arguments (the folder first).
+            **kwargs: its keyword arguments (``dtype``, ``device_map``, ...).
+
+        Returns:
+            The model (or transformers' ``(model, loading_info)`` tuple with
+            ``output_loading_info=True``).
+
+        Raises:
+            FileNotFoundError: a local folder name that does not exist.
+            ValueError: a head tensor with NaN or infinite values.
+
+        Example:
+            >>> import tempfile
+            >>> from cauchylin_hf import CauchyLMForCausalLM
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> folder = tempfile.mkdtemp()
+            >>> CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299).save_pretrained(
+            ...     folder
+            ... )
+            >>> CauchyLMForCausalLM.from_pretrained(folder).config.num_token_id
+            299
+            >>> CauchyLMForCausalLM.from_pretrained("flat-modle")
+            Traceback (most recent call last):
+            ...
+            FileNotFoundError: no model folder 'flat-modle' (and it is not a Hub id, which has the form owner/name)
+        """
+        name = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        if isinstance(name, (str, os.PathLike)) and not os.path.isdir(name):
+            text = os.fspath(name)
+            local = isinstance(name, os.PathLike) or os.path.isabs(text) or "/" not in text
+            if local or text.startswith((".", "~")) or text.count("/") > 1:
+                raise FileNotFoundError(
+                    f"no model folder {text!r} (and it is not a Hub id, which has the form "
+                    "owner/name)"
+                )
+        out = super().from_pretrained(*args, **kwargs)
+        model = out[0] if isinstance(out, tuple) else out
+        if isinstance(model, CheckpointMixin):
+            check_head_tensors(head_tensors(model), name if name is not None else "checkpoint")
+            cast(Any, model).set_backbone_trainable(not model.config.freeze_backbone)
+        return out
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
+        """``PreTrainedModel.save_pretrained``, atomically: the folder holds the old model or the new.
+
+        The files are written into a new folder beside ``save_directory``, which takes its place
+        only when every file was written (:func:`cauchylin_hf.atomic_save.staged_folder`): a
+        full disk, an error, Ctrl-C, SIGTERM or SIGKILL during the save leave the previous
+        model loadable. Other files in the folder (a tokenizer) are kept; weight files of an
+        earlier save that the new one does not write are not. With ``is_main_process=False``
+        (the other ranks of a distributed save, which write nothing) the call goes straight to
+        transformers.
+
+        Args:
+            save_directory: the folder (created if needed).
+            *args: ``PreTrainedModel.save_pretrained``'s further arguments.
+            **kwargs: its keyword arguments (``state_dict``, ``max_shard_size``, ``push_to_hub``,
+                ...).
+
+        Raises:
+            ValueError: ``save_directory`` is an existing file.
+            OSError: the model could not be written (the folder is unchanged).
+
+        Example:
+            >>> import os, tempfile
+            >>> from cauchylin_hf import CauchyLMForCausalLM
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299)
+            >>> folder = tempfile.mkdtemp()
+            >>> model.save_pretrained(folder)
+            >>> sorted(os.listdir(folder))
+            ['config.json', 'generation_config.json', 'model.safetensors']
+        """
+        is_main = args[0] if args else kwargs.get("is_main_process", True)
+        if not is_main or kwargs.get("distributed_checkpoint"):
+            super().save_pretrained(save_directory, *args, **kwargs)
+            return
+        if kwargs.get("push_to_hub"):
+            # transformers names the Hub repository after the folder it is given.
+            kwargs.setdefault("repo_id", os.path.basename(os.path.normpath(save_directory)))
+        with staged_folder(save_directory, stale=_is_weights_file) as staging:
+            super().save_pretrained(staging, *args, **kwargs)
+
+    def save_heads(self, save_directory: str | os.PathLike) -> dict[str, int]:
+        """Save only the new layers (plus ``<NUM>`` row changes and the base's name/path).
+
+        See :func:`cauchylin_hf.heads_io.save_heads`.
+
+        Args:
+            save_directory: folder to write (created if needed).
+
+        Returns:
+            ``{file name: size in bytes}`` of the files written.
+
+        Raises:
+            ValueError: as :func:`~cauchylin_hf.heads_io.save_heads` (a PEFT-wrapped head, a
+                file in the way).
+
+        Example:
+            >>> import tempfile
+            >>> from cauchylin_hf import CauchyLMForCausalLM
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
+            >>> sizes = model.save_heads(tempfile.mkdtemp())
+            >>> sorted(sizes), sizes["cauchy_heads.safetensors"] > 300 * 32 * 4  # W_cls in float32
+            (['cauchy_heads.safetensors', 'cauchy_heads_config.json'], True)
+        """
+        return heads_io.save_heads(self, save_directory)
+
+    @classmethod
+    def from_heads(
+        cls,
+        heads_directory: str | os.PathLike,
+        base: str | os.PathLike | PreTrainedModel | None = None,
+        *,
+        base_kwargs: dict[str, Any] | None = None,
+        strict_base: bool = True,
+    ) -> Any:
+        """Load heads-only files on top of an unchanged base.
+
+        See :func:`cauchylin_hf.attach.load_heads`.
+
+        Args:
+            heads_directory: a folder written by :meth:`save_heads`.
+            base: the base (folder or loaded causal LM); default the recorded
+                ``base_model_name_or_path``.
+            base_kwargs: extra ``from_pretrained`` arguments for a base folder.
+            strict_base: refuse a base whose weights differ from the saved base's (default);
+                ``False`` loads anyway with a warning.
+
+        Returns:
+            The model in eval mode.
+
+        Raises:
+            ValueError: as :func:`~cauchylin_hf.attach.load_heads` (not a heads folder, a
+                broken heads file, no base, a base that does not match).
+
+        Example:
+            >>> import tempfile, torch
+            >>> from cauchylin_hf import CauchyLMForCausalLM
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("gpt2"), num_token_id=300)
+            >>> folder = tempfile.mkdtemp()
+            >>> _ = model.save_heads(folder)  # the added <NUM> row travels with the heads
+            >>> again = CauchyLMForCausalLM.from_heads(folder, tiny_base_model("gpt2"))
+            >>> ids = torch.tensor([[5, 300, 7]])
+            >>> again.config.vocab_size, bool(torch.equal(again(ids).loc_S, model(ids).loc_S))
+            (301, True)
+        """
+        return attach.load_heads(
+            heads_directory, base, base_kwargs=base_kwargs, model_class=cls, strict_base=strict_base
+        )
