@@ -59,7 +59,7 @@ OVR_CLASS_SETS = ("all", "tokenizer")
 """Values of ``ovr_classes``: every embedding row, or the tokenizer's tokens plus ``<NUM>``."""
 
 TRAINING_MODES = (STANDARD, CAUSAL)
-"""Values of ``training_mode``: ``U' = Cauchy(loc_U, scale_U + T|b_noise|)`` or ``T = 0``."""
+"""Values of ``training_mode``: the standard mode at ``temperature``, or the causal mode."""
 
 
 HEAD_DTYPES: dict[str, torch.dtype] = {
@@ -153,7 +153,7 @@ class CauchyLMConfig(PreTrainedConfig):
         num_token: the ``<NUM>`` token's text.
         num_token_id: the ``<NUM>`` id, or ``None`` for a model without numeric input (the
             regression loss is then always 0).
-        training_mode: ``"standard"`` (U' = Cauchy(loc_U, scale_U + T|b_noise|)) or
+        training_mode: ``"standard"`` (the standard mode at ``temperature``) or
             ``"causal"`` (T = 0) for the training loss.
         temperature: T >= 0 of the training loss and the default temperature of ``forward``.
         freeze_backbone: freeze the base decoder's parameters (default True): only the new

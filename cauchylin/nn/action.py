@@ -339,8 +339,8 @@ class Action(nn.Module):
         {\mathrm{scale}_{S_k}}
 
     where the decision input ``U'`` depends on the inference mode (see
-    :mod:`cauchylin.nn.modes`). In the default ``standard`` mode ``U' ~ Cauchy(loc_U, scale_U + T|b_noise|)``
-    and ``scale_S = (scale_U + T|b_noise|) @ |W_cls|.T`` is a single GEMM.
+    :mod:`cauchylin.nn.modes`; the formulas: the documentation's [Inference modes](../modes.md)
+    page). Each marginal of ``S`` is a single GEMM (``scale_S = scale_U' @ |W_cls|.T``).
 
     Initialisation: ``W_cls`` the default ``nn.Linear`` init (copy a base
     head with :meth:`copy_base_head`), ``b_cls = 0``, ``W_reg ~ N(0, 1/C)`` (std ``1/sqrt(C)``),

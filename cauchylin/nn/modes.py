@@ -6,20 +6,8 @@ whole sequence, whether it draws anew at every call, and how a generation step p
 token. :data:`MODES`, :func:`effective_mode`, :class:`~cauchylin.nn.Action` and the Hugging Face
 generation loop all read this table, so a change to a mode is made here once.
 
-With temperature ``T`` and ``n = |b_noise|`` (each mode worked through on a toy model:
-[Inference modes](../modes.md)):
-
-================== =====================================================================
-mode               decision input ``U'`` fed to the linear heads
-================== =====================================================================
-causal             ``U`` itself (also every non-compatible mode at ``T = 0``)
-standard           ``Cauchy(loc_U, scale_U + T n)`` — the training mode
-sampling           ``Cauchy(loc_U + T n eps, scale_U)``, ``eps ~ Cauchy(0, 1)`` drawn
-compatible         as standard at ``T = 1``; decisions by ``softmax(loc_S / T)``
-individual         ``u ~ Cauchy(loc_U, T scale_U)`` drawn, then ``Cauchy(u, n)``
-shared_individual  ``u = loc_U + T scale_U tan(pi (eps_seed - 1/2))``, then ``Cauchy(u, n)``
-shared_noise       ``Cauchy(loc_U + T n eps_noise, scale_U)``
-================== =====================================================================
+The modes' formulas are written out on the documentation's [Inference modes](../modes.md) page
+(each with a worked example on a toy model); here each rule is code, once.
 
 The two shared modes take their draw (``eps_seed`` or ``eps_noise``, from :func:`draw_eps_seed`
 / :func:`draw_eps_noise`) as an argument so that a generation loop can hold one draw for a whole
@@ -69,21 +57,21 @@ __all__ = [
     "sample_compatible",
 ]
 
-# The mode names: the only place they are spelled.
+# The mode names: the only place they are spelled (the formulas: the Inference modes page).
 CAUSAL = "causal"
-"""Name of the causal mode: ``U' = U``."""
+"""Name of the causal mode: no exogenous noise."""
 STANDARD = "standard"
-"""Name of the standard (training) mode: ``U' ~ Cauchy(loc_U, scale_U + T|b_noise|)``."""
+"""Name of the standard mode, the training mode: the noise widens ``U'``."""
 SAMPLING = "sampling"
-"""Name of the sampling mode: ``U' ~ Cauchy(loc_U + T|b_noise| eps, scale_U)``, ``eps`` drawn."""
+"""Name of the sampling mode: one noise draw per step shifts ``U'``."""
 COMPATIBLE = "compatible"
-"""Name of the compatible mode: standard at ``T = 1``, tokens from ``softmax(loc_S / T)``."""
+"""Name of the compatible mode: ``loc_S`` as logits, tokens sampled from their softmax."""
 INDIVIDUAL = "individual"
-"""Name of the individual mode: ``u ~ Cauchy(loc_U, T scale_U)`` drawn, ``U' ~ Cauchy(u, |b_noise|)``."""
+"""Name of the individual mode: one individual drawn per step."""
 SHARED_INDIVIDUAL = "shared_individual"
-"""Name of the shared-individual mode: the individual mode with one ``eps_seed`` per sequence."""
+"""Name of the shared-individual mode: one individual (``eps_seed``) for a whole sequence."""
 SHARED_NOISE = "shared_noise"
-"""Name of the shared-noise mode: the sampling mode with one ``eps_noise`` per sequence."""
+"""Name of the shared-noise mode: one noise draw (``eps_noise``) for a whole sequence."""
 
 
 # ============================================================================================
@@ -160,8 +148,8 @@ def draw_eps_seed(
 ) -> torch.Tensor:
     r"""Draw the individual-selection factor ``eps_seed ~ Uniform(0, 1)^C`` on the open interval.
 
-    For the ``shared_individual`` mode: drawn once per sequence and reused at every step,
-    ``u_t = loc_U,t + T scale_U,t tan(pi (eps_seed - 1/2))``.
+    For the ``shared_individual`` mode: drawn once per sequence and reused at every step (its
+    rule: the documentation's [Inference modes](../modes.md) page).
 
     The uniform is drawn in float64 and cast; the result is then clamped into the open interval
     of ``dtype`` (``[tiny, 1 - ulp/2]``), so ``tan(pi (eps - 1/2))`` is always finite.
