@@ -1,29 +1,21 @@
 r"""``CauchyLMForCausalLM``: any Hugging Face decoder turned into a causal language model.
 
-Architecture (the pipeline of [The causal decision model](../../concepts.md#the-pipeline-at-a-glance)). Four
-submodules with fixed names:
+Four submodules with fixed names (the pipeline: [The causal decision
+model](../../concepts.md#the-pipeline-at-a-glance)):
 
-* ``backbone`` — the base decoder *without* its language-model head (``Qwen2Model``,
-  ``LlamaModel``, ``MistralModel``, ``GPT2Model``, ...: whatever ``AutoModel`` builds from the base
-  config). It yields the last hidden state ``z`` (after the final norm); the base logits are never
-  computed and the base ``lm_head`` is not kept, so no parameter goes unused (FSDP and DeepSpeed
-  need that).
-* ``numeric_embedding`` — :class:`cauchylin.nn.NumericEmbedding` with ``token_offset=True``: the
-  base token embedding plus ``sign(v) ln(1 + |v|) w_num`` (and a trainable offset of the
-  ``<NUM>`` row, see below).
+* ``backbone`` — the base decoder *without* its language-model head (whatever ``AutoModel``
+  builds from the base config); its last hidden state is ``z``. The base logits are never
+  computed and ``lm_head`` is not kept, so no parameter goes unused (FSDP needs that).
+* ``numeric_embedding`` — :class:`cauchylin.nn.NumericEmbedding` with the trainable ``<NUM>``
+  offset, which trains while the backbone is frozen (the default) or LoRA-wrapped.
 * ``abduction`` — :class:`cauchylin.nn.Abduction`: ``U ~ Cauchy(loc_U, scale_U)`` from ``z``.
-* ``action`` — :class:`cauchylin.nn.Action`: class scores ``S = W_cls U' + b_cls`` over the OvR
-  classes and the regression value ``Y``; its ``loss`` is the memory-efficient training objective.
+* ``action`` — :class:`cauchylin.nn.Action`: class scores ``S`` over the OvR classes and the
+  regression value ``Y``; its ``loss`` is the memory-efficient training objective.
 
-Building a model (from a base, from a heads folder; the ``<NUM>`` row; the initialisation that
-makes ``loc_S`` equal the base logits) is :mod:`cauchylin_hf.attach`; its files are
-:mod:`cauchylin_hf.checkpoint`. ``numeric_embedding.num_token_delta`` lets the ``<NUM>`` input
-embedding train while the backbone is frozen (the default) or LoRA-wrapped.
-
-The training loss and the one next-token shift live in :mod:`cauchylin_hf.loss`
-(:func:`~cauchylin_hf.loss.next_token_targets`, :func:`~cauchylin_hf.loss.shifted_causal_loss`),
-as transformers keeps its losses in ``loss_utils``.
-"""
+Building a model (from a base or a heads folder, the ``<NUM>`` row, the initialisation that makes
+``loc_S`` equal the base logits) is :mod:`cauchylin_hf.attach`, its files
+:mod:`cauchylin_hf.checkpoint`, the loss and the one next-token shift :mod:`cauchylin_hf.loss`
+(as transformers keeps its losses in ``loss_utils``)."""
 
 from __future__ import annotations
 
@@ -75,15 +67,11 @@ logger = logging.getLogger(__name__)
 class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
     r"""A Hugging Face decoder with the Abduction/Action heads of the causal language model.
 
-    Build one with :meth:`from_base` (from a local checkpoint folder or a loaded causal LM),
-    reload a saved one with :meth:`from_pretrained`, or load heads-only files on top of an
-    unchanged base with :meth:`from_heads`.
-
-    Features ``z = backbone(e)`` (``[B, S, H]``, the last hidden state of the numeric-aware
-    embedding ``e``), then ``U ~ Cauchy(W_loc z + b_loc, softplus(W_scale z + b_scale))`` and
-    ``S = W_cls U' + b_cls``, ``Y = W_reg U' + b_reg``. ``from_base`` initialises
-    ``W_loc = I``, ``b_loc = 0``, ``W_cls = W_lm_head``, ``b_cls = b_lm_head`` (or 0), so
-    ``loc_S = W_cls z + b_cls`` equals the base logits (``C = H``).
+    Build one with :meth:`from_base` (a local checkpoint folder or a loaded causal LM), reload a
+    saved one with :meth:`from_pretrained`, or load heads-only files on an unchanged base with
+    :meth:`from_heads`. Features ``z = backbone(e)`` of the numeric-aware embedding ``e``, then
+    ``U = Abduction(z)`` and ``S``, ``Y`` from ``Action``; ``from_base`` initialises them so that
+    ``loc_S`` equals the base logits.
 
     Args:
         config: :class:`~cauchylin_hf.config.CauchyLMConfig` (with ``base_config``).
@@ -502,10 +490,8 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
     ) -> tuple[torch.Tensor, Any]:
         """The features ``z``: numeric-aware embeddings through the backbone, last hidden state.
 
-        The base embedding of ``input_ids`` (or ``inputs_embeds``) plus the ``<NUM>`` offset and
-        ``sign(v) ln(1+|v|) w_num`` is passed to the backbone as ``inputs_embeds``; the output is
-        the backbone's last hidden state (after its final norm). The base logits are never
-        computed.
+        The numeric embedding of ``input_ids`` (or ``inputs_embeds``) goes to the backbone as
+        ``inputs_embeds``; the output is its last hidden state (the base logits are never formed).
 
         Args:
             input_ids: ``[B, S]`` token ids.
@@ -630,11 +616,9 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
     ) -> tuple[CauchyVector, ActionOutput]:
         """Abduction and Action on features: the decision distributions of a mode.
 
-        ``U ~ Cauchy(loc_U, scale_U)`` with ``loc_U = W_loc z + b_loc``,
-        ``scale_U = softplus(W_scale z + b_scale)``; then the mode's decision input ``U'`` and
-        ``S = W_cls U' + b_cls`` (``loc_S = W_cls loc_U' + b_cls``, ``scale_S = |W_cls| scale_U'``)
-        and ``Y = W_reg U' + b_reg`` (see :meth:`cauchylin.nn.Action.forward`). A generation loop
-        takes its step with :meth:`step` instead.
+        ``U = Abduction(z)``, then :meth:`cauchylin.nn.Action.forward`: the mode's decision input
+        ``U'``, ``S = W_cls U' + b_cls`` and ``Y = W_reg U' + b_reg``. A generation loop takes its
+        step with :meth:`step` instead.
 
         Args:
             hidden: ``[..., H]`` features from :meth:`encode`.
@@ -687,11 +671,10 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
     ) -> tuple[CauchyVector, ActionStep]:
         """One generation step on features: the next token and its value, in a mode.
 
-        ``U`` as in :meth:`heads`, then :meth:`cauchylin.nn.Action.step`: the mode's decision input,
-        ``loc_S``/``loc_Y`` (and ``scale_S`` where the mode's token rule reads it), the mode's token
-        rule and, where ``<NUM>`` (``config.num_token_id``) is chosen, ``loc_Y`` as its value. The
-        seam of generation loops (:func:`cauchylin_hf.generation.generate` uses it, with one
-        :class:`cauchylin.nn.modes.Decoding` checked before its first step).
+        ``U`` as in :meth:`heads`, then :meth:`cauchylin.nn.Action.step` (the token and, where
+        ``<NUM>`` is chosen, ``loc_Y`` as its value): the seam of generation loops
+        (:func:`cauchylin_hf.generation.generate` passes one checked
+        :class:`cauchylin.nn.modes.Decoding`).
 
         Args:
             hidden: ``[B, H]`` features of the last position (from :meth:`encode`).
