@@ -550,6 +550,8 @@ def test_a_successful_training_replaces_the_model(trained, data, tmp_path, capsy
 
     out = tmp_path / "model"
     shutil.copytree(trained, out)
+    out.chmod(0o750)  # the user's choice for the folder
+    (out / "stray.txt").write_text("an old file the new model does not write")
     before = (out / "model.safetensors").read_bytes()
     argv = [
         "train",
@@ -563,11 +565,8 @@ def test_a_successful_training_replaces_the_model(trained, data, tmp_path, capsy
     assert cli.main([*argv, "--max-steps", "2", "--batch-size", "4", "--no-progress"]) == 0
     assert (out / "model.safetensors").read_bytes() != before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
-    import os
-
-    umask = os.umask(0)
-    os.umask(umask)
-    assert (out.stat().st_mode & 0o777) == 0o777 & ~umask  # not mkdtemp's private 0700
+    assert not (out / "stray.txt").exists()  # the new model replaces the folder whole
+    assert (out.stat().st_mode & 0o777) == 0o750  # the folder keeps its permissions
 
 
 def test_a_template_with_numbers_in_its_text_gets_a_note(table_model, capsys):

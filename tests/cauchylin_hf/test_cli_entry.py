@@ -144,7 +144,7 @@ def test_sigterm_cleans_up_like_ctrl_c(trained, tmp_path):
     )
     try:
         deadline = time.monotonic() + 300
-        while not list(tmp_path.glob(".model.tmp-*")):  # staging exists: training has begun
+        while not list(tmp_path.glob(".model.*.tmp")):  # staging exists: training has begun
             assert process.poll() is None, process.communicate()
             assert time.monotonic() < deadline, "the training never started"
             time.sleep(0.2)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cauchylin_hf import atomic_save
 from cauchylin_hf.app import cli
 from cauchylin_hf.model import CauchyLMForCausalLM
 from cauchylin_hf.testing import save_tiny_base
@@ -179,14 +180,28 @@ def _fail_permissions(monkeypatch, error):
     monkeypatch.setattr(cli, "_share", share)
 
 
+def _fail_exchange(monkeypatch, error):
+    """The swap on Linux: one renameat2(RENAME_EXCHANGE) of the new folder and the old."""
+
+    def exchange(a, b):
+        raise error
+
+    monkeypatch.setattr(atomic_save, "exchange_folders", exchange)
+
+
 def _fail_rename(k):
+    """The swap where renameat2 is missing: two renames (the old folder aside, the new one in);
+    the k-th rename that moves the output folder fails."""
+
     def inject(monkeypatch, error):
+        monkeypatch.setattr(atomic_save, "exchange_folders", lambda a, b: False)
         real, calls = os.replace, []
 
         def replace(a, b):
-            calls.append((a, b))
-            if len(calls) == k:
-                raise error
+            if Path(a).name == "model" or Path(b).name == "model":
+                calls.append((a, b))
+                if len(calls) == k:
+                    raise error
             return real(a, b)
 
         monkeypatch.setattr(os, "replace", replace)
@@ -199,6 +214,7 @@ WRITES = {
     "tokenizer": _fail_tokenizer_save,
     "data_format": _fail_data_format,
     "permissions": _fail_permissions,
+    "exchange": _fail_exchange,
     "rename-old-aside": _fail_rename(1),
     "rename-new-in": _fail_rename(2),
 }
@@ -223,17 +239,20 @@ def test_a_failure_at_any_write_keeps_the_old_model_whole(
 
 
 def test_ctrl_c_between_the_renames_waits_for_the_swap(setup, tmp_path, capsys, monkeypatch):
-    """A real SIGINT delivered right after the old model was moved aside: the new model is
-    swapped in first, then the command stops (exit 130) saying so."""
+    """Without renameat2 the swap is two renames. A real SIGINT delivered right after the old
+    model was moved aside: the new model is swapped in and the old folder removed first, then
+    the command stops (exit 130) saying so."""
     out = _copy(setup, tmp_path)
     before = _digest(out)
+    monkeypatch.setattr(atomic_save, "exchange_folders", lambda a, b: False)
     real, calls = os.replace, []
 
     def replace(a, b):
         real(a, b)
-        calls.append(b)
-        if len(calls) == 1:
-            os.kill(os.getpid(), signal.SIGINT)  # handled at the next bytecode
+        if Path(a).name == "model" or Path(b).name == "model":
+            calls.append(b)
+            if len(calls) == 1:
+                os.kill(os.getpid(), signal.SIGINT)  # handled at the next bytecode
 
     monkeypatch.setattr(os, "replace", replace)
     code = cli.main(_train(out, setup["data"], out, "--overwrite"))
@@ -275,9 +294,9 @@ def test_a_full_disk_is_one_line_that_says_so(setup, tmp_path, capsys, monkeypat
 def test_folders_left_by_a_killed_run_are_pointed_at(setup, tmp_path, capsys):
     """SIGKILL cannot be cleaned up after: the next run names what it left."""
     out = _copy(setup, tmp_path)
-    stale = tmp_path / ".model.tmp-abc123"
+    stale = tmp_path / ".model.abc12345.tmp"
     stale.mkdir()
-    moved = tmp_path / ".model.old-deadbeef"
+    moved = tmp_path / ".model.deadbeef.old"
     out.rename(moved)
     assert cli.main(_train(setup["base"], setup["data"], out)) == 0
     err = capsys.readouterr().err

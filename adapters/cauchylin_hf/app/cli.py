@@ -47,11 +47,8 @@ import errno
 import json
 import math
 import os
-import shutil
 import signal
 import sys
-import tempfile
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -411,8 +408,8 @@ def _note_leftovers(args: argparse.Namespace, out: Path) -> None:
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         return
-    staged = sorted(parent.glob(f".{out.name}.tmp-*"))
-    old = sorted(parent.glob(f".{out.name}.old-*"))
+    staged = sorted(parent.glob(f".{out.name}.*.tmp"))  # staged_folder's names
+    old = sorted(parent.glob(f".{out.name}.*.old"))
     if old and not out.exists():
         _note(
             args,
@@ -467,57 +464,41 @@ def _signals_deferred() -> Iterator[list[int]]:
             signal.signal(sig, handler)
 
 
-def _swap_in(new: Path, dest: Path) -> None:
-    """Replace ``dest`` by the folder ``new`` (two renames; ``dest`` is never left missing).
-
-    Ctrl-C and SIGTERM wait until both renames are done; a rename that fails puts the old
-    folder back. A signal that arrived meanwhile is raised once the new model is in place.
-    """
-    old: Path | None = None
-    with _signals_deferred() as received:
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}.old-{uuid.uuid4().hex[:8]}")
-            os.replace(dest, old)
-            try:
-                os.replace(new, dest)
-            except BaseException:
-                try:
-                    os.replace(old, dest)
-                except OSError as exc:
-                    raise CliError(
-                        f"could not put the previous model back into {str(dest)!r} ({exc}); it "
-                        f"is in {str(old)!r}: mv {old} {dest}"
-                    ) from exc
-                raise
-        else:
-            os.replace(new, dest)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-    if received:
-        stop = _Terminated if signal.SIGTERM in received else KeyboardInterrupt
-        raise stop(f"the new model was saved to {dest} before stopping")
+def _replace_everything(name: str) -> bool:
+    """``stale`` of :func:`~cauchylin_hf.atomic_save.staged_folder`: a new model replaces the
+    whole folder (nothing of the old one is carried over)."""
+    return True
 
 
 @contextmanager
 def _staging(dest: Path) -> Iterator[Path]:
-    """A temporary folder next to ``dest`` that replaces it when the block succeeds.
+    """A hidden folder beside ``dest`` that replaces it when the block succeeds
+    (:func:`cauchylin_hf.atomic_save.staged_folder`, replacing every entry).
 
-    On any error, Ctrl-C or SIGTERM the temporary folder is removed and ``dest`` is left as it
-    was. The new folder's files get the umask's permissions, then :func:`_swap_in` puts it in
-    place.
+    On any error, Ctrl-C or SIGTERM the hidden folder is removed and ``dest`` is left as it was.
+    Before the swap the new files get the umask's permissions; a Ctrl-C or SIGTERM that arrives
+    during the swap is held until the swap (and the removal of the old folder) is done, then
+    raised, saying that the new model was saved.
     """
+    from ..atomic_save import staged_folder
+
+    folder = staged_folder(dest, stale=_replace_everything)
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+        staging = folder.__enter__()
     except OSError as exc:
         raise CliError(f"cannot write next to {str(dest)!r}: {exc}") from None
     try:
-        yield tmp
-        _share(tmp)
-        _swap_in(tmp, dest)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        yield staging
+        _share(staging)
+    except BaseException:
+        if not folder.__exit__(*sys.exc_info()):  # removes the hidden folder
+            raise
+        return
+    with _signals_deferred() as received:
+        folder.__exit__(None, None, None)
+    if received:
+        stop = _Terminated if signal.SIGTERM in received else KeyboardInterrupt
+        raise stop(f"the new model was saved to {dest} before stopping")
 
 
 def _save_failure(out: Path, exc: BaseException, existed: bool) -> str:
