@@ -301,6 +301,17 @@ def check_length(
         )
 
 
+def _all_finished(finished: torch.Tensor, synced: bool) -> bool:
+    """Every row done: here, or (``synced``) in every process of the distributed group."""
+    done = bool(finished.all())
+    if not synced or not torch.distributed.is_available() or not torch.distributed.is_initialized():
+        return done
+    # One all-reduce per step: the loop stops only when no process has a row left.
+    left = torch.tensor([0 if done else 1], device=finished.device)
+    torch.distributed.all_reduce(left, op=torch.distributed.ReduceOp.MAX)
+    return int(left.item()) == 0
+
+
 def _encode_prompts(
     tokenizer: Any, prompts: Sequence[str], device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -333,6 +344,7 @@ def generate(
     eps_noise: torch.Tensor | None = None,
     use_cache: bool = True,
     return_distributions: bool = False,
+    synced_gpus: bool = False,
 ) -> GenerationOutput:
     r"""Generate a continuation of each prompt, with numbers (see the module docstring).
 
@@ -365,6 +377,10 @@ def generate(
         use_cache: run one incremental forward per new token (True) or the whole sequence at
             every step (False; same result, slower; for checking).
         return_distributions: also return the per-step distribution parameters (``steps``).
+        synced_gpus: keep stepping until every process of the ``torch.distributed`` group has
+            finished (a sharded model gathers its parameters at every step, a collective that
+            every process must join; transformers' option of the same name). A process whose
+            rows are done runs the extra steps on padding and returns what it had.
 
     Returns:
         :class:`GenerationOutput`.
@@ -494,6 +510,7 @@ def generate(
     finished = torch.zeros(B, dtype=torch.bool, device=device)
     records: dict[str, list[torch.Tensor]] = {k: [] for k in _STEP_FIELDS}
     past = None
+    own_end: int | None = None  # the length at which this process's rows were all done
     try:
         for step in range(max_new_tokens):
             # A backbone that gives back no transformers cache (RWKV keeps its own state,
@@ -538,10 +555,16 @@ def generate(
                     text = tokenizer.decode(seq[r, S:], vals[r, S:], attention_mask=out_mask[r, S:])
                     if any(s in text for s in stops):
                         finished[r] = True
-            if bool(finished.all()):
+            if own_end is None and bool(finished.all()):
+                own_end = seq.shape[1]
+            if _all_finished(finished, synced_gpus):
                 break
     finally:
         model.train(was_training)
+    if own_end is not None and own_end < seq.shape[1]:
+        # Steps run only to keep other processes company: not part of this process's result.
+        seq, vals, out_mask = seq[:, :own_end], vals[:, :own_end], out_mask[:, :own_end]
+        records = {k: v[: own_end - S] for k, v in records.items()}
 
     texts = new_texts = None
     if tokenizer is not None:

@@ -46,6 +46,8 @@ SAME_PROMPTS = ["3 boxes of 12 eggs hold", "7 boxes of 4 eggs"]
 RANK_PROMPTS = ["2 boxes of 6 eggs hold", "11 boxes of 20 eggs hold"]
 """Rank r generates ``RANK_PROMPTS[r]`` alone (every rank runs the same number of steps)."""
 NEW_TOKENS = 6
+EOS_BY_RANK = [[0], list(range(3, 300))]
+"""End-of-sequence ids per rank: rank 1 stops at its first token, rank 0 (practically) never."""
 LEARNING_RATE = 1e-2
 
 
@@ -197,6 +199,17 @@ def generations(model: Any, tokenizer: Any, rank: int, world: int) -> dict[str, 
         max_new_tokens=NEW_TOKENS,
         eos_token_id=[],
     )
+    # Different prompts, eos on: each rank finishes at its own step, synced_gpus keeps the
+    # others stepping (in one process, without a group, it changes nothing).
+    stops = generate(
+        model,
+        RANK_PROMPTS[rank],
+        tokenizer=tokenizer,
+        mode="causal",
+        max_new_tokens=NEW_TOKENS,
+        eos_token_id=EOS_BY_RANK[rank],
+        synced_gpus=synced,
+    )
     enc = tokenizer([RANK_PROMPTS[rank]], return_tensors="pt")
     with torch.no_grad():
         hf = model.generate(
@@ -210,6 +223,7 @@ def generations(model: Any, tokenizer: Any, rank: int, world: int) -> dict[str, 
     return {
         "same": (same.sequences, same.numeric_values),
         "own": (own.sequences, own.numeric_values),
+        "stops": (stops.sequences, stops.numeric_values),
         "hf": hf,
     }
 

@@ -303,12 +303,16 @@ def test_generation_under_sharding_matches_one_process(run: dict[str, Any], work
         reference = _reference_generations(worker, model, tokenizer)
         for rank in range(WORLD):
             got, want = per_rank[rank][when], reference[rank]
-            for key in ("same", "own"):
+            for key in ("same", "own", "stops"):
                 assert torch.equal(got[key][0], want[key][0]), (when, rank, key)
                 torch.testing.assert_close(got[key][1], want[key][1], rtol=1e-6, atol=1e-6)
             assert torch.equal(got["hf"], want["hf"]), (when, rank)
         # Same prompts on both ranks: the same tokens.
         assert torch.equal(per_rank[0][when]["same"][0], per_rank[1][when]["same"][0])
+        # synced_gpus: rank 1 stopped after one token while rank 0 went on (without it, rank 1
+        # would have left the loop and rank 0 waited for it at the next gather).
+        ended = [per_rank[r][when]["stops"][0].shape[1] for r in range(WORLD)]
+        assert ended[1] < ended[0], ended
     # Training changed what the model generates (so "after" checks the trained parameters).
     assert not all(
         torch.equal(per_rank[r]["before"]["hf"], per_rank[r]["after"]["hf"]) for r in range(WORLD)
