@@ -16,6 +16,7 @@ heads onto a base) and :mod:`cauchylin_hf.verify`; it imports none of them.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import os
@@ -316,6 +317,9 @@ def token_inputs(backbone: Any, input_ids: torch.Tensor | None) -> dict[str, Any
     per_layer = getattr(getattr(backbone, "config", None), "hidden_size_per_layer_input", None)
     if input_ids is None or get is None or not per_layer:
         return {}
+    # Gemma 4 before transformers 5.24 takes (input_ids, inputs_embeds), both required.
+    if "inputs_embeds" in inspect.signature(get).parameters:
+        return {"per_layer_inputs": get(input_ids, None)}
     return {"per_layer_inputs": get(input_ids)}
 
 
@@ -466,7 +470,7 @@ def head_matrix(
     Args:
         weight: ``[V, H]`` the base head (or embedding) weight.
         bias: ``[V]`` the base head's bias, or None (0).
-        rows: the rows of the copy (``K``, the OvR classes).
+        rows: the rows of the copy (``V``, the OvR classes).
         cols: the columns of the copy (``C``).
 
     Returns:
