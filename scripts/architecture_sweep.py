@@ -493,6 +493,8 @@ CAUSES: list[tuple[str, str]] = [
     ("linear map of the decoder's hidden state", "the output layer reads another width than z"),
     ("not what AutoModel builds", "AutoModel does not rebuild the decoder from its config"),
     ("composite config", "a composite config (the decoder's sizes in sub-configs)"),
+    ("^timeout", "ran past the time limit (--timeout)"),
+    ("worker process died", "the worker process died (crash or out of memory)"),
 ]
 """(pattern of the reason, cause): how the failures and skips are grouped on the docs page."""
 
