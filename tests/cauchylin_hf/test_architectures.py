@@ -193,3 +193,15 @@ def test_a_recurrent_state_is_fed_the_mask_of_the_new_positions_only():
 def test_an_unknown_model_type_is_refused_by_name():
     with pytest.raises(ValueError, match="arch must be one of"):
         tiny_base_config("not_a_model")
+
+
+def test_transformers_generate_runs_on_a_recurrent_state():
+    # GenerationMixin.generate with numeric_values: the fed values are placed by the positions
+    # seen so far, which a recurrent cache does not count (before the fix: ValueError from
+    # get_seq_length).
+    _, model = build("mamba")
+    ids, values = prompts()
+    kw = dict(max_new_tokens=4, do_sample=False, numeric_values=values, pad_token_id=0)
+    cached = model.generate(ids, attention_mask=torch.ones_like(ids), use_cache=True, **kw)
+    plain = model.generate(ids, attention_mask=torch.ones_like(ids), use_cache=False, **kw)
+    assert cached.shape == (2, 10) and torch.equal(cached, plain)
