@@ -58,6 +58,7 @@ from cauchylin.nn.modes import (
     get_mode,
 )
 
+from ._backbone import cached_positions
 from .batch import resolve_pad_token_id
 from .hf_compat import CACHE_NAME
 from .tokenizer import NumericTokenizer
@@ -671,7 +672,9 @@ class NumericGenerationMixin(GenerationMixin):
         # The whole sequence so far: the cached positions plus the fed ones (the ids alone miss
         # a prompt given as inputs_embeds).
         cache: Any = model_inputs.get(CACHE_NAME)
-        seen = int(cache.get_seq_length()) if hasattr(cache, "get_seq_length") else 0
+        seen = cached_positions(cache)
+        if seen is None:  # a recurrent state (Mamba) keeps no positions: the ids hold them all
+            seen = input_ids.shape[1] - fed
         total = seen + fed
         if numeric_values.shape[0] != B or numeric_values.shape[1] > total:
             raise ValueError(
