@@ -302,7 +302,7 @@ def token_inputs(backbone: Any, input_ids: torch.Tensor | None) -> dict[str, Any
 
     Args:
         backbone: the decoder.
-        input_ids: ``[B, S]`` the token ids fed (None: only embeddings are known).
+        input_ids: ``[B, L]`` the token ids fed (None: only embeddings are known).
 
     Returns:
         ``{"per_layer_inputs": ...}`` for a decoder with per-layer embeddings, else ``{}``.

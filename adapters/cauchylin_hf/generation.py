@@ -81,13 +81,13 @@ class GenerationOutput:
     """What :func:`generate` returns.
 
     Attributes:
-        sequences: ``[B, S + N]`` the (left-padded) prompt followed by the ``N`` generated ids;
+        sequences: ``[B, L + N]`` the (left-padded) prompt followed by the ``N`` generated ids;
             positions after a row stopped hold the pad id.
-        numeric_values: ``[B, S + N]`` float32 values aligned with ``sequences`` (the prompt's
+        numeric_values: ``[B, L + N]`` float32 values aligned with ``sequences`` (the prompt's
             values, then ``loc_Y`` at every generated ``<NUM>``, 0 elsewhere).
-        attention_mask: ``[B, S + N]`` 1 for real tokens, 0 for padding (left padding of the
+        attention_mask: ``[B, L + N]`` 1 for real tokens, 0 for padding (left padding of the
             prompt and the pad ids after a row stopped).
-        prompt_length: ``S``.
+        prompt_length: ``L``.
         finished: ``[B]`` bool: the row stopped at EOS or a stop string (False: it ran out of
             ``max_new_tokens``).
         texts: per row, the decoded prompt and continuation with numbers written in (special
@@ -143,10 +143,10 @@ def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """Positions that ignore left padding: ``cumsum(mask) - 1``, 1 at padded positions.
 
     Args:
-        attention_mask: ``[B, S]`` 1 for tokens, 0 for padding.
+        attention_mask: ``[B, L]`` 1 for tokens, 0 for padding.
 
     Returns:
-        ``LongTensor [B, S]``.
+        ``LongTensor [B, L]``.
 
     Example:
         >>> import torch
@@ -351,12 +351,12 @@ def generate(
 
     Args:
         model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM` (put in eval mode for the call).
-        input_ids: ``[B, S]`` prompt ids, left-padded (a ``[S]`` row is one prompt; right
+        input_ids: ``[B, L]`` prompt ids, left-padded (a ``[L]`` row is one prompt; right
             padding is refused); or, with a ``tokenizer``, a prompt text or a list of texts
             (encoded with left padding, numbers as ``<NUM>`` with their values).
-        numeric_values: ``[B, S]`` values of the prompt's ``<NUM>`` positions (0 elsewhere);
+        numeric_values: ``[B, L]`` values of the prompt's ``<NUM>`` positions (0 elsewhere);
             default zeros.
-        attention_mask: ``[B, S]`` 1 for tokens, 0 for (left) padding; default ones.
+        attention_mask: ``[B, L]`` 1 for tokens, 0 for (left) padding; default ones.
         mode: one of :data:`cauchylin.nn.MODES`: ``causal``, ``standard``, ``sampling``,
             ``compatible``, ``individual``, ``shared_individual``, ``shared_noise``.
         temperature: ``T >= 0`` (0: every mode but compatible is causal; compatible is greedy).
@@ -434,14 +434,14 @@ def generate(
         prompts = cast(list[str], [input_ids] if isinstance(input_ids, str) else list(input_ids))
         input_ids, numeric_values, attention_mask = _encode_prompts(tokenizer, prompts, device)
     ids = _as_ids(input_ids, "input_ids").to(device)
-    B, S = ids.shape
+    B, L = ids.shape
     values = (
-        torch.zeros(B, S, dtype=torch.float32, device=device)
+        torch.zeros(B, L, dtype=torch.float32, device=device)
         if numeric_values is None
         else torch.as_tensor(numeric_values, dtype=torch.float32, device=device).reshape(B, -1)
     )
     mask = (
-        torch.ones(B, S, dtype=torch.long, device=device)
+        torch.ones(B, L, dtype=torch.long, device=device)
         if attention_mask is None
         else torch.as_tensor(attention_mask, device=device).long().reshape(B, -1)
     )
@@ -553,7 +553,7 @@ def generate(
                 finished |= hit
             if stops:
                 for r in (~finished).nonzero().flatten().tolist():
-                    text = tokenizer.decode(seq[r, S:], vals[r, S:], attention_mask=out_mask[r, S:])
+                    text = tokenizer.decode(seq[r, L:], vals[r, L:], attention_mask=out_mask[r, L:])
                     if any(s in text for s in stops):
                         finished[r] = True
             if own_end is None and bool(finished.all()):
@@ -565,13 +565,13 @@ def generate(
     if own_end is not None and own_end < seq.shape[1]:
         # Steps run only to keep other processes company: not part of this process's result.
         seq, vals, out_mask = seq[:, :own_end], vals[:, :own_end], out_mask[:, :own_end]
-        records = {k: v[: own_end - S] for k, v in records.items()}
+        records = {k: v[: own_end - L] for k, v in records.items()}
 
     texts = new_texts = None
     if tokenizer is not None:
         texts = tokenizer.batch_decode(seq, vals, attention_mask=out_mask, skip_special_tokens=True)
         new_texts = tokenizer.batch_decode(
-            seq[:, S:], vals[:, S:], attention_mask=out_mask[:, S:], skip_special_tokens=True
+            seq[:, L:], vals[:, L:], attention_mask=out_mask[:, L:], skip_special_tokens=True
         )
     steps: dict[str, torch.Tensor] = {}
     if return_distributions and records["loc_S"]:
@@ -580,7 +580,7 @@ def generate(
         sequences=seq,
         numeric_values=vals,
         attention_mask=out_mask,
-        prompt_length=S,
+        prompt_length=L,
         finished=finished,
         texts=texts,
         new_texts=new_texts,

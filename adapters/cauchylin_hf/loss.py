@@ -30,10 +30,10 @@ class NextTokenTargets:
     """What each position predicts: position ``i`` predicts token ``i + 1`` (see :meth:`forward`).
 
     Attributes:
-        labels: ``[B, S - shift]`` the labels of the predicting positions: ``labels[:, 1:]`` of
+        labels: ``[B, L - shift]`` the labels of the predicting positions: ``labels[:, 1:]`` of
             unshifted labels, or pre-shifted labels as given.
-        target_values: ``[B, S - shift]`` their regression targets, or None.
-        mask: ``[B, S - shift]`` bool, True where the predicting position (and, for unshifted
+        target_values: ``[B, L - shift]`` their regression targets, or None.
+        mask: ``[B, L - shift]`` bool, True where the predicting position (and, for unshifted
             labels, the predicted one) is a real token (attention mask 1), or None without an
             attention mask.
         shift: 1 for unshifted labels (the last position predicts nothing), 0 for pre-shifted
@@ -52,7 +52,7 @@ class NextTokenTargets:
     shift: int = 1
 
     def positions(self, x: torch.Tensor) -> torch.Tensor:
-        """The predicting positions of a ``[B, S, ...]`` tensor: ``x[:, :S - shift]``.
+        """The predicting positions of a ``[B, L, ...]`` tensor: ``x[:, :L - shift]``.
 
         Args:
             x: a per-position tensor aligned with the inputs.
@@ -85,14 +85,14 @@ def next_token_targets(
     ``target_values[:, i]`` and counts where ``attention_mask[:, i]`` is 1.
 
     Args:
-        labels: ``[B, S]`` labels (``labels = input_ids``, -100 to ignore), unshifted unless
+        labels: ``[B, L]`` labels (``labels = input_ids``, -100 to ignore), unshifted unless
             ``pre_shifted``.
-        target_values: ``[B, S]`` regression targets, aligned like ``labels``, or None.
-        attention_mask: ``[B, S]`` 1 for tokens, 0 for padding, or None.
+        target_values: ``[B, L]`` regression targets, aligned like ``labels``, or None.
+        attention_mask: ``[B, L]`` 1 for tokens, 0 for padding, or None.
         pre_shifted: the labels (and targets) are already aligned with the predicting positions.
 
     Returns:
-        :class:`NextTokenTargets` of shape ``[B, S - 1]`` (``[B, S]`` when ``pre_shifted``).
+        :class:`NextTokenTargets` of shape ``[B, L - 1]`` (``[B, L]`` when ``pre_shifted``).
 
     Example:
         >>> import torch
@@ -132,12 +132,12 @@ def shifted_causal_loss(
     Args:
         action: the model's :class:`cauchylin.nn.Action`.
         config: the model's :class:`~cauchylin_hf.config.CauchyLMConfig`.
-        U_all: :class:`~cauchylin.CauchyVector` ``[B, S, C]``, ``U`` at every input position.
-        labels: ``[B, S]`` labels, unshifted (or pre-shifted with ``pre_shifted``).
-        target_values: ``[B, S]`` regression targets aligned like ``labels``, or None
+        U_all: :class:`~cauchylin.CauchyVector` ``[B, L, C]``, ``U`` at every input position.
+        labels: ``[B, L]`` labels, unshifted (or pre-shifted with ``pre_shifted``).
+        target_values: ``[B, L]`` regression targets aligned like ``labels``, or None
             (``numeric_values`` then, for unshifted labels).
-        numeric_values: ``[B, S]`` the inputs' values, or None.
-        attention_mask: ``[B, S]`` 1 for tokens, 0 for padding, or None.
+        numeric_values: ``[B, L]`` the inputs' values, or None.
+        attention_mask: ``[B, L]`` 1 for tokens, 0 for padding, or None.
         pre_shifted: ``labels`` (and ``target_values``) are transformers' ``shift_labels``.
 
     Returns:
@@ -158,11 +158,11 @@ def shifted_causal_loss(
         >>> int(loss.cls.count)  # 0->1 and 1->2
         2
     """
-    B, S = U_all.batch_shape
+    B, L = U_all.batch_shape
     name = "shift_labels" if pre_shifted else "labels"
-    if not isinstance(labels, torch.Tensor) or tuple(labels.shape) != (B, S):
+    if not isinstance(labels, torch.Tensor) or tuple(labels.shape) != (B, L):
         shape = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels)
-        raise ValueError(f"{name} must have the input shape {(B, S)}, got {shape}")
+        raise ValueError(f"{name} must have the input shape {(B, L)}, got {shape}")
     if pre_shifted and target_values is None and numeric_values is not None:
         # The inputs' values are aligned with the inputs, not with pre-shifted labels, and
         # the value the last position predicts is not among them.
@@ -171,13 +171,13 @@ def shifted_causal_loss(
             "token each position predicts); numeric_values cannot serve as targets"
         )
     targets = regression_targets(target_values, numeric_values)
-    if targets is not None and tuple(targets.shape) != (B, S):
+    if targets is not None and tuple(targets.shape) != (B, L):
         raise ValueError(
-            f"target_values must have the input shape {(B, S)}, got {tuple(targets.shape)}"
+            f"target_values must have the input shape {(B, L)}, got {tuple(targets.shape)}"
         )
-    if attention_mask is not None and tuple(attention_mask.shape) != (B, S):
+    if attention_mask is not None and tuple(attention_mask.shape) != (B, L):
         raise ValueError(
-            f"attention_mask must have shape {(B, S)} in a training forward, got "
+            f"attention_mask must have shape {(B, L)} in a training forward, got "
             f"{tuple(attention_mask.shape)}"
         )
     shifted = next_token_targets(labels, targets, attention_mask, pre_shifted=pre_shifted)
@@ -196,4 +196,5 @@ def shifted_causal_loss(
         reg_weight=cfg.reg_weight,
         ignore_index=IGNORE_INDEX,
         temperature=cfg.loss_temperature,
+        reg_scale_power=cfg.reg_scale_power,
     )

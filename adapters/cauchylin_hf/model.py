@@ -227,7 +227,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         """Replace the backbone (no checks).
 
         Args:
-            decoder: the new decoder; it must yield ``[B, S, H]`` hidden states of the same ``H``.
+            decoder: the new decoder; it must yield ``[B, L, H]`` hidden states of the same ``H``.
         """
         self.backbone = decoder
         self._position_limit = learned_position_limit(decoder)
@@ -494,20 +494,20 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         ``inputs_embeds``; the output is its last hidden state (the base logits are never formed).
 
         Args:
-            input_ids: ``[B, S]`` token ids.
-            numeric_values: ``[B, S]`` values at ``<NUM>`` positions (0 elsewhere), or None.
-            attention_mask: ``[B, S_past + S]`` 1 for tokens, 0 for padding.
+            input_ids: ``[B, L]`` token ids.
+            numeric_values: ``[B, L]`` values at ``<NUM>`` positions (0 elsewhere), or None.
+            attention_mask: ``[B, L_past + L]`` 1 for tokens, 0 for padding.
             cache: the backbone's KV cache.
             use_cache: return the updated cache.
-            position_ids: ``[B, S]`` positions (the backbone's default when None).
-            inputs_embeds: ``[B, S, H]`` base embeddings instead of ``input_ids`` (the ``<NUM>``
+            position_ids: ``[B, L]`` positions (the backbone's default when None).
+            inputs_embeds: ``[B, L, H]`` base embeddings instead of ``input_ids`` (the ``<NUM>``
                 offset then needs ``input_ids`` and is skipped).
             past_key_values: the cache under its name before transformers 5.24 (give one of
                 ``cache`` and ``past_key_values``).
             **kwargs: passed to the backbone (e.g. ``output_hidden_states``).
 
         Returns:
-            ``(hidden [B, S, H] in the heads' dtype, the updated cache or None)``.
+            ``(hidden [B, L, H] in the heads' dtype, the updated cache or None)``.
 
         Raises:
             ValueError: neither or both of ``input_ids``/``inputs_embeds``, both ``cache`` and
@@ -763,26 +763,26 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         class-score fields of the output stay None unless ``return_distributions=True``.
 
         Args:
-            input_ids: ``[B, S]`` token ids (``<NUM>`` where numbers were).
-            numeric_values: ``[B, S]`` float values at ``<NUM>`` positions, 0 elsewhere.
-            attention_mask: ``[B, S_past + S]`` 1 for tokens, 0 for padding.
-            labels: ``[B, S]`` unshifted target ids, ``-100`` to ignore.
-            target_values: ``[B, S]`` unshifted regression targets (default ``numeric_values``).
+            input_ids: ``[B, L]`` token ids (``<NUM>`` where numbers were).
+            numeric_values: ``[B, L]`` float values at ``<NUM>`` positions, 0 elsewhere.
+            attention_mask: ``[B, L_past + L]`` 1 for tokens, 0 for padding.
+            labels: ``[B, L]`` unshifted target ids, ``-100`` to ignore.
+            target_values: ``[B, L]`` unshifted regression targets (default ``numeric_values``).
             cache: the backbone's KV cache.
             use_cache: return the cache (default: False with labels, else the base's default).
-            position_ids: ``[B, S]`` positions.
-            inputs_embeds: ``[B, S, H]`` base embeddings instead of ``input_ids``.
+            position_ids: ``[B, L]`` positions.
+            inputs_embeds: ``[B, L, H]`` base embeddings instead of ``input_ids``.
             mode: inference mode of the returned distributions (default ``"standard"``).
             temperature: ``T`` of those distributions (default ``config.temperature``).
             logits_to_keep: compute the distributions only for the last ``k`` positions (``0``:
                 all) or for the given position indices, as in transformers.
-            return_distributions: with labels, also return the class scores (``[B, S, V]``).
+            return_distributions: with labels, also return the class scores (``[B, L, V]``).
             return_dict: return a :class:`CauchyLMOutput` (default) or a tuple.
             generator: random generator of the sampling modes.
             eps_seed: fixed draw of ``shared_individual``: ``[C]`` or broadcastable to
                 ``[..., C]``, entries in ``(0, 1)``.
             eps_noise: fixed draw of ``shared_noise``: ``[C]`` or broadcastable to ``[..., C]``.
-            shift_labels: ``[B, S]`` labels already aligned with the predicting positions
+            shift_labels: ``[B, L]`` labels already aligned with the predicting positions
                 (transformers' convention); used instead of ``labels``, with ``target_values``
                 pre-shifted too.
             past_key_values: the cache under its name before transformers 5.24 (give one of

@@ -37,13 +37,13 @@ class CauchyLMOutput(ModelOutput):
             is none).
         cls_count: number of positions the OvR loss counted (int64 scalar).
         reg_count: number of ``<NUM>`` targets (int64 scalar).
-        logits: ``[B, S', V]`` = ``loc_S`` (for tools that expect logits; ``V`` = OvR classes).
-        loc_S: ``[B, S', V]`` class-score locations.
-        scale_S: ``[B, S', V]`` class-score scales (of the requested mode).
-        loc_Y: ``[B, S']`` regression-value location (the regression prediction).
-        scale_Y: ``[B, S']`` regression-value scale.
-        loc_U: ``[B, S', C]`` location of the individual representation U.
-        scale_U: ``[B, S', C]`` scale of U.
+        logits: ``[B, L', V]`` = ``loc_S`` (for tools that expect logits; ``V`` = OvR classes).
+        loc_S: ``[B, L', V]`` class-score locations.
+        scale_S: ``[B, L', V]`` class-score scales (of the requested mode).
+        loc_Y: ``[B, L']`` regression-value location (the regression prediction).
+        scale_Y: ``[B, L']`` regression-value scale.
+        loc_U: ``[B, L', C]`` location of the individual representation U.
+        scale_U: ``[B, L', C]`` scale of U.
         cache: the backbone's KV cache (when ``use_cache``). Under transformers before 5.24 the
             field is named ``past_key_values``, as that release's outputs name it (see
             :data:`cauchylin_hf.hf_compat.CACHE_NAME`), and ``out.cache`` reads it.

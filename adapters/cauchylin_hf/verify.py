@@ -230,8 +230,8 @@ def verify(
             tokenizer object; a ``NumericTokenizer``).
         texts: texts to read (default :data:`DEFAULT_TEXTS`); ignored when ``input_ids`` is
             given. Without a tokenizer, 4 x 32 random ids (seed 0) are read instead.
-        input_ids: ``[B, S]`` explicit ids (then ``attention_mask`` optional).
-        attention_mask: ``[B, S]`` mask of ``input_ids``.
+        input_ids: ``[B, L]`` explicit ids (then ``attention_mask`` optional).
+        attention_mask: ``[B, L]`` mask of ``input_ids``.
         max_length: truncate each text to this many tokens.
         tolerance: the bound ``max_abs_diff`` is checked against (``report.passed``).
         base_kwargs: extra ``from_pretrained`` arguments for a base folder.

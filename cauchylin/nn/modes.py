@@ -156,7 +156,7 @@ def draw_eps_seed(
 
     Args:
         shape: e.g. ``[C]`` for one individual shared by the whole batch, ``[B, 1, C]`` for one
-            per sequence of a ``[B, S, C]`` batch.
+            per sequence of a ``[B, L, C]`` batch.
         generator: optional ``torch.Generator`` (on ``device``) for reproducible draws.
         device: device of the result.
         dtype: floating dtype of the result (default: the global default dtype). ``float64``
