@@ -9,9 +9,9 @@ previous contents as they were, loadable.
 
 Taking the place of an existing folder is one system call on Linux, ``renameat2`` with
 ``RENAME_EXCHANGE`` (the two folders swap names atomically; the old contents then go). Where
-that is not available (another system, a file system without it) it is two renames, with
-SIGINT and SIGTERM held back between them and the old folder put back if the second fails; only
-SIGKILL or a power cut in that instant can leave the old contents in the hidden
+that is not available (another system, a file system without it) it is two renames, the old
+folder put back if the second fails, with SIGINT and SIGTERM held back until the old copy is
+removed; only SIGKILL or a power cut in that instant can leave the old contents in the hidden
 ``.<name>.<random>.old`` folder beside the target.
 
 Entries of the existing folder that the new save does not write (a tokenizer saved beside a
@@ -48,6 +48,7 @@ import secrets
 import shutil
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -108,17 +109,27 @@ def exchange_folders(a: str | os.PathLike, b: str | os.PathLike) -> bool:
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back (they arrive when the block ends), where the system can."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    try:
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    except (AttributeError, OSError, ValueError):  # no sigmask (Windows) or not allowed here
+    """Hold SIGINT and SIGTERM back: they are recorded in the block and delivered after it.
+
+    Python runs signal handlers in the main thread whichever thread the system delivers a
+    signal to (torch's worker threads included), so the handlers are swapped rather than the
+    thread's signal mask. Outside the main thread (where handlers cannot be set) nothing is held.
+    """
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
+    caught: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: caught.append(signum)) for sig in held
+    }
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for signum in dict.fromkeys(caught):
+            signal.raise_signal(signum)  # now, to the handler the program had
 
 
 def _new_sibling(path: Path, kind: str) -> Path:
@@ -172,7 +183,8 @@ def _swap_in(staging: Path, path: Path) -> None:
         except BaseException:
             os.replace(old, path)
             raise
-    shutil.rmtree(old, ignore_errors=True)
+        # Still held: a signal that came during the swap arrives after the old copy is gone.
+        shutil.rmtree(old, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -232,3 +232,28 @@ def test_killed_while_saving_leaves_a_whole_model(tmp_path):
 
 
 DELAYS = (0.01, 0.05, 0.11, 0.17, 0.23, 0.31)
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="needs signal masks")
+def test_a_signal_during_the_two_rename_fallback_arrives_after_the_old_copy_is_gone(
+    tmp_path, monkeypatch
+):
+    """SIGINT during the swap is held; when it arrives the new model is in place, no .old left."""
+    folder = tmp_path / "model"
+    make_model(0.25).save_pretrained(folder)
+    monkeypatch.setattr(atomic_save, "exchange_folders", lambda a, b: False)
+    real_replace = os.replace
+    calls = []
+
+    def interrupted(src, dst):
+        calls.append(dst)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # arrives between the two renames
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        make_model(0.5).save_pretrained(folder)
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert identity(folder) == 0.5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
