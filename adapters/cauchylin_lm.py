@@ -6,15 +6,17 @@ Auto classes, which imports both). This top-level module therefore imports only 
 library: :func:`main` parses the command line, and only then imports
 :mod:`cauchylin_hf.app.cli`, where the commands live, and runs the chosen one.
 
-The one exception is ``generate --mode``: its choices are the inference modes of
-:mod:`cauchylin.nn.modes`, imported when they are listed (``generate --help``) or checked.
+``generate --mode`` takes its choices from :mod:`cauchylin.nn.mode_names`, a file of strings
+that is read without importing the ``cauchylin`` package.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import math
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
@@ -45,12 +47,22 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Modes(Sequence[str]):
-    """The inference modes, imported from :mod:`cauchylin.nn.modes` (and torch) on first use."""
+    """The inference modes' names, read from :mod:`cauchylin.nn.mode_names` on first use.
+
+    That file imports nothing; it is loaded by its path, without running ``cauchylin``'s package
+    ``__init__`` (which imports torch), so listing or checking a mode takes no time.
+    """
 
     def _names(self) -> tuple[str, ...]:
-        from cauchylin.nn.modes import MODES
-
-        return tuple(MODES)
+        spec = importlib.util.find_spec("cauchylin")  # finds the package without importing it
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("cauchylin is not installed")
+        path = os.path.join(next(iter(spec.submodule_search_locations)), "nn", "mode_names.py")
+        file_spec = importlib.util.spec_from_file_location("_cauchylin_mode_names", path)
+        assert file_spec is not None and file_spec.loader is not None
+        module = importlib.util.module_from_spec(file_spec)
+        file_spec.loader.exec_module(module)
+        return tuple(module.MODE_NAMES)
 
     def __getitem__(self, index: Any) -> Any:
         return self._names()[index]

@@ -38,6 +38,7 @@ MODULES = [
     "cauchylin.nn",
     "cauchylin.nn.embedding",
     "cauchylin.nn.abduction",
+    "cauchylin.nn.mode_names",
     "cauchylin.nn.modes",
     "cauchylin.nn.action",
     "cauchylin.losses",

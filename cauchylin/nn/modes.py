@@ -30,6 +30,16 @@ import torch
 
 from cauchylin import _special
 from cauchylin._validation import check_finite, is_validating, require_tensor
+from cauchylin.nn.mode_names import (
+    CAUSAL,
+    COMPATIBLE,
+    INDIVIDUAL,
+    MODE_NAMES,
+    SAMPLING,
+    SHARED_INDIVIDUAL,
+    SHARED_NOISE,
+    STANDARD,
+)
 from cauchylin.vector import CauchyVector, standard_cauchy
 
 __all__ = [
@@ -56,22 +66,6 @@ __all__ = [
     "resolve_mode",
     "sample_compatible",
 ]
-
-# The mode names: the only place they are spelled (the formulas: the Inference modes page).
-CAUSAL = "causal"
-"""Name of the causal mode: no exogenous noise."""
-STANDARD = "standard"
-"""Name of the standard mode, the training mode: the noise widens ``U'``."""
-SAMPLING = "sampling"
-"""Name of the sampling mode: one noise draw per step shifts ``U'``."""
-COMPATIBLE = "compatible"
-"""Name of the compatible mode: ``loc_S`` as logits, tokens sampled from their softmax."""
-INDIVIDUAL = "individual"
-"""Name of the individual mode: one individual drawn per step."""
-SHARED_INDIVIDUAL = "shared_individual"
-"""Name of the shared-individual mode: one individual (``eps_seed``) for a whole sequence."""
-SHARED_NOISE = "shared_noise"
-"""Name of the shared-noise mode: one noise draw (``eps_noise``) for a whole sequence."""
 
 
 # ============================================================================================
@@ -546,7 +540,8 @@ MODE_TABLE: dict[str, InferenceMode] = {
 }
 """Every inference mode by name; :data:`MODES` lists the keys in this order."""
 
-MODES: tuple[str, ...] = tuple(MODE_TABLE)
+assert tuple(MODE_TABLE) == MODE_NAMES  # one record per name, in the names' order
+MODES: tuple[str, ...] = MODE_NAMES
 """The inference modes accepted by :meth:`Action.forward` and :meth:`Action.decision_input`."""
 
 

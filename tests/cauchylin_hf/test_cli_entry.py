@@ -67,6 +67,8 @@ def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         (["train", "--max-steps", "x"], 2, "expected -1 or a positive integer, got 'x'"),
         (["evaluate", "model"], 2, "the following arguments are required: --data"),
         (["bogus"], 2, "invalid choice: 'bogus'"),
+        (["generate", "--help"], 0, "shared_individual"),
+        (["generate", "m", "--prompt", "x", "--mode", "greedy"], 2, "invalid choice: 'greedy'"),
     ],
 )
 def test_help_and_option_errors_answer_within_a_second(argv, code, expected):
@@ -86,7 +88,8 @@ def test_parsing_imports_neither_torch_nor_transformers():
     module, function = _entry_point()
     probe = (
         f"import sys\nfrom {module} import {function}\n"
-        "for argv in (['--help'], ['train', '--help'], ['predict', 'm', '--levels', '2']):\n"
+        "for argv in (['--help'], ['train', '--help'], ['predict', 'm', '--levels', '2'],\n"
+        "             ['generate', '--help'], ['generate', 'm', '--prompt', 'x', '--mode', 'x']):\n"
         f"    try:\n        {function}(argv)\n    except SystemExit:\n        pass\n"
         "heavy = ('torch', 'transformers', 'cauchylin', 'cauchylin_hf', 'safetensors')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
