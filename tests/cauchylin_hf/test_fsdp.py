@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -74,12 +73,6 @@ WORLD = 2
 TIMEOUT_S = 300
 BF16_U = 2.0**-8
 VIEW_WARNING = "returned a view tensor"
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env() -> dict[str, str]:
@@ -120,10 +113,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "torch.distributed.run",
         "--nproc_per_node",
         str(WORLD),
-        "--master_addr",
-        "127.0.0.1",
-        "--master_port",
-        str(_free_port()),
+        # torchrun picks and holds a free port itself: no race with another test's run.
+        "--standalone",
         str(WORKER),
         "--out",
         str(out),
