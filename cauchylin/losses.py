@@ -5,7 +5,8 @@
 * :func:`ovr_bce_fused` — the same loss straight from the Abduction output and the Action
   weights, chunked so that no ``[N, V]`` tensor is ever held (forward and backward).
 * :func:`gated_regression_loss` — the Cauchy negative log-likelihood of the regression value,
-  gated by the probability of ``<NUM>``.
+  gated by the probability of ``<NUM>``, with an optional context-scaled location gradient
+  (:func:`context_weights`).
 * :func:`causal_lm_loss` — ``L_cls_mean + lambda * L_reg_eff``.
 
 The one-vs-rest probability of class ``k`` at position ``i`` is
@@ -47,6 +48,7 @@ __all__ = [
     "OvRLoss",
     "RegLoss",
     "causal_lm_loss",
+    "context_weights",
     "gated_regression_loss",
     "ovr_bce",
     "ovr_bce_fused",
@@ -573,6 +575,9 @@ def gated_regression_loss(
     log_p_num: torch.Tensor | None = None,
     *,
     alpha: float = 0.0,
+    scale_power: float = 0.0,
+    context: torch.Tensor | None = None,
+    min_context_count: int = 3,
     validate_args: bool | None = None,
 ) -> RegLoss:
     """Cauchy negative log-likelihood of the regression value, gated by ``P(<NUM>)``.
@@ -590,6 +595,25 @@ def gated_regression_loss(
     ``target_values`` (and ``log_p_num``) may hold anything, NaN included, without leaking into
     the loss or the gradients.
 
+    **Context-scaled location gradient** (``scale_power = beta > 0``). The NLL's gradient with
+    respect to ``loc_Y_i`` is ``-2 (y_i - loc_Y_i) / (s_i^2 + (y_i - loc_Y_i)^2)``: ``1/s``
+    times a bounded function of the standardised residual, so numbers whose context fixes them
+    to a small spread pull on the shared network ``1/s`` times harder than the others, whatever
+    they carry. With ``beta > 0`` that gradient (and only it) is multiplied by::
+
+        w_i = d_i^beta / mean_{j: num_mask_j} d_j^beta
+
+    where ``d_i`` is the spread of the context of position ``i``: the median absolute deviation
+    of the batch's targets that share its ``context`` key (for a Cauchy law the median absolute
+    deviation is its scale) when at least ``min_context_count`` of them are in the batch, else
+    the model's own detached ``scale_Y_i`` (also used for every position when ``context`` is
+    None). ``beta = 2`` puts every context on the same footing: ``w_i`` times the gradient is
+    the residual itself while it is small against the scale, a squared error in the value space
+    (the Fisher-scaled step of a Cauchy location). The loss *value* and the gradients with
+    respect to ``scale_Y`` and ``log_p_num`` are the plain NLL's: the weights are constants of
+    the step that only precondition the location, so ``loc_Y`` and ``scale_Y`` stay the model's
+    Cauchy parameters, fitted to the same likelihood, and its intervals keep their meaning.
+
     Args:
         loc_Y: ``[...]`` location of the regression value.
         scale_Y: ``[...]`` its scale (``> 0`` at ``<NUM>`` positions).
@@ -599,6 +623,12 @@ def gated_regression_loss(
         log_p_num: ``[...]`` ``log P_<NUM>`` from the classification head, or ``None`` for an
             ungated loss (gate = ``num_mask``, as with ``alpha = 1``).
         alpha: gate floor in ``[0, 1]``: 0 gates fully by ``P_num``, 1 ignores it.
+        scale_power: ``beta >= 0`` of the context-scaled location gradient (0: the plain NLL's
+            gradient).
+        context: optional ``[...]`` integer keys: positions with equal keys share a context
+            (e.g. the tokens before the number); None: every position is its own context.
+        min_context_count: the fewest ``<NUM>`` targets of one key in the batch whose spread is
+            estimated from them (>= 2).
         validate_args: value checks (``num_mask`` 0/1, scales positive and finite, targets
             finite at ``<NUM>`` positions, ``log_p_num <= 0``); ``None`` follows the global
             setting.
@@ -608,8 +638,10 @@ def gated_regression_loss(
         (``float32`` for half precision).
 
     Raises:
-        ValueError: mismatched shapes, ``alpha`` outside ``[0, 1]`` (or NaN) or (when validating)
-            a ``num_mask`` other than 0/1 or bad values at ``<NUM>`` positions.
+        ValueError: mismatched shapes, ``alpha`` outside ``[0, 1]`` (or NaN), a negative or
+            non-finite ``scale_power``, a ``context`` that is not an integer tensor of
+            ``loc_Y``'s shape, ``min_context_count < 2``, or (when validating) a ``num_mask``
+            other than 0/1 or bad values at ``<NUM>`` positions.
 
     Example:
         >>> import torch
@@ -619,6 +651,15 @@ def gated_regression_loss(
         >>> out = gated_regression_loss(loc, scale, y, mask, alpha=1.0)
         >>> int(out.count), round(out.mean.item(), 4)   # (log pi + (log pi + log 2)) / 2
         (2, 1.4913)
+        >>> # context-scaled: the same value, the location's gradient times s^2 / mean(s^2)
+        >>> loc = torch.zeros(4, requires_grad=True)
+        >>> scale = torch.tensor([1.0, 1.0, 3.0, 1.0])
+        >>> out = gated_regression_loss(loc, scale, y, mask, alpha=1.0, scale_power=2.0)
+        >>> out.mean.backward()
+        >>> plain = torch.autograd.functional.jacobian(
+        ...     lambda m: gated_regression_loss(m, scale, y, mask, alpha=1.0).mean, torch.zeros(4))
+        >>> round((loc.grad[2] / plain[2]).item(), 4)  # weights 2 s^2 / (1 + 9): 0.2 and 1.8
+        1.8
     """
     for name, t in (("loc_Y", loc_Y), ("scale_Y", scale_Y), ("target_values", target_values)):
         _require_tensor(name, t)
@@ -630,12 +671,22 @@ def gated_regression_loss(
         _require_tensor("log_p_num", log_p_num)
         _require_float("log_p_num", log_p_num)
         named["log_p_num"] = log_p_num
+    if context is not None:
+        _require_tensor("context", context)
+        if context.is_floating_point() or context.is_complex() or context.dtype == torch.bool:
+            raise ValueError(f"context must be an integer tensor, got dtype {context.dtype}")
+        named["context"] = context
     for name, t in named.items():
         if _shape(t) != shape:
             raise ValueError(f"{name} shape {_shape(t)} must equal loc_Y shape {shape}")
     alpha = float(alpha)
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
+    beta = _scale_power(scale_power)
+    if isinstance(min_context_count, bool) or not isinstance(min_context_count, int):
+        raise ValueError(f"min_context_count must be an int >= 2, got {min_context_count!r}")
+    if min_context_count < 2:
+        raise ValueError(f"min_context_count must be an int >= 2, got {min_context_count!r}")
     if is_validating(validate_args):
         check_binary_mask("num_mask", num_mask)
 
@@ -650,6 +701,10 @@ def gated_regression_loss(
     if is_validating(validate_args):
         check_positive_finite("scale_Y", safe_scale)
         check_finite("target_values", safe_y)
+    if beta != 0.0:
+        w = context_weights(safe_y, safe_scale, m, beta, context, min_context_count)
+        # the same value as loc; its gradient is w times the NLL's
+        loc = loc.detach() + w * (loc - loc.detach())
     nll = LOG_PI + torch.log(safe_scale) + log1p_square((safe_y - loc) / safe_scale)
     if log_p_num is None or alpha == 1.0:
         gate = m.to(dt)
@@ -667,6 +722,88 @@ def gated_regression_loss(
     n = int(count)
     mean = per_position.sum() / max(n, 1)
     return RegLoss(mean, per_position, count.to(torch.long))
+
+
+def _scale_power(scale_power: float) -> float:
+    try:
+        beta = float(scale_power)
+    except (TypeError, ValueError):
+        raise ValueError(f"scale_power must be a number, got {scale_power!r}") from None
+    if not (math.isfinite(beta) and beta >= 0.0):
+        raise ValueError(f"scale_power must be a finite number >= 0, got {scale_power!r}")
+    return beta
+
+
+def _group_medians(keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per element: the median of ``values`` over the elements with its key, and that count.
+
+    One stable sort by value, then by key, groups each key's values in order; the median of a
+    group of ``n`` is the mean of its elements ``(n - 1) // 2`` and ``n // 2``.
+    """
+    by_value = torch.argsort(values, stable=True)
+    order = by_value[torch.argsort(keys[by_value], stable=True)]
+    _, inverse, counts = torch.unique(keys, return_inverse=True, return_counts=True)
+    starts = torch.cumsum(counts, 0) - counts
+    sorted_values = values[order]
+    lo = sorted_values[starts + (counts - 1) // 2]
+    hi = sorted_values[starts + counts // 2]
+    return ((lo + hi) / 2)[inverse], counts[inverse]
+
+
+def context_weights(
+    target_values: torch.Tensor,
+    scale_Y: torch.Tensor,
+    num_mask: torch.Tensor,
+    scale_power: float,
+    context: torch.Tensor | None = None,
+    min_context_count: int = 3,
+) -> torch.Tensor:
+    """The weights ``w_i = d_i^beta / mean_j d_j^beta`` of :func:`gated_regression_loss`.
+
+    ``d_i`` is the median absolute deviation of the ``<NUM>`` targets that share position
+    ``i``'s ``context`` key, when at least ``min_context_count`` of them are in the batch, else
+    ``scale_Y_i`` (detached). The mean runs over the ``num_mask`` positions, so the weights
+    there average 1; elsewhere they are 1. Formed in log space (``d^beta`` may underflow).
+
+    Args:
+        target_values: ``[...]`` the targets (read where ``num_mask`` is set).
+        scale_Y: ``[...]`` the model's scales (positive where ``num_mask`` is set).
+        num_mask: ``[...]`` bool, the ``<NUM>`` targets.
+        scale_power: ``beta >= 0``.
+        context: optional ``[...]`` integer keys.
+        min_context_count: the fewest targets of a key whose spread is estimated from them.
+
+    Returns:
+        ``[...]`` detached weights in the dtype of ``scale_Y``.
+
+    Example:
+        >>> import torch
+        >>> y = torch.tensor([1.0, 3.0, 5.0, 100.0, 100.1, 99.9, 7.0])
+        >>> key = torch.tensor([0, 0, 0, 1, 1, 1, 2])
+        >>> scale = torch.full((7,), 0.5)
+        >>> w = context_weights(y, scale, torch.ones(7, dtype=torch.bool), 2.0, key)
+        >>> [round(v, 4) for v in w.tolist()]  # spreads 2, 0.1 and (alone) the scale 0.5
+        [2.2801, 2.2801, 2.2801, 0.0057, 0.0057, 0.0057, 0.1425]
+    """
+    m = num_mask != 0
+    scale = scale_Y.detach()
+    spread = torch.where(m, scale, torch.ones_like(scale))
+    n = int(m.sum())
+    if n == 0:
+        return torch.ones_like(scale)
+    if context is not None:
+        keys = context[m]
+        t = target_values.detach().to(scale.dtype)[m]
+        centre, counts = _group_medians(keys, t)
+        mad, _ = _group_medians(keys, (t - centre).abs())
+        own = spread[m]
+        # a context of one repeated value has no spread: keep the model's scale there too
+        use = (counts >= min_context_count) & (mad > 0)
+        spread = spread.masked_scatter(m, torch.where(use, mad, own))
+    log_w = float(scale_power) * torch.log(spread)
+    floor = torch.tensor(-math.inf, dtype=log_w.dtype, device=log_w.device)
+    log_mean = torch.logsumexp(torch.where(m, log_w, floor).reshape(-1), 0) - math.log(n)
+    return torch.where(m, torch.exp(log_w - log_mean), torch.ones_like(log_w))
 
 
 def causal_lm_loss(cls: OvRLoss, reg: RegLoss, *, reg_weight: float = 1.0) -> CausalLMLoss:

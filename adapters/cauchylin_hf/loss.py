@@ -197,4 +197,5 @@ def shifted_causal_loss(
         ignore_index=IGNORE_INDEX,
         temperature=cfg.loss_temperature,
         reg_scale_power=cfg.reg_scale_power,
+        reg_context_tokens=cfg.reg_context_tokens,
     )

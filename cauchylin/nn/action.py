@@ -328,6 +328,27 @@ class ActionStep:
     mode: str
 
 
+_MAX_CONTEXT_TOKENS = 3  # keys of k tokens are exact in int64 for vocabularies up to 2**20
+
+
+def _context_keys(labels: torch.Tensor, k: int, num_classes: int) -> torch.Tensor:
+    """One integer per position naming the ``k`` tokens before it (the labels at ``i-1..i-k``).
+
+    Labels lie in ``[-100, V)`` (``ignore_index`` included); before the start of a sequence the
+    token is "none". Each token is shifted into ``[1, V + 101]`` and the ``k`` of them are the
+    digits of one number in base ``V + 102``: equal keys mean equal tokens.
+    """
+    labels = labels.long()
+    base = int(num_classes) + 102
+    key = torch.zeros_like(labels)
+    for j in range(1, k + 1):
+        prev = torch.zeros_like(labels)
+        if labels.shape[-1] > j:
+            prev[..., j:] = labels[..., :-j] + 101
+        key = key * base + prev
+    return key
+
+
 class Action(nn.Module):
     r"""Action network: exogenous noise, then linear classification and regression heads.
 
@@ -859,6 +880,8 @@ class Action(nn.Module):
         ignore_index: int = -100,
         temperature: float = 1.0,
         chunk_size: int | tuple[int, int] | None = None,
+        reg_scale_power: float = 0.0,
+        reg_context_tokens: int = 0,
     ) -> losses.CausalLMLoss:
         r"""The training objective in standard mode, without any ``[N, V]`` tensor.
 
@@ -886,8 +909,15 @@ class Action(nn.Module):
           independent (after a mixing linear map) takes the exact plain path instead;
         * ``P_<NUM>`` from the single class column ``S[..., num:num+1]`` (one GEMV);
         * regression: :func:`cauchylin.losses.gated_regression_loss` on ``Y`` with
-          ``num_mask = (labels == num_token_id) & counted``; without ``num_token_id`` or
-          ``target_values`` the regression term is exactly 0.
+          ``num_mask = (labels == num_token_id) & counted``, ``scale_power=reg_scale_power`` and,
+          when ``reg_context_tokens = k > 0``, the context of each position keyed by the ``k``
+          tokens before it (read from ``labels``: the input at ``i`` is the label at ``i - 1``
+          along the last dimension). With ``beta = reg_scale_power > 0`` the location's gradient
+          at each ``<NUM>`` target is multiplied by ``d_i^beta`` over its batch mean, ``d_i`` the
+          spread of its context's targets in the batch (the model's detached ``scale_Y_i`` where
+          the context is rare), so that contexts whose numbers have a small spread do not
+          outweigh the others; the loss value and the scale's gradient are the plain NLL's.
+          Without ``num_token_id`` or ``target_values`` the regression term is exactly 0.
 
         Args:
             U: :class:`~cauchylin.CauchyVector` ``[..., C]``, the Abduction output.
@@ -900,13 +930,18 @@ class Action(nn.Module):
             ignore_index: label of positions that do not count.
             temperature: noise temperature ``T`` of the standard mode (1 by default).
             chunk_size: tiles of the fused OvR path (see :func:`cauchylin.losses.ovr_bce_fused`).
+            reg_scale_power: ``beta >= 0`` of the regression's context-scaled location gradient
+                (0: the plain NLL's gradient).
+            reg_context_tokens: ``k`` in ``0..3``, the tokens before a number that key its
+                context (0: the model's own scale stands for every context's spread).
 
         Returns:
             :class:`cauchylin.losses.CausalLMLoss` ``(total, cls, reg)``.
 
         Raises:
-            ValueError: shape mismatches, labels out of range, bad ``alpha`` (from
-                :mod:`cauchylin.losses`), or a bad ``U``/temperature.
+            ValueError: shape mismatches, labels out of range, bad ``alpha`` or
+                ``reg_scale_power`` (from :mod:`cauchylin.losses`), ``reg_context_tokens``
+                outside ``0..3``, or a bad ``U``/temperature.
 
         Example:
             >>> import torch
@@ -921,6 +956,15 @@ class Action(nn.Module):
             (9, 3, torch.Size([8]))
         """
         t = check_temperature(temperature)
+        if (
+            isinstance(reg_context_tokens, bool)
+            or not isinstance(reg_context_tokens, int)
+            or not 0 <= reg_context_tokens <= _MAX_CONTEXT_TOKENS
+        ):
+            raise ValueError(
+                f"reg_context_tokens must be an int in [0, {_MAX_CONTEXT_TOKENS}], "
+                f"got {reg_context_tokens!r}"
+            )
         U = self._check_input(U)
         W, b = (
             self.classifier.weight,
@@ -989,8 +1033,18 @@ class Action(nn.Module):
                 s_num = u_prime.linear(W[k : k + 1].to(U.dtype), b[k : k + 1].to(U.dtype))
                 thr = self.threshold if self.threshold.ndim == 0 else self.threshold[k : k + 1]
                 log_p_num = s_num.ovr_log_prob(thr)[0][..., 0]
+        context = None
+        if reg_context_tokens:
+            context = _context_keys(labels, reg_context_tokens, self.num_classes)
         reg = losses.gated_regression_loss(
-            loc_Y, scale_Y, targets, num_mask, log_p_num, alpha=alpha
+            loc_Y,
+            scale_Y,
+            targets,
+            num_mask,
+            log_p_num,
+            alpha=alpha,
+            scale_power=reg_scale_power,
+            context=context,
         )
         return losses.causal_lm_loss(cls, reg, reg_weight=reg_weight)
 

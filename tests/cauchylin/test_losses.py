@@ -14,6 +14,7 @@ from cauchylin.losses import (
     OvRLoss,
     RegLoss,
     causal_lm_loss,
+    context_weights,
     gated_regression_loss,
     ovr_bce,
     ovr_bce_fused,
@@ -396,6 +397,145 @@ def test_gated_regression_rejects_bad_arguments():
         gated_regression_loss(z, torch.tensor([1.0, -1.0, 1.0]), z, m, validate_args=True)
 
 
+def _nll_reference(loc, scale, y, mask, gate):
+    """Per-position gated Cauchy NLL in float64 from scipy's log-density, by hand."""
+    import numpy as np
+    from scipy.stats import cauchy
+
+    loc, scale, y = (np.asarray(t.detach(), dtype=np.float64) for t in (loc, scale, y))
+    m = np.asarray(mask, dtype=bool)
+    per = np.zeros_like(loc)
+    per[m] = -np.asarray(gate)[m] * cauchy.logpdf(y[m], loc=loc[m], scale=scale[m])
+    return per
+
+
+def _mad_reference(values, keys, mask, scale, min_count, beta):
+    """The context weights by hand: numpy medians per key, the scale for rare keys."""
+    import numpy as np
+
+    v, k, s = (np.asarray(t, dtype=np.float64) for t in (values, keys, scale))
+    m = np.asarray(mask, dtype=bool)
+    d = np.ones_like(v)
+    for idx in zip(*np.nonzero(m), strict=True):
+        same = m & (k == k[idx])
+        mad = np.median(np.abs(v[same] - np.median(v[same])))
+        d[idx] = mad if same.sum() >= min_count and mad > 0 else s[idx]
+    w = np.ones_like(v)
+    w[m] = d[m] ** beta / np.mean(d[m] ** beta)
+    return w
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.0, 2.0])
+@pytest.mark.parametrize("with_context", [False, True])
+def test_context_scaled_regression_value_and_gradients_match_references(beta, with_context):
+    """The value is scipy's NLL; d/d loc is w times the NLL's (central differences with the
+    weights frozen); d/d scale and d/d log_p_num are the plain NLL's."""
+    import numpy as np
+    from scipy.stats import cauchy
+
+    gen = torch.Generator().manual_seed(22)
+    shape = (3, 6)
+    loc = torch.randn(shape, generator=gen, dtype=torch.float64)
+    scale = torch.exp(torch.randn(shape, generator=gen, dtype=torch.float64))
+    y = loc + scale * torch.randn(shape, generator=gen, dtype=torch.float64) * 2
+    mask = torch.rand(shape, generator=gen) < 0.7
+    keys = torch.randint(0, 3, shape, generator=gen)
+    p_num = torch.rand(shape, generator=gen, dtype=torch.float64) * 0.9 + 0.05
+    a, b = loc.clone().requires_grad_(), scale.clone().requires_grad_()
+    lp = p_num.log().requires_grad_()
+    ctx = keys if with_context else None
+    out = gated_regression_loss(a, b, y, mask, lp, alpha=0.25, scale_power=beta, context=ctx)
+    gate = (0.25 + 0.75 * p_num).numpy()
+    per = _nll_reference(loc, scale, y, mask, gate)
+    torch.testing.assert_close(out.per_position, torch.from_numpy(per), rtol=1e-12, atol=1e-14)
+    out.mean.backward()
+    w = _mad_reference(
+        y, keys if with_context else torch.arange(18).reshape(shape), mask, scale, 3, beta
+    )
+    m, yy, n = mask.numpy(), y.numpy(), int(mask.sum())
+
+    def f(lc, sc, lpn):
+        g = 0.25 + 0.75 * np.exp(lpn)
+        return float(-(g[m] * cauchy.logpdf(yy[m], loc=lc[m], scale=sc[m])).sum() / n)
+
+    h = 1e-6
+    base = [loc.numpy(), scale.numpy(), p_num.log().numpy()]
+    for which, grad, factor in ((0, a.grad, w), (1, b.grad, 1.0), (2, lp.grad, 1.0)):
+        fd = np.zeros(shape)
+        for idx in np.ndindex(*shape):
+            args = [t.copy() for t in base]
+            args[which][idx] += h
+            up = f(*args)
+            args[which][idx] -= 2 * h
+            fd[idx] = (up - f(*args)) / (2 * h)
+        np.testing.assert_allclose(grad.numpy(), factor * fd, rtol=1e-6, atol=1e-9)
+
+
+def test_context_weights_match_numpy_medians_and_average_one():
+    gen = torch.Generator().manual_seed(24)
+    y = torch.randn(40, generator=gen) * torch.tensor([0.01, 1.0, 30.0, 5.0]).repeat(10)
+    keys = torch.arange(4).repeat(10)
+    keys[-3:] = torch.tensor([7, 8, 8])  # a key seen once and one seen twice: the scale
+    mask = torch.rand(40, generator=gen) < 0.8
+    scale = torch.rand(40, generator=gen) + 0.1
+    for beta in (1.0, 2.0):
+        w = context_weights(y, scale, mask, beta, keys, min_context_count=3)
+        ref = _mad_reference(y, keys, mask, scale, 3, beta)
+        np_w = torch.from_numpy(ref).to(w.dtype)
+        torch.testing.assert_close(w, np_w, rtol=2e-5, atol=0)
+        assert float(w[mask].mean()) == pytest.approx(1.0, rel=1e-5)
+        assert (w[~mask] == 1).all() and not w.requires_grad
+
+
+def test_context_weights_without_context_are_the_scale_powers():
+    scale = torch.tensor([1e-30, 1e-29, 1e-28, 5.0])  # s^2 underflows float32: log space
+    mask = torch.tensor([True, True, True, False])
+    w = context_weights(torch.zeros(4), scale, mask, 2.0)
+    expected = torch.tensor([1.0, 100.0, 10000.0]) / (10101.0 / 3)
+    torch.testing.assert_close(w[:3], expected, rtol=1e-5, atol=0)
+    assert w[3] == 1.0
+
+
+def test_scale_power_zero_is_the_plain_nll_bit_for_bit():
+    gen = torch.Generator().manual_seed(23)
+    loc, y = torch.randn(3, 4, generator=gen), torch.randn(3, 4, generator=gen)
+    scale = torch.rand(3, 4, generator=gen) + 0.1
+    mask = torch.rand(3, 4, generator=gen) < 0.5
+    grads = []
+    for kw in ({}, {"scale_power": 0.0, "context": torch.zeros(3, 4, dtype=torch.long)}):
+        a = loc.clone().requires_grad_()
+        out = gated_regression_loss(a, scale, y, mask, alpha=1.0, **kw)
+        out.mean.backward()
+        grads.append((out.per_position, a.grad))
+    assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
+
+
+def test_context_scaled_regression_empty_and_bad_arguments():
+    loc = torch.randn(2, 3, requires_grad=True)
+    none = torch.zeros(2, 3, dtype=torch.bool)
+    out = gated_regression_loss(
+        loc,
+        torch.ones(2, 3),
+        torch.zeros(2, 3),
+        none,
+        scale_power=2,
+        context=torch.zeros(2, 3).long(),
+    )
+    assert out.mean.item() == 0.0
+    out.mean.backward()
+    assert (loc.grad == 0).all()
+    z, o, m = torch.zeros(3), torch.ones(3), torch.ones(3, dtype=torch.bool)
+    for bad in (-1.0, float("nan"), float("inf"), "two"):
+        with pytest.raises(ValueError, match="scale_power"):
+            gated_regression_loss(z, o, z, m, scale_power=bad)
+    with pytest.raises(ValueError, match="context must be an integer"):
+        gated_regression_loss(z, o, z, m, scale_power=2, context=torch.zeros(3))
+    with pytest.raises(ValueError, match="context shape"):
+        gated_regression_loss(z, o, z, m, scale_power=2, context=torch.zeros(4).long())
+    with pytest.raises(ValueError, match="min_context_count"):
+        gated_regression_loss(z, o, z, m, scale_power=2, min_context_count=1)
+
+
 # --------------------------------------------------------------------------------------------
 # total
 # --------------------------------------------------------------------------------------------
@@ -506,3 +646,68 @@ def test_empty_batches_give_empty_results_and_zero_gradients(fused, batch):
         torch.zeros(batch), torch.ones(batch), torch.zeros(batch), torch.zeros(batch)
     )
     assert reg.per_position.shape == batch and int(reg.count) == 0 and reg.mean.item() == 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# the context-scaled regression through Action.loss
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_action_loss_keys_contexts_by_the_tokens_before_each_number(k):
+    """Action.loss with reg_context_tokens=k equals gated_regression_loss given contexts built
+    by hand from the k inputs before each position (the labels at i-1 .. i-k of its row)."""
+    from cauchylin import CauchyVector
+    from cauchylin.nn import Action
+    from cauchylin.value_space import to_value_space
+
+    torch.manual_seed(0)
+    C, V, num = 6, 11, 10
+    act = Action(C, V, threshold=0.0, value_space="signed_log1p").double()
+    # rows of "a b <NUM> c <NUM>" patterns: contexts repeat across rows
+    labels = torch.tensor(
+        [[1, 2, num, 3, num, 4, num], [1, 2, num, 5, num, 4, num], [1, 2, num, 3, num, 6, num]] * 2
+    )
+    targets = torch.rand(labels.shape, dtype=torch.float64) * 100
+    loc = torch.randn(*labels.shape, C, dtype=torch.float64, requires_grad=True)
+    scale = torch.rand(*labels.shape, C, dtype=torch.float64) + 0.05
+    U = CauchyVector(loc, scale)
+    out = act.loss(
+        U, labels, targets, num_token_id=num, alpha=1.0, reg_scale_power=2.0, reg_context_tokens=k
+    )
+    (g_loc,) = torch.autograd.grad(out.reg.mean, loc)
+
+    names: dict[tuple[int, ...], int] = {}
+    hand = torch.zeros(labels.shape, dtype=torch.long)
+    for r in range(labels.shape[0]):
+        for i in range(labels.shape[1]):
+            before = tuple(int(labels[r, i - j]) if i - j >= 0 else -1 for j in range(1, k + 1))
+            hand[r, i] = names.setdefault(before, len(names))
+    loc2 = loc.detach().clone().requires_grad_()
+    Y = act(CauchyVector(loc2, scale), "standard").Y
+    mask = labels == num
+    t = to_value_space(targets, "signed_log1p")
+    ref = gated_regression_loss(
+        Y.loc[..., 0], Y.scale[..., 0], t, mask, scale_power=2.0, context=hand
+    )
+    torch.testing.assert_close(out.reg.mean, ref.mean, rtol=1e-12, atol=0)
+    (g_ref,) = torch.autograd.grad(ref.mean, loc2)
+    torch.testing.assert_close(g_loc, g_ref, rtol=1e-10, atol=1e-14)
+    # the contexts matter: with k >= 1 the weights differ from those of the model's scale alone
+    plain = act.loss(U, labels, targets, num_token_id=num, alpha=1.0, reg_scale_power=2.0)
+    (g_plain,) = torch.autograd.grad(plain.reg.mean, loc)
+    assert not torch.allclose(g_plain, g_loc)
+
+
+def test_action_loss_refuses_bad_context_settings():
+    from cauchylin import CauchyVector
+    from cauchylin.nn import Action
+
+    act = Action(4, 6)
+    U = CauchyVector(torch.zeros(2, 3, 4), torch.ones(2, 3, 4))
+    labels = torch.tensor([[5, 1, 5], [2, 5, 0]])
+    for bad in (-1, 4, 1.5, True):
+        with pytest.raises(ValueError, match="reg_context_tokens"):
+            act.loss(U, labels, torch.ones(2, 3), num_token_id=5, reg_context_tokens=bad)
+    with pytest.raises(ValueError, match="scale_power"):
+        act.loss(U, labels, torch.ones(2, 3), num_token_id=5, reg_scale_power=-2.0)
