@@ -6,10 +6,12 @@
 #      the sdist breaks the wheel too); `twine check --strict` on both;
 #   3. check the archives: both packages in the wheel at their import paths, no tests, LICENSE
 #      and README in both;
-#   4. install the wheel into a fresh venv (`--system-site-packages`: torch and transformers are
-#      used from this environment, not downloaded again; cauchylin itself must come from the
-#      wheel, which the smoke test checks) and run scripts/wheel_smoke.py from outside the
-#      checkout.
+#   4. install the wheel (--no-deps) into a fresh venv that sees this environment's packages
+#      (torch, transformers, ... are used from here, not downloaded again; cauchylin itself must
+#      come from the wheel, which the smoke test checks) and run scripts/wheel_smoke.py from
+#      outside the checkout.
+# "This environment" is $PYTHON's (default python3): the system interpreter, a venv or a conda
+# environment alike.
 # Needs the dev extra (build, twine). Run: bash scripts/check_wheel.sh   (about a minute)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,11 +63,35 @@ print(f"[wheel] archives hold both packages ({len(names)} files in the wheel), L
 EOF
 
 echo "[wheel] installing the wheel into a fresh venv"
-"$PY" -m venv --system-site-packages "$work/venv"
+"$PY" -m venv "$work/venv"
 venv_py="$work/venv/bin/python"
-# --no-deps: the requirements are already installed in this environment (the smoke test checks
-# that they satisfy the wheel's metadata); --force-reinstall: never "already satisfied" by an
-# editable install of the same version.
+# The dependencies: a .pth file in the fresh venv lists the package folders of $PY's environment.
+# Not `venv --system-site-packages`: for a venv's python that means its *base* interpreter's
+# packages (no torch, no transformers). The folders of a .pth file come after the venv's own
+# site-packages on sys.path, and the .pth files inside them are not run, so an editable install
+# of this checkout in $PY's environment (an import hook that a .pth file starts) stays out and
+# the wheel's cauchylin is the one imported; the smoke test checks both.
+venv_site="$("$venv_py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+(cd "$work" && "$PY" - "$root" >"$venv_site/_cauchylin_wheel_check_deps.pth") <<'EOF'
+import os, sys, sysconfig
+root = os.path.realpath(sys.argv[1])
+stdlib = {os.path.realpath(sysconfig.get_path(k)) for k in ("stdlib", "platstdlib")}
+for entry in sys.path:
+    path = os.path.realpath(entry) if entry else ""
+    if not path or path == os.getcwd() or not os.path.isdir(path):
+        continue
+    if path in stdlib or os.path.basename(path) == "lib-dynload":  # the standard library
+        continue
+    inside = path == root or path.startswith(root + os.sep)
+    if inside and "site-packages" not in path.split(os.sep):  # the checkout's own folders
+        continue
+    print(path)
+EOF
+echo "[wheel] the venv sees the packages of $("$PY" -c 'import sys; print(sys.prefix)'):" \
+  "$(tr '\n' ' ' <"$venv_site/_cauchylin_wheel_check_deps.pth")"
+# --no-deps: the requirements come from $PY's environment (the smoke test checks that they
+# satisfy the wheel's metadata); --force-reinstall: never "already satisfied" by an editable
+# install of the same version.
 "$venv_py" -m pip install -q --no-deps --force-reinstall --disable-pip-version-check "$wheel"
 version="$(basename "$wheel" | cut -d- -f2)"
 (cd "$work" && PATH="$work/venv/bin:$PATH" OMP_NUM_THREADS=1 \

@@ -2,29 +2,66 @@
 # One entry point for the README's two commands:
 #   bash scripts/run.sh demo   -> installs what is missing, runs the main job
 #   bash scripts/run.sh test   -> installs what is missing, runs lint, the type check, the test suite
-#                                 (numerics twice, on two CPU kernel settings) and the docs build
+#                                 (numerics twice, on two CPU kernel settings), the wheel check,
+#                                 the docs build, then the floor and latest environments
+#                                 (scripts/compat.py); prints the wall time of each part
+# Both work with the system interpreter, in an activated venv, or with PYTHON=/path/to/python.
 # Torch: an installed torch (CPU or CUDA) is used as it is; without one, torch==2.13.0 is installed
 # (the CPU build on machines that carry it). GPU users install their CUDA torch first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
+root="$(pwd -P)"
 export NO_MKDOCS_2_WARNING=1
+
+# pip of $PY; a venv made without pip (uv venv) gets it from the standard library's ensurepip.
+pip_install() {
+  if ! "$PY" -m pip --version >/dev/null 2>&1; then
+    "$PY" -m ensurepip --upgrade >/dev/null
+  fi
+  "$PY" -m pip install -q "$@"
+}
 
 setup() {
   if ! "$PY" -c "import torch" >/dev/null 2>&1; then
     echo "[setup] no torch found: installing torch==2.13.0"
-    "$PY" -m pip install -q "torch==2.13.0"
+    pip_install "torch==2.13.0"
   fi
-  # Reinstall when anything is missing or when the installed packages belong to another checkout.
-  here="$(pwd -P)"
-  if ! "$PY" -c "
-import os, sys, cauchylin, cauchylin_hf, pytest, hypothesis, mkdocs, transformers, peft, mypy, build, twine
-for m in (cauchylin, cauchylin_hf):
-    if not os.path.realpath(m.__file__).startswith(sys.argv[1] + os.sep):
-        sys.exit(1)
-" "$here" >/dev/null 2>&1 || [ "${CAUCHYLIN_REINSTALL:-0}" = "1" ]; then
+  # Reinstall when cauchylin or cauchylin_hf is not this checkout's editable install (the
+  # check runs from outside the checkout, so the current folder cannot answer for them), when
+  # the installed metadata is not this pyproject.toml's, or when a requirement of the hf, dev
+  # and docs extras is missing or too old; compat.py check-installed says which.
+  if ! (cd / && "$PY" "$root/scripts/compat.py" check-installed hf dev docs) \
+    || [ "${CAUCHYLIN_REINSTALL:-0}" = "1" ]; then
     echo "[setup] installing cauchylin with the hf, dev and docs extras (editable)"
-    "$PY" -m pip install -q -e ".[hf,dev,docs]"
+    pip_install -e ".[hf,dev,docs]"
+  fi
+}
+
+# The wall time of each part of a command, printed at its end (also when a part fails).
+part_names=()
+part_times=()
+part_start=$SECONDS
+part() {
+  part_close
+  echo "== $1"
+  part_names+=("$1")
+  part_start=$SECONDS
+}
+part_close() {
+  if [ "${#part_names[@]}" -gt "${#part_times[@]}" ]; then
+    part_times+=("$((SECONDS - part_start))")
+  fi
+}
+report_times() {
+  local status=$?
+  part_close
+  if [ "${#part_times[@]}" -gt 0 ]; then
+    echo "== wall time of each part (exit status $status)"
+    for i in "${!part_times[@]}"; do
+      printf '%6d s  %s\n' "${part_times[$i]}" "${part_names[$i]}"
+    done
+    printf '%6d s  in all\n' "$SECONDS"
   fi
 }
 
@@ -40,18 +77,20 @@ case "$cmd" in
     fi
     ;;
   test)
+    trap report_times EXIT
+    part "setup"
     setup
-    echo "== ruff"
+    part "ruff"
     "$PY" -m ruff check .
     "$PY" -m ruff format --check .
-    echo "== mypy"
+    part "mypy"
     "$PY" -m mypy  # files and settings: [tool.mypy] in pyproject.toml
-    echo "== pytest"
+    part "pytest"
     CI="${CI:-true}" "$PY" -m pytest -n 2 --dist loadfile -q "$@"
     # The numerics once more with other CPU kernels: results must not hang on one kernel's
     # rounding (MKL picks AVX-512, AVX2 or SSE code paths by CPU; ATen its own vector width).
     if grep -qs avx512f /proc/cpuinfo; then mkl_alt=AVX2; else mkl_alt=SSE4_2; fi
-    echo "== pytest tests/cauchylin with MKL_ENABLE_INSTRUCTIONS=$mkl_alt ATEN_CPU_CAPABILITY=default"
+    part "pytest tests/cauchylin with MKL_ENABLE_INSTRUCTIONS=$mkl_alt ATEN_CPU_CAPABILITY=default"
     # Its own inductor cache: torch's cache does not key on ATEN_CPU_CAPABILITY, and a loop
     # compiled with vector code above fails to rebuild without the vector headers here.
     inductor_cache="$(mktemp -d)"
@@ -78,12 +117,23 @@ case "$cmd" in
     rm -rf "$inductor_cache"
     # The package as users get it: build the sdist and the wheel, twine check, install the wheel
     # into a fresh venv and run a smoke test there (about a minute).
-    echo "== wheel: build, twine check, install into a fresh venv, smoke test"
+    part "wheel: build, twine check, install into a fresh venv, smoke test"
     PYTHON="$PY" bash scripts/check_wheel.sh
     if [ -f mkdocs.yml ]; then
       # No -q: it would hide the warnings that --strict turns into a failure.
-      echo "== mkdocs build --strict"
+      part "mkdocs build --strict"
       "$PY" -m mkdocs build --strict -d "$(mktemp -d)/site"
+    fi
+    # The declared dependency range: a fresh venv at the floors of every dependency and one at
+    # the latest releases, each running mypy, the core and adapter tests and the quick demo
+    # (scripts/compat.py; about 15 minutes). Skipped when pytest arguments narrow the run, or
+    # with CAUCHYLIN_COMPAT=0.
+    if [ "$#" -gt 0 ] || [ "${CAUCHYLIN_COMPAT:-1}" = "0" ]; then
+      echo "== compat: skipped (pytest arguments given or CAUCHYLIN_COMPAT=0); run it alone" \
+        "with: $PY scripts/compat.py"
+    else
+      part "compat: the floor and the latest environments"
+      "$PY" scripts/compat.py
     fi
     ;;
   *)

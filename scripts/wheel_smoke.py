@@ -2,8 +2,9 @@
 
 Checks, in this order, and exits non-zero at the first failure:
 
-1. ``cauchylin`` and ``cauchylin_hf`` import from this environment's site-packages (not from a
-   checkout or an editable install), at the version of the wheel;
+1. ``cauchylin`` and ``cauchylin_hf`` import from this venv's site-packages, from the files the
+   wheel installed (its RECORD), whose metadata is the one found first (not a checkout, not an
+   editable install in the environment whose packages the venv borrows), at the wheel's version;
 2. the wheel's declared requirements (with the ``hf`` extra) are installed at versions that
    satisfy them;
 3. a ``CauchyVector`` round trip: a linear map's exact marginals against the closed form
@@ -45,13 +46,32 @@ def check_installed(version: str) -> None:
     import cauchylin
 
     site = Path(sysconfig.get_paths()["purelib"]).resolve()
+    # The distribution metadata found first must be the wheel's, in this venv (not an editable
+    # install of the checkout in the environment whose packages this venv borrows), and the
+    # imported modules must be files that the wheel's RECORD lists.
+    dist = metadata.distribution("cauchylin")
+    where = Path(str(dist.locate_file(""))).resolve()
+    if where != site:
+        sys.exit(f"the cauchylin metadata found first is in {where}, not in this venv's {site}")
+    recorded = {Path(str(dist.locate_file(f))).resolve() for f in dist.files or []}
     for module in (cauchylin, cauchylin_hf):
         where = Path(module.__file__ or "").resolve()
-        if site not in where.parents:
-            sys.exit(f"{module.__name__} comes from {where}, not from this venv's {site}")
-    if cauchylin.__version__ != version:
-        sys.exit(f"cauchylin.__version__ is {cauchylin.__version__}, the wheel is {version}")
-    step(f"cauchylin {cauchylin.__version__} and cauchylin_hf import from {site}")
+        if site not in where.parents or where not in recorded:
+            sys.exit(f"{module.__name__} comes from {where}, not from the wheel in {site}")
+    if cauchylin.__version__ != version or dist.version != version:
+        sys.exit(
+            f"cauchylin.__version__ is {cauchylin.__version__} and its metadata says "
+            f"{dist.version}; the wheel is {version}"
+        )
+    import torch
+    import transformers
+
+    borrowed = ", ".join(
+        f"{m.__name__} {m.__version__} from {Path(m.__file__ or '').resolve().parents[1]}"
+        for m in (torch, transformers)
+    )
+    step(f"cauchylin {cauchylin.__version__} and cauchylin_hf import from the wheel in {site}")
+    step(f"dependencies from the running environment: {borrowed}")
 
 
 def check_requirements() -> None:
