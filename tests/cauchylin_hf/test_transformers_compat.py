@@ -51,9 +51,7 @@ def test_forward_and_encode_accept_both_names(model, name):
     assert first.cache.get_seq_length() == 3
     step = model(ids[:, 3:4], numeric_values=values[:, 3:4], use_cache=True, **{name: first.cache})
     torch.testing.assert_close(step.loc_S[:, 0], full.loc_S[:, 3], rtol=1e-5, atol=1e-5)
-    hidden, cache = model.encode(
-        ids[:, 4:5], values[:, 4:5], use_cache=True, **{name: step.cache}
-    )
+    hidden, cache = model.encode(ids[:, 4:5], values[:, 4:5], use_cache=True, **{name: step.cache})
     assert cache.get_seq_length() == 5
     torch.testing.assert_close(model.heads(hidden)[1].loc_Y[:, 0], full.loc_Y[:, 4])
 
