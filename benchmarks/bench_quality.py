@@ -1,25 +1,47 @@
-"""Quality: the causal language model against a plain softmax-CE language model, at equal budget.
+"""Quality: the causal language model against language-model and regression baselines, at equal budget.
 
-For each table, both models get the same Qwen2 backbone (built from a config, nothing downloaded),
-the same steps, batch, learning rate, cosine schedule and seed (``cauchylin_hf.app.compare``).
+For each table every model gets the same Qwen2 backbone (H=64, 2 layers, built from a config,
+nothing downloaded), the same steps, batch, learning rate, cosine schedule and seed
+(``cauchylin_hf.app.compare``):
+
+* ``causal``: the causal language model with the library's defaults (``--variants`` adds causal
+  models with other settings, e.g. the previous default of the regression loss);
+* ``CE text LM``: a plain softmax cross-entropy language model on the digit text, read two ways:
+  the first number of its greedy continuation, and (``, median of 32 samples``) the median of 32
+  sampled continuations' numbers with their sample quantiles as intervals;
+* ``CE + NTL``: the same plus the Number Token Loss (``ntloss``, NTL-WAS, weight 0.3), read both
+  ways;
+* ``MSE head``: a pointwise regression head (a linear layer on the final hidden state before the
+  target, squared error in the value space, the causal model's ``<NUM>`` inputs, no text loss).
+
 Each is scored on the *target number* (the last number) of every held-out text: MAE, median
-absolute error (MdAE), Spearman with the truth, coverage of the causal model's central 50/80/90%
-intervals, next-token accuracy on the text tokens that are not numbers, and training time. Beside
-them: predicting the training median, and for the scikit-learn tables a linear regression on the
-raw features. Then each model again with 10% of the training targets multiplied by 100.
+absolute error (MdAE), Spearman with the truth, coverage of the central 50/80/90% intervals, the
+spread of its predictions (sd of ``sign(y) ln(1 + |y|)`` over the truth's: near 0 means a
+constant), next-token accuracy on the text tokens that are not numbers, training time. Beside
+them: predicting the training median, and for the tables a linear regression on the raw features.
+``--corrupt`` retrains the causal and CE models at 1000 steps with 10% of the training targets
+multiplied by 100. ``--pretrained`` adds the path users take with a real decoder: a backbone first
+trained with plain cross-entropy on other text (the demo corpus, ``--pretrain-steps``), then
+fine-tuned on the table for 1000 steps either as the causal model (``from_base``) or by continued
+cross-entropy.
 
 Tables: ``demo`` (the embedded numeric corpus), ``cancer`` (scikit-learn's breast_cancer: seven
-"mean" features, target "mean area"), ``diabetes`` (scikit-learn's diabetes, unscaled: ten
-features, target progression); 80/20 split with seed 0.
+"mean" features, target "mean area"), ``diabetes`` (unscaled: ten features, target progression),
+``friedman1``-``friedman3`` (scikit-learn's generators, 600 rows, seed 0, their default noise 0,
+features and target written with four significant digits), ``wine`` (the twelve other columns,
+target flavanoids: the column a linear regression on the others predicts best); 80/20 splits with
+seed 0.
 
-``--ablation`` trains the causal model once per changed default (each set back to its previous
-value alone) and prints the effect of each. ``--variants`` adds causal models with other settings.
+Results are written to ``--json`` after every training run (a rerun with ``--resume`` skips the
+runs already there), so an interrupted grid keeps what it measured. ``--ablation`` trains the
+causal model once per changed default (each set back to its previous value alone).
 
-Run (about 15 minutes on 2 cores with ``--workers 2``)::
+Run (the full grid is many hours on 2 shared cores; one training process at a time)::
 
-    python benchmarks/bench_quality.py --json docs/assets/benchmarks/quality.json \
-        --plot docs/assets/benchmarks/quality.png
-    python benchmarks/bench_quality.py --ablation --datasets cancer,demo \
+    python benchmarks/bench_quality.py --steps 300,1000,3000 --seeds 0,1,2 --corrupt 0.1 \\
+        --pretrained --json docs/assets/benchmarks/quality_curves.json \\
+        --plot docs/assets/benchmarks/quality_curves.png --resume
+    python benchmarks/bench_quality.py --ablation --tables cancer --seeds 0,1,2,3,4 \\
         --json docs/assets/benchmarks/quality_ablation.json
 """
 
@@ -28,9 +50,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import multiprocessing as mp
 import os
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -39,6 +61,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 LEVELS = (0.5, 0.8, 0.9)
+SAMPLES = 32
+TABLES = ("demo", "cancer", "diabetes", "friedman1", "friedman2", "friedman3", "wine")
+PRETRAIN_TEXTS = 4000
+FINETUNE_STEPS = 1000
 
 # The defaults chosen by this benchmark, and the values they replaced (the ablation sets each
 # back alone). Keep in step with CauchyLMConfig's defaults.
@@ -49,18 +75,48 @@ ABLATION: dict[str, dict[str, Any]] = {
     "alpha=0": {"alpha": 0.0},
     "w_num_scale=None (unit w_num)": {"w_num_scale": None},
     "classifier_lr_scale=1": {"classifier_lr_scale": 1.0},
-    "threshold=0": {"threshold": 0.0},
+    "threshold=100": {"threshold": 100.0},
+    "reg_scale_power=0 (plain NLL gradient)": {"reg_scale_power": 0.0},
+    "reg_context_tokens=0 (the model's scale)": {"reg_context_tokens": 0},
 }
 
+# Causal models with other settings (``--variants``); "causal" is the defaults.
 VARIANTS: dict[str, dict[str, Any]] = {
     "causal": {},
+    "causal (plain NLL gradient)": {"reg_scale_power": 0.0},
+    "causal (model's scale as spread)": {"reg_context_tokens": 0},
     "causal (classifier_lr_scale=1)": {"classifier_lr_scale": 1.0},
 }
+
+# Model kinds (``--models``) and the names of the rows they produce.
+MODELS = {
+    "causal": "causal",
+    "text": "CE text LM",
+    "ntl": "CE + NTL",
+    "mse": "MSE head",
+}
+SAMPLED = f", median of {SAMPLES} samples"
 
 
 def _fmt(x: float) -> str:
     s = repr(float(x))
     return s[:-2] if s.endswith(".0") else s
+
+
+def _sig4(x: float) -> str:
+    """``x`` with four significant digits, in plain decimals (never an exponent)."""
+    if x == 0:
+        return "0"
+    digits = max(0, 3 - math.floor(math.log10(abs(x))))
+    s = f"{x:.{digits}f}"
+    return s.rstrip("0").rstrip(".") if "." in s else s
+
+
+def _rows(names: list[str], X: Any, y: Any, target: str, fmt: Any) -> list[str]:
+    return [
+        ", ".join(f"{n} {fmt(v)}" for n, v in zip(names, x, strict=True)) + f", {target} {fmt(t)}."
+        for x, t in zip(X, y, strict=True)
+    ]
 
 
 def load_table(name: str, quick: bool = False) -> tuple[list[str], list[str], Any]:
@@ -71,10 +127,12 @@ def load_table(name: str, quick: bool = False) -> tuple[list[str], list[str], An
         n_train, n_held = (400, 40) if quick else (4000, 200)
         s = make_splits(n_train, n_held, seed=0)
         return list(s.train), list(s.heldout), None
-    from sklearn.datasets import load_breast_cancer, load_diabetes
+    import numpy as np
+    from sklearn import datasets
 
+    fmt = _fmt
     if name == "cancer":
-        d = load_breast_cancer()
+        d = datasets.load_breast_cancer()
         cols = [0, 1, 2, 4, 5, 6, 7]
         names = [
             "radius",
@@ -87,17 +145,35 @@ def load_table(name: str, quick: bool = False) -> tuple[list[str], list[str], An
         ]
         X, y, target = d.data[:, cols], d.data[:, 3], "area"
     elif name == "diabetes":
-        d = load_diabetes(scaled=False)
+        d = datasets.load_diabetes(scaled=False)
         # s1..s6 are serum measurements; their names keep digits out of the field names
         names = ["age", "sex", "bmi", "bp", "tc", "ldl", "hdl", "tch", "ltg", "glu"]
         X, y, target = d.data, d.target, "progression"
+    elif name in ("friedman1", "friedman2", "friedman3"):
+        make = getattr(datasets, f"make_{name}")
+        X, y = make(n_samples=600, random_state=0)
+        if name == "friedman1":
+            names = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
+            target = "response"
+        else:  # the circuit of Friedman #2/#3: resistance, frequency, inductance, capacitance
+            names = ["resistance", "frequency", "inductance", "capacitance"]
+            target = "impedance" if name == "friedman2" else "phase"
+        fmt = _sig4
+        X = np.vectorize(lambda v: float(_sig4(v)))(X)
+        y = np.vectorize(lambda v: float(_sig4(v)))(y)
+    elif name == "wine":
+        d = datasets.load_wine()
+        j = d.feature_names.index("flavanoids")
+        # digit-free field names (od280/od315 is the optical-density ratio)
+        names = [
+            n.replace("od280/od315_of_diluted_wines", "density ratio").replace("_", " ")
+            for k, n in enumerate(d.feature_names)
+            if k != j
+        ]
+        X, y, target = np.delete(d.data, j, axis=1), d.data[:, j], "flavanoids"
     else:
         raise SystemExit(f"unknown table {name!r}")
-    rows = [
-        ", ".join(f"{n} {_fmt(v)}" for n, v in zip(names, x, strict=True))
-        + f", {target} {_fmt(t)}."
-        for x, t in zip(X, y, strict=True)
-    ]
+    rows = _rows(names, X, y, target, fmt)
     idx = list(range(len(rows)))
     random.Random(0).shuffle(idx)
     cut = int(0.8 * len(rows))
@@ -108,8 +184,39 @@ def load_table(name: str, quick: bool = False) -> tuple[list[str], list[str], An
     return [rows[i] for i in tr], [rows[i] for i in te], data
 
 
-def _job(job: dict[str, Any]) -> dict[str, Any]:
-    """One training run in a worker process (one torch thread)."""
+def _spread(pred: Any, true: Any) -> float:
+    """sd of ``sign(y) ln(1 + |y|)`` of the predictions over that of the truth."""
+    import torch
+
+    def t(v: Any) -> Any:
+        v = torch.as_tensor(v, dtype=torch.float64)
+        return torch.sign(v) * torch.log1p(v.abs())
+
+    sd = float(t(true).std())
+    return float(t(pred).std()) / sd if sd > 0 else math.nan
+
+
+_PRETRAINED: dict[tuple[int, int, bool], Any] = {}
+
+
+def _pretrained(job: dict[str, Any]) -> Any:
+    """The CE-pretrained backbone of a job's seed (trained once per process)."""
+    from cauchylin_hf.app import compare
+    from cauchylin_hf.app.corpus import make_splits
+
+    key = (job["seed"], job["pretrain_steps"], job["quick"])
+    if key not in _PRETRAINED:
+        n = 400 if job["quick"] else PRETRAIN_TEXTS
+        texts = list(make_splits(n, 0, seed=1).train)
+        recipe = compare.Recipe(**{**job["recipe"], "max_steps": job["pretrain_steps"]})
+        start = time.perf_counter()
+        _PRETRAINED[key] = compare.pretrain_text_backbone(texts, recipe)
+        print(f"  pretrained a CE backbone in {time.perf_counter() - start:.0f} s", flush=True)
+    return _PRETRAINED[key]
+
+
+def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """One training run (one torch thread); its scored rows (two readings for text models)."""
     import torch
 
     torch.set_num_threads(1)
@@ -119,48 +226,77 @@ def _job(job: dict[str, Any]) -> dict[str, Any]:
     if job["corrupt"]:
         train = compare.corrupt_targets(train, fraction=job["corrupt"], factor=100.0, seed=1)
     recipe = compare.Recipe(**job["recipe"]).with_settings(**job["settings"])
+    base = _pretrained(job) if job["start"] == "pretrained" else None
+    fallback = compare.training_median(train)
     start = time.perf_counter()
-    if job["kind"] == "text":
-        model, tok, seconds = compare.train_text_baseline(train, recipe)
-        pred, parsed = compare.baseline_predictions(
-            model, tok, held, fallback=compare.training_median(train)
-        )
+    scored: list[tuple[str, compare.Scores, Any]] = []
+    if job["kind"] in ("text", "ntl"):
+        ntl = compare.NTL_WEIGHT if job["kind"] == "ntl" else 0.0
+        model, tok, seconds = compare.train_text_baseline(train, recipe, ntl_weight=ntl, base=base)
+        acc = compare.text_accuracy(model, tok, held, causal=False)
+        pred, parsed = compare.baseline_predictions(model, tok, held, fallback=fallback)
         true = torch.tensor([compare.split_at_target(t)[1] for t in held], dtype=torch.float64)
         s = compare.score(
-            pred,
-            true,
-            text_accuracy=compare.text_accuracy(model, tok, held, causal=False),
-            train_seconds=seconds,
-            extra={"parsed": parsed},
+            pred, true, text_accuracy=acc, train_seconds=seconds, extra={"parsed": parsed}
         )
-    else:
-        model, ntok, seconds = compare.train_causal(train, recipe)
-        p = compare.causal_predictions(model, ntok, held, LEVELS)
+        scored.append((job["name"], s, pred))
+        p = compare.sampled_predictions(
+            model, tok, held, fallback=fallback, samples=SAMPLES, levels=LEVELS, seed=job["seed"]
+        )
         s = compare.score(
             p["median"],
             p["true"],
+            text_accuracy=acc,
+            train_seconds=seconds,
+            lower=p["lower"],
+            upper=p["upper"],
+            levels=LEVELS,
+            extra={"parsed": p["parsed"]},
+        )
+        scored.append((job["name"] + SAMPLED, s, p["median"]))
+    elif job["kind"] == "mse":
+        reg, ntok, seconds = compare.train_mse_head(train, recipe)
+        p = compare.mse_head_predictions(reg, ntok, held)
+        true = p["true"]
+        s = compare.score(p["median"], true, text_accuracy=math.nan, train_seconds=seconds)
+        scored.append((job["name"], s, p["median"]))
+    else:
+        model, ntok, seconds = compare.train_causal(train, recipe, base=base)
+        p = compare.causal_predictions(model, ntok, held, LEVELS)
+        true = p["true"]
+        s = compare.score(
+            p["median"],
+            true,
             text_accuracy=compare.text_accuracy(model, ntok, held, causal=True),
             train_seconds=seconds,
             lower=p["lower"],
             upper=p["upper"],
             levels=LEVELS,
         )
-    out = {k: job[k] for k in ("table", "kind", "name", "corrupt")}
-    out.update(
-        mae=s.mae,
-        mdae=s.mdae,
-        spearman=s.spearman,
-        coverage={str(k): v for k, v in s.coverage.items()},
-        text_accuracy=s.text_accuracy,
-        train_seconds=s.train_seconds,
-        wall_seconds=time.perf_counter() - start,
-        **s.extra,
-    )
-    print(
-        f"  done: {out['table']:9s} {out['name']:34s} corrupt={out['corrupt']} "
-        f"MdAE={out['mdae']:.4g} text acc={out['text_accuracy']:.3f}",
-        flush=True,
-    )
+        scored.append((job["name"], s, p["median"]))
+    truth = [compare.split_at_target(t)[1] for t in held]
+    out = []
+    for name, s, pred in scored:
+        row = {k: job[k] for k in ("table", "kind", "steps", "seed", "corrupt", "start")}
+        row.update(
+            name=name,
+            mae=s.mae,
+            mdae=s.mdae,
+            spearman=s.spearman,
+            spread=_spread(pred, truth),
+            coverage={str(k): v for k, v in s.coverage.items()},
+            text_accuracy=s.text_accuracy,
+            train_seconds=s.train_seconds,
+            wall_seconds=time.perf_counter() - start,
+            **s.extra,
+        )
+        out.append(row)
+        print(
+            f"  done: {row['table']:9s} {name:36s} steps={row['steps']:<5d} seed={row['seed']} "
+            f"{row['start']:10s} corrupt={row['corrupt']} MdAE={row['mdae']:.4g} "
+            f"spread={row['spread']:.2f} text acc={row['text_accuracy']:.3f}",
+            flush=True,
+        )
     return out
 
 
@@ -174,23 +310,29 @@ def reference_rows(table: str, quick: bool) -> list[dict[str, Any]]:
 
     train, held, data = load_table(table, quick)
     true = np.array([split_at_target(t)[1] for t in held])
-    rows = []
+    common = {
+        "table": table,
+        "kind": "reference",
+        "steps": 0,
+        "seed": 0,
+        "corrupt": 0.0,
+        "start": "scratch",
+        "coverage": {},
+        "text_accuracy": math.nan,
+        "train_seconds": 0.0,
+    }
     med = training_median(train)
     err = np.abs(true - med)
-    rows.append(
+    rows = [
         {
-            "table": table,
-            "kind": "reference",
+            **common,
             "name": "training median",
-            "corrupt": 0.0,
             "mae": float(err.mean()),
             "mdae": float(np.median(err)),
             "spearman": math.nan,
-            "coverage": {},
-            "text_accuracy": math.nan,
-            "train_seconds": 0.0,
+            "spread": 0.0,
         }
-    )
+    ]
     if data is not None:
         from sklearn.linear_model import LinearRegression
 
@@ -199,217 +341,377 @@ def reference_rows(table: str, quick: bool) -> list[dict[str, Any]]:
         err = np.abs(pred - yte)
         rows.append(
             {
-                "table": table,
-                "kind": "reference",
+                **common,
                 "name": "linear regression (features)",
-                "corrupt": 0.0,
                 "mae": float(err.mean()),
                 "mdae": float(np.median(err)),
                 "spearman": rank_correlation(torch.tensor(pred), torch.tensor(yte)),
-                "coverage": {},
-                "text_accuracy": math.nan,
-                "train_seconds": 0.0,
+                "spread": _spread(pred, yte),
             }
         )
     return rows
 
 
-def print_tables(rows: list[dict[str, Any]], tables: list[str], corrupt_share: float) -> None:
+def _sel(rows: list[dict[str, Any]], **keys: Any) -> list[dict[str, Any]]:
+    return [r for r in rows if all(r.get(k) == v for k, v in keys.items())]
+
+
+def _median(values: list[float]) -> float:
+    values = [v for v in values if not math.isnan(v)]
+    return statistics.median(values) if values else math.nan
+
+
+def print_tables(rows: list[dict[str, Any]], tables: list[str]) -> None:
+    """Per table, start, corruption and budget: every model's seeds and their median."""
     head = (
-        f"{'model':36s} {'MAE':>9s} {'MdAE':>9s} {'Spearman':>8s} {'cov50':>6s} "
-        f"{'cov80':>6s} {'cov90':>6s} {'text acc':>8s} {'train s':>8s}"
+        f"{'model':42s} {'steps':>5s} {'seed':>4s} {'MAE':>9s} {'MdAE':>9s} {'Spearman':>8s} "
+        f"{'spread':>6s} {'cov50':>6s} {'cov80':>6s} {'cov90':>6s} {'text acc':>8s} {'train s':>8s}"
     )
     for table in tables:
-        for corrupt in sorted({r["corrupt"] for r in rows if r["table"] == table}):
-            sel = [r for r in rows if r["table"] == table and r["corrupt"] == corrupt]
-            if not sel:
-                continue
-            tag = "clean" if not corrupt else f"{corrupt:.0%} of training targets x100"
-            print(f"\n== {table} ({tag})\n{head}")
-            for r in sel:
-                cov = [r["coverage"].get(str(c), math.nan) for c in LEVELS]
-                print(
-                    f"{r['name']:36s} {r['mae']:9.4g} {r['mdae']:9.4g} {r['spearman']:8.3f} "
-                    + " ".join(f"{c:6.2f}" for c in cov)
-                    + f" {r['text_accuracy']:8.3f} {r['train_seconds']:8.1f}"
-                )
+        trained = [r for r in rows if r["table"] == table and r["kind"] != "reference"]
+        refs = _sel(rows, table=table, kind="reference")
+        for start in ("scratch", "pretrained"):
+            for corrupt in sorted({r["corrupt"] for r in trained}):
+                sel = _sel(trained, start=start, corrupt=corrupt)
+                if not sel:
+                    continue
+                tag = "clean" if not corrupt else f"{corrupt:.0%} of training targets x100"
+                where = "" if start == "scratch" else ", fine-tuned from a CE-pretrained backbone"
+                print(f"\n== {table} ({tag}{where})\n{head}")
+                for r in refs if start == "scratch" and not corrupt else []:
+                    print(f"{r['name']:42s} {'':5s} {'':4s} {r['mae']:9.4g} {r['mdae']:9.4g}")
+                names = list(dict.fromkeys(r["name"] for r in sel))
+                for steps in sorted({r["steps"] for r in sel}):
+                    for name in names:
+                        mine = sorted(_sel(sel, name=name, steps=steps), key=lambda r: r["seed"])
+                        for r in mine:
+                            cov = [r["coverage"].get(str(c), math.nan) for c in LEVELS]
+                            print(
+                                f"{name:42s} {steps:5d} {r['seed']:4d} {r['mae']:9.4g} "
+                                f"{r['mdae']:9.4g} {r['spearman']:8.3f} {r['spread']:6.2f} "
+                                + " ".join(f"{c:6.2f}" for c in cov)
+                                + f" {r['text_accuracy']:8.3f} {r['train_seconds']:8.1f}"
+                            )
+                        if len(mine) > 1:
+                            print(
+                                f"{name:42s} {steps:5d} {'med':>4s} "
+                                f"{_median([r['mae'] for r in mine]):9.4g} "
+                                f"{_median([r['mdae'] for r in mine]):9.4g}"
+                            )
 
-        text = _pick(rows, table, "CE text LM", 0.0)
-        if text is None:
-            continue
-        print(
-            f"-- {table}: against the CE text LM (MdAE ratio <= 1 wins; Spearman, text acc. "
-            "differences >= 0 win)"
-        )
-        for r in rows:
-            if r["table"] != table or r["corrupt"] or r["kind"] != "causal":
-                continue
-            line = (
-                f"   {r['name']:34s} MdAE ratio {r['mdae'] / text['mdae']:.3f}  "
-                f"Spearman {r['spearman'] - text['spearman']:+.3f}  "
-                f"text acc {100 * (r['text_accuracy'] - text['text_accuracy']):+.1f} points"
+
+def check_targets(rows: list[dict[str, Any]], tables: list[str]) -> list[dict[str, Any]]:
+    """The quality targets of the causal model, per table (medians over seeds, clean data).
+
+    On a table where the linear regression's MdAE is at most half the training median's: at
+    1000 steps every seed's MdAE is at most half the training median's (no seed falls back) and
+    the median MdAE is at most that of the CE text LM and of CE + NTL (either reading); at 300
+    steps at most the CE text LM's at 300. On every table: 50% coverage in [0.4, 0.6], 90% in
+    [0.8, 0.97], corrupting 10% of the targets moves the MdAE by at most 10%, and the text-token
+    accuracy is within 2 points of the CE text LM's.
+    """
+    out = []
+    for table in tables:
+        refs = {r["name"]: r for r in _sel(rows, table=table, kind="reference")}
+        med = refs.get("training median", {}).get("mdae", math.nan)
+        lin = refs.get("linear regression (features)", {}).get("mdae", math.nan)
+        res: dict[str, Any] = {"table": table, "learnable": lin <= med / 2}
+        clean = _sel(rows, table=table, corrupt=0.0, start="scratch")
+
+        def mdae(name: str, steps: int, rows: list[dict[str, Any]] = clean) -> float:
+            return _median([r["mdae"] for r in _sel(rows, name=name, steps=steps)])
+
+        def best(names: tuple[str, ...], steps: int) -> float:
+            values = [mdae(n, steps) for n in names]
+            values = [v for v in values if not math.isnan(v)]
+            return min(values) if values else math.nan
+
+        ce = (MODELS["text"], MODELS["text"] + SAMPLED)
+        ntl = (MODELS["ntl"], MODELS["ntl"] + SAMPLED)
+        at1000 = _sel(clean, name="causal", steps=1000)
+        if at1000:
+            res["seeds_fall_back"] = sum(r["mdae"] > med / 2 for r in at1000)
+            res["mdae_1000"] = mdae("causal", 1000)
+            res["ce_1000"] = best(ce, 1000)
+            res["ntl_1000"] = best(ntl, 1000)
+            res["cov50"] = _median([r["coverage"].get("0.5", math.nan) for r in at1000])
+            res["cov90"] = _median([r["coverage"].get("0.9", math.nan) for r in at1000])
+            res["text_acc_gap"] = _median([r["text_accuracy"] for r in at1000]) - _median(
+                [r["text_accuracy"] for r in _sel(clean, name=MODELS["text"], steps=1000)]
             )
-            bad = _pick(rows, table, r["name"], corrupt_share)
-            if bad is not None and corrupt_share:
-                line += f"  corrupted/clean MdAE {bad['mdae'] / r['mdae']:.3f}"
-            print(line)
-        bad_text = _pick(rows, table, "CE text LM", corrupt_share)
-        if bad_text is not None and corrupt_share:
-            print(
-                f"   {'CE text LM':34s} corrupted/clean MdAE {bad_text['mdae'] / text['mdae']:.3f}"
-                f" (MAE {text['mae']:.4g} -> {bad_text['mae']:.4g})"
-            )
+            bad = _sel(rows, table=table, name="causal", steps=1000, start="scratch")
+            bad = [r for r in bad if r["corrupt"]]
+            if bad:
+                res["corrupt_ratio"] = _median([r["mdae"] for r in bad]) / res["mdae_1000"]
+        if _sel(clean, name="causal", steps=300):
+            res["mdae_300"] = mdae("causal", 300)
+            res["ce_300"] = best(ce, 300)
+        out.append(res)
+    return out
 
 
-def _pick(
-    rows: list[dict[str, Any]], table: str, name: str, corrupt: float
-) -> dict[str, Any] | None:
-    for r in rows:
-        if r["table"] == table and r["name"] == name and r["corrupt"] == corrupt:
-            return r
-    return None
+def _print_targets(results: list[dict[str, Any]]) -> None:
+    print("\n== targets of the causal model (medians over seeds)")
+    for r in results:
+        parts = [f"{r['table']:9s} learnable={'yes' if r['learnable'] else 'no '}"]
+        for key in (
+            "seeds_fall_back",
+            "mdae_1000",
+            "ce_1000",
+            "ntl_1000",
+            "mdae_300",
+            "ce_300",
+            "cov50",
+            "cov90",
+            "corrupt_ratio",
+            "text_acc_gap",
+        ):
+            if key in r:
+                v = r[key]
+                parts.append(f"{key}={v:.4g}" if isinstance(v, float) else f"{key}={v}")
+        print("  " + " ".join(parts))
 
 
 def plot(rows: list[dict[str, Any]], tables: list[str], path: str, machine: str) -> None:
+    """Held-out target MdAE against training steps: one line per model, seed band, per table."""
     import _plotting
 
     plt = _plotting.pyplot()
-    names = [n for n in dict.fromkeys(r["name"] for r in rows if r["kind"] != "reference")]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    width = 0.8 / max(len(names), 1)
-    for i, name in enumerate(names):
-        ys, ys_bad = [], []
-        for table in tables:
-            ref = [
-                r
-                for r in rows
-                if r["table"] == table and r["name"] == "CE text LM" and not r["corrupt"]
-            ]
-            mine = [
-                r for r in rows if r["table"] == table and r["name"] == name and not r["corrupt"]
-            ]
-            bad = [r for r in rows if r["table"] == table and r["name"] == name and r["corrupt"]]
-            ys.append(mine[0]["mdae"] / ref[0]["mdae"] if mine and ref else math.nan)
-            ys_bad.append(bad[0]["mdae"] / ref[0]["mdae"] if bad and ref else math.nan)
-        xs = [j + i * width for j in range(len(tables))]
-        axes[0].bar(xs, ys, width, label=name)
-        axes[1].bar(xs, ys_bad, width, label=name)
-    for ax, title in zip(
-        axes, ("clean training data", "10% of training targets x100"), strict=True
-    ):
-        ax.axhline(1.0, color="k", lw=0.8, ls="--")
+    cols = min(4, len(tables))
+    nrows = math.ceil(len(tables) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.4 * nrows), squeeze=False)
+    names = list(dict.fromkeys(r["name"] for r in rows if r["kind"] != "reference"))
+    plain = [n for n in names if not n.endswith(SAMPLED)]
+    colours = {n: f"C{i}" for i, n in enumerate(plain)}
+    colours.update({n + SAMPLED: colours[n] for n in plain})
+    if "causal" in colours:
+        colours["causal"] = _plotting.OURS
+    for ax, table in zip(axes.flat, tables, strict=False):
+        for start in ("scratch", "pretrained"):
+            for name in names:
+                sel = _sel(rows, table=table, name=name, corrupt=0.0, start=start)
+                steps = sorted({r["steps"] for r in sel})
+                if not steps:
+                    continue
+                groups = [[r["mdae"] for r in _sel(sel, steps=s)] for s in steps]
+                label = name if start == "scratch" else f"{name}, CE-pretrained backbone"
+                ax.plot(
+                    steps,
+                    [statistics.median(g) for g in groups],
+                    "--" if name.endswith(SAMPLED) else "-",
+                    marker="o" if start == "scratch" else "*",
+                    markersize=4 if start == "scratch" else 9,
+                    color=colours[name],
+                    label=label,
+                    lw=1.8 if name == "causal" else 0.9,
+                )
+                ax.fill_between(
+                    steps,
+                    [min(g) for g in groups],
+                    [max(g) for g in groups],
+                    color=colours[name],
+                    alpha=0.12,
+                )
+        for ref, ls in (("training median", ":"), ("linear regression (features)", "-.")):
+            for r in _sel(rows, table=table, name=ref):
+                ax.axhline(r["mdae"], color="k", ls=ls, lw=0.8, label=ref)
+        ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(tables))], tables)
-        ax.set_ylabel("held-out target MdAE / CE text LM's clean MdAE")
-        ax.set_title(title)
-    axes[0].legend(fontsize=7)
-    _plotting.footnote(fig, machine)
+        ax.set_title(table)
+        ax.set_xlabel("training steps (batch 32)")
+        ax.set_ylabel("held-out target MdAE")
+    for ax in list(axes.flat)[len(tables) :]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    for ax in list(axes.flat)[1 : len(tables)]:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    spare = list(axes.flat)[len(tables) :]
+    if spare:
+        spare[0].legend(handles, labels, fontsize=7, loc="center")
+    else:
+        axes.flat[0].legend(handles, labels, fontsize=6)
+    _plotting.footnote(fig, machine + "; lines: median over seeds, band: min-max")
     _plotting.save(fig, path)
 
 
+def _key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (row["table"], row["kind"], row["steps"], row["seed"], row["corrupt"], row["start"])
+
+
+def _write(path: str, payload: dict[str, Any]) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(payload, f, indent=1, default=float)
+    os.replace(tmp, path)
+
+
+def _list(text: str, kind: type, name: str, p: argparse.ArgumentParser) -> list[Any]:
+    try:
+        values = [kind(v) for v in text.split(",") if v]
+    except ValueError:
+        p.error(f"{name} must be a comma-separated list of {kind.__name__}, got {text!r}")
+    if not values:
+        p.error(f"{name} is empty")
+    return values
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--datasets", default="demo,cancer,diabetes")
-    p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--corrupt", type=float, default=0.1, help="share of targets x100 (0: skip)")
-    p.add_argument("--variants", default=",".join(VARIANTS), help="causal variants to train")
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--tables", "--datasets", dest="tables", default="demo,cancer,diabetes")
+    p.add_argument("--steps", default="1000", help="training budgets, e.g. 300,1000,3000")
+    p.add_argument("--seeds", default="0", help="training seeds, e.g. 0,1,2")
+    p.add_argument("--models", default=",".join(MODELS), help=f"of {', '.join(MODELS)}")
+    p.add_argument("--variants", default="", help="more causal variants: " + ", ".join(VARIANTS))
+    p.add_argument("--corrupt", type=float, default=0.0, help="share of targets x100 (0: skip)")
+    p.add_argument("--pretrained", action="store_true", help="also fine-tune a CE-pretrained one")
+    p.add_argument("--pretrain-steps", type=int, default=1000)
     p.add_argument("--ablation", action="store_true", help="one run per reverted default")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=1)
     p.add_argument("--quick", action="store_true", help="toy sizes (smoke test)")
     p.add_argument("--json", default=None)
+    p.add_argument("--resume", action="store_true", help="keep and skip the runs in --json")
     p.add_argument("--plot", default=None)
     args = p.parse_args(argv)
     import _machine
 
-    tables = [t for t in args.datasets.split(",") if t]
+    tables = _list(args.tables, str, "--tables", p)
     for t in tables:
-        if t not in ("demo", "cancer", "diabetes"):
-            p.error(f"unknown table {t!r}")
+        if t not in TABLES:
+            p.error(f"unknown table {t!r}; known: {', '.join(TABLES)}")
+    budgets = _list(args.steps, int, "--steps", p)
+    seeds = _list(args.seeds, int, "--seeds", p)
+    models = _list(args.models, str, "--models", p)
+    for m in models:
+        if m not in MODELS:
+            p.error(f"unknown model {m!r}; known: {', '.join(MODELS)}")
     variants = [v for v in args.variants.split(",") if v]
     for v in variants:
         if v not in VARIANTS:
             p.error(f"unknown variant {v!r}; known: {', '.join(VARIANTS)}")
-    if args.workers < 1 or args.steps < 1:
-        p.error("--workers and --steps must be positive")
-    recipe = {"max_steps": args.steps, "seed": args.seed}
-    if args.quick:
-        recipe.update(hidden_size=16, num_layers=1, num_heads=2, vocab_size=300, batch_size=8)
-    jobs = []
-    for table in tables:
-        common = {"table": table, "quick": args.quick, "recipe": recipe}
-        if args.ablation:
-            jobs.append(
-                {**common, "kind": "causal", "name": "defaults", "settings": {}, "corrupt": 0.0}
-            )
-            for name, settings in ABLATION.items():
-                jobs.append(
-                    {**common, "kind": "causal", "name": name, "settings": settings, "corrupt": 0.0}
-                )
-            continue
-        for corrupt in [0.0] + ([args.corrupt] if args.corrupt else []):
-            jobs.append(
-                {**common, "kind": "text", "name": "CE text LM", "settings": {}, "corrupt": corrupt}
-            )
-            for v in variants:
-                if corrupt and v != "causal":
-                    continue
-                jobs.append(
-                    {
-                        **common,
-                        "kind": "causal",
-                        "name": v,
-                        "settings": VARIANTS[v],
-                        "corrupt": corrupt,
-                    }
-                )
+    if args.workers < 1 or min(budgets) < 1 or args.pretrain_steps < 1:
+        p.error("--workers, --steps and --pretrain-steps must be positive")
+    if not 0.0 <= args.corrupt <= 1.0:
+        p.error("--corrupt must lie in [0, 1]")
+    if args.resume and not args.json:
+        p.error("--resume needs --json")
+    corrupt_budget = FINETUNE_STEPS if FINETUNE_STEPS in budgets else budgets[0]
+    tune_budget = corrupt_budget
+
+    jobs: list[dict[str, Any]] = []
+
+    def add(table: str, kind: str, name: str, settings: dict, steps: int, seed: int, **kw: Any):
+        recipe: dict[str, Any] = {"max_steps": steps, "seed": seed}
+        if args.quick:
+            recipe.update(hidden_size=16, num_layers=1, num_heads=2, vocab_size=300, batch_size=8)
+        job = {
+            "table": table,
+            "kind": kind,
+            "name": name,
+            "settings": settings,
+            "steps": steps,
+            "seed": seed,
+            "corrupt": 0.0,
+            "start": "scratch",
+            "quick": args.quick,
+            "recipe": recipe,
+            "pretrain_steps": args.pretrain_steps,
+        }
+        jobs.append({**job, **kw})
+
+    # budget by budget (the 1000-step runs first): an interrupted grid keeps the main budget
+    order = sorted(budgets, key=lambda s: (s != FINETUNE_STEPS, s))
+    if args.ablation:
+        for seed in seeds:
+            for table in tables:
+                add(table, "causal", "defaults", {}, budgets[0], seed)
+                for name, settings in ABLATION.items():
+                    add(table, "causal", name, settings, budgets[0], seed)
+    else:
+        for steps in order:
+            for seed in seeds:
+                for table in tables:
+                    for m in models:
+                        if m == "causal":
+                            for v in ["causal", *variants]:
+                                add(table, "causal", v, VARIANTS[v], steps, seed)
+                        else:
+                            add(table, m, MODELS[m], {}, steps, seed)
+            if steps == corrupt_budget and args.corrupt:
+                for seed in seeds:
+                    for table in tables:
+                        for m in ("causal", "text"):
+                            if m in models:
+                                add(table, m, MODELS[m], {}, steps, seed, corrupt=args.corrupt)
+            if steps == tune_budget and args.pretrained:
+                for seed in seeds:
+                    for table in tables:
+                        if table == "demo":  # the pretraining text itself
+                            continue
+                        for m in ("causal", "text"):
+                            if m in models:
+                                add(table, m, MODELS[m], {}, steps, seed, start="pretrained")
+    rows: list[dict[str, Any]] = []
+    if args.resume and os.path.exists(args.json):
+        with open(args.json) as f:
+            rows = [r for r in json.load(f)["rows"] if r["kind"] != "reference"]
+        done = {(*_key(r), r["name"].removesuffix(SAMPLED)) for r in rows}
+        jobs = [j for j in jobs if (*_key(j), j["name"]) not in done]
     machine = _machine.describe()
     print(
-        f"# bench_quality: {len(jobs)} training runs, {args.workers} worker(s), "
-        f"{args.steps} steps each\n# {machine}",
+        f"# bench_quality: {len(jobs)} training runs to do, {args.workers} worker(s)\n# {machine}",
         flush=True,
     )
+    references = [r for table in tables for r in reference_rows(table, args.quick)]
+
+    def save() -> None:
+        if args.json:
+            payload = {
+                "machine": _machine.machine_info(),
+                "args": vars(args),
+                "levels": LEVELS,
+                "rows": rows + references,
+            }
+            _write(args.json, payload)
+
     start = time.perf_counter()
     if args.workers == 1:
-        rows = [_job(j) for j in jobs]
+        for i, job in enumerate(jobs):
+            print(f"[{i + 1}/{len(jobs)}] {job['table']} {job['name']} {job['steps']}", flush=True)
+            rows.extend(_job(job))
+            save()
     else:
+        import multiprocessing as mp
+
         with mp.get_context("spawn").Pool(args.workers) as pool:
-            rows = pool.map(_job, jobs, chunksize=1)
+            for out in pool.imap_unordered(_job, jobs, chunksize=1):
+                rows.extend(out)
+                save()
+    rows.sort(key=lambda r: (*_key(r), r["name"]))
+    save()
+    everything = rows + references
     if not args.ablation:
-        for table in tables:
-            rows.extend(reference_rows(table, args.quick))
-        print_tables(rows, tables, args.corrupt)
+        print_tables(everything, tables)
+        _print_targets(check_targets(everything, tables))
     else:
         print("\n== ablation: each default set back alone (held-out target)")
         print(
-            f"{'table':9s} {'change':32s} {'MdAE':>9s} {'Spearman':>8s} {'cov50':>6s} "
-            f"{'cov90':>6s} {'text acc':>8s}"
+            f"{'table':9s} {'change':32s} {'seed':>4s} {'MdAE':>9s} {'Spearman':>8s} "
+            f"{'spread':>6s} {'cov50':>6s} {'cov90':>6s} {'text acc':>8s}"
         )
         for r in rows:
             print(
-                f"{r['table']:9s} {r['name']:32s} {r['mdae']:9.4g} {r['spearman']:8.3f} "
+                f"{r['table']:9s} {r['name']:32s} {r['seed']:4d} {r['mdae']:9.4g} "
+                f"{r['spearman']:8.3f} {r['spread']:6.2f} "
                 f"{r['coverage'].get('0.5', math.nan):6.2f} "
                 f"{r['coverage'].get('0.9', math.nan):6.2f} {r['text_accuracy']:8.3f}"
             )
     print(f"\n# total wall time {time.perf_counter() - start:.0f} s")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(
-                {
-                    "machine": _machine.machine_info(),
-                    "args": vars(args),
-                    "levels": LEVELS,
-                    "rows": rows,
-                },
-                f,
-                indent=1,
-                default=float,
-            )
-        os.replace(tmp, args.json)
     if args.plot and not args.ablation:
-        plot(rows, tables, args.plot, machine)
+        plot(everything, tables, args.plot, machine)
     return 0
 
 

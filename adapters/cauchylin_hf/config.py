@@ -219,8 +219,8 @@ class CauchyLMConfig(PreTrainedConfig):
     learnable_threshold: bool = False
     alpha: float = 1.0
     reg_weight: float = 1.0
-    reg_scale_power: float = 0.0
-    reg_context_tokens: int = 0
+    reg_scale_power: float = 2.0
+    reg_context_tokens: int = 2
     ovr_classes: str = "all"
     tokenizer_size: int | None = None
     num_token: str = "<NUM>"

@@ -2,10 +2,12 @@
 
 Nothing is measured here (the numbers come from running the script by hand, see
 ``docs/benchmarks.md``); this keeps the script from rotting and checks what a toy run can check:
-every model of every table is scored, errors are non-negative, coverages are shares, the reference
-rows are there, and bad flags are refused.
+every model of every table, budget, seed and start is scored (both readings of the text models),
+errors are non-negative, coverages are shares, the reference rows are there, the targets are
+summarised, a rerun with ``--resume`` trains nothing, and bad flags are refused.
 """
 
+import importlib.util
 import json
 import math
 import subprocess
@@ -19,49 +21,91 @@ pytest.importorskip("sklearn")
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_quality.py"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+HAS_NTL = importlib.util.find_spec("ntloss") is not None
 
 
 def run(*args):
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=900
     )
 
 
 @pytest.mark.slow
 def test_bench_quality_toy_run(tmp_path):
     out_json, out_png = tmp_path / "q.json", tmp_path / "q.png"
-    proc = run(
+    models = "causal,text,mse" + (",ntl" if HAS_NTL else "")
+    args = [
         "--quick",
         "--steps",
-        "3",
-        "--workers",
-        "1",
-        "--datasets",
+        "3,4",
+        "--seeds",
+        "0,1",
+        "--tables",
         "demo,cancer",
+        "--models",
+        models,
+        "--variants",
+        "causal (plain NLL gradient)",
+        "--corrupt",
+        "0.1",
+        "--pretrained",
+        "--pretrain-steps",
+        "2",
         "--json",
         str(out_json),
         "--plot",
         str(out_png),
-    )
+    ]
+    proc = run(*args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(out_json.read_text())["rows"]
-    names = {(r["table"], r["name"], r["corrupt"]) for r in rows}
+    have = {(r["table"], r["name"], r["steps"], r["seed"], r["corrupt"], r["start"]) for r in rows}
+    names = ["causal", "causal (plain NLL gradient)", "MSE head", "CE text LM"]
+    names += ["CE text LM, median of 32 samples"]
+    if HAS_NTL:
+        names += ["CE + NTL", "CE + NTL, median of 32 samples"]
     for table in ("demo", "cancer"):
-        for name in ("CE text LM", "causal", "causal (classifier_lr_scale=1)", "training median"):
-            assert (table, name, 0.0) in names
-        assert (table, "causal", 0.1) in names and (table, "CE text LM", 0.1) in names
-    assert ("cancer", "linear regression (features)", 0.0) in names
+        for steps in (3, 4):
+            for seed in (0, 1):
+                for name in names:
+                    assert (table, name, steps, seed, 0.0, "scratch") in have, (table, name)
+        for seed in (0, 1):  # corrupted targets and the CE-pretrained start: the 1000-step
+            # budget when it is run, else the first one
+            assert (table, "causal", 3, seed, 0.1, "scratch") in have
+            assert (table, "CE text LM", 3, seed, 0.1, "scratch") in have
+    for seed in (0, 1):  # the pretraining text is the demo corpus: not fine-tuned on itself
+        assert ("cancer", "causal", 3, seed, 0.0, "pretrained") in have
+        assert ("cancer", "CE text LM", 3, seed, 0.0, "pretrained") in have
+        assert ("demo", "causal", 3, seed, 0.0, "pretrained") not in have
+    assert ("cancer", "linear regression (features)", 0, 0, 0.0, "scratch") in have
+    assert ("demo", "training median", 0, 0, 0.0, "scratch") in have
     for r in rows:
         assert r["mae"] >= 0 and r["mdae"] >= 0
+        assert math.isnan(r["spread"]) or r["spread"] >= 0
         for c in r["coverage"].values():
             assert 0.0 <= c <= 1.0
-        if r["kind"] != "reference":
-            assert 0.0 <= r["text_accuracy"] <= 1.0 and not math.isnan(r["text_accuracy"])
+        if r["kind"] in ("causal", "text", "ntl"):
+            assert 0.0 <= r["text_accuracy"] <= 1.0
+        if r["name"].endswith("samples"):
+            assert set(r["coverage"]) == {"0.5", "0.8", "0.9"} and 0.0 <= r["parsed"] <= 1.0
     assert out_png.read_bytes()[:8] == PNG_MAGIC
-    assert "MdAE ratio" in proc.stdout and "corrupted/clean MdAE" in proc.stdout
+    assert "targets of the causal model" in proc.stdout
+    again = run(*args, "--resume")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "0 training runs to do" in again.stdout
+    assert len(json.loads(out_json.read_text())["rows"]) == len(rows)
 
 
 def test_bench_quality_refuses_bad_flags():
-    for args in (["--datasets", "mnist"], ["--variants", "nope"], ["--steps", "0"]):
+    for args in (
+        ["--tables", "mnist"],
+        ["--models", "gpt"],
+        ["--variants", "nope"],
+        ["--steps", "0"],
+        ["--steps", "ten"],
+        ["--seeds", ""],
+        ["--corrupt", "2"],
+        ["--resume"],
+    ):
         proc = run(*args)
         assert proc.returncode == 2 and "error" in proc.stderr, args

@@ -69,9 +69,10 @@ def build_model(tokenizer: Any, precision: str) -> Any:
         "qwen2", vocab_size=len(tokenizer), hidden_size=HIDDEN, seed=SEED, dtype=dtype
     )
     torch.manual_seed(SEED)
-    # classifier_lr_scale=1 for the reason given in ddp_worker.py (float32 trajectories compared).
+    # classifier_lr_scale=1 and reg_scale_power=0 for the reasons given in ddp_worker.py (float32
+    # trajectories compared; per-rank batch statistics in the default regression loss).
     return CauchyLMForCausalLM.from_base(
-        base, tokenizer, freeze_backbone=False, classifier_lr_scale=1.0
+        base, tokenizer, freeze_backbone=False, classifier_lr_scale=1.0, reg_scale_power=0.0
     )
 
 

@@ -13,14 +13,26 @@ held-out text (its last number):
 * :func:`train_text_baseline` — the same backbone as ``Qwen2ForCausalLM`` trained by the
   ``transformers.Trainer`` with the same steps, batch, schedule and seed; a byte-level BPE
   tokenizer of the same family (numbers are not merged: digits are tokens);
+* :func:`train_text_baseline` with ``ntl_weight`` — the same plus the Number Token Loss
+  (``ntloss.NTLoss``, the Wasserstein form on digit tokens; the ``ntloss`` extra) added to the
+  cross-entropy with that weight: cross-entropy made number-aware;
+* :func:`train_mse_head` — a pointwise regression head: a linear layer on the final hidden state
+  at the position before the target, trained by squared error in the value space on the same
+  ``<NUM>`` inputs as the causal model, no language-model loss;
+* :func:`pretrain_text_backbone` — a backbone first trained with plain cross-entropy on other
+  text, the starting point of the path users take with a real decoder (``base=`` of the training
+  functions);
 * :func:`baseline_predictions` — greedy continuation of the text before each target, the first
   number written there (the training median when none is written);
+* :func:`sampled_predictions` — the regression-aware reading of a text model: the median of ``K``
+  sampled continuations' numbers, and their sample quantiles as central intervals;
 * :func:`score` — MAE, median absolute error, Spearman, interval coverage, and token accuracy
   on the text tokens (the tokens that are not numbers: comparable between the two tokenizers).
 """
 
 from __future__ import annotations
 
+import copy
 import statistics
 import tempfile
 import time
@@ -40,18 +52,27 @@ from ..training import train
 from .corpus import train_corpus_tokenizer
 
 __all__ = [
+    "NTL_WEIGHT",
     "Recipe",
     "Scores",
+    "TargetRegressor",
     "baseline_predictions",
     "causal_predictions",
     "corrupt_targets",
+    "mse_head_predictions",
+    "pretrain_text_backbone",
+    "sampled_predictions",
     "score",
     "split_at_target",
     "text_accuracy",
     "train_causal",
+    "train_mse_head",
     "train_text_baseline",
     "training_median",
 ]
+
+NTL_WEIGHT = 0.3
+"""Weight of the Number Token Loss beside the cross-entropy (the value its authors train with)."""
 
 
 @dataclass(frozen=True)
@@ -213,12 +234,30 @@ def corrupt_targets(
     return out
 
 
-def train_causal(train_texts: Sequence[str], recipe: Recipe) -> tuple[Any, NumericTokenizer, float]:
+def _fresh_or_copy(
+    train_texts: Sequence[str], recipe: Recipe, base: tuple[Any, Any] | None, num_token: str | None
+) -> tuple[Any, Any]:
+    """A fresh backbone with a tokenizer trained on the texts, or copies of a given pair."""
+    if base is not None:
+        model, tok = base
+        return copy.deepcopy(model), copy.deepcopy(tok)
+    tok = train_corpus_tokenizer(
+        list(train_texts), vocab_size=recipe.vocab_size, num_token=num_token
+    )
+    return recipe.backbone(tok), tok
+
+
+def train_causal(
+    train_texts: Sequence[str], recipe: Recipe, *, base: tuple[Any, Any] | None = None
+) -> tuple[Any, NumericTokenizer, float]:
     """Build and train the causal language model of a recipe.
 
     Args:
         train_texts: training texts.
         recipe: backbone, budget and causal settings.
+        base: ``(plain model, its tokenizer)`` to start from (copied, e.g. from
+            :func:`pretrain_text_backbone`), or None for a fresh backbone and a tokenizer trained
+            on ``train_texts``.
 
     Returns:
         ``(model, numeric_tokenizer, train_seconds)``.
@@ -231,13 +270,12 @@ def train_causal(train_texts: Sequence[str], recipe: Recipe) -> tuple[Any, Numer
         >>> type(model).__name__, ntok.num_token_id == model.config.num_token_id
         ('CauchyLMForCausalLM', True)
     """
-    tok = train_corpus_tokenizer(list(train_texts), vocab_size=recipe.vocab_size)
+    base_model, tok = _fresh_or_copy(train_texts, recipe, base, "<NUM>")
     ntok = NumericTokenizer(tok)
-    base = recipe.backbone(tok)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(recipe.seed)
         settings = {"freeze_backbone": False, **recipe.settings}
-        model = CauchyLMForCausalLM.from_base(base, ntok, **settings)
+        model = CauchyLMForCausalLM.from_base(base_model, ntok, **settings)
     assert isinstance(model, CauchyLMForCausalLM)  # return_tokenizer is False
     args = recipe.trainer_arguments()
     with tempfile.TemporaryDirectory() as out:
@@ -259,35 +297,16 @@ def train_causal(train_texts: Sequence[str], recipe: Recipe) -> tuple[Any, Numer
     return model, ntok, float(result.train_runtime)
 
 
-def train_text_baseline(train_texts: Sequence[str], recipe: Recipe) -> tuple[Any, Any, float]:
-    """Train the plain softmax-CE language model of a recipe on the text, digits as tokens.
+def _run_trainer(
+    model: Any,
+    rows: list[dict[str, Any]],
+    collator: Any,
+    recipe: Recipe,
+    compute_loss_func: Any = None,
+) -> float:
+    """Train ``model`` on ``rows`` with the recipe's budget, silently; the training seconds."""
+    from transformers import PrinterCallback, Trainer, TrainingArguments
 
-    Args:
-        train_texts: training texts.
-        recipe: backbone and budget (its causal settings are not used).
-
-    Returns:
-        ``(model, tokenizer, train_seconds)``.
-
-    Example:
-        >>> tiny = Recipe(hidden_size=16, num_layers=1, num_heads=2, vocab_size=300,
-        ...           max_steps=2, batch_size=4)
-        >>> texts = [f"x {i}, y {2 * i}." for i in range(1, 9)]
-        >>> model, tok, seconds = train_text_baseline(texts, tiny)
-        >>> type(model).__name__, "<NUM>" in tok.get_vocab()  # digits stay digits
-        ('Qwen2ForCausalLM', False)
-    """
-    from transformers import (
-        DataCollatorForLanguageModeling,
-        PrinterCallback,
-        Trainer,
-        TrainingArguments,
-    )
-
-    tok = train_corpus_tokenizer(list(train_texts), vocab_size=recipe.vocab_size, num_token=None)
-    model = recipe.backbone(tok)
-    rows = [{"input_ids": tok(t + tok.eos_token)["input_ids"]} for t in train_texts]
-    collator = DataCollatorForLanguageModeling(tok, mlm=False)
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(
             output_dir=out,
@@ -297,14 +316,308 @@ def train_text_baseline(train_texts: Sequence[str], recipe: Recipe) -> tuple[Any
             disable_tqdm=True,
             use_cpu=not torch.cuda.is_available(),
             dataloader_num_workers=0,
+            remove_unused_columns=False,
             **recipe.trainer_arguments(),
         )
-        trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=collator)
+        trainer = Trainer(
+            model=model,
+            args=args,
+            train_dataset=rows,
+            data_collator=collator,
+            compute_loss_func=compute_loss_func,
+        )
         trainer.remove_callback(PrinterCallback)  # silent, like train(progress=False)
         start = time.perf_counter()
         trainer.train()
-        seconds = time.perf_counter() - start
+        return time.perf_counter() - start
+
+
+def _ntl_loss(tokenizer: Any, weight: float) -> Any:
+    """``compute_loss_func`` of the Trainer: next-token cross-entropy + ``weight`` * NTL-WAS."""
+    try:
+        from ntloss import NTLoss
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "the CE + Number Token Loss baseline needs the ntloss package: "
+            "pip install 'cauchylin[ntloss]'"
+        ) from exc
+    ntl = NTLoss(tokenizer=tokenizer, digit_level=True)
+
+    def loss(outputs: Any, labels: torch.Tensor, num_items_in_batch: Any = None) -> torch.Tensor:
+        logits = outputs.logits[:, :-1].float()
+        target = labels[:, 1:]
+        ce = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), target.reshape(-1), reduction="sum"
+        )
+        # as transformers' causal-LM loss: a sum over the batch's tokens divided by their count
+        count = num_items_in_batch if num_items_in_batch is not None else (target != -100).sum()
+        ce = ce / count
+        return ce + weight * ntl(logits, target.contiguous())
+
+    return loss
+
+
+def train_text_baseline(
+    train_texts: Sequence[str],
+    recipe: Recipe,
+    *,
+    ntl_weight: float = 0.0,
+    base: tuple[Any, Any] | None = None,
+) -> tuple[Any, Any, float]:
+    """Train the plain softmax-CE language model of a recipe on the text, digits as tokens.
+
+    With ``ntl_weight > 0`` the loss is ``CE + ntl_weight * NTL``: the Number Token Loss
+    (``ntloss.NTLoss``, the Wasserstein distance between the predicted distribution over the digit
+    tokens and the true digit, on positions whose next token is a digit; :data:`NTL_WEIGHT` is
+    its authors' weight).
+
+    Args:
+        train_texts: training texts.
+        recipe: backbone and budget (its causal settings are not used).
+        ntl_weight: weight of the Number Token Loss (0: plain cross-entropy).
+        base: ``(model, tokenizer)`` to continue training (copied), or None for a fresh backbone
+            and a tokenizer trained on ``train_texts``.
+
+    Returns:
+        ``(model, tokenizer, train_seconds)``.
+
+    Raises:
+        ValueError: a negative ``ntl_weight``.
+
+    Example:
+        >>> tiny = Recipe(hidden_size=16, num_layers=1, num_heads=2, vocab_size=300,
+        ...           max_steps=2, batch_size=4)
+        >>> texts = [f"x {i}, y {2 * i}." for i in range(1, 9)]
+        >>> model, tok, seconds = train_text_baseline(texts, tiny)
+        >>> type(model).__name__, "<NUM>" in tok.get_vocab()  # digits stay digits
+        ('Qwen2ForCausalLM', False)
+    """
+    from transformers import DataCollatorForLanguageModeling
+
+    if not ntl_weight >= 0.0:
+        raise ValueError(f"ntl_weight must be >= 0, got {ntl_weight!r}")
+    model, tok = _fresh_or_copy(train_texts, recipe, base, None)
+    rows = [{"input_ids": tok(t + tok.eos_token)["input_ids"]} for t in train_texts]
+    collator = DataCollatorForLanguageModeling(tok, mlm=False)
+    loss = _ntl_loss(tok, ntl_weight) if ntl_weight > 0 else None
+    seconds = _run_trainer(model, rows, collator, recipe, loss)
     return model.eval(), tok, seconds
+
+
+def pretrain_text_backbone(texts: Sequence[str], recipe: Recipe) -> tuple[Any, Any]:
+    """A backbone pretrained with plain cross-entropy on ``texts``, and its tokenizer.
+
+    The stand-in for a real pretrained decoder: a tokenizer trained on ``texts`` (digits stay
+    digits) and the recipe's backbone trained on them for ``recipe.max_steps`` steps. Pass the
+    pair as ``base=`` to :func:`train_causal` (through ``from_base``) or
+    :func:`train_text_baseline` (continued cross-entropy) to fine-tune it on other text.
+
+    Args:
+        texts: the pretraining texts.
+        recipe: backbone and pretraining budget.
+
+    Returns:
+        ``(model, tokenizer)``.
+
+    Example:
+        >>> tiny = Recipe(hidden_size=16, num_layers=1, num_heads=2, vocab_size=300,
+        ...           max_steps=2, batch_size=4)
+        >>> model, tok = pretrain_text_backbone([f"{i} cats and {i + 1} dogs." for i in range(8)],
+        ...                                     tiny)
+        >>> model2, ntok, _ = train_causal(["x 1, y 2.", "x 2, y 4."], tiny, base=(model, tok))
+        >>> model2.config.base_config.hidden_size, "<NUM>" in tok.get_vocab()  # tok unchanged
+        (16, False)
+    """
+    model, tok, _ = train_text_baseline(texts, recipe)
+    return model, tok
+
+
+class TargetRegressor(torch.nn.Module):
+    """A pointwise regression head on the causal model's inputs: what a user would attach.
+
+    The backbone reads the text with the numeric tokenizer (numbers as ``<NUM>`` + their value,
+    as in :class:`~cauchylin_hf.model.CauchyLMForCausalLM`); a linear layer on the final hidden
+    state at the position before the target number predicts the target's value-space
+    ``t = g(y)``, trained by squared error (no language-model loss, no interval).
+
+    Args:
+        causal: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM` whose ``encode`` gives the
+            hidden states (its decision heads are not used).
+        init_t: the initial bias (the training targets' mean ``t``).
+
+    Example:
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> causal = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), tiny_tokenizer())
+        >>> reg = TargetRegressor(causal, init_t=2.0)
+        >>> reg.head.bias.item()
+        2.0
+    """
+
+    def __init__(self, causal: Any, init_t: float = 0.0) -> None:
+        super().__init__()
+        self.causal = causal
+        self.head = torch.nn.Linear(causal.config.hidden_size, 1)
+        with torch.no_grad():
+            self.head.bias.fill_(float(init_t))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        numeric_values: torch.Tensor,
+        attention_mask: torch.Tensor,
+        target_index: torch.Tensor,
+        target_t: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """The predicted ``t`` at ``target_index`` of each row, and the mean squared error.
+
+        Args:
+            input_ids: ``[B, S]`` numeric-tokenizer ids.
+            numeric_values: ``[B, S]`` the numbers at ``<NUM>`` inputs.
+            attention_mask: ``[B, S]``.
+            target_index: ``[B]`` the position whose next token is the target ``<NUM>``.
+            target_t: ``[B]`` the target's ``t`` (for the loss), or None.
+
+        Returns:
+            ``{"prediction": [B]}`` and, with ``target_t``, ``"loss"`` (first, for the Trainer).
+        """
+        hidden, _ = self.causal.encode(input_ids, numeric_values, attention_mask, use_cache=False)
+        rows = torch.arange(hidden.shape[0], device=hidden.device)
+        pred = self.head(hidden[rows, target_index].to(self.head.weight.dtype))[:, 0]
+        if target_t is None:
+            return {"prediction": pred}
+        return {
+            "loss": torch.nn.functional.mse_loss(pred, target_t.to(pred.dtype)),
+            "prediction": pred,
+        }
+
+
+def _target_rows(ntok: NumericTokenizer, texts: Sequence[str], space: str) -> list[dict[str, Any]]:
+    """Encoded texts with the position before their last ``<NUM>`` and its ``t``."""
+    from cauchylin.value_space import to_value_space
+
+    rows = []
+    for text in texts:
+        enc = ntok(text)
+        ids = enc["input_ids"]
+        where = [i for i, k in enumerate(ids) if k == ntok.num_token_id]
+        if not where or where[-1] == 0:
+            raise ValueError(f"no number after the first token in {text[:60]!r}")
+        j = where[-1]
+        t = to_value_space(torch.tensor(float(enc["numeric_values"][j])), space)
+        rows.append(
+            {
+                "input_ids": ids,
+                "numeric_values": enc["numeric_values"],
+                "target_index": j - 1,
+                "target_t": float(t),
+            }
+        )
+    return rows
+
+
+def _pad_id(tokenizer: NumericTokenizer) -> int:
+    pad = tokenizer.pad_token_id
+    return 0 if pad is None else int(pad)
+
+
+def _collate_targets(pad_id: int) -> Any:
+    def collate(rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        width = max(len(r["input_ids"]) for r in rows)
+        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        vals = torch.zeros(len(rows), width)
+        mask = torch.zeros(len(rows), width, dtype=torch.long)
+        for i, r in enumerate(rows):
+            n = len(r["input_ids"])
+            ids[i, :n] = torch.tensor(r["input_ids"])
+            vals[i, :n] = torch.tensor(r["numeric_values"], dtype=torch.float32)
+            mask[i, :n] = 1
+        out = {"input_ids": ids, "numeric_values": vals, "attention_mask": mask}
+        out["target_index"] = torch.tensor([r["target_index"] for r in rows])
+        if "target_t" in rows[0]:
+            out["target_t"] = torch.tensor([r["target_t"] for r in rows])
+        return out
+
+    return collate
+
+
+def train_mse_head(
+    train_texts: Sequence[str], recipe: Recipe
+) -> tuple[TargetRegressor, NumericTokenizer, float]:
+    """Train a :class:`TargetRegressor` (a pointwise MSE head) with the recipe's budget.
+
+    The backbone, tokenizer and numeric inputs are those of :func:`train_causal` (the same
+    ``from_base`` with the recipe's settings); the loss is the squared error of the target's
+    value-space ``t`` only.
+
+    Args:
+        train_texts: training texts (each ending with its target number).
+        recipe: backbone, budget and settings.
+
+    Returns:
+        ``(regressor, numeric_tokenizer, train_seconds)``.
+
+    Example:
+        >>> tiny = Recipe(hidden_size=16, num_layers=1, num_heads=2, vocab_size=300,
+        ...           max_steps=2, batch_size=4)
+        >>> texts = [f"x {i}, y {2 * i}." for i in range(1, 9)]
+        >>> reg, ntok, _ = train_mse_head(texts, tiny)
+        >>> mse_head_predictions(reg, ntok, ["x 3, y 6."])["true"].tolist()
+        [6.0]
+    """
+    base_model, tok = _fresh_or_copy(train_texts, recipe, None, "<NUM>")
+    ntok = NumericTokenizer(tok)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(recipe.seed)
+        settings = {"freeze_backbone": False, **recipe.settings}
+        causal = CauchyLMForCausalLM.from_base(base_model, ntok, **settings)
+        assert isinstance(causal, CauchyLMForCausalLM)  # return_tokenizer is False
+        rows = _target_rows(ntok, train_texts, causal.config.value_space)
+        init = statistics.fmean(r["target_t"] for r in rows)
+        reg = TargetRegressor(causal, init_t=init)
+    seconds = _run_trainer(reg, rows, _collate_targets(_pad_id(ntok)), recipe)
+    return reg.eval(), ntok, seconds
+
+
+@torch.no_grad()
+def mse_head_predictions(
+    regressor: TargetRegressor, tokenizer: NumericTokenizer, texts: Sequence[str]
+) -> dict[str, torch.Tensor]:
+    """A :class:`TargetRegressor`'s target numbers (``g^{-1}`` of the predicted ``t``).
+
+    Args:
+        regressor: the trained regressor.
+        tokenizer: its numeric tokenizer.
+        texts: held-out texts.
+
+    Returns:
+        ``{"median": [N], "true": [N]}`` (float64; the point prediction under "median").
+
+    Raises:
+        ValueError: a text without a number after its first token.
+
+    Example:
+        >>> tiny = Recipe(hidden_size=16, num_layers=1, num_heads=2, vocab_size=300,
+        ...           max_steps=2, batch_size=4)
+        >>> reg, ntok, _ = train_mse_head([f"x {i}, y {2 * i}." for i in range(1, 9)], tiny)
+        >>> out = mse_head_predictions(reg, ntok, ["x 3, y 6.", "x 5, y 10."])
+        >>> out["true"].tolist(), out["median"].dtype
+        ([6.0, 10.0], torch.float64)
+    """
+    from cauchylin.value_space import from_value_space
+
+    regressor.eval()
+    space = regressor.causal.config.value_space
+    rows = _target_rows(tokenizer, texts, space)
+    collate = _collate_targets(_pad_id(tokenizer))
+    preds = []
+    for start in range(0, len(rows), 64):
+        batch = collate(
+            [{k: v for k, v in r.items() if k != "target_t"} for r in rows[start : start + 64]]
+        )
+        preds.append(regressor(**batch)["prediction"])
+    pred = from_value_space(torch.cat(preds).double(), space)
+    true = torch.tensor([split_at_target(t)[1] for t in texts], dtype=torch.float64)
+    return {"median": pred, "true": true}
 
 
 @torch.no_grad()
@@ -359,6 +672,112 @@ def baseline_predictions(
     finally:
         tokenizer.padding_side = side
     return torch.tensor(preds, dtype=torch.float64), parsed / max(len(prompts), 1)
+
+
+@torch.no_grad()
+def sampled_predictions(
+    model: Any,
+    tokenizer: Any,
+    texts: Sequence[str],
+    *,
+    fallback: float,
+    samples: int = 32,
+    levels: Sequence[float] = (),
+    seed: int = 0,
+    max_new_tokens: int = 12,
+) -> dict[str, Any]:
+    """The regression-aware reading of a text model: the median of sampled numbers, and intervals.
+
+    ``samples`` continuations of the text before each target are drawn from the model's own
+    distribution (temperature 1, no top-k or nucleus cut); the number each starts with is read.
+    The prediction is the median of those numbers and the central interval of coverage ``c`` runs
+    between their ``(1 - c)/2`` and ``(1 + c)/2`` sample quantiles (linear interpolation), so
+    a text model's coverage compares with the causal model's. A text whose samples write no
+    number is predicted ``fallback`` with an empty interval at it.
+
+    Args:
+        model: the trained text model.
+        tokenizer: its tokenizer.
+        texts: held-out texts.
+        fallback: the prediction when no sample starts with a number.
+        samples: ``K``, continuations per text.
+        levels: interval coverages in ``(0, 1)``.
+        seed: seed of the sampling.
+        max_new_tokens: tokens generated per continuation.
+
+    Returns:
+        ``{"median": [N], "true": [N], "lower": [N, L], "upper": [N, L], "parsed": share of
+        samples that wrote a number}``.
+
+    Raises:
+        ValueError: ``samples < 1`` or a level outside ``(0, 1)``.
+
+    Example:
+        >>> tiny = Recipe(hidden_size=16, num_layers=1, num_heads=2, vocab_size=300,
+        ...           max_steps=2, batch_size=4)
+        >>> texts = [f"x {i}, y {2 * i}." for i in range(1, 9)]
+        >>> model, tok, _ = train_text_baseline(texts, tiny)
+        >>> out = sampled_predictions(model, tok, ["x 3, y 6."], fallback=7.0, samples=4,
+        ...                           levels=(0.5,))
+        >>> out["median"].shape, out["lower"].shape, 0.0 <= out["parsed"] <= 1.0
+        (torch.Size([1]), torch.Size([1, 1]), True)
+    """
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"samples must be a positive int, got {samples!r}")
+    lv = [float(c) for c in levels]
+    if any(not 0.0 < c < 1.0 for c in lv):
+        raise ValueError(f"levels must lie in (0, 1), got {levels!r}")
+    prompts = [split_at_target(t)[0] for t in texts]
+    side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    medians, lowers, uppers, parsed = [], [], [], 0
+    per_call = max(1, 512 // samples)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            for start in range(0, len(prompts), per_call):
+                enc = tokenizer(
+                    prompts[start : start + per_call], return_tensors="pt", padding=True
+                )
+                out = model.generate(
+                    **enc,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=True,
+                    temperature=1.0,
+                    top_k=0,
+                    top_p=1.0,
+                    num_return_sequences=samples,
+                    pad_token_id=tokenizer.pad_token_id,
+                )
+                conts = tokenizer.batch_decode(
+                    out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True
+                )
+                for i in range(len(conts) // samples):
+                    values = []
+                    for c in conts[i * samples : (i + 1) * samples]:
+                        numbers = find_numbers(c)
+                        if numbers and not c[: numbers[0].start].strip():
+                            values.append(numbers[0].value)
+                    parsed += len(values)
+                    if not values:
+                        medians.append(fallback)
+                        lowers.append([fallback] * len(lv))
+                        uppers.append([fallback] * len(lv))
+                        continue
+                    v = torch.tensor(values, dtype=torch.float64)
+                    medians.append(float(v.median()) if len(values) % 2 else float(v.quantile(0.5)))
+                    lowers.append([float(v.quantile((1 - c) / 2)) for c in lv])
+                    uppers.append([float(v.quantile((1 + c) / 2)) for c in lv])
+    finally:
+        tokenizer.padding_side = side
+    n = len(prompts)
+    return {
+        "median": torch.tensor(medians, dtype=torch.float64),
+        "true": torch.tensor([split_at_target(t)[1] for t in texts], dtype=torch.float64),
+        "lower": torch.tensor(lowers, dtype=torch.float64).reshape(n, len(lv)),
+        "upper": torch.tensor(uppers, dtype=torch.float64).reshape(n, len(lv)),
+        "parsed": parsed / max(n * samples, 1),
+    }
 
 
 @torch.no_grad()
