@@ -7,8 +7,8 @@ Three :class:`pyro.distributions.TorchDistribution` subclasses that follow torch
 * :class:`IndependentCauchy` — ``C`` independent components ``X_c ~ Cauchy(loc_c, scale_c)``,
   event shape ``[C]``; ``log_prob`` is the summed Cauchy log-density (minus the Cauchy NLL).
 * :class:`OvR` — ``V`` independent Bernoulli decisions ``B_k`` with
-  ``p_k = P(S_k > C_k) = 1/2 + atan((loc_k - C_k)/scale_k)/pi`` for ``S_k ~ Cauchy(loc_k,
-  scale_k)`` and threshold ``C_k``, event shape ``[V]`` over multi-hot ``{0, 1}^V`` values;
+  ``p_k = P(S_k > tau_k) = 1/2 + atan((loc_k - tau_k)/scale_k)/pi`` for ``S_k ~ Cauchy(loc_k,
+  scale_k)`` and threshold ``tau_k``, event shape ``[V]`` over multi-hot ``{0, 1}^V`` values;
   everything is computed in log space (no ``log(p + eps)``).
 * :class:`OvRLabel` — the same OvR model observed through a single class index (a label), for
   ``pyro.sample(..., obs=label)`` without a one-hot tensor.
@@ -388,11 +388,11 @@ class OvR(TorchDistribution):
     r"""Independent one-vs-rest Bernoulli decisions over ``V`` classes, event shape ``[V]``.
 
     Class ``k`` fires when its Cauchy score ``S_k ~ Cauchy(loc_k, scale_k)`` exceeds its
-    threshold ``C_k``:
+    threshold ``tau_k``:
 
     .. math::
 
-        p_k = P(S_k > C_k) = \frac12 + \frac1\pi \arctan\frac{\mu_k - C_k}{\gamma_k},
+        p_k = P(S_k > \tau_k) = \frac12 + \frac1\pi \arctan\frac{\mu_k - \tau_k}{\gamma_k},
         \qquad
         \log p(b) = \sum_k b_k \log p_k + (1 - b_k) \log(1 - p_k).
 
@@ -406,7 +406,7 @@ class OvR(TorchDistribution):
     Args:
         loc: score locations, shape ``[*batch, V]`` (at least one dimension after broadcasting).
         scale: score scales, broadcastable; strictly positive and finite.
-        threshold: thresholds ``C_k``, a number or a tensor broadcastable with ``loc``.
+        threshold: thresholds ``tau_k``, a number or a tensor broadcastable with ``loc``.
         validate_args: check parameters and ``log_prob`` values; ``None`` uses the torch / Pyro
             global default.
 
@@ -530,7 +530,7 @@ class OvR(TorchDistribution):
         return (self.loc.to(dtype) - self.threshold.to(dtype)) / self.scale.to(dtype)
 
     def log_probs(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(log p_k, log(1 - p_k))`` of ``p_k = 1/2 + atan(z_k)/pi``, ``z_k = (loc_k - C_k)/scale_k``.
+        """``(log p_k, log(1 - p_k))`` of ``p_k = 1/2 + atan(z_k)/pi``, ``z_k = (loc_k - tau_k)/scale_k``.
 
         Both logarithms are evaluated directly (never ``log(1 - p)`` of a rounded ``p``), so each is
         accurate to a few ulp in float32 for ``|z_k|`` up to ``1e30``.
@@ -548,7 +548,7 @@ class OvR(TorchDistribution):
 
     @property
     def probs(self) -> torch.Tensor:
-        """``p_k = 1/2 + atan(z_k)/pi`` with ``z_k = (loc_k - C_k)/scale_k``, shape ``[*batch, V]``.
+        """``p_k = 1/2 + atan(z_k)/pi`` with ``z_k = (loc_k - tau_k)/scale_k``, shape ``[*batch, V]``.
 
         Evaluated as ``atan2(1, -z_k)/pi``, which does not cancel for large negative ``z_k``.
         """
@@ -571,7 +571,7 @@ class OvR(TorchDistribution):
 
     @property
     def mode(self) -> torch.Tensor:
-        """``1`` where ``p_k > 1/2`` (``loc_k > C_k``), else ``0``; shape ``[*batch, V]``."""
+        """``1`` where ``p_k > 1/2`` (``loc_k > tau_k``), else ``0``; shape ``[*batch, V]``."""
         return (self.loc > self.threshold).to(self.loc.dtype)
 
     @property

@@ -10,7 +10,7 @@
 * :func:`causal_lm_loss` — ``L_cls_mean + lambda * L_reg_eff``.
 
 The one-vs-rest probability of class ``k`` at position ``i`` is
-``P_ik = P(S_ik > C_k) = 1/2 + atan(z_ik)/pi`` with ``z_ik = (loc_S[i, k] - C_k) / scale_S[i, k]``.
+``P_ik = P(S_ik > tau_k) = 1/2 + atan(z_ik)/pi`` with ``z_ik = (loc_S[i, k] - tau_k) / scale_S[i, k]``.
 Per position
 
     L_i = -sum_k [y_ik log P_ik + (1 - y_ik) log(1 - P_ik)]
@@ -281,7 +281,7 @@ def ovr_bce(
 ) -> OvRLoss:
     """One-vs-rest binary cross-entropy of Cauchy class scores, summed over classes.
 
-    With ``z_ik = (loc_S[i, k] - C_k) / scale_S[i, k]`` and ``P_ik = 1/2 + atan(z_ik)/pi``::
+    With ``z_ik = (loc_S[i, k] - tau_k) / scale_S[i, k]`` and ``P_ik = 1/2 + atan(z_ik)/pi``::
 
         L_i = -sum_k log(1 - P_ik) + (log(1 - P_iy) - log P_iy),   y = labels[i],
 
@@ -298,7 +298,7 @@ def ovr_bce(
         loc_S: ``[..., V]`` location of the class scores.
         scale_S: ``[..., V]`` scale of the class scores (``> 0``).
         labels: ``[...]`` integer labels in ``[0, V)`` or ``ignore_index``.
-        threshold: the OvR thresholds ``C``: a float, a scalar tensor or a ``[V]`` tensor
+        threshold: the OvR thresholds ``tau``: a float, a scalar tensor or a ``[V]`` tensor
             (gradients flow into tensors that require them).
         ignore_index: label value of positions that do not count.
         attention_mask: optional ``[...]`` of 0/1 (or bool); positions where it is 0 do not

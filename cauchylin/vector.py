@@ -1207,7 +1207,7 @@ class CauchyVector:
         r"""One-vs-rest probability ``P(X > threshold) = 1/2 + atan((loc - threshold)/scale)/pi``.
 
         Args:
-            threshold: ``C_k``, broadcastable with ``[..., C]`` (a number, ``[C]`` per class, ...).
+            threshold: ``tau_k``, broadcastable with ``[..., C]`` (a number, ``[C]`` per class, ...).
 
         Returns:
             ``[..., C]`` probabilities, computed as ``atan2(scale, threshold - loc)/pi``.
@@ -1234,7 +1234,7 @@ class CauchyVector:
         correctly signed everywhere ``scale > 0``.
 
         Args:
-            threshold: ``C_k``, broadcastable with ``[..., C]``.
+            threshold: ``tau_k``, broadcastable with ``[..., C]``.
 
         Returns:
             Two ``[..., C]`` tensors (float32 for half-precision parameters).

@@ -136,7 +136,7 @@ class CauchyLMConfig(PreTrainedConfig):
             page's ablation).
         b_noise_init: initial value of every component of the exogenous noise b_noise (default
             0.01, for the same reason).
-        threshold: initial OvR threshold C_k (finite; default 0, so that ``P_k > 1/2`` exactly
+        threshold: initial OvR threshold tau_k (finite; default 0, so that ``P_k > 1/2`` exactly
             when ``loc_S > 0``: at 100 every ``P_k`` of a logit-sized ``loc_S`` stays far below
             1/2 and decisions are made through ``scale_S``).
         threshold_per_class: one threshold per class instead of one shared scalar.

@@ -21,8 +21,8 @@ One step, for a batch of ``B`` rows:
    ``scale_S = |W_cls| scale_U'`` (``|W_cls|`` cached while the weights are unchanged) and
    ``loc_Y = W_reg loc_U' + b_reg``, and the mode's token rule: compatible mode samples
    ``softmax(loc_S / T)`` with ``top_k`` / ``top_p`` (greedy at ``T = 0``); every other mode
-   takes ``argmax_k P_k`` with ``P_k = 1/2 + atan((loc_S_k - C_k) / scale_S_k) / pi``, as the
-   argmax of the standardised score ``(loc_S_k - C_k) / scale_S_k``.
+   takes ``argmax_k P_k`` with ``P_k = 1/2 + atan((loc_S_k - tau_k) / scale_S_k) / pi``, as the
+   argmax of the standardised score ``(loc_S_k - tau_k) / scale_S_k``.
 3. **Numbers.** When the choice is ``<NUM>`` (``config.num_token_id``) the row's new numeric value
    is ``loc_Y`` (rounded to float32; written into the decoded text with
    :func:`cauchylin_hf.numbers.format_number`, the shortest decimal that reads back to the same

@@ -71,8 +71,8 @@ class VerifyReport:
         base_cross_entropy: the base's cross-entropy per position on the same next tokens.
         loss_positions: number of positions in both losses.
         frac_p_within_001: fraction of all ``P_k`` with ``|P_k - 1/2| < 0.01``, where
-            ``P_k = 1/2 + atan((loc_S_k - C_k) / scale_S_k) / pi`` in standard mode at ``T = 1``
-            (``C_k`` the threshold).
+            ``P_k = 1/2 + atan((loc_S_k - tau_k) / scale_S_k) / pi`` in standard mode at ``T = 1``
+            (``tau_k`` the threshold).
         frac_p_within_01: fraction with ``|P_k - 1/2| < 0.1``.
         p_quantiles: ``{q: quantile of P_k}`` for q in 0, 0.01, 0.5, 0.99, 1.
         median_p_sum: median over positions of ``sum_k P_k``.

@@ -47,7 +47,7 @@ class CausalMLP(nn.Module):
         activation: a key of :data:`ACTIVATIONS`.
         gamma_init: initial ``scale_U`` of the abduction.
         b_noise_init: initial exogenous noise ``b_noise`` of the action.
-        threshold: the OvR threshold ``C_k`` of the class scores.
+        threshold: the OvR threshold ``tau_k`` of the class scores.
         dtype: parameter dtype.
 
     Raises:

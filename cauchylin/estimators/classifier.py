@@ -2,11 +2,11 @@ r"""``CausalClassifier``: a scikit-learn classifier with one-vs-rest Cauchy deci
 
 The network is ``x -> MLP -> Abduction -> Action`` (see :mod:`cauchylin.nn`). Class ``k`` has the
 score ``S_k = W_cls,k U' + b_cls,k ~ Cauchy(loc_S_k, scale_S_k)`` and fires when it exceeds the
-threshold ``C_k``, with probability
+threshold ``tau_k``, with probability
 
 .. math::
 
-    P_k = P(S_k > C_k) = \frac12 + \frac1\pi \arctan\frac{\mathrm{loc}_{S_k} - C_k}
+    P_k = P(S_k > \tau_k) = \frac12 + \frac1\pi \arctan\frac{\mathrm{loc}_{S_k} - \tau_k}
         {\mathrm{scale}_{S_k}}.
 
 Training minimises the one-vs-rest binary cross-entropy in the standard mode
@@ -49,7 +49,7 @@ def _ovr_loss(module: nn.Module, x: torch.Tensor, labels: torch.Tensor) -> torch
 class CausalClassifier(ClassifierMixin, CausalEstimatorBase):
     r"""Classifier ``x -> MLP -> Abduction -> Action`` with one-vs-rest Cauchy decisions.
 
-    Each class ``k`` fires with probability ``P_k = P(S_k > C_k)`` (see the
+    Each class ``k`` fires with probability ``P_k = P(S_k > tau_k)`` (see the
     :mod:`module docstring <cauchylin.estimators.classifier>`); the model is trained with the
     one-vs-rest loss, predicts ``argmax_k P_k``, and :meth:`predict_distribution` returns the
     class scores ``S`` as a :class:`~cauchylin.CauchyVector`. The inference modes are those of
@@ -59,7 +59,7 @@ class CausalClassifier(ClassifierMixin, CausalEstimatorBase):
         hidden_layer_sizes: widths of the hidden layers of the feature MLP (an int for one layer;
             ``()`` for none). The default, one layer of 32, suits tables of a few hundred to a
             few thousand rows.
-        threshold: the OvR threshold ``C_k`` of every class (a fixed scalar).
+        threshold: the OvR threshold ``tau_k`` of every class (a fixed scalar).
         causal_size: ``C``, the width of ``U`` (``None``: the last hidden width).
         activation: ``"relu"``, ``"tanh"``, ``"gelu"`` or ``"silu"``.
         gamma_init: initial ``scale_U`` of the abduction.
@@ -253,7 +253,7 @@ class CausalClassifier(ClassifierMixin, CausalEstimatorBase):
         temperature: float | None = None,
         generator: torch.Generator | None = None,
     ) -> np.ndarray:
-        """The one-vs-rest probabilities ``P_k = P(S_k > C_k)``, not normalised.
+        """The one-vs-rest probabilities ``P_k = P(S_k > tau_k)``, not normalised.
 
         Each entry is the probability that class ``k`` fires on its own; a row sums to any
         number in ``(0, n_classes)`` (a small sum: no class is confident, a large one: several

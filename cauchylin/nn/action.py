@@ -2,7 +2,7 @@ r"""``Action``: the decision input of a mode, then the linear class-score and re
 
 ``S = W_cls U' + b_cls`` (``[..., V]``) and ``Y = W_reg U' + b_reg`` (``[..., 1]``) in closed form,
 ``U'`` the decision input of the inference mode (the rules are in :mod:`cauchylin.nn.modes`), and
-the one-vs-rest probabilities ``P_k = P(S_k > C_k)``. :meth:`Action.forward` returns the
+the one-vs-rest probabilities ``P_k = P(S_k > tau_k)``. :meth:`Action.forward` returns the
 distributions (:class:`ActionOutput`), :meth:`Action.step` one generation step (:class:`ActionStep`)
 and :meth:`Action.loss` the training objective.
 """
@@ -57,7 +57,7 @@ class ActionOutput:
         S: class scores, :class:`~cauchylin.CauchyVector` ``[..., V]`` (``None`` only when a
             caller builds an output without the classification head).
         Y: regression value, :class:`~cauchylin.CauchyVector` ``[..., 1]``.
-        threshold: the OvR thresholds ``C`` (``[]`` or ``[V]``) used by the probabilities.
+        threshold: the OvR thresholds ``tau`` (``[]`` or ``[V]``) used by the probabilities.
         mode: the mode that ran (see :func:`~cauchylin.nn.effective_mode`).
         temperature: the temperature ``T`` it ran with (the softmax temperature in compatible
             mode).
@@ -162,9 +162,9 @@ class ActionOutput:
         return value_quantiles(self.loc_Y, self.scale_Y, q, self.value_space)
 
     def ovr_log_probs(self) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""``(log P_k, log(1 - P_k))``, ``[..., V]`` each, with ``P_k = P(S_k > C_k)``.
+        r"""``(log P_k, log(1 - P_k))``, ``[..., V]`` each, with ``P_k = P(S_k > tau_k)``.
 
-        ``P_k = 1/2 + atan((loc_S_k - C_k)/scale_S_k)/pi``, evaluated in log space (accurate in
+        ``P_k = 1/2 + atan((loc_S_k - tau_k)/scale_S_k)/pi``, evaluated in log space (accurate in
         float32 for standardised arguments up to ``1e30``).
 
         Returns:
@@ -182,9 +182,9 @@ class ActionOutput:
         return self._scores().ovr_log_prob(self.threshold)
 
     def ovr_probs(self) -> torch.Tensor:
-        """``[..., V]`` one-vs-rest probabilities ``P_k = P(S_k > C_k)``.
+        """``[..., V]`` one-vs-rest probabilities ``P_k = P(S_k > tau_k)``.
 
-        ``P_k = 1/2 + atan((loc_S_k - C_k)/scale_S_k)/pi``; the classes are not normalised (their
+        ``P_k = 1/2 + atan((loc_S_k - tau_k)/scale_S_k)/pi``; the classes are not normalised (their
         sum is any number in ``(0, V)``).
 
         Returns:
@@ -256,7 +256,7 @@ class ActionOutput:
         The mode's token rule (:meth:`~cauchylin.nn.modes.InferenceMode.choose`, the one
         :meth:`Action.step` uses): compatible mode samples ``softmax(loc_S / T)`` with
         ``top_k``/``top_p`` (greedy at ``T = 0``); the other modes take ``argmax_k P_k`` on the
-        standardised scores ``(loc_S_k - C_k) / scale_S_k`` (their randomness, if any, was drawn
+        standardised scores ``(loc_S_k - tau_k) / scale_S_k`` (their randomness, if any, was drawn
         when ``U'`` was formed) and ignore the arguments.
 
         Args:
@@ -356,7 +356,7 @@ class Action(nn.Module):
 
         S = W_\mathrm{cls} U' + b_\mathrm{cls} \in \mathbb{R}^V, \qquad
         Y = W_\mathrm{reg} U' + b_\mathrm{reg}, \qquad
-        P_k = P(S_k > C_k) = \tfrac12 + \tfrac1\pi \arctan\frac{\mathrm{loc}_{S_k} - C_k}
+        P_k = P(S_k > \tau_k) = \tfrac12 + \tfrac1\pi \arctan\frac{\mathrm{loc}_{S_k} - \tau_k}
         {\mathrm{scale}_{S_k}}
 
     where the decision input ``U'`` depends on the inference mode (see
@@ -382,7 +382,7 @@ class Action(nn.Module):
     Args:
         causal_size: ``C``.
         num_classes: ``V``, the number of rows of the classification head.
-        threshold: initial OvR threshold ``C_k`` (default 100.0).
+        threshold: initial OvR threshold ``tau_k`` (default 100.0).
         threshold_per_class: one threshold per class (shape ``[V]``) instead of a scalar (``[]``).
         learnable_threshold: the thresholds are an ``nn.Parameter`` (else a buffer).
         b_noise_init: the constant initial value of ``b_noise`` (default 0.1).
@@ -886,7 +886,7 @@ class Action(nn.Module):
         r"""The training objective in standard mode, without any ``[N, V]`` tensor.
 
         With ``U'_i ~ Cauchy(loc_U_i, scale_U_i + T |b_noise|)``, ``S = W_cls U' + b_cls``,
-        ``Y = W_reg U' + b_reg`` and ``P_ik = 1/2 + atan((loc_S_ik - C_k) / scale_S_ik) / pi``,
+        ``Y = W_reg U' + b_reg`` and ``P_ik = 1/2 + atan((loc_S_ik - tau_k) / scale_S_ik) / pi``,
         summed over the ``N`` counted positions ``i``:
 
         .. math::

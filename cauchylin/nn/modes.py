@@ -15,7 +15,7 @@ sequence: the same individual (or the same systematic noise) replayed on every s
 counterfactual, on a different input.
 
 Next-token rules: the compatible mode samples ``softmax(loc_S / T)`` (:func:`sample_compatible`);
-every other mode takes ``argmax_k P_k`` with ``P_k = 1/2 + atan((loc_S_k - C_k)/scale_S_k)/pi``
+every other mode takes ``argmax_k P_k`` with ``P_k = 1/2 + atan((loc_S_k - tau_k)/scale_S_k)/pi``
 (:func:`ovr_argmax`).
 """
 
@@ -370,14 +370,14 @@ def ovr_argmax(
 ) -> torch.Tensor:
     r"""``argmax_k P_k``, the token rule of every mode but ``compatible``.
 
-    ``P_k = 1/2 + atan((loc_S_k - C_k) / scale_S_k) / pi`` is increasing in the standardised
-    score ``(loc_S_k - C_k) / scale_S_k``, so the argmax is taken on that score: one pass, and
+    ``P_k = 1/2 + atan((loc_S_k - tau_k) / scale_S_k) / pi`` is increasing in the standardised
+    score ``(loc_S_k - tau_k) / scale_S_k``, so the argmax is taken on that score: one pass, and
     scores whose ``P_k`` round to the same float stay apart.
 
     Args:
         loc_S: ``[..., V]`` class-score locations.
         scale_S: ``[..., V]`` class-score scales (``> 0``).
-        threshold: the thresholds ``C`` (``[]`` or ``[V]``).
+        threshold: the thresholds ``tau`` (``[]`` or ``[V]``).
 
     Returns:
         ``LongTensor [...]``.
@@ -495,7 +495,7 @@ class InferenceMode:
         Args:
             loc_S: ``[..., V]`` class-score locations.
             scale_S: ``[..., V]`` class-score scales (may be None when :attr:`samples_logits`).
-            threshold: the thresholds ``C`` (``[]`` or ``[V]``).
+            threshold: the thresholds ``tau`` (``[]`` or ``[V]``).
             temperature: ``T`` (the softmax temperature of the compatible mode).
             top_k: compatible mode only: keep the ``k`` largest logits.
             top_p: compatible mode only: nucleus mass in ``(0, 1]``.
@@ -512,7 +512,7 @@ class InferenceMode:
             >>> import torch
             >>> from cauchylin.nn.modes import MODE_TABLE
             >>> loc, scale = torch.tensor([1.0, 3.0]), torch.tensor([1.0, 10.0])
-            >>> MODE_TABLE["causal"].choose(loc, scale, 0.0, 1.0)  # argmax of (loc - C) / scale
+            >>> MODE_TABLE["causal"].choose(loc, scale, 0.0, 1.0)  # argmax of (loc - tau) / scale
             tensor(0)
             >>> MODE_TABLE["compatible"].choose(loc, None, 0.0, 0.0)  # T = 0: argmax loc_S
             tensor(1)
@@ -726,7 +726,7 @@ class Decoding:
         Args:
             loc_S: ``[..., V]`` class-score locations.
             scale_S: ``[..., V]`` class-score scales (None allowed when the rule samples logits).
-            threshold: the thresholds ``C`` (``[]`` or ``[V]``).
+            threshold: the thresholds ``tau`` (``[]`` or ``[V]``).
 
         Returns:
             ``LongTensor [...]``.
@@ -738,7 +738,7 @@ class Decoding:
             >>> import torch
             >>> from cauchylin.nn.modes import Decoding
             >>> loc, scale = torch.tensor([1.0, 3.0]), torch.tensor([1.0, 10.0])
-            >>> Decoding.make("causal").choose(loc, scale, 0.0)  # argmax of (loc - C) / scale
+            >>> Decoding.make("causal").choose(loc, scale, 0.0)  # argmax of (loc - tau) / scale
             tensor(0)
         """
         if self.runs.samples_logits:
