@@ -145,14 +145,16 @@ class CauchyLMConfig(PreTrainedConfig):
             gate ``P_<NUM>`` also switches the regression off where ``P_<NUM>`` is small)
             (gate = num_mask * (alpha + (1 - alpha) P_<NUM>)).
         reg_weight: lambda >= 0 in ``L = L_cls + lambda * L_reg``.
-        reg_scale_power: beta >= 0 of the regression loss (default 2): the location's gradient
-            at each ``<NUM>`` target is multiplied by ``d^beta`` over its batch mean, ``d`` the
+        reg_scale_power: beta >= 0 of the regression loss (default 0, the plain NLL's
+            gradient); with ``beta > 0`` the location's gradient at each ``<NUM>`` target is
+            multiplied by ``d^beta`` over its batch mean, ``d`` the
             spread of the numbers in its context, so that numbers whose context fixes them to a
             small spread do not outweigh the others by ``1 / d``; the loss value and the scale's
             gradient stay the Cauchy NLL's (:func:`cauchylin.losses.gated_regression_loss`, and
-            the Training page's "Numbers in every context"); 0 is the plain NLL's gradient.
+            the Training page's "Numbers in every context", which measures why it is not the
+            default).
         reg_context_tokens: the tokens before a number that key its context, 0 to 3 (default
-            2): ``d`` is the median absolute deviation of the batch's numbers with the same key
+            0): ``d`` is the median absolute deviation of the batch's numbers with the same key
             (when at least 3 are there), else the model's own ``scale_Y``; with 0 the model's
             ``scale_Y`` stands for ``d`` everywhere.
         ovr_classes: ``"all"`` (every embedding row is an OvR class) or
@@ -219,8 +221,8 @@ class CauchyLMConfig(PreTrainedConfig):
     learnable_threshold: bool = False
     alpha: float = 1.0
     reg_weight: float = 1.0
-    reg_scale_power: float = 2.0
-    reg_context_tokens: int = 2
+    reg_scale_power: float = 0.0
+    reg_context_tokens: int = 0
     ovr_classes: str = "all"
     tokenizer_size: int | None = None
     num_token: str = "<NUM>"
