@@ -76,15 +76,13 @@ ABLATION: dict[str, dict[str, Any]] = {
     "w_num_scale=None (unit w_num)": {"w_num_scale": None},
     "classifier_lr_scale=1": {"classifier_lr_scale": 1.0},
     "threshold=100": {"threshold": 100.0},
-    "reg_scale_power=0 (plain NLL gradient)": {"reg_scale_power": 0.0},
-    "reg_context_tokens=0 (the model's scale)": {"reg_context_tokens": 0},
 }
 
 # Causal models with other settings (``--variants``); "causal" is the defaults.
 VARIANTS: dict[str, dict[str, Any]] = {
     "causal": {},
-    "causal (plain NLL gradient)": {"reg_scale_power": 0.0},
-    "causal (model's scale as spread)": {"reg_context_tokens": 0},
+    "causal (context-scaled gradient)": {"reg_scale_power": 2.0, "reg_context_tokens": 2},
+    "causal (context-scaled, model's scale as spread)": {"reg_scale_power": 2.0},
     "causal (classifier_lr_scale=1)": {"classifier_lr_scale": 1.0},
 }
 

@@ -45,7 +45,7 @@ def test_bench_quality_toy_run(tmp_path):
         "--models",
         models,
         "--variants",
-        "causal (plain NLL gradient)",
+        "causal (context-scaled gradient)",
         "--corrupt",
         "0.1",
         "--pretrained",
@@ -60,7 +60,7 @@ def test_bench_quality_toy_run(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(out_json.read_text())["rows"]
     have = {(r["table"], r["name"], r["steps"], r["seed"], r["corrupt"], r["start"]) for r in rows}
-    names = ["causal", "causal (plain NLL gradient)", "MSE head", "CE text LM"]
+    names = ["causal", "causal (context-scaled gradient)", "MSE head", "CE text LM"]
     names += ["CE text LM, median of 32 samples"]
     if HAS_NTL:
         names += ["CE + NTL", "CE + NTL, median of 32 samples"]
