@@ -515,6 +515,9 @@ def plot(rows: list[dict[str, Any]], tables: list[str], path: str, machine: str)
                 ax.axhline(r["mdae"], color="k", ls=ls, lw=0.8, label=ref)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        budgets = sorted({r["steps"] for r in rows if r["kind"] != "reference"})
+        ax.set_xticks(budgets, [str(b) for b in budgets])
+        ax.minorticks_off()
         ax.set_title(table)
         ax.set_xlabel("training steps (batch 32)")
         ax.set_ylabel("held-out target MdAE")
@@ -529,8 +532,10 @@ def plot(rows: list[dict[str, Any]], tables: list[str], path: str, machine: str)
     spare = list(axes.flat)[len(tables) :]
     if spare:
         spare[0].legend(handles, labels, fontsize=7, loc="center")
-    else:
-        axes.flat[0].legend(handles, labels, fontsize=6)
+    else:  # right of the last panel, where it hides no line
+        axes.flat[len(tables) - 1].legend(
+            handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0)
+        )
     _plotting.footnote(fig, machine + "; lines: median over seeds, band: min-max")
     _plotting.save(fig, path)
 
@@ -663,7 +668,9 @@ def main(argv: list[str] | None = None) -> int:
         f"# bench_quality: {len(jobs)} training runs to do, {args.workers} worker(s)\n# {machine}",
         flush=True,
     )
-    references = [r for table in tables for r in reference_rows(table, args.quick)]
+    # the references of every table in the file, also those a resumed run did not name again
+    ref_tables = [*tables, *sorted({r["table"] for r in rows} - set(tables))]
+    references = [r for table in ref_tables for r in reference_rows(table, args.quick)]
 
     def save() -> None:
         if args.json:

@@ -94,6 +94,12 @@ def test_bench_quality_toy_run(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "0 training runs to do" in again.stdout
     assert len(json.loads(out_json.read_text())["rows"]) == len(rows)
+    # a resumed run that names fewer tables keeps the others' rows and their references
+    narrow = [a if a != "demo,cancer" else "cancer" for a in args]
+    third = run(*narrow, "--resume")
+    assert third.returncode == 0, third.stderr[-3000:]
+    kept = json.loads(out_json.read_text())["rows"]
+    assert {(r["table"], r["name"]) for r in kept} == {(r["table"], r["name"]) for r in rows}
 
 
 def test_bench_quality_refuses_bad_flags():

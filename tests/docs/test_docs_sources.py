@@ -87,3 +87,35 @@ def test_no_control_characters_in_docstrings() -> None:
             for line, text in docstrings(path):
                 problems += control_characters(text, f"{rel}:{line} (docstring)")
     assert not problems, "control characters in docstrings:\n" + "\n".join(problems)
+
+
+# A figure drawn wider than this many pixels (a row of many panels) is unreadable when the text
+# column scales it down; the page marks it ``{ .figure-wide }`` so it keeps a readable size and
+# scrolls sideways (docs/stylesheets/extra.css), a click opening it alone.
+WIDE_FIGURE_PX = 2000
+FIGURE = re.compile(r"!\[[^\]]*\]\((assets/[^)]+\.png)\)")
+
+
+def _png_width(path: Path) -> int:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return int.from_bytes(head[16:20], "big")
+
+
+def test_wide_figures_keep_a_readable_size():
+    pages = sorted((ROOT / "docs").glob("*.md"))
+    seen, unmarked = 0, []
+    for page in pages:
+        lines = page.read_text("utf-8").splitlines()
+        for i, line in enumerate(lines):
+            for match in FIGURE.finditer(line):
+                seen += 1
+                if _png_width(ROOT / "docs" / match.group(1)) <= WIDE_FIGURE_PX:
+                    continue
+                after = lines[i + 1].strip() if i + 1 < len(lines) else ""
+                if after != "{ .figure-wide }":
+                    unmarked.append(f"{page.name}:{i + 1}: {match.group(1)}")
+    assert seen, "no figure found: the pattern no longer matches the pages"
+    assert not unmarked, "wide figures without { .figure-wide } under them:\n" + "\n".join(unmarked)
+    css = (ROOT / "docs" / "stylesheets" / "extra.css").read_text("utf-8")
+    assert ".figure-wide" in css, "extra.css lost the rule that keeps wide figures readable"
