@@ -252,8 +252,14 @@ def test_a_signal_during_the_two_rename_fallback_arrives_after_the_old_copy_is_g
         return real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        make_model(0.5).save_pretrained(folder)
+    # The program's own handler, set here: what an earlier test in this worker process (or a
+    # plugin) left on SIGINT must not decide what this test sees.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            make_model(0.5).save_pretrained(folder)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     monkeypatch.setattr(os, "replace", real_replace)
     assert identity(folder) == 0.5
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
