@@ -60,7 +60,7 @@ from cauchylin.nn.modes import (
 
 from ._backbone import cached_positions
 from .batch import resolve_pad_token_id
-from .hf_compat import CACHE_NAME
+from .hf_compat import CACHE_NAME, takes_cache
 from .tokenizer import NumericTokenizer
 
 __all__ = [
@@ -607,6 +607,25 @@ class NumericGenerationMixin(GenerationMixin):
         >>> tuple(out.shape)
         (1, 6)
     """
+
+    def _prepare_cache_for_generation(
+        self, generation_config: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        """transformers' hook that gives ``generate`` its cache; uncached where none fits.
+
+        A backbone that does not take the release's cache keyword (a recurrent decoder before
+        transformers 5.24, whose state is ``cache_params``) is given no cache and this call of
+        ``generate`` runs uncached (``use_cache`` off in its own copy of the generation config):
+        the default cache would be built from the base's config, of recurrent layers only, which
+        ``generate`` cannot read a length off, and with ``use_cache`` on it would feed one token
+        a step to a model that keeps no state. Uncached decoding gives the same tokens.
+        """
+        if not takes_cache(cast(Any, self).backbone):
+            generation_config.use_cache = False
+            return None
+        # Typed as Any: the hook's annotated self differs between transformers releases.
+        parent: Any = super()
+        return parent._prepare_cache_for_generation(generation_config, *args, **kwargs)
 
     def prepare_inputs_for_generation(
         self,

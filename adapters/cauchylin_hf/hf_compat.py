@@ -18,11 +18,12 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any
 
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-__all__ = ["CACHE_NAME", "resolve_cache"]
+__all__ = ["CACHE_NAME", "resolve_cache", "takes_cache"]
 
 
 def _cache_field_name() -> str:
@@ -58,3 +59,23 @@ def resolve_cache(cache: Any, past_key_values: Any) -> Any:
     if cache is not None and past_key_values is not None:
         raise ValueError("pass the cache as cache or as past_key_values, not both")
     return cache if cache is not None else past_key_values
+
+
+def takes_cache(module: Any) -> bool:
+    """Whether ``module.forward`` takes the running release's cache keyword (:data:`CACHE_NAME`).
+
+    Decoders do, except recurrent ones before transformers 5.24, which name their state
+    ``cache_params``: the adapter passes no cache to those, and generation runs uncached there.
+
+    Args:
+        module: a decoder (``nn.Module``).
+
+    Returns:
+        True when ``CACHE_NAME`` is a parameter of its ``forward``.
+
+    Example:
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> takes_cache(tiny_base_model("qwen2").model)
+        True
+    """
+    return CACHE_NAME in inspect.signature(module.forward).parameters
