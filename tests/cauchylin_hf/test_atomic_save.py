@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -248,7 +249,9 @@ def test_a_signal_during_the_two_rename_fallback_arrives_after_the_old_copy_is_g
     def interrupted(src, dst):
         calls.append(dst)
         if len(calls) == 1:
-            os.kill(os.getpid(), signal.SIGINT)  # arrives between the two renames
+            # to this thread, so that it arrives here, between the two renames (a signal sent to
+            # the process may be taken by any of torch's threads, and reach Python later)
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
         return real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", interrupted)
