@@ -573,6 +573,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pretrained", action="store_true", help="also fine-tune a CE-pretrained one")
     p.add_argument("--pretrain-steps", type=int, default=1000)
     p.add_argument("--ablation", action="store_true", help="one run per reverted default")
+    p.add_argument(
+        "--adam-beta2",
+        type=float,
+        default=None,
+        help="AdamW's beta2 for every model (default: the recipe's, the package's training default)",
+    )
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--quick", action="store_true", help="toy sizes (smoke test)")
     p.add_argument("--json", default=None)
@@ -595,6 +601,12 @@ def main(argv: list[str] | None = None) -> int:
     for v in variants:
         if v not in VARIANTS:
             p.error(f"unknown variant {v!r}; known: {', '.join(VARIANTS)}")
+    if args.adam_beta2 is None:
+        from cauchylin_hf.app.compare import Recipe
+
+        args.adam_beta2 = Recipe.adam_beta2
+    if not 0.0 <= args.adam_beta2 < 1.0:
+        p.error("--adam-beta2 must lie in [0, 1)")
     if args.workers < 1 or min(budgets) < 1 or args.pretrain_steps < 1:
         p.error("--workers, --steps and --pretrain-steps must be positive")
     if not 0.0 <= args.corrupt <= 1.0:
@@ -607,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs: list[dict[str, Any]] = []
 
     def add(table: str, kind: str, name: str, settings: dict, steps: int, seed: int, **kw: Any):
-        recipe: dict[str, Any] = {"max_steps": steps, "seed": seed}
+        recipe: dict[str, Any] = {"max_steps": steps, "seed": seed, "adam_beta2": args.adam_beta2}
         if args.quick:
             recipe.update(hidden_size=16, num_layers=1, num_heads=2, vocab_size=300, batch_size=8)
         job = {

@@ -254,6 +254,23 @@ def test_loss_parts_callback_with_a_plain_trainer(ntok, tmp_path):
     assert trainer.state.log_history[0]["cls_loss"] == cb.history[0]["cls_loss"]
 
 
+@pytest.mark.parametrize("override", [None, 0.999])
+def test_the_optimizer_forgets_old_gradients_after_about_twenty_steps(ntok, tmp_path, override):
+    """AdamW's beta2 is 0.95 unless the user sets it (why: make_training_arguments' docstring)."""
+    extra = {} if override is None else {"adam_beta2": override}
+    trainer = make_trainer(
+        tiny_model(ntok),
+        ntok,
+        NumericDataset.from_texts(generate_sentences(8, seed=4), ntok),
+        output_dir=tmp_path,
+        max_steps=1,
+        **quiet(**extra),
+    )
+    optimizer = trainer.create_optimizer()
+    expected = 0.95 if override is None else override
+    assert {tuple(g["betas"]) for g in optimizer.param_groups} == {(0.9, expected)}
+
+
 # ------------------------------------------------------------------ errors
 
 

@@ -87,6 +87,9 @@ class Recipe:
         max_steps: optimizer steps.
         batch_size: texts per step.
         learning_rate: peak learning rate (AdamW, cosine decay after 5% warm-up).
+        adam_beta2: AdamW's second-moment decay (default 0.95, the package's training default:
+            see :func:`~cauchylin_hf.training.make_training_arguments`); every model of a
+            comparison trains with it.
         seed: seed of the weights and the data order.
         settings: causal settings for ``from_base`` (``CauchyLMConfig`` fields) on top of the
             defaults.
@@ -103,6 +106,7 @@ class Recipe:
     max_steps: int = 1000
     batch_size: int = 32
     learning_rate: float = 3e-3
+    adam_beta2: float = 0.95
     seed: int = 0
     settings: dict[str, Any] = field(default_factory=dict)
 
@@ -159,16 +163,20 @@ class Recipe:
         """The ``TrainingArguments`` fields of the shared budget.
 
         Returns:
-            ``max_steps``, batch size, learning rate, cosine schedule, warm-up steps, seed.
+            ``max_steps``, batch size, learning rate, AdamW's ``adam_beta2``, cosine schedule,
+            warm-up steps, seed.
 
         Example:
             >>> Recipe(max_steps=200).trainer_arguments()["warmup_steps"]  # 5% of the steps
             10
+            >>> Recipe().trainer_arguments()["adam_beta2"]  # every model of a comparison
+            0.95
         """
         return {
             "max_steps": self.max_steps,
             "per_device_train_batch_size": self.batch_size,
             "learning_rate": self.learning_rate,
+            "adam_beta2": self.adam_beta2,
             "lr_scheduler_type": "cosine",
             "warmup_steps": max(1, self.max_steps // 20),
             "seed": self.seed,
