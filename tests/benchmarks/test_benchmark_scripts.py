@@ -125,3 +125,35 @@ def test_bench_scripts_reject_bad_flags(tmp_path, script, flags, message):
         timeout=120,
     )
     assert proc.returncode == 2 and message in proc.stderr
+
+
+@pytest.mark.slow
+def test_probe_adam_memory_reads_the_optimizers_own_state(tmp_path):
+    """Both beta2 runs are measured; at step 1 AdamW's bias-corrected step is |g| / (|g| + eps).
+
+    After one step ``m_hat = g`` and ``v_hat = g**2`` exactly, so the step in units of the
+    learning rate is at most 1 for every parameter, whatever the gradient; a probe that read the
+    wrong moments or forgot the bias correction would print other numbers.
+    """
+    pytest.importorskip("sklearn")
+    data, stdout = _run(
+        "probe_adam_memory.py",
+        "--quick",
+        "--steps",
+        "12",
+        "--beta2",
+        "0.999,0.5",
+        tmp_path=tmp_path,
+    )
+    assert [run["beta2"] for run in data["runs"]] == [0.999, 0.5]
+    for run in data["runs"]:
+        assert [r["step"] for r in run["rows"]] == [1, 10]
+        for r in run["rows"]:
+            assert all(math.isfinite(r[k]) for k in ("cls", "reg", "g_cls", "g_reg"))
+            assert r["g_cls"] > 0 and r["g_reg"] > 0
+            assert 0 < r["adam_step"] <= 1 + 1e-6 if r["step"] == 1 else r["adam_step"] > 0
+        assert math.isfinite(run["mdae"]) and run["mdae"] >= 0
+    # the first step does not depend on beta2 (bias correction), the tenth does
+    first = [run["rows"][0]["adam_step"] for run in data["runs"]]
+    assert first[0] == pytest.approx(first[1], rel=1e-5)
+    assert "adam_beta2=0.5" in stdout
