@@ -473,6 +473,7 @@ def _print_targets(results: list[dict[str, Any]]) -> None:
 def plot(rows: list[dict[str, Any]], tables: list[str], path: str, machine: str) -> None:
     """Held-out target MdAE against training steps: one line per model, seed band, per table."""
     import _plotting
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
     plt = _plotting.pyplot()
     cols = min(4, len(tables))
@@ -517,7 +518,11 @@ def plot(rows: list[dict[str, Any]], tables: list[str], path: str, machine: str)
         ax.set_yscale("log")
         budgets = sorted({r["steps"] for r in rows if r["kind"] != "reference"})
         ax.set_xticks(budgets, [str(b) for b in budgets])
-        ax.minorticks_off()
+        ax.xaxis.set_minor_locator(NullLocator())
+        # 1-2-5 ticks in plain numbers: a table whose errors span less than a decade keeps labels
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_locator(NullLocator())
         ax.set_title(table)
         ax.set_xlabel("training steps (batch 32)")
         ax.set_ylabel("held-out target MdAE")
