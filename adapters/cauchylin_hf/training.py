@@ -78,11 +78,12 @@ def make_training_arguments(
 
     Why ``adam_beta2=0.95`` (``TrainingArguments``' own default is 0.999): the token loss and
     the regression loss share the backbone, and AdamW divides every step by a running mean of
-    the squared gradients with a memory of about ``1 / (1 - beta2)`` steps. The token loss's
-    gradients are large in the first steps and then fall by orders of magnitude once the text
-    is learnt; with 0.999 their memory keeps the regression's steps small for about a thousand
-    steps, and the numbers stay at a constant per context (the training page, "Numbers in every
-    context", has the measurements). With 0.95 the memory is twenty steps.
+    the squared gradients with a memory of about ``1 / (1 - beta2)`` steps. With 0.999 that mean
+    still carries the first steps, in which the token loss's gradients are far larger than the
+    regression's, and once only the numbers are left to learn the backbone's steps stay at 1-2%
+    of the learning rate: the numbers of fixed-template text stay at a constant per context for
+    about a thousand steps. With 0.95 the memory is twenty steps and the steps are ten times
+    larger (the measurements: the training page, "The optimizer's memory").
 
     Args:
         output_dir: where the Trainer writes checkpoints and logs.
