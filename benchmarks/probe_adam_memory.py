@@ -33,7 +33,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 STEPS = (1, 10, 30, 100, 200, 300, 500, 700, 1000)
-BETA1 = 0.9  # TrainingArguments' adam_beta1, which the recipe keeps
 
 
 def probe(
@@ -67,8 +66,9 @@ def probe(
                 st = optimizer.state[p]
                 if "exp_avg" not in st:  # a parameter the loss does not reach
                     continue
-                m_hat = st["exp_avg"] / (1 - BETA1**step)
-                v_hat = st["exp_avg_sq"] / (1 - beta2**step)
+                # the optimizer's own betas, as the Trainer built it
+                m_hat = st["exp_avg"] / (1 - args.adam_beta1**step)
+                v_hat = st["exp_avg_sq"] / (1 - args.adam_beta2**step)
                 steps.append((m_hat.abs() / (v_hat.sqrt() + args.adam_epsilon)).flatten())
 
             def norm(grads: tuple) -> float:
