@@ -29,6 +29,12 @@ from cauchylin.nn.modes import (
     check_temperature,
     get_mode,
 )
+from cauchylin.nn.readouts import (
+    CALIBRATION_LEVELS,
+    MAX_CONTEXT_TOKENS,
+    ContextReadouts,
+    context_codes,
+)
 from cauchylin.value_space import (
     IDENTITY,
     check_value_space,
@@ -328,25 +334,11 @@ class ActionStep:
     mode: str
 
 
-_MAX_CONTEXT_TOKENS = 3  # keys of k tokens are exact in int64 for vocabularies up to 2**20
-
-
-def _context_keys(labels: torch.Tensor, k: int, num_classes: int) -> torch.Tensor:
-    """One integer per position naming the ``k`` tokens before it (the labels at ``i-1..i-k``).
-
-    Labels lie in ``[-100, V)`` (``ignore_index`` included); before the start of a sequence the
-    token is "none". Each token is shifted into ``[1, V + 101]`` and the ``k`` of them are the
-    digits of one number in base ``V + 102``: equal keys mean equal tokens.
-    """
-    labels = labels.long()
-    base = int(num_classes) + 102
-    key = torch.zeros_like(labels)
-    for j in range(1, k + 1):
-        prev = torch.zeros_like(labels)
-        if labels.shape[-1] > j:
-            prev[..., j:] = labels[..., :-j] + 101
-        key = key * base + prev
-    return key
+def _previous_tokens(labels: torch.Tensor) -> torch.Tensor:
+    """The input tokens of a loss's positions: the label at ``i - 1`` (none before the start)."""
+    prev = torch.full_like(labels, -101)  # the "no token" digit of context_codes
+    prev[..., 1:] = labels[..., :-1]
+    return prev
 
 
 class Action(nn.Module):
@@ -391,6 +383,9 @@ class Action(nn.Module):
             scale on which :class:`~cauchylin.nn.NumericEmbedding` reads numbers); see
             :mod:`cauchylin.value_space`. :meth:`loss` maps the targets into it, :meth:`step`
             and :class:`ActionOutput` map predictions back.
+        readout_contexts: rows of the per-context readout table :attr:`readouts` (0: none;
+            a loaded model builds it with the size its checkpoint holds).
+        calibration_levels: the coverages that table can calibrate.
         device: device of the parameters.
         dtype: dtype of the parameters. Half-precision parameters are computed in float32: the
             heads are cast on every call (a copy of ``W_cls``; keep float32 master weights for
@@ -401,6 +396,10 @@ class Action(nn.Module):
         regressor: ``nn.Linear(C, 1)``.
         b_noise: ``nn.Parameter [C]``.
         threshold: ``[]`` or ``[V]``, a parameter or a buffer.
+        readouts: :class:`~cauchylin.nn.readouts.ContextReadouts`, the per-context readouts of
+            ``Y`` solved after training and their conformal widths; :meth:`forward` and
+            :meth:`step` use them where they are given the positions' ``context`` codes (the
+            training loss :meth:`loss` always uses the shared head ``W_reg``).
 
     Raises:
         ValueError: non-positive sizes or non-finite initial values.
@@ -428,6 +427,8 @@ class Action(nn.Module):
         learnable_threshold: bool = False,
         b_noise_init: float = 0.1,
         value_space: str = IDENTITY,
+        readout_contexts: int = 0,
+        calibration_levels: tuple[float, ...] = CALIBRATION_LEVELS,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -452,6 +453,9 @@ class Action(nn.Module):
             self.threshold = nn.Parameter(thr)
         else:
             self.register_buffer("threshold", thr)
+        self.readouts = ContextReadouts(causal_size, readout_contexts, calibration_levels)
+        if device is not None:
+            self.readouts.to(device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -700,6 +704,7 @@ class Action(nn.Module):
         generator: torch.Generator | None = None,
         eps_seed: torch.Tensor | None = None,
         eps_noise: torch.Tensor | None = None,
+        context: torch.Tensor | None = None,
     ) -> ActionOutput:
         r"""Class scores and regression value of a mode: ``S = W_cls U' + b_cls``, ``Y = W_reg U' + b_reg``.
 
@@ -717,6 +722,10 @@ class Action(nn.Module):
             generator: ``torch.Generator`` of the random modes.
             eps_seed: ``shared_individual``'s fixed draw.
             eps_noise: ``shared_noise``'s fixed draw.
+            context: ``[...]`` int64 context codes of the positions
+                (:func:`~cauchylin.nn.readouts.context_codes`): where :attr:`readouts` has a
+                solved readout for one, ``Y`` is that readout's; None (default) keeps ``W_reg``
+                everywhere.
 
         Returns:
             :class:`ActionOutput` with ``S [..., V]``, ``Y [..., 1]``, the thresholds, the mode
@@ -741,9 +750,13 @@ class Action(nn.Module):
         decoding = self._decoding(U, mode, temperature, options)
         u_prime = decoding.decision_input(U, self.b_noise.abs())
         W, b, w_reg, b_reg = self._heads()
+        if context is not None and self.readouts.num_contexts:
+            Y = self.readouts.read(u_prime, w_reg, b_reg, self._rows(context, U))
+        else:
+            Y = u_prime.linear(w_reg, b_reg)
         return ActionOutput(
             S=u_prime.linear(W, b),
-            Y=u_prime.linear(w_reg, b_reg),
+            Y=Y,
             threshold=self.threshold,
             mode=decoding.runs.name,
             temperature=decoding.temperature,
@@ -765,6 +778,7 @@ class Action(nn.Module):
         top_p: float | None = None,
         num_token_id: int | None = None,
         return_distributions: bool = False,
+        context: torch.Tensor | None = None,
     ) -> ActionStep:
         """One generation step: the mode's next token and its numeric value, without gradients.
 
@@ -794,6 +808,7 @@ class Action(nn.Module):
             top_p: compatible mode: nucleus mass in ``(0, 1]``.
             num_token_id: id of ``<NUM>``: where it is chosen, ``values`` holds ``loc_Y``.
             return_distributions: also compute ``scale_S`` and ``scale_Y`` for every mode.
+            context: ``[...]`` int64 context codes of the positions, as in :meth:`forward`.
 
         Returns:
             :class:`ActionStep`.
@@ -849,6 +864,9 @@ class Action(nn.Module):
             loc_S, loc_Y = S.loc, Y.loc[..., 0]
             scale_S = S.scale if need_scale else None
             scale_Y = Y.scale[..., 0] if return_distributions else None
+        if context is not None and self.readouts.num_contexts:
+            rows = self._rows(context, U)
+            loc_Y, scale_Y = self.readouts.marginals(Up.loc, loc_Y, scale_Y, rows)
         ids = decoding.choose(loc_S, scale_S, self.threshold)
         values = torch.zeros(ids.shape, dtype=torch.float32, device=ids.device)
         if num_token_id is not None:
@@ -865,6 +883,19 @@ class Action(nn.Module):
             U_prime=Up,
             mode=decoding.runs.name,
         )
+
+    def _rows(self, context: torch.Tensor, U: CauchyVector) -> torch.Tensor:
+        """The readout-table row of each position's context code (checked against ``U``)."""
+        if not isinstance(context, torch.Tensor) or context.is_floating_point():
+            raise ValueError(
+                f"context must be an integer tensor of codes, got {getattr(context, 'dtype', type(context).__name__)}"
+            )
+        if tuple(context.shape) != tuple(U.batch_shape):
+            raise ValueError(
+                f"context shape {tuple(context.shape)} must equal U's batch shape "
+                f"{tuple(U.batch_shape)}"
+            )
+        return self.readouts.lookup(context.long())
 
     # ---------------------------------------------------------------------------- training
     def loss(
@@ -959,10 +990,10 @@ class Action(nn.Module):
         if (
             isinstance(reg_context_tokens, bool)
             or not isinstance(reg_context_tokens, int)
-            or not 0 <= reg_context_tokens <= _MAX_CONTEXT_TOKENS
+            or not 0 <= reg_context_tokens <= MAX_CONTEXT_TOKENS
         ):
             raise ValueError(
-                f"reg_context_tokens must be an int in [0, {_MAX_CONTEXT_TOKENS}], "
+                f"reg_context_tokens must be an int in [0, {MAX_CONTEXT_TOKENS}], "
                 f"got {reg_context_tokens!r}"
             )
         U = self._check_input(U)
@@ -1035,7 +1066,7 @@ class Action(nn.Module):
                 log_p_num = s_num.ovr_log_prob(thr)[0][..., 0]
         context = None
         if reg_context_tokens:
-            context = _context_keys(labels, reg_context_tokens, self.num_classes)
+            context = context_codes(_previous_tokens(labels), reg_context_tokens, self.num_classes)
         reg = losses.gated_regression_loss(
             loc_Y,
             scale_Y,

@@ -1,0 +1,375 @@
+r"""Per-context readouts of the regression value, and their conformal interval widths.
+
+A language model reads every number through one regression head ``Y = W_reg U' + b_reg``. The
+numbers of one *context* (the ``k`` tokens that end at the position predicting the number, coded
+by :func:`context_codes`: ``"..., price "`` in a table) often need a readout of their own, and
+their intervals a calibration of their own. A :class:`ContextReadouts` table holds, per context:
+
+* optionally a **solved readout** (:func:`cauchylin.readout.fit_cauchy_readout`), which replaces
+  the shared head there:
+
+  .. math::
+
+      Y = w_k^\top \mathrm{loc}_{U'} + b_k + N, \qquad N \sim \mathrm{Cauchy}(0, \sigma_k),
+
+  so ``loc_Y = w_k . loc_U' + b_k`` and ``scale_Y = sigma_k`` (the readout reads the location of
+  ``U'`` and carries its own noise; the scale of ``U'`` was trained for the class scores, and
+  adding ``|w_k| . scale_U'`` made held-out likelihoods worse on the benchmark tables);
+* optionally **conformal widths** ``q_k(c)`` for the calibrated coverages ``c``
+  (:mod:`cauchylin.conformal`): the central interval of coverage ``c`` is
+  ``loc_Y ± q_k(c) scale_Y`` instead of the Cauchy ``loc_Y ± tan(pi c / 2) scale_Y``.
+
+A row with code :data:`OTHER` holds the widths of numbers whose context has no row of its own.
+Positions of any other context keep the shared head and the Cauchy intervals. Everything is
+stored in buffers, so a model saves, loads and moves the table with its weights.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from cauchylin._validation import positive_int, require_tensor
+from cauchylin.readout import CauchyReadout
+from cauchylin.vector import CauchyVector
+
+__all__ = [
+    "CALIBRATION_LEVELS",
+    "MAX_CONTEXT_TOKENS",
+    "OTHER",
+    "ContextReadouts",
+    "context_codes",
+]
+
+MAX_CONTEXT_TOKENS = 3
+"""The most tokens a context code holds: codes of 3 tokens are exact in int64 for vocabularies of
+up to 2**20 entries."""
+
+OTHER = -1
+"""The code of the row that calibrates the numbers of every context without a row of its own."""
+
+CALIBRATION_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
+"""The coverages a table calibrates by default."""
+
+_NONE = 0  # the digit of "no token": before the start of a sequence, or padding
+
+
+def context_codes(
+    tokens: torch.Tensor,
+    k: int,
+    num_classes: int,
+    attention_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """One integer per position naming the ``k`` tokens that end there (``tokens[i-k+1..i]``).
+
+    Each token ``v`` in ``[-101, V)`` (``-100``, an ignored label, included) becomes the digit
+    ``v + 101 >= 0``; a position before the start of the sequence, or one whose
+    ``attention_mask`` is 0 (padding), is the digit 0, as is the token ``-101``. The ``k`` digits
+    are a number in base ``V + 102``, most recent token last: equal codes mean equal tokens, and
+    a left-padded prompt has the codes of the same prompt without padding. Codes are ``>= 0``.
+
+    Args:
+        tokens: ``[..., L]`` integer ids, in ``[-101, num_classes)``.
+        k: ``1 <= k <=`` :data:`MAX_CONTEXT_TOKENS`.
+        num_classes: ``V``, one more than the largest id.
+        attention_mask: ``[..., L]``, 0 at padding (optional).
+
+    Returns:
+        ``[..., L]`` int64 codes.
+
+    Raises:
+        ValueError: ``k`` out of range, a non-integer ``tokens``, or a mask of another shape.
+
+    Example:
+        >>> import torch
+        >>> ids = torch.tensor([[7, 8, 9], [0, 8, 9]])
+        >>> codes = context_codes(ids, 2, 10, attention_mask=torch.tensor([[1, 1, 1], [0, 1, 1]]))
+        >>> bool(codes[0, 2] == codes[1, 2]), bool(codes[0, 1] == codes[1, 1])  # (8, 9); (7, 8)
+        (True, False)
+    """
+    k = positive_int("k", k)
+    if k > MAX_CONTEXT_TOKENS:
+        raise ValueError(f"k must be at most {MAX_CONTEXT_TOKENS}, got {k}")
+    tokens = require_tensor("tokens", tokens, integer=True).long()
+    digits = tokens + 101
+    if attention_mask is not None:
+        if tuple(attention_mask.shape) != tuple(tokens.shape):
+            raise ValueError(
+                f"attention_mask shape {tuple(attention_mask.shape)} must equal the tokens' "
+                f"shape {tuple(tokens.shape)}"
+            )
+        digits = digits.masked_fill(attention_mask == 0, _NONE)
+    base = int(num_classes) + 102
+    code = torch.zeros_like(digits)
+    length = tokens.shape[-1]
+    for j in range(k - 1, -1, -1):  # oldest token first: the most recent is the last digit
+        shifted = torch.full_like(digits, _NONE)
+        if length > j:
+            shifted[..., j:] = digits[..., : length - j]
+        code = code * base + shifted
+    return code
+
+
+class ContextReadouts(nn.Module):
+    """A table of per-context readouts and conformal widths (see the module docstring).
+
+    Built empty (``num_contexts = 0``: every position keeps the shared head) or with room for
+    ``num_contexts`` rows, which :meth:`store` fills (a loaded model builds the table with the
+    size its checkpoint holds, then loads the buffers).
+
+    Args:
+        causal_size: ``C``, the size of ``U'``.
+        num_contexts: rows of the table.
+        levels: the coverages that rows can be calibrated at, each in ``(0, 1)``, increasing.
+
+    Raises:
+        ValueError: a bad size or level.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin.readout import CauchyReadout
+        >>> table = ContextReadouts(2, levels=(0.5, 0.9))
+        >>> fit = CauchyReadout(torch.tensor([1.0, 0.0]), torch.tensor(2.0), torch.tensor(0.5),
+        ...                     1e-3, float("nan"), 40, 3)
+        >>> table.store([5], [fit])
+        >>> table.lookup(torch.tensor([5, 6])).tolist()
+        [0, -1]
+    """
+
+    codes: torch.Tensor
+    weight: torch.Tensor
+    bias: torch.Tensor
+    noise: torch.Tensor
+    solved: torch.Tensor
+    widths: torch.Tensor
+    counts: torch.Tensor
+
+    def __init__(
+        self,
+        causal_size: int,
+        num_contexts: int = 0,
+        levels: Sequence[float] = CALIBRATION_LEVELS,
+    ) -> None:
+        super().__init__()
+        self.causal_size = positive_int("causal_size", causal_size)
+        if isinstance(num_contexts, bool) or not isinstance(num_contexts, int) or num_contexts < 0:
+            raise ValueError(f"num_contexts must be an int >= 0, got {num_contexts!r}")
+        lv = [float(c) for c in levels]
+        if not lv or any(not 0.0 < c < 1.0 for c in lv) or sorted(set(lv)) != lv:
+            raise ValueError(f"levels must be increasing coverages in (0, 1), got {levels!r}")
+        self.levels: tuple[float, ...] = tuple(lv)
+        self._allocate(num_contexts, torch.device("cpu"))
+
+    def _allocate(self, k: int, device: torch.device) -> None:
+        c, n_levels = self.causal_size, len(self.levels)
+        self.register_buffer("codes", torch.zeros(k, dtype=torch.long, device=device))
+        self.register_buffer("weight", torch.zeros(k, c, device=device))
+        self.register_buffer("bias", torch.zeros(k, device=device))
+        self.register_buffer("noise", torch.zeros(k, device=device))
+        self.register_buffer("solved", torch.zeros(k, dtype=torch.bool, device=device))
+        self.register_buffer(
+            "widths", torch.full((k, n_levels), math.nan, dtype=torch.float64, device=device)
+        )
+        self.register_buffer("counts", torch.zeros(k, 2, dtype=torch.long, device=device))
+
+    @property
+    def num_contexts(self) -> int:
+        """The number of rows (0: the table changes nothing)."""
+        return int(self.codes.numel())
+
+    def store(
+        self,
+        codes: Sequence[int],
+        readouts: Sequence[object | None],
+        widths: torch.Tensor | None = None,
+        calibration_counts: Sequence[int] | None = None,
+    ) -> None:
+        """Replace the table's rows.
+
+        Args:
+            codes: one code per row (:func:`context_codes`, or :data:`OTHER`), distinct.
+            readouts: per row a :class:`~cauchylin.readout.CauchyReadout`, or None to keep the
+                shared head there.
+            widths: ``[K, L]`` conformal widths (NaN: that level is not calibrated), or None.
+            calibration_counts: per row, the numbers its widths were calibrated on.
+
+        Raises:
+            ValueError: lengths that differ, repeated codes, a readout of another size, a
+                solved readout on the :data:`OTHER` row, or widths of the wrong shape.
+        """
+        k = len(codes)
+        if len(readouts) != k:
+            raise ValueError(f"codes ({k}) and readouts ({len(readouts)}) must have one per row")
+        if len(set(int(c) for c in codes)) != k:
+            raise ValueError("codes must be distinct")
+        order = sorted(range(k), key=lambda i: int(codes[i]))
+        self._allocate(k, self.weight.device)
+        for row, i in enumerate(order):
+            self.codes[row] = int(codes[i])
+            fit = readouts[i]
+            if fit is None:
+                continue
+            if not isinstance(fit, CauchyReadout) or fit.weight.shape != (self.causal_size,):
+                raise ValueError(
+                    f"readout {i} must be a CauchyReadout with a weight of {self.causal_size} "
+                    "entries"
+                )
+            if int(codes[i]) == OTHER:
+                raise ValueError("the OTHER row only holds widths, not a readout")
+            self.weight[row] = fit.weight.to(self.weight)
+            self.bias[row] = fit.bias.to(self.bias)
+            self.noise[row] = fit.noise.to(self.noise)
+            self.solved[row] = True
+            self.counts[row, 0] = int(fit.count)
+        if widths is not None:
+            if tuple(widths.shape) != (k, len(self.levels)):
+                raise ValueError(
+                    f"widths must be [{k}, {len(self.levels)}], got {tuple(widths.shape)}"
+                )
+            self.widths.copy_(widths.to(self.widths)[order])
+        if calibration_counts is not None:
+            self.counts[:, 1] = torch.tensor([int(calibration_counts[i]) for i in order])
+
+    def lookup(self, codes: torch.Tensor) -> torch.Tensor:
+        """The row of each code, -1 where the table has none.
+
+        Args:
+            codes: ``[...]`` int64 codes.
+
+        Returns:
+            ``[...]`` int64 row indices.
+        """
+        k = self.num_contexts
+        if k == 0:
+            return torch.full_like(codes, -1)
+        table = self.codes.to(codes.device)
+        row = torch.searchsorted(table, codes).clamp(max=k - 1)
+        return torch.where(table[row] == codes, row, torch.full_like(row, -1))
+
+    def read(
+        self,
+        u_prime: CauchyVector,
+        weight: torch.Tensor,
+        bias: torch.Tensor,
+        rows: torch.Tensor,
+    ) -> CauchyVector:
+        """``Y`` ``[..., 1]``: the solved readout where a row has one, else ``U'.linear(weight, bias)``.
+
+        Exact in the algebra of :class:`~cauchylin.CauchyVector`: one map per position
+        (``weight`` of the shared head, or 0 where the solved readout's location, a number, is
+        the offset) plus the readout's own noise ``sigma_k N`` (``N ~ Cauchy(0, 1)``, 0 where the
+        shared head stays).
+
+        Args:
+            u_prime: ``U'`` ``[..., C]``.
+            weight: ``[1, C]`` the shared head's ``W_reg``.
+            bias: ``[1]`` its ``b_reg``.
+            rows: ``[...]`` from :meth:`lookup`.
+
+        Returns:
+            The ``CauchyVector`` ``Y``.
+        """
+        loc_y, sigma, known = self._solved_at(u_prime.loc, rows)
+        if not bool(known.any()):
+            return u_prime.linear(weight, bias)
+        dtype = u_prime.dtype
+        per_position = torch.where(known[..., None], torch.zeros_like(weight[0]), weight[0])
+        offset = torch.where(known, loc_y, torch.zeros_like(loc_y) + bias[0].to(dtype))
+        y = u_prime.linear(per_position[..., None, :].to(dtype), offset[..., None].to(dtype))
+        unit = CauchyVector(torch.zeros_like(offset[..., None]), torch.ones_like(offset[..., None]))
+        return y + unit * sigma[..., None]
+
+    def marginals(
+        self,
+        loc: torch.Tensor,
+        loc_y: torch.Tensor,
+        scale_y: torch.Tensor | None,
+        rows: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(loc_Y, scale_Y)`` with the solved readouts put in where a row has one.
+
+        Args:
+            loc: ``[..., C]`` ``loc_U'``.
+            loc_y: ``[...]`` the shared head's ``loc_Y``.
+            scale_y: ``[...]`` its ``scale_Y``, or None.
+            rows: ``[...]`` from :meth:`lookup`.
+
+        Returns:
+            The two tensors (``scale_Y`` None when ``scale_y`` is).
+        """
+        solved_loc, sigma, known = self._solved_at(loc, rows)
+        out_loc = torch.where(known, solved_loc.to(loc_y.dtype), loc_y)
+        out_scale = None
+        if scale_y is not None:
+            out_scale = torch.where(known, sigma.to(scale_y.dtype), scale_y)
+        return out_loc, out_scale
+
+    def _solved_at(
+        self, loc: torch.Tensor, rows: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(w_k . loc + b_k, sigma_k, known)`` per position (zeros where not ``known``)."""
+        if self.num_contexts == 0:
+            zero = torch.zeros(rows.shape, dtype=loc.dtype, device=loc.device)
+            return zero, zero, torch.zeros(rows.shape, dtype=torch.bool, device=loc.device)
+        safe = rows.clamp(min=0)
+        known = (rows >= 0) & self.solved.to(rows.device)[safe]
+        w = self.weight.to(device=loc.device, dtype=loc.dtype)[safe]  # [..., C]
+        value = (w * loc).sum(-1) + self.bias.to(device=loc.device, dtype=loc.dtype)[safe]
+        sigma = self.noise.to(device=loc.device, dtype=loc.dtype)[safe]
+        zero = torch.zeros_like(value)
+        return torch.where(known, value, zero), torch.where(known, sigma, zero), known
+
+    def widths_at(self, rows: torch.Tensor, level: float) -> torch.Tensor:
+        """The conformal width of each position at ``level`` (NaN where none is calibrated).
+
+        A position whose context has no row (or whose row has no width at that level) takes
+        the :data:`OTHER` row's width when there is one.
+
+        Args:
+            rows: ``[...]`` from :meth:`lookup`.
+            level: a coverage in :attr:`levels`.
+
+        Returns:
+            ``[...]`` float64 widths, in units of ``scale_Y``.
+
+        Raises:
+            ValueError: ``level`` is not one of :attr:`levels`.
+        """
+        j = self.level_index(level)
+        if j is None:
+            raise ValueError(
+                f"level {level!r} is not among the calibrated levels {list(self.levels)}"
+            )
+        if self.num_contexts == 0:
+            return torch.full(rows.shape, math.nan, dtype=torch.float64, device=rows.device)
+        widths = self.widths[:, j].to(rows.device)
+        own = torch.where(rows >= 0, widths[rows.clamp(min=0)], torch.nan)
+        other = self.lookup(torch.tensor([OTHER], device=rows.device))[0]
+        if int(other) >= 0:
+            own = torch.where(torch.isnan(own), widths[other], own)
+        return own
+
+    def level_index(self, level: float) -> int | None:
+        """The index of ``level`` in :attr:`levels` (to 1e-9), or None.
+
+        Args:
+            level: a coverage.
+
+        Returns:
+            The index, or None.
+        """
+        for j, c in enumerate(self.levels):
+            if math.isclose(c, float(level), abs_tol=1e-9):
+                return j
+        return None
+
+    def extra_repr(self) -> str:
+        """``"contexts=K, solved=S, calibrated=R, levels=[...]"``."""
+        calibrated = int((~torch.isnan(self.widths)).any(1).sum()) if self.num_contexts else 0
+        return (
+            f"contexts={self.num_contexts}, solved={int(self.solved.sum())}, "
+            f"calibrated={calibrated}, levels={list(self.levels)}"
+        )

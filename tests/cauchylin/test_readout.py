@@ -1,0 +1,137 @@
+"""The readout solve: against scipy's optimiser on the same objective, on data with known truth."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import minimize
+from scipy.stats import cauchy
+
+from cauchylin.readout import cauchy_nll, fit_cauchy_readout, readout_objective
+
+
+def _data(n: int, c: int, seed: int, noise: float = 0.1) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, c, generator=g, dtype=torch.float64) * torch.linspace(0.1, 3.0, c)
+    w = torch.randn(c, generator=g, dtype=torch.float64)
+    e = noise * torch.tan(math.pi * (torch.rand(n, generator=g, dtype=torch.float64) - 0.5))
+    return x, x @ w + 1.5 + e, w
+
+
+def _scipy_fit(x: np.ndarray, t: np.ndarray, penalty: float, start: np.ndarray) -> np.ndarray:
+    """The same objective J minimised by scipy's BFGS, in (w, b, log sigma)."""
+    sd = x.std(0, ddof=1)
+    c = x.shape[1]
+
+    def f(p: np.ndarray) -> float:
+        w, b, sigma = p[:c], p[c], math.exp(p[c + 1])
+        nll = -cauchy.logpdf(t, loc=x @ w + b, scale=sigma).mean()
+        return float(nll + penalty * ((sd * w) ** 2).sum())
+
+    return minimize(f, start, method="BFGS", options={"gtol": 1e-10, "maxiter": 10_000}).x
+
+
+@pytest.mark.parametrize("penalty", [0.0, 1e-3, 1e-1])
+def test_the_solve_is_scipys_minimum_of_the_same_objective(penalty: float) -> None:
+    x, t, _ = _data(300, 5, seed=1)
+    fit = fit_cauchy_readout(x, t, penalties=[penalty], tol=1e-14, max_iter=5000)
+    ours = readout_objective(x, t, fit.weight, fit.bias, fit.noise, penalty)
+    # scipy from the least-squares start: the local minimum of the bulk, as ours
+    ls = np.linalg.lstsq(np.c_[x.numpy(), np.ones(300)], t.numpy(), rcond=None)[0]
+    start = np.r_[ls, math.log(0.5)]
+    p = _scipy_fit(x.numpy(), t.numpy(), penalty, start)
+    theirs = readout_objective(x, t, torch.tensor(p[:5]), p[5], math.exp(p[6]), penalty)
+    assert float(ours) <= float(theirs) + 1e-9
+    assert abs(float(ours) - float(theirs)) < 1e-7
+    np.testing.assert_allclose(fit.weight.numpy(), p[:5], atol=1e-4)
+    np.testing.assert_allclose(float(fit.bias), p[5], atol=1e-4)
+    np.testing.assert_allclose(float(fit.noise), math.exp(p[6]), rtol=1e-4)
+
+
+def test_the_objective_is_the_mean_cauchy_nll_plus_the_penalty() -> None:
+    x, t, _ = _data(50, 3, seed=2)
+    w, b, s = torch.tensor([0.3, -1.0, 2.0], dtype=torch.float64), 0.7, 0.4
+    ref = -cauchy.logpdf(t.numpy(), loc=(x @ w).numpy() + b, scale=s).mean()
+    ref += 0.01 * float(((x.std(0) * w) ** 2).sum())
+    assert abs(float(readout_objective(x, t, w, b, s, 0.01)) - ref) < 1e-12
+    nll = cauchy_nll(t, x @ w + b, torch.tensor(s, dtype=torch.float64))
+    np.testing.assert_allclose(nll.numpy(), -cauchy.logpdf(t.numpy(), (x @ w).numpy() + b, s))
+
+
+def test_the_truth_is_recovered_under_cauchy_noise_with_outliers() -> None:
+    # 2000 rows, Cauchy noise of scale 0.1 plus 10% of targets shifted by 1000: the Cauchy
+    # likelihood's bounded influence keeps the fit on the bulk (least squares would not).
+    x, t, w = _data(2000, 4, seed=3)
+    g = torch.Generator().manual_seed(4)
+    bad = torch.rand(2000, generator=g) < 0.1
+    t = torch.where(bad, t + 1000.0, t)
+    fit = fit_cauchy_readout(x, t)
+    # the MLE's standard error here is about 0.1 * sqrt(2 / n) / sd(x_j) < 0.01; 0.05 is > 5 se
+    np.testing.assert_allclose(fit.weight.numpy(), w.numpy(), atol=0.05)
+    assert abs(float(fit.bias) - 1.5) < 0.05
+    assert 0.08 < float(fit.noise) < 0.14
+
+
+def test_cross_validation_shrinks_features_that_hold_nothing() -> None:
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(60, 30, generator=g, dtype=torch.float64)  # pure noise features
+    t = 2.0 + 0.3 * torch.tan(math.pi * (torch.rand(60, generator=g, dtype=torch.float64) - 0.5))
+    noisy = fit_cauchy_readout(x, t)
+    assert noisy.penalty == 1.0  # the largest of the grid
+    x2, t2, _ = _data(60, 3, seed=6, noise=0.01)
+    assert fit_cauchy_readout(x2, t2).penalty <= 1e-2  # a strong signal: little penalty
+
+
+def test_many_columns_are_read_through_their_principal_components() -> None:
+    # rank-3 features spread over 40 columns: the projected solve predicts as the full one
+    g = torch.Generator().manual_seed(7)
+    z = torch.randn(400, 3, generator=g, dtype=torch.float64)
+    x = z @ torch.randn(3, 40, generator=g, dtype=torch.float64)
+    x = x + 1e-6 * torch.randn(400, 40, generator=g, dtype=torch.float64)
+    t = z @ torch.tensor([1.0, -1.0, 0.5], dtype=torch.float64) + 0.01 * torch.randn(
+        400, generator=g, dtype=torch.float64
+    )
+    full = fit_cauchy_readout(x, t, penalties=[1e-6])
+    small = fit_cauchy_readout(x, t, penalties=[1e-6], max_dimension=3)
+    np.testing.assert_allclose(small.predict(x)[0].numpy(), full.predict(x)[0].numpy(), atol=2e-3)
+
+
+def test_a_float32_input_gives_a_float32_readout_solved_in_float64() -> None:
+    x, t, _ = _data(200, 3, seed=8)
+    fit32 = fit_cauchy_readout(x.float(), t.float(), penalties=[1e-4])
+    fit64 = fit_cauchy_readout(x, t, penalties=[1e-4])
+    assert fit32.weight.dtype == torch.float32
+    np.testing.assert_allclose(fit32.weight.numpy(), fit64.weight.float().numpy(), rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"features": torch.zeros(10), "targets": torch.zeros(10)}, "features must be"),
+        ({"features": torch.zeros(10, 2), "targets": torch.zeros(9)}, "targets"),
+        (
+            {"features": torch.zeros(10, 2, dtype=torch.long), "targets": torch.zeros(10)},
+            "floating",
+        ),
+        (
+            {"features": torch.full((10, 2), math.nan), "targets": torch.zeros(10)},
+            "features must be finite",
+        ),
+        (
+            {"features": torch.zeros(10, 2), "targets": torch.zeros(10), "penalties": []},
+            "penalties",
+        ),
+        (
+            {"features": torch.zeros(10, 2), "targets": torch.zeros(10), "penalties": [-1.0]},
+            "penalties",
+        ),
+        ({"features": torch.zeros(8, 2), "targets": torch.zeros(8)}, "at least 10 rows"),
+        ({"features": torch.zeros(10, 2), "targets": torch.zeros(10), "folds": 0}, "folds"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        fit_cauchy_readout(**kwargs)
