@@ -116,6 +116,18 @@ def _real(low: float, high: float, *, closed_low: bool) -> Callable[[str], float
     return parse
 
 
+def _calibration(text: str) -> str | float:
+    """An argparse ``type`` for ``--calibration``: ``auto`` or a share in ``[0, 1)``."""
+    if text == "auto":
+        return text
+    try:
+        return _real(0.0, 1.0, closed_low=True)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected auto or a share in [0, 1) (0: no calibration), got {text!r}"
+        ) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``cauchylin-lm`` (one subparser per command).
 
@@ -157,6 +169,14 @@ def build_parser() -> argparse.ArgumentParser:
             type=_positive_int,
             help="torch CPU threads (default: torch's choice, with a note when the machine is "
             "busy)",
+        )
+
+    def raw_intervals_flag(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--raw-intervals",
+            action="store_true",
+            help="the model's Cauchy intervals, not the calibrated ones (default: calibrated "
+            "where the model was calibrated for the number's context and the level)",
         )
 
     def table_flags(p: argparse.ArgumentParser) -> None:
@@ -248,6 +268,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="train the backbone too (default: yes for --from-config and for a saved model "
         "that trained it, no for a base checkpoint)",
     )
+    p.add_argument(
+        "--calibration",
+        type=_calibration,
+        default="auto",
+        metavar="auto|SHARE",
+        help="hold out this share of the training rows (never trained on) to calibrate the "
+        "intervals on; auto: 0.2 (at most 2000 rows) with 100 rows or more, else none; "
+        "0: no calibration",
+    )
+    p.add_argument(
+        "--no-readouts",
+        action="store_true",
+        help="keep the one regression head trained for every number (default: after "
+        "training, solve a readout per context, e.g. per table column, where it reads the "
+        "numbers better)",
+    )
     p.add_argument("--seed", type=int, default=0)
     threads_flag(p)
     progress_flag(p)
@@ -274,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-length", type=_positive_int)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    raw_intervals_flag(p)
     threads_flag(p)
     progress_flag(p)
 
@@ -281,7 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
         "predict",
         help="the next number after each prompt: median, intervals, P(<NUM>)",
         description="Read each prompt and predict the number that comes next: the median, "
-        "central intervals (exact Cauchy quantiles) and P(<NUM>). A table (--data) gives one "
+        "central intervals (calibrated on rows held out of training where the model was "
+        "calibrated, else the exact Cauchy quantiles) and P(<NUM>). A table (--data) gives one "
         "prompt per row: its text up to the target.",
     )
     p.add_argument("model", help="a causal model folder (from train)")
@@ -304,6 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", help="tokenizer folder (default: the model folder)")
     p.add_argument("--batch-size", type=_positive_int, default=32)
     p.add_argument("--json", action="store_true", help="one JSON object per prompt")
+    raw_intervals_flag(p)
     threads_flag(p)
     progress_flag(p)
 

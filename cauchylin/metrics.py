@@ -49,6 +49,7 @@ __all__ = [
     "counted_positions",
     "distribution_stats",
     "interval_coverage",
+    "ks_uniform",
     "num_precision_recall_f1",
     "ovr_prob_sum_median",
     "ovr_prob_sums",
@@ -362,6 +363,42 @@ def interval_coverage(target: torch.Tensor, lower: torch.Tensor, upper: torch.Te
         return math.nan
     y = target.detach().double()
     return float(((lo <= y) & (y <= hi)).double().mean())
+
+
+def ks_uniform(u: torch.Tensor) -> float:
+    r"""The Kolmogorov-Smirnov statistic of values against the uniform law on ``[0, 1]``.
+
+    ``D = max_i max(i / n - u_(i), u_(i) - (i - 1) / n)`` over the sorted values: the largest
+    distance between their empirical CDF and the identity. Applied to PIT values
+    (:func:`cauchylin.value_space.value_cdf` of held-out numbers) it measures how far a
+    predictive distribution is from calibrated (0: perfectly uniform PIT).
+
+    Args:
+        u: ``[n]`` values in ``[0, 1]``.
+
+    Returns:
+        ``D`` in ``[0, 1]``; ``nan`` without values.
+
+    Raises:
+        ValueError: values outside ``[0, 1]`` or NaN.
+
+    Example:
+        >>> import torch
+        >>> from scipy.stats import kstest
+        >>> u = torch.tensor([0.1, 0.4, 0.45, 0.9])
+        >>> round(ks_uniform(u), 6), round(float(kstest(u.numpy(), "uniform").statistic), 6)
+        (0.3, 0.3)
+    """
+    require_tensor("u", u)
+    x = u.detach().double().flatten()
+    if x.numel() == 0:
+        return math.nan
+    if bool((torch.isnan(x) | (x < 0) | (x > 1)).any()):
+        raise ValueError("u must lie in [0, 1] (PIT values), without NaN")
+    x = x.sort().values
+    n = x.numel()
+    i = torch.arange(1, n + 1, dtype=torch.float64)
+    return float(torch.maximum(i / n - x, x - (i - 1) / n).max())
 
 
 def distribution_stats(

@@ -29,6 +29,7 @@ from transformers.configuration_utils import SubConfigSpec
 
 from cauchylin.nn.embedding import W_NUM_INITS
 from cauchylin.nn.modes import CAUSAL, STANDARD
+from cauchylin.nn.readouts import CALIBRATION_LEVELS, MAX_CONTEXT_TOKENS
 from cauchylin.value_space import VALUE_SPACES
 
 __all__ = [
@@ -188,6 +189,15 @@ class CauchyLMConfig(PreTrainedConfig):
             :mod:`cauchylin.value_space` and the measured comparison on the Training page.
         head_dtype: dtype of the heads and of the hidden states they read: ``"float32"``
             (default), ``"float64"``, ``"bfloat16"`` or ``"float16"``.
+        readout_context_tokens: ``k`` in 1..3, the tokens ending at a position that name the
+            context of the number it predicts (default 3: ``"-> price "`` is the tokens
+            ``->``, `` price``, `` ``), the key of the per-context readouts and calibration
+            (:mod:`cauchylin_hf.readouts`).
+        readout_contexts: rows of the per-context readout table (set by
+            :func:`~cauchylin_hf.readouts.solve_readouts` and
+            :func:`~cauchylin_hf.readouts.calibrate`; 0: none). Not a setting to choose.
+        calibration_levels: the central-interval coverages the table can calibrate (default
+            :data:`cauchylin.nn.readouts.CALIBRATION_LEVELS`).
         tie_word_embeddings: False (the default; leave it): ``W_cls`` is a copy of the base head
             that trains on its own, and the model has no output embedding to tie
             (``get_output_embeddings()`` is None).
@@ -235,6 +245,9 @@ class CauchyLMConfig(PreTrainedConfig):
     w_num_scale: float | None = 0.25
     classifier_lr_scale: float = 10.0
     head_dtype: str = "float32"
+    readout_context_tokens: int = 3
+    readout_contexts: int = 0
+    calibration_levels: tuple[float, ...] | list[float] = CALIBRATION_LEVELS
     # The heads are never tied to the embeddings (W_cls is a copy that trains on its own).
     tie_word_embeddings: bool = False
 
@@ -332,6 +345,25 @@ class CauchyLMConfig(PreTrainedConfig):
             real("w_num_scale")
             if self.w_num_scale <= 0:
                 raise ValueError(f"w_num_scale must be > 0 or None, got {self.w_num_scale!r}")
+        v = self.readout_context_tokens
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_CONTEXT_TOKENS:
+            raise ValueError(
+                f"readout_context_tokens must be an int in [1, {MAX_CONTEXT_TOKENS}], got {v!r}"
+            )
+        v = self.readout_contexts
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"readout_contexts must be an int >= 0, got {v!r}")
+        levels = self.calibration_levels
+        if (
+            not isinstance(levels, (list, tuple))
+            or not levels
+            or not all(_is_real(c) and 0 < c < 1 for c in levels)
+            or list(levels) != sorted(set(levels))
+        ):
+            raise ValueError(
+                f"calibration_levels must be increasing coverages in (0, 1), got {levels!r}"
+            )
+        self.calibration_levels = tuple(float(c) for c in levels)
         real("classifier_lr_scale")
         if self.classifier_lr_scale <= 0:
             raise ValueError(f"classifier_lr_scale must be > 0, got {self.classifier_lr_scale!r}")
@@ -506,10 +538,14 @@ _BASE_FIELDS = frozenset(
     }
 )
 
+# Fields that training fills (the size of the solved readout table): state, not settings.
+_STATE_FIELDS = frozenset({"readout_contexts"})
+
 CAUSAL_SETTINGS: frozenset[str] = frozenset(
     f.name
     for f in dataclasses.fields(CauchyLMConfig)
-    if f.name in vars(CauchyLMConfig).get("__annotations__", {}) and f.name not in _BASE_FIELDS
+    if f.name in vars(CauchyLMConfig).get("__annotations__", {})
+    and f.name not in _BASE_FIELDS | _STATE_FIELDS
 )
 """The settings of the heads that ``CauchyLMForCausalLM.from_base(base, **settings)`` accepts:
 every field of :class:`CauchyLMConfig` except those taken from the base and the tokenizer."""

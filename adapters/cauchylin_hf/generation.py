@@ -530,8 +530,12 @@ def generate(
                 hidden, past = model.encode(
                     seq, vals, msk, use_cache=use_cache, position_ids=position_ids_from_mask(msk)
                 )
+            context = None
+            if model.action.readouts.num_contexts:  # the per-context readouts of loc_Y
+                k = int(model.config.readout_context_tokens)
+                context = model.context_codes(seq[:, -k:], msk[:, -k:])[:, -1]
             U, step_out = model.step(
-                hidden[:, -1], decoding, return_distributions=return_distributions
+                hidden[:, -1], decoding, return_distributions=return_distributions, context=context
             )
             nxt, value = step_out.ids, step_out.values
             if return_distributions:

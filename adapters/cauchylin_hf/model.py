@@ -32,6 +32,7 @@ from cauchylin import CauchyVector
 from cauchylin._validation import check_finite, is_validating, require_tensor
 from cauchylin.nn import Abduction, Action, ActionOutput, ActionStep, NumericEmbedding
 from cauchylin.nn.modes import STANDARD, Decoding, InferenceMode
+from cauchylin.nn.readouts import context_codes
 
 from . import attach
 from ._backbone import (
@@ -172,6 +173,8 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             learnable_threshold=config.learnable_threshold,
             b_noise_init=config.b_noise_init,
             value_space=config.value_space,
+            readout_contexts=config.readout_contexts,
+            calibration_levels=tuple(config.calibration_levels),
             dtype=dtype,
         )
         self._no_split_modules = list(getattr(backbone, "_no_split_modules", None) or [])
@@ -613,6 +616,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         generator: torch.Generator | None = None,
         eps_seed: torch.Tensor | None = None,
         eps_noise: torch.Tensor | None = None,
+        context: torch.Tensor | None = None,
     ) -> tuple[CauchyVector, ActionOutput]:
         """Abduction and Action on features: the decision distributions of a mode.
 
@@ -629,6 +633,9 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             eps_seed: ``shared_individual``'s fixed draw (see
                 :meth:`cauchylin.nn.modes.Decoding.make`).
             eps_noise: ``shared_noise``'s fixed draw (likewise).
+            context: ``[...]`` the positions' context codes (:meth:`context_codes`): where the
+                model has a solved readout for a context, ``Y`` is that readout's
+                (:mod:`cauchylin_hf.readouts`); None keeps the shared ``W_reg`` everywhere.
 
         Returns:
             ``(U, action_output)``: ``U`` ``[..., C]`` and the
@@ -653,7 +660,9 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         """
         U = self._individual(hidden)
         t = self._temperature(mode, temperature)
-        out = self.action(U, mode, t, generator=generator, eps_seed=eps_seed, eps_noise=eps_noise)
+        out = self.action(
+            U, mode, t, generator=generator, eps_seed=eps_seed, eps_noise=eps_noise, context=context
+        )
         return U, out
 
     def step(
@@ -668,6 +677,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         top_k: int | None = None,
         top_p: float | None = None,
         return_distributions: bool = False,
+        context: torch.Tensor | None = None,
     ) -> tuple[CauchyVector, ActionStep]:
         """One generation step on features: the next token and its value, in a mode.
 
@@ -687,6 +697,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             top_k: compatible mode: keep the ``k`` largest logits.
             top_p: compatible mode: nucleus filtering.
             return_distributions: also compute ``scale_S`` and ``scale_Y``.
+            context: ``[B]`` the context codes of the positions (as in :meth:`heads`).
 
         Returns:
             ``(U, step)``: ``U`` ``[B, C]`` and the :class:`cauchylin.nn.ActionStep` (``ids``,
@@ -716,8 +727,59 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             top_p=top_p,
             num_token_id=self.config.num_token_id,
             return_distributions=return_distributions,
+            context=context,
         )
         return U, out
+
+    def context_codes(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The context code of every position: its last ``config.readout_context_tokens`` tokens.
+
+        The key of the per-context readouts and calibration (:mod:`cauchylin_hf.readouts`):
+        :func:`cauchylin.nn.readouts.context_codes` of the ids with this model's ``k`` and
+        embedding rows; padding (``attention_mask`` 0) and the start of a row count as "no
+        token", so a left-padded prompt has the codes of the same prompt alone.
+
+        Args:
+            input_ids: ``[..., L]`` token ids (the whole sequence up to each position).
+            attention_mask: ``[..., L]``, 0 at padding (optional).
+
+        Returns:
+            ``[..., L]`` int64 codes.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299)
+            >>> codes = model.context_codes(torch.tensor([[0, 5, 6, 7], [5, 6, 7, 8]]),
+            ...                             torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]]))
+            >>> bool(codes[0, 3] == codes[1, 2])  # the tokens 5, 6, 7 end both positions
+            True
+        """
+        rows = int(self.get_input_embeddings().weight.shape[0])
+        k = int(self.config.readout_context_tokens)
+        return context_codes(input_ids, k, rows, attention_mask)
+
+    def _forward_context(
+        self, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None, past: Any
+    ) -> torch.Tensor | None:
+        """Codes for the readouts in ``forward``: from the ids when the whole sequence is given.
+
+        With a cache only the new ids are fed, so a position's earlier tokens are not known
+        here; its code is then -2 (no context: the shared head), except where all ``k`` tokens
+        are among the fed ids. Pass ``context`` to ``forward`` to use the readouts there.
+        """
+        if input_ids is None or self.action.readouts.num_contexts == 0:
+            return None
+        mask = attention_mask
+        if mask is not None and mask.shape[-1] != input_ids.shape[-1]:
+            mask = mask[..., -input_ids.shape[-1] :]  # [B, L_past + L]: the fed part
+        codes = self.context_codes(input_ids, mask)
+        if past is not None:
+            k = int(self.config.readout_context_tokens)
+            codes[..., : k - 1] = -2
+        return codes
 
     def _temperature(self, mode: Any, temperature: float | None) -> float | None:
         """``temperature``, else ``config.temperature``; None with a Decoding (it holds its T)."""
@@ -750,6 +812,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         eps_noise: torch.Tensor | None = None,
         shift_labels: torch.LongTensor | None = None,
         past_key_values: Any = None,
+        context: torch.Tensor | None = None,
         **kwargs: Any,
     ) -> CauchyLMOutput | tuple[Any, ...]:
         r"""Distributions of the next token and value at every position, and the training loss.
@@ -787,6 +850,9 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
                 pre-shifted too.
             past_key_values: the cache under its name before transformers 5.24 (give one of
                 ``cache`` and ``past_key_values``; ``generate`` passes the running release's).
+            context: ``[B, L]`` the positions' context codes (:meth:`context_codes` of the whole
+                sequence) for the per-context readouts of ``loc_Y``/``scale_Y``; default: read
+                off ``input_ids`` (with a cache, only positions whose tokens were all fed).
             **kwargs: passed to the backbone (``output_hidden_states``, ``output_attentions``).
 
         Returns:
@@ -849,6 +915,14 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
                 fields.update(loc_U=U_all.loc, scale_U=U_all.scale)
         if want_dists:
             kept = _slice_positions(hidden, logits_to_keep)
+            past = resolve_cache(cache, past_key_values)
+            codes = (
+                context
+                if context is not None
+                else self._forward_context(input_ids, attention_mask, past)
+            )
+            if codes is not None:
+                codes = _slice_positions(codes[..., None], logits_to_keep)[..., 0]
             U, act = self.heads(
                 kept,
                 mode or STANDARD,
@@ -856,6 +930,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
                 generator=generator,
                 eps_seed=eps_seed,
                 eps_noise=eps_noise,
+                context=codes,
             )
             loc_S = act.loc_S
             fields.update(

@@ -37,9 +37,15 @@ from typing import Any
 
 import torch
 
-from cauchylin.metrics import interval_coverage, quantiles, rank_correlation
+from cauchylin.conformal import interval_score
+from cauchylin.metrics import interval_coverage, ks_uniform, quantiles, rank_correlation
 from cauchylin.nn.modes import STANDARD
-from cauchylin.value_space import value_quantiles
+from cauchylin.value_space import (
+    from_value_space,
+    value_cdf,
+    value_log_density,
+    value_quantiles,
+)
 
 from .generation import position_ids_from_mask
 from .numbers import find_numbers
@@ -126,6 +132,11 @@ class ValuePrediction:
         lower: ``[N, L]`` interval starts, one column per level.
         upper: ``[N, L]`` interval ends.
         value_space: the model's value space.
+        calibrated: ``[N, L]`` bool: the interval is the split-conformal one
+            (``g^{-1}(loc_Y ± q(c) scale_Y)``, :mod:`cauchylin_hf.readouts`) rather than the
+            Cauchy one (``g^{-1}(loc_Y ± tan(pi c / 2) scale_Y)``). Default: all False.
+        calibration_count: ``[N]`` how many held-out numbers the calibration of each row was
+            fitted on (0: none). Default: zeros.
 
     Example:
         >>> import torch
@@ -134,8 +145,8 @@ class ValuePrediction:
         ...                     torch.tensor([[59.3]]), "signed_log1p")
         >>> p.interval(0.5)
         (tensor([48.4000]), tensor([59.3000]))
-        >>> p.rows()[0]["median"], p.rows()[0]["interval_50"]
-        (53.6, [48.4, 59.3])
+        >>> p.rows()[0]["median"], p.rows()[0]["interval_50"], p.rows()[0]["calibrated_50"]
+        (53.6, [48.4, 59.3], False)
     """
 
     median: torch.Tensor
@@ -146,6 +157,15 @@ class ValuePrediction:
     lower: torch.Tensor
     upper: torch.Tensor
     value_space: str
+    calibrated: torch.Tensor | None = None
+    calibration_count: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        n = self.median.numel()
+        if self.calibrated is None:
+            self.calibrated = torch.zeros(n, len(self.levels), dtype=torch.bool)
+        if self.calibration_count is None:
+            self.calibration_count = torch.zeros(n, dtype=torch.long)
 
     def interval(self, level: float) -> tuple[torch.Tensor, torch.Tensor]:
         """The central interval of one of :attr:`levels`.
@@ -167,26 +187,33 @@ class ValuePrediction:
             >>> p.interval(0.9)
             (tensor([-1.3000]), tensor([11.3000]))
         """
+        j = self._level(level)
+        return self.lower[:, j], self.upper[:, j]
+
+    def _level(self, level: float) -> int:
         for j, c in enumerate(self.levels):
             if math.isclose(c, float(level)):
-                return self.lower[:, j], self.upper[:, j]
+                return j
         raise ValueError(f"level {level!r} is not among the predicted levels {self.levels}")
 
     def rows(self) -> list[dict[str, Any]]:
         """One plain ``dict`` per prediction (for JSON or a table).
 
         Returns:
-            ``[{"median", "loc", "scale", "p_num", "interval_50": [lo, hi], ...}, ...]`` with
-            Python floats (numbers to 7 significant digits, ``inf`` for unbounded ends).
+            ``[{"median", "loc", "scale", "p_num", "interval_50": [lo, hi], "calibrated_50":
+            bool, ..., "calibrated_on": n}, ...]`` with Python floats (numbers to 7 significant
+            digits, ``inf`` for unbounded ends).
 
         Example:
             >>> import torch
             >>> p = ValuePrediction(torch.tensor([5.0]), torch.tensor([5.0]), torch.tensor([1.0]),
             ...                     torch.tensor([0.5]), (0.5,), torch.tensor([[4.0]]),
             ...                     torch.tensor([[6.0]]), "identity")
-            >>> p.rows()
-            [{'median': 5.0, 'loc': 5.0, 'scale': 1.0, 'p_num': 0.5, 'interval_50': [4.0, 6.0]}]
+            >>> p.rows()  # doctest: +NORMALIZE_WHITESPACE
+            [{'median': 5.0, 'loc': 5.0, 'scale': 1.0, 'p_num': 0.5, 'interval_50': [4.0, 6.0],
+              'calibrated_50': False, 'calibrated_on': 0}]
         """
+        assert self.calibrated is not None and self.calibration_count is not None
         out = []
         for i in range(self.median.numel()):
             row: dict[str, Any] = {
@@ -196,8 +223,10 @@ class ValuePrediction:
                 "p_num": float(self.p_num[i]),
             }
             for j, c in enumerate(self.levels):
-                key = f"interval_{round(100 * c):d}"
-                row[key] = [_sig(self.lower[i, j]), _sig(self.upper[i, j])]
+                key = f"{round(100 * c):d}"
+                row[f"interval_{key}"] = [_sig(self.lower[i, j]), _sig(self.upper[i, j])]
+                row[f"calibrated_{key}"] = bool(self.calibrated[i, j])
+            row["calibrated_on"] = int(self.calibration_count[i])
             out.append(row)
         return out
 
@@ -208,21 +237,52 @@ def _prediction(
     p_num: torch.Tensor,
     levels: tuple[float, ...],
     value_space: str,
+    widths: torch.Tensor | None = None,
+    counts: torch.Tensor | None = None,
 ) -> ValuePrediction:
+    """Medians and intervals; ``widths`` ``[N, L]`` (NaN: none) make the calibrated ones."""
     loc, scale = loc.double(), scale.double()
     qs = [(1 - c) / 2 for c in levels]
     lower = torch.stack([value_quantiles(loc, scale, q, value_space) for q in qs], -1)
     upper = torch.stack([value_quantiles(loc, scale, 1 - q, value_space) for q in qs], -1)
+    lower, upper = lower.reshape(-1, len(levels)), upper.reshape(-1, len(levels))
+    calibrated = torch.zeros_like(lower, dtype=torch.bool)
+    if widths is not None:
+        calibrated = ~torch.isnan(widths)
+        half = torch.nan_to_num(widths, nan=0.0) * scale.reshape(-1, 1)
+        centre = loc.reshape(-1, 1)
+        lower = torch.where(calibrated, from_value_space(centre - half, value_space), lower)
+        upper = torch.where(calibrated, from_value_space(centre + half, value_space), upper)
     return ValuePrediction(
         median=value_quantiles(loc, scale, 0.5, value_space),
         loc=loc,
         scale=scale,
         p_num=p_num.double(),
         levels=levels,
-        lower=lower.reshape(-1, len(levels)),
-        upper=upper.reshape(-1, len(levels)),
+        lower=lower,
+        upper=upper,
         value_space=value_space,
+        calibrated=calibrated,
+        calibration_count=counts if counts is not None else None,
     )
+
+
+def _calibration(
+    model: Any, rows: torch.Tensor, levels: tuple[float, ...], use: bool
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The conformal widths ``[N, L]`` (NaN where none) and counts ``[N]`` of table rows."""
+    table = model.action.readouts
+    if not use or table.num_contexts == 0:
+        return None, None
+    rows = rows.to(table.widths.device)
+    columns = []
+    for c in levels:
+        if table.level_index(c) is None:
+            columns.append(torch.full(rows.shape, math.nan, dtype=torch.float64))
+        else:
+            columns.append(table.widths_at(rows, c).double().cpu())
+    counts = table.calibrated_on(rows).cpu()
+    return torch.stack(columns, -1).reshape(-1, len(levels)), counts
 
 
 @torch.no_grad()
@@ -233,8 +293,8 @@ def _heads_at(
     mode: str,
     temperature: float | None,
     num: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(loc_Y, scale_Y, P(<NUM>))`` at the positions ``select`` (``[B, S]`` bool)."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(loc_Y, scale_Y, P(<NUM>), readout-table row)`` at the positions ``select`` (``[B, S]``)."""
     mask = enc["attention_mask"]
     hidden, _ = model.encode(
         enc["input_ids"],
@@ -243,11 +303,12 @@ def _heads_at(
         use_cache=False,
         position_ids=position_ids_from_mask(mask),
     )
-    _, act = model.heads(hidden[select], mode, temperature)
+    codes = model.context_codes(enc["input_ids"], mask)[select]
+    _, act = model.heads(hidden[select], mode, temperature, context=codes)
     log_p = act.S[..., num : num + 1].ovr_log_prob(
         act.threshold if act.threshold.ndim == 0 else act.threshold[num : num + 1]
     )[0][..., 0]
-    return act.loc_Y, act.scale_Y, log_p.exp()
+    return act.loc_Y, act.scale_Y, log_p.exp(), model.action.readouts.lookup(codes)
 
 
 def predict_values(
@@ -259,8 +320,9 @@ def predict_values(
     mode: str = STANDARD,
     temperature: float | None = None,
     batch_size: int = 32,
+    calibrated: bool = True,
 ) -> ValuePrediction:
-    """The next number after each prompt: median, ``P(<NUM>)`` and exact central intervals.
+    """The next number after each prompt: median, ``P(<NUM>)`` and central intervals.
 
     Each prompt is read up to its end (write it so that the number would come next, e.g.
     ``"radius 14.2, area "``); the heads at its last token give ``Y``. The model is put in eval
@@ -275,9 +337,13 @@ def predict_values(
             intervals the training calibrates).
         temperature: ``T`` (default ``config.temperature``).
         batch_size: prompts per forward pass.
+        calibrated: use the model's split-conformal widths where it has them for the prompt's
+            context and the level (:mod:`cauchylin_hf.readouts`); False gives the Cauchy
+            intervals ``g^{-1}(loc_Y ± tan(pi c / 2) scale_Y)`` everywhere.
 
     Returns:
-        A :class:`ValuePrediction` with one row per prompt.
+        A :class:`ValuePrediction` with one row per prompt (``calibrated`` says which intervals
+        are conformal).
 
     Raises:
         ValueError: an empty prompt list, a bad level or batch size, a tokenizer that is not a
@@ -312,8 +378,9 @@ def predict_values(
         select = torch.zeros_like(mask)
         select[torch.arange(mask.shape[0]), last] = True
         parts.append(_heads_at(model, enc, select, mode, temperature, num))
-    loc, scale, p = (torch.cat(t) for t in zip(*parts, strict=True))
-    return _prediction(loc, scale, p, lv, model.config.value_space)
+    loc, scale, p, rows = (torch.cat(t) for t in zip(*parts, strict=True))
+    widths, counts = _calibration(model, rows, lv, calibrated)
+    return _prediction(loc, scale, p, lv, model.config.value_space, widths, counts)
 
 
 @dataclass
@@ -354,6 +421,7 @@ def number_predictions(
     mode: str = STANDARD,
     temperature: float | None = None,
     batch_size: int = 32,
+    calibrated: bool = True,
 ) -> NumberPredictions:
     """Predict every number of each text from the text before it, in one pass per batch.
 
@@ -370,6 +438,8 @@ def number_predictions(
         mode: inference mode of the heads (default ``"standard"``).
         temperature: ``T`` (default ``config.temperature``).
         batch_size: texts per forward pass.
+        calibrated: use the model's conformal widths where it has them (as
+            :func:`predict_values`).
 
     Returns:
         :class:`NumberPredictions`.
@@ -427,9 +497,10 @@ def number_predictions(
             fields.extend(row_fields)
     if not parts:
         raise ValueError("no text holds a number: nothing to predict")
-    loc, scale, p = (torch.cat(t) for t in zip(*parts, strict=True))
+    loc, scale, p, rows = (torch.cat(t) for t in zip(*parts, strict=True))
+    widths, counts = _calibration(model, rows, lv, calibrated)
     return NumberPredictions(
-        prediction=_prediction(loc, scale, p, lv, model.config.value_space),
+        prediction=_prediction(loc, scale, p, lv, model.config.value_space, widths, counts),
         true=torch.tensor(true, dtype=torch.float64),
         text_index=torch.tensor(index),
         is_target=torch.tensor(target, dtype=torch.bool),
@@ -490,16 +561,27 @@ def _median(values: torch.Tensor) -> float:
 
 def _summary(pred: ValuePrediction, true: torch.Tensor, keep: torch.Tensor) -> dict[str, float]:
     err = (pred.median[keep] - true[keep]).abs()
+    n = int(keep.sum())
     out = {
-        "count": float(int(keep.sum())),
+        "count": float(n),
         "mae": float(err.mean()) if err.numel() else math.nan,
         "mdae": _median(err),
         "spearman": rank_correlation(pred.median[keep], true[keep]) if err.numel() else math.nan,
         "p_num": float(pred.p_num[keep].mean()) if err.numel() else math.nan,
     }
+    y, loc, scale = true[keep], pred.loc[keep], pred.scale[keep]
+    out["log_score"] = (
+        float(value_log_density(y, loc, scale, pred.value_space).mean()) if n else math.nan
+    )
+    out["pit_ks"] = ks_uniform(value_cdf(y, loc, scale, pred.value_space)) if n else math.nan
+    assert pred.calibrated is not None
     for j, c in enumerate(pred.levels):
-        out[f"coverage_{round(100 * c):d}"] = interval_coverage(
-            true[keep], pred.lower[keep, j], pred.upper[keep, j]
+        key = f"{round(100 * c):d}"
+        lo, hi = pred.lower[keep, j], pred.upper[keep, j]
+        out[f"coverage_{key}"] = interval_coverage(y, lo, hi)
+        out[f"interval_score_{key}"] = float(interval_score(y, lo, hi, c).mean()) if n else math.nan
+        out[f"calibrated_{key}"] = (
+            float(pred.calibrated[keep, j].double().mean()) if n else math.nan
         )
     return out
 
@@ -509,9 +591,15 @@ def number_metrics(preds: NumberPredictions) -> dict[str, float]:
 
     For each group: ``count``, ``mae`` and ``mdae`` (mean and median absolute error of the
     median; the median of an even count is the mean of the two middle errors, as numpy's),
-    ``spearman`` (rank correlation with the truth), ``p_num`` (mean ``P(<NUM>)``) and
-    ``coverage_50`` ... (share of true numbers inside each central interval; nominally the level).
-    Keys: ``target/<name>``, ``all/<name>`` and ``field/<field>/<name>``.
+    ``spearman`` (rank correlation with the truth), ``p_num`` (mean ``P(<NUM>)``), the proper
+    scores of the model's Cauchy predictive: ``log_score`` (mean log density of the true number,
+    in its own units: :func:`cauchylin.value_space.value_log_density`; higher is better) and
+    ``pit_ks`` (the Kolmogorov-Smirnov distance of the PIT values from uniform, 0 for a
+    calibrated predictive), and per level ``coverage_50`` ... (share of true numbers inside each
+    central interval; nominally the level), ``interval_score_50`` ... (the interval score of
+    :func:`cauchylin.conformal.interval_score`; lower is better) and ``calibrated_50`` ... (the
+    share of those intervals that are conformal). The CRPS is not reported: it is infinite for
+    a Cauchy predictive. Keys: ``target/<name>``, ``all/<name>`` and ``field/<field>/<name>``.
 
     ``nan`` marks a value that is undefined for its group: ``spearman`` needs at least two
     numbers, and predictions and true values that are not all equal.

@@ -33,7 +33,7 @@ from typing import Any, cast
 
 import torch
 from torch import nn
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, Subset
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import TrainerControl, TrainerState
 
@@ -42,17 +42,32 @@ from cauchylin.nn.modes import STANDARD
 from .batch import IGNORE_INDEX
 from .data import NumericDataCollator, NumericDataset
 from .loss import next_token_targets
+from .readouts import CalibrationReport, ReadoutReport, calibrate, solve_readouts
 from .tokenizer import NumericTokenizer
 
 __all__ = [
+    "CALIBRATION_FRACTION",
+    "MAX_CALIBRATION_TEXTS",
+    "MIN_TEXTS_TO_CALIBRATE",
     "DataSource",
     "LossPartsCallback",
     "TrainResult",
+    "calibration_holdout",
     "evaluate_model",
     "make_trainer",
     "make_training_arguments",
     "train",
 ]
+
+CALIBRATION_FRACTION = 0.2
+"""The share of the training texts that ``train(calibration="auto")`` holds out to calibrate on."""
+
+MAX_CALIBRATION_TEXTS = 2000
+"""The most texts ``"auto"`` holds out (enough for every calibrated level)."""
+
+MIN_TEXTS_TO_CALIBRATE = 100
+"""With fewer training texts ``"auto"`` holds none out (20 rows would calibrate little and cost
+a fifth of the data)."""
 
 LOSS_PARTS = ("cls_loss", "reg_loss")
 """The loss parts of the model's output that :class:`LossPartsCallback` records."""
@@ -408,6 +423,84 @@ def _as_dataset(
     return NumericDataset.from_texts(data, tokenizer, max_length=max_length, name=name)
 
 
+def calibration_holdout(count: int, calibration: float | str | None) -> int:
+    """How many of ``count`` training examples ``train(calibration=...)`` holds out.
+
+    ``"auto"``: :data:`CALIBRATION_FRACTION` of them, at most :data:`MAX_CALIBRATION_TEXTS`,
+    when there are at least :data:`MIN_TEXTS_TO_CALIBRATE` (else 0); a share in ``(0, 1)``:
+    that share (rounded, at most :data:`MAX_CALIBRATION_TEXTS`); None or 0: none.
+
+    Args:
+        count: the number of training examples.
+        calibration: ``"auto"``, a share in ``[0, 1)``, or None.
+
+    Returns:
+        The number held out.
+
+    Raises:
+        ValueError: another string, a share outside ``[0, 1)``, or a share that would leave no
+            example to train on or none to calibrate on.
+
+    Example:
+        >>> calibration_holdout(500, "auto"), calibration_holdout(60, "auto"), calibration_holdout(60, 0.5)
+        (100, 0, 30)
+    """
+    if calibration is None:
+        return 0
+    if isinstance(calibration, str):
+        if calibration != "auto":
+            raise ValueError(
+                f'calibration must be "auto", a share in (0, 1), texts, a file, a dataset or '
+                f"None, got {calibration!r}"
+            )
+        if count < MIN_TEXTS_TO_CALIBRATE:
+            return 0
+        share = CALIBRATION_FRACTION
+    else:
+        if isinstance(calibration, bool) or not isinstance(calibration, (int, float)):
+            raise ValueError(f"calibration must be a share in [0, 1), got {calibration!r}")
+        share = float(calibration)
+        if share == 0.0:
+            return 0
+        if not 0.0 < share < 1.0:
+            raise ValueError(f"calibration must be a share in (0, 1), got {calibration!r}")
+    size = min(round(share * count), MAX_CALIBRATION_TEXTS)
+    if size < 1 or size >= count:
+        raise ValueError(
+            f"calibration={calibration!r} of {count} training examples holds out {size}: "
+            "nothing would be left to train on, or to calibrate on"
+        )
+    return size
+
+
+def _calibration_split(
+    train_ds: Dataset,
+    calibration: float | str | DataSource | None,
+    tokenizer: NumericTokenizer,
+    max_length: int | None,
+    seed: int,
+) -> tuple[Dataset, Dataset | None]:
+    """``(the examples to train on, the examples to calibrate on or None)``."""
+    if calibration is None or isinstance(calibration, (str, int, float)):
+        try:
+            n = len(train_ds)  # type: ignore[arg-type]
+        except TypeError:
+            if calibration in (None, 0, 0.0):
+                return train_ds, None
+            raise ValueError(
+                "a share of an iterable dataset cannot be held out: pass calibration texts or None"
+            ) from None
+        size = calibration_holdout(n, calibration)  # type: ignore[arg-type]
+        if size == 0:
+            return train_ds, None
+    else:
+        held = _as_dataset(calibration, tokenizer, "calibration", max_length)
+        return train_ds, held
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
+    held_out, kept = sorted(order[:size]), sorted(order[size:])
+    return Subset(train_ds, kept), Subset(train_ds, held_out)
+
+
 def make_trainer(
     model: nn.Module,
     tokenizer: NumericTokenizer | None,
@@ -724,6 +817,12 @@ class TrainResult:
         output_dir: where the model and tokenizer were saved, or None (``save=False``).
         train_runtime: wall-clock seconds of ``trainer.train()``.
         global_step: optimizer steps taken.
+        readouts: what :func:`~cauchylin_hf.readouts.solve_readouts` did after training (None
+            with ``readouts=False``).
+        calibration: what :func:`~cauchylin_hf.readouts.calibrate` did (None without
+            calibration texts).
+        calibration_size: how many examples the calibration read (held out of the training
+            texts, or given).
 
     Example:
         >>> import tempfile
@@ -749,6 +848,9 @@ class TrainResult:
     output_dir: Path | None = None
     train_runtime: float = 0.0
     global_step: int = 0
+    readouts: ReadoutReport | None = None
+    calibration: CalibrationReport | None = None
+    calibration_size: int = 0
 
     def series(self, key: str) -> list[float]:
         """The values of ``key`` over :attr:`history`, in step order.
@@ -788,14 +890,27 @@ def train(
     evaluate: bool = True,
     eval_before: bool = False,
     callbacks: Sequence[TrainerCallback] = (),
+    readouts: bool = True,
+    calibration: float | str | DataSource | None = "auto",
     **training_args: Any,
 ) -> TrainResult:
     """Train the causal language model on texts with the HF ``Trainer``.
 
     Encodes the texts (:class:`~cauchylin_hf.data.NumericDataset`), trains with
     :func:`make_trainer` (the Trainer's tqdm progress bar unless ``progress=False``), records both
-    loss parts per logging step, evaluates on ``eval_texts`` with :func:`evaluate_model` and saves
-    the model and the tokenizer to ``output_dir``. Launched with ``torchrun --nproc_per_node N``
+    loss parts per logging step, then reads the numbers out as well as the features allow and
+    calibrates their intervals (:mod:`cauchylin_hf.readouts`): a readout solved per context on
+    the training texts (``readouts=True``) and split-conformal widths fitted on texts held out of
+    training (``calibration``). It evaluates on ``eval_texts`` with :func:`evaluate_model` and
+    saves the model and the tokenizer to ``output_dir``.
+
+    **Calibration texts.** ``calibration="auto"`` (the default) holds out
+    :data:`CALIBRATION_FRACTION` of the training texts (at most :data:`MAX_CALIBRATION_TEXTS`,
+    drawn with ``seed``) when there are at least :data:`MIN_TEXTS_TO_CALIBRATE` of them, and
+    none otherwise; a number in ``(0, 1)`` holds out that share; texts, a file or a dataset are
+    calibration texts of their own (nothing is held out); None or 0 calibrates nothing. The
+    model never trains on the texts it is calibrated on: that is what makes a calibrated
+    interval of coverage ``c`` cover a new number with probability at least ``c``. Launched with ``torchrun --nproc_per_node N``
     (or ``accelerate launch``) the same call trains data-parallel: ``batch_size`` is per process;
     only the main process saves.
 
@@ -822,6 +937,10 @@ def train(
         evaluate: compute held-out metrics at the end (needs ``eval_texts``).
         eval_before: also compute them before training (the untrained baseline).
         callbacks: more Trainer callbacks.
+        readouts: after training, solve a readout per context
+            (:func:`~cauchylin_hf.readouts.solve_readouts`); False keeps the shared head alone.
+        calibration: ``"auto"``, a share in ``(0, 1)``, calibration texts (a file or a dataset),
+            or None (see above).
         **training_args: any other ``TrainingArguments`` field (e.g.
             ``gradient_accumulation_steps``, ``lr_scheduler_type``, ``weight_decay``).
 
@@ -830,7 +949,7 @@ def train(
 
     Raises:
         ValueError: for empty training or evaluation data (named), a text with no tokens, a
-            malformed dataset file, or bad options.
+            malformed dataset file, a bad ``calibration``, or bad options.
         FileNotFoundError: for a dataset file that does not exist.
 
     Example:
@@ -866,6 +985,9 @@ def train(
     train_ds = _as_dataset(train_texts, tokenizer, "train_texts", max_length)
     if train_ds is None:
         raise ValueError("train_texts is None: pass the training texts")
+    train_ds, calibration_ds = _calibration_split(
+        train_ds, calibration, tokenizer, max_length, seed
+    )
     eval_ds = _as_dataset(eval_texts, tokenizer, "eval_texts", max_length)
     if eval_steps is not None:
         if eval_ds is None:
@@ -895,6 +1017,8 @@ def train(
     if not progress:
         trainer.remove_callback(PrinterCallback)  # no log lines either
     result = TrainResult(model=model, trainer=trainer)
+    if calibration_ds is not None:
+        result.calibration_size = len(calibration_ds)  # type: ignore[arg-type]
     if eval_before and evaluate and eval_ds is not None:
         result.initial_metrics = evaluate_model(
             model, tokenizer, eval_ds, batch_size=args.per_device_eval_batch_size
@@ -905,6 +1029,13 @@ def train(
     result.global_step = int(out.global_step)
     result.history = list(trainer.loss_parts.history)  # type: ignore[attr-defined]
     result.eval_history = list(trainer.loss_parts.eval_history)  # type: ignore[attr-defined]
+    inner = _unwrap(model)
+    if getattr(inner.config, "num_token_id", None) is not None:
+        batch = args.per_device_eval_batch_size
+        if readouts:
+            result.readouts = solve_readouts(inner, tokenizer, train_ds, batch_size=batch)
+        if calibration_ds is not None:
+            result.calibration = calibrate(inner, tokenizer, calibration_ds, batch_size=batch)
     if evaluate and eval_ds is not None:
         result.metrics = evaluate_model(
             model, tokenizer, eval_ds, batch_size=args.per_device_eval_batch_size

@@ -39,6 +39,7 @@ from cauchylin.vector import CauchyVector
 __all__ = [
     "CALIBRATION_LEVELS",
     "MAX_CONTEXT_TOKENS",
+    "NOT_CALIBRATED",
     "OTHER",
     "ContextReadouts",
     "context_codes",
@@ -53,6 +54,9 @@ OTHER = -1
 
 CALIBRATION_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 """The coverages a table calibrates by default."""
+
+NOT_CALIBRATED = -1.0
+"""The stored width of a level a row has no calibration for (too few rows, or none)."""
 
 _NONE = 0  # the digit of "no token": before the start of a sequence, or padding
 
@@ -118,7 +122,10 @@ class ContextReadouts(nn.Module):
 
     Built empty (``num_contexts = 0``: every position keeps the shared head) or with room for
     ``num_contexts`` rows, which :meth:`store` fills (a loaded model builds the table with the
-    size its checkpoint holds, then loads the buffers).
+    size its checkpoint holds, then loads the buffers). The buffers: ``codes`` (int64, sorted),
+    ``weight`` ``[K, C]``, ``bias``, ``noise`` (0 where the row keeps the shared head),
+    ``solved`` (bool), ``widths`` ``[K, L]`` (:data:`NOT_CALIBRATED` where a level has no
+    width) and ``counts`` ``[K, 2]`` (int64: the numbers each row was fitted and calibrated on).
 
     Args:
         causal_size: ``C``, the size of ``U'``.
@@ -138,6 +145,9 @@ class ContextReadouts(nn.Module):
         >>> table.lookup(torch.tensor([5, 6])).tolist()
         [0, -1]
     """
+
+    INTEGER_BUFFERS = ("codes", "solved", "counts")
+    """The buffers that hold integers or flags (every other one is floating point)."""
 
     codes: torch.Tensor
     weight: torch.Tensor
@@ -171,7 +181,8 @@ class ContextReadouts(nn.Module):
         self.register_buffer("noise", torch.zeros(k, device=device))
         self.register_buffer("solved", torch.zeros(k, dtype=torch.bool, device=device))
         self.register_buffer(
-            "widths", torch.full((k, n_levels), math.nan, dtype=torch.float64, device=device)
+            "widths",
+            torch.full((k, n_levels), NOT_CALIBRATED, dtype=torch.float64, device=device),
         )
         self.register_buffer("counts", torch.zeros(k, 2, dtype=torch.long, device=device))
 
@@ -193,7 +204,8 @@ class ContextReadouts(nn.Module):
             codes: one code per row (:func:`context_codes`, or :data:`OTHER`), distinct.
             readouts: per row a :class:`~cauchylin.readout.CauchyReadout`, or None to keep the
                 shared head there.
-            widths: ``[K, L]`` conformal widths (NaN: that level is not calibrated), or None.
+            widths: ``[K, L]`` conformal widths (NaN, infinite or <= 0: that level is not
+                calibrated), or None.
             calibration_counts: per row, the numbers its widths were calibrated on.
 
         Raises:
@@ -229,7 +241,9 @@ class ContextReadouts(nn.Module):
                 raise ValueError(
                     f"widths must be [{k}, {len(self.levels)}], got {tuple(widths.shape)}"
                 )
-            self.widths.copy_(widths.to(self.widths)[order])
+            w = widths.to(self.widths)[order]
+            usable = torch.isfinite(w) & (w > 0)
+            self.widths.copy_(torch.where(usable, w, torch.full_like(w, NOT_CALIBRATED)))
         if calibration_counts is not None:
             self.counts[:, 1] = torch.tensor([int(calibration_counts[i]) for i in order])
 
@@ -346,10 +360,35 @@ class ContextReadouts(nn.Module):
         if self.num_contexts == 0:
             return torch.full(rows.shape, math.nan, dtype=torch.float64, device=rows.device)
         widths = self.widths[:, j].to(rows.device)
+        widths = torch.where(widths > 0, widths, torch.full_like(widths, math.nan))
         own = torch.where(rows >= 0, widths[rows.clamp(min=0)], torch.nan)
         other = self.lookup(torch.tensor([OTHER], device=rows.device))[0]
         if int(other) >= 0:
             own = torch.where(torch.isnan(own), widths[other], own)
+        return own
+
+    def calibrated_on(self, rows: torch.Tensor) -> torch.Tensor:
+        """How many numbers the widths of each position were calibrated on (0: none).
+
+        The same rule as :meth:`widths_at`: the position's own row when it has widths, else the
+        :data:`OTHER` row's.
+
+        Args:
+            rows: ``[...]`` from :meth:`lookup`.
+
+        Returns:
+            ``[...]`` int64 counts.
+        """
+        zero = torch.zeros(rows.shape, dtype=torch.long, device=rows.device)
+        if self.num_contexts == 0:
+            return zero
+        counts = self.counts[:, 1].to(rows.device)
+        has = (self.widths > 0).any(1).to(rows.device)
+        safe = rows.clamp(min=0)
+        own = torch.where((rows >= 0) & has[safe], counts[safe], zero)
+        other = int(self.lookup(torch.tensor([OTHER], device=rows.device))[0])
+        if other >= 0 and bool(has[other]):
+            own = torch.where(own == 0, counts[other], own)
         return own
 
     def level_index(self, level: float) -> int | None:
@@ -368,7 +407,7 @@ class ContextReadouts(nn.Module):
 
     def extra_repr(self) -> str:
         """``"contexts=K, solved=S, calibrated=R, levels=[...]"``."""
-        calibrated = int((~torch.isnan(self.widths)).any(1).sum()) if self.num_contexts else 0
+        calibrated = int((self.widths > 0).any(1).sum()) if self.num_contexts else 0
         return (
             f"contexts={self.num_contexts}, solved={int(self.solved.sum())}, "
             f"calibrated={calibrated}, levels={list(self.levels)}"

@@ -559,7 +559,12 @@ def _target_report(
     from ..predict import learning_check, number_metrics, number_predictions
 
     preds = number_predictions(
-        model, ntok, data.texts, target_field=field, batch_size=args.batch_size
+        model,
+        ntok,
+        data.texts,
+        target_field=field,
+        batch_size=args.batch_size,
+        calibrated=not getattr(args, "raw_intervals", False),
     )
     metrics = number_metrics(preds)
     keep = preds.is_target
@@ -669,6 +674,34 @@ def _tensor(values: Sequence[float]) -> Any:
     return torch.tensor(values, dtype=torch.float64)
 
 
+def _report_readouts(result: Any) -> None:
+    """One line on the solved readouts and one on the calibration, after training."""
+    solved = result.readouts
+    if solved is not None and solved.contexts:
+        print(
+            f"read the numbers of {solved.kept} of {len(solved.contexts)} contexts with a "
+            "readout solved on the training rows (where it reads them better than the shared "
+            "head)",
+            flush=True,
+        )
+    cal = result.calibration
+    if cal is not None:
+        rows = max((int(c["count"]) for c in cal.contexts), default=0)
+        if rows:
+            levels = ", ".join(f"{round(100 * c)}%" for c in cal.levels)
+            print(
+                f"calibrated the intervals ({levels}) on {result.calibration_size} held-out "
+                f"rows ({len(cal.contexts)} contexts)",
+                flush=True,
+            )
+        else:
+            print(
+                f"the {result.calibration_size} held-out rows hold too few numbers of any one "
+                "context to calibrate on: the intervals are the model's Cauchy ones",
+                flush=True,
+            )
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """``train``: a model from a config or a checkpoint, trained on a dataset file, saved."""
     from safetensors import SafetensorError
@@ -676,7 +709,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from cauchylin.metrics import quantiles
 
     from ..predict import target_numbers
-    from ..training import train
+    from ..training import calibration_holdout, train
     from .precision import NumberPrecision
 
     if (args.model is None) == (args.from_config is None):
@@ -717,9 +750,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     eval_ds = _encode(model, ntok, held, args.max_length) if held is not None else None
     n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
     backbone = "frozen" if model.config.freeze_backbone else "trainable"
+    try:
+        held_out = calibration_holdout(len(data.texts), args.calibration)
+    except ValueError as exc:
+        raise CliError(f"--calibration {args.calibration}: {exc}") from None
+    calibrating = f" ({held_out} more held out to calibrate the intervals on)" if held_out else ""
     print(
         f"training {n_train / 1e6:.3f}M parameters of {what} (backbone {backbone}) on "
-        f"{len(data.texts)} texts of {args.data}",
+        f"{len(data.texts) - held_out} texts of {args.data}{calibrating}",
         flush=True,
     )
     field = _target_field(data.template, args)
@@ -746,10 +784,13 @@ def cmd_train(args: argparse.Namespace) -> int:
                 logging_steps=args.logging_steps,
                 seed=args.seed,
                 progress=_progress(args),
+                readouts=not args.no_readouts,
+                calibration=args.calibration,
                 **extra,
             )
             if result.global_step < 1:
                 raise CliError("training took no step: raise --epochs or --max-steps")
+            _report_readouts(result)
             record = _format_record(data.template, precision, median)
             text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
             (staging / DATA_FORMAT_FILE).write_text(text, encoding="utf-8")
@@ -859,12 +900,22 @@ def _read_on(
         [prompts[i] + " " for i in doubtful],
         levels=pred.levels,
         batch_size=args.batch_size,
+        calibrated=not args.raw_intervals,
     )
     fixed = []
     for j, i in enumerate(doubtful):
         if float(spaced.p_num[j]) <= float(pred.p_num[i]):
             continue
-        for name in ("median", "loc", "scale", "p_num", "lower", "upper"):
+        for name in (
+            "median",
+            "loc",
+            "scale",
+            "p_num",
+            "lower",
+            "upper",
+            "calibrated",
+            "calibration_count",
+        ):
             getattr(pred, name)[i] = getattr(spaced, name)[j]
         prefixes[i] = prompts[i] + " "
         fixed.append((i, float(spaced.p_num[j])))
@@ -912,7 +963,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise CliError("the model has no <NUM> token: it cannot predict numbers")
     precision = _precision(args.model)
     _check_prompt_lengths(model, ntok, prompts)
-    pred = predict_values(model, ntok, prompts, levels=args.levels, batch_size=args.batch_size)
+    pred = predict_values(
+        model,
+        ntok,
+        prompts,
+        levels=args.levels,
+        batch_size=args.batch_size,
+        calibrated=not args.raw_intervals,
+    )
     prefixes = _read_on(args, model, ntok, prompts, pred)
     rows = pred.rows()
     for i, (prefix, row) in enumerate(zip(prefixes, rows, strict=True)):
@@ -932,8 +990,21 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 record["true"] = truth[k] if k >= 0 else None
             print(json.dumps(record, ensure_ascii=False))
             continue
-        parts = [f"{round(100 * c)}% [{lo}, {hi}]" for c, (lo, hi) in intervals.items()]
-        line = f"{prefix}{text}  |  " + "  ".join(parts) + f"  P(<NUM>) {row['p_num']:.3f}"
+        assert pred.calibrated is not None and pred.calibration_count is not None
+        calibrated = pred.calibrated[i]
+        parts = [
+            f"{round(100 * c)}% [{lo}, {hi}]" + ("" if bool(calibrated[j]) else "*")
+            for j, (c, (lo, hi)) in enumerate(intervals.items())
+        ]
+        if bool(calibrated.all()):
+            note = f"calibrated on {int(pred.calibration_count[i])} rows"
+        elif bool(calibrated.any()):
+            note = "* Cauchy, not calibrated"
+        else:
+            note = "Cauchy intervals (not calibrated)"
+        line = (
+            f"{prefix}{text}  |  " + "  ".join(parts) + f"  ({note})  P(<NUM>) {row['p_num']:.3f}"
+        )
         print(line)
     return 0
 

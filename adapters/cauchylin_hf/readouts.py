@@ -1,0 +1,466 @@
+r"""Per-context readouts and calibrated intervals for a trained causal language model.
+
+The regression head ``Y = W_reg U' + b_reg`` is one readout shared by every number of every
+text, trained together with the backbone. After training, the backbone's features often hold a
+number far better than that shared readout reads it (a ridge regression on the final hidden state
+can be several times more accurate). Two steps, run by :func:`~cauchylin_hf.training.train`
+after training (and by the command line and the demo):
+
+* :func:`solve_readouts` reads every number of the training texts once, groups the numbers by
+  their *context* (the ``config.readout_context_tokens`` tokens ending at the position that
+  predicts them: in a table, a column's name), and solves, per context with enough numbers, the
+  Cauchy readout ``Y ~ Cauchy(w . loc_U' + b, sigma)`` by penalised maximum likelihood
+  (:func:`cauchylin.readout.fit_cauchy_readout`). A solved readout replaces the shared head for
+  that context only where its cross-validated likelihood is better than the shared head's on the
+  same numbers.
+* :func:`calibrate` reads the numbers of texts the model was *not* trained on and fits, per
+  context (and for all other numbers together), split-conformal widths
+  (:mod:`cauchylin.conformal`): the central interval of coverage ``c`` becomes
+  ``loc_Y ± q(c) scale_Y``, which covers a new number of that context with probability at least
+  ``c`` (the rows being exchangeable), whatever the errors' law.
+
+Both are stored in the model (``model.action.readouts``, a
+:class:`cauchylin.nn.readouts.ContextReadouts`, saved and loaded with its weights) and used by
+:func:`~cauchylin_hf.predict.predict_values`, :func:`~cauchylin_hf.predict.number_predictions`,
+``generate`` and ``forward``. The model's own Cauchy predictive stays what the heads compute;
+``calibrated=False`` in the prediction functions gives the raw Cauchy intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+
+from cauchylin.conformal import conformal_widths
+from cauchylin.nn.modes import STANDARD
+from cauchylin.nn.readouts import OTHER
+from cauchylin.readout import DEFAULT_PENALTIES, CauchyReadout, cauchy_nll, fit_cauchy_readout
+from cauchylin.value_space import to_value_space
+
+from .data import NumericDataCollator, NumericDataset
+from .tokenizer import NumericTokenizer
+
+__all__ = [
+    "MIN_CALIBRATION_COUNT",
+    "MIN_READOUT_COUNT",
+    "CalibrationReport",
+    "NumberFeatures",
+    "ReadoutReport",
+    "calibrate",
+    "number_features",
+    "solve_readouts",
+]
+
+MIN_READOUT_COUNT = 30
+"""The fewest numbers of one context that :func:`solve_readouts` solves a readout on."""
+
+MIN_CALIBRATION_COUNT = 20
+"""The fewest numbers of one context that :func:`calibrate` gives widths of their own (with 20,
+levels up to 95% are calibrated: ``ceil(21 * 0.95) = 20``)."""
+
+MAX_CONTEXTS = 256
+"""The most contexts that get a readout (the most frequent ones)."""
+
+
+@dataclass
+class NumberFeatures:
+    """The numbers of some texts, with what the model computes at the position before each.
+
+    Attributes:
+        codes: ``[N]`` int64 context codes (:meth:`~cauchylin_hf.model.CauchyLMForCausalLM.context_codes`).
+        loc: ``[N, C]`` ``loc_U'`` in the standard mode at ``config.temperature`` (float64).
+        loc_y: ``[N]`` the model's ``loc_Y`` there, with the readouts it has now.
+        scale_y: ``[N]`` its ``scale_Y``.
+        targets: ``[N]`` the numbers in the value space, ``t = g(y)``.
+        text_index: ``[N]`` the text each number is in.
+
+    Example:
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> f = number_features(model, ntok, ["a 1, b 2.", "a 5, b 7, c 9."])
+        >>> f.text_index.tolist(), tuple(f.loc.shape)
+        ([0, 0, 1, 1, 1], (5, 32))
+    """
+
+    codes: torch.Tensor
+    loc: torch.Tensor
+    loc_y: torch.Tensor
+    scale_y: torch.Tensor
+    targets: torch.Tensor
+    text_index: torch.Tensor
+
+    def __len__(self) -> int:
+        """The number of numbers."""
+        return int(self.codes.numel())
+
+
+def _dataset(data: Dataset | Iterable[str], tokenizer: NumericTokenizer, name: str) -> Dataset:
+    if isinstance(data, Dataset):
+        return data
+    texts = list(data)
+    if not texts:
+        raise ValueError(f"{name} is empty")
+    return NumericDataset.from_texts(texts, tokenizer, name=name)
+
+
+@torch.no_grad()
+def number_features(
+    model: Any,
+    tokenizer: NumericTokenizer,
+    data: Dataset | Iterable[str],
+    *,
+    batch_size: int = 32,
+) -> NumberFeatures:
+    """Read every number of some texts in one teacher-forced pass per batch.
+
+    At each position whose next token is ``<NUM>`` (a real one, not the first token of a text):
+    its context code, ``loc_U'`` of the standard mode at ``config.temperature`` (the training
+    mode), the model's ``loc_Y``/``scale_Y`` (with its current readouts) and the number.
+
+    Args:
+        model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM` (put in eval mode).
+        tokenizer: its numeric tokenizer.
+        data: texts, or an encoded dataset (e.g. a :class:`~cauchylin_hf.data.NumericDataset`).
+        batch_size: texts per forward pass.
+
+    Returns:
+        :class:`NumberFeatures` (on the CPU).
+
+    Raises:
+        ValueError: empty data or a bad batch size.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    dataset = _dataset(data, tokenizer, "data")
+    loader = torch.utils.data.DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=False,
+        collate_fn=NumericDataCollator(tokenizer, padding_side="right"),
+    )
+    num = int(model.config.num_token_id)
+    temperature = float(model.config.temperature)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    parts: dict[str, list[torch.Tensor]] = {k: [] for k in NumberFeatures.__dataclass_fields__}
+    start = 0
+    try:
+        for batch in loader:
+            ids = batch["input_ids"].to(device)
+            mask = batch["attention_mask"].to(device)
+            values = batch["numeric_values"].to(device)
+            hidden, _ = model.encode(ids, values, mask, use_cache=False)
+            codes = model.context_codes(ids, mask)
+            # position i predicts the token at i + 1: a real <NUM> after a real token
+            select = torch.zeros_like(mask, dtype=torch.bool)
+            select[:, :-1] = (ids[:, 1:] == num) & (mask[:, 1:] != 0) & (mask[:, :-1] != 0)
+            if bool(select.any()):
+                _, act = model.heads(hidden[select], STANDARD, temperature, context=codes[select])
+                parts["codes"].append(codes[select].cpu())
+                parts["loc"].append(act.U_prime.loc.double().cpu())
+                parts["loc_y"].append(act.loc_Y.double().cpu())
+                parts["scale_y"].append(act.scale_Y.double().cpu())
+                y = values[:, 1:][select[:, :-1]].double()
+                parts["targets"].append(to_value_space(y, model.config.value_space).cpu())
+                rows = torch.arange(ids.shape[0], device=device)[:, None].expand_as(select)
+                parts["text_index"].append((rows[select] + start).cpu())
+            start += ids.shape[0]
+    finally:
+        model.train(was_training)
+    if not parts["codes"]:
+        c = int(model.config.causal_hidden_size)
+        empty = torch.zeros(0, dtype=torch.float64)
+        return NumberFeatures(
+            torch.zeros(0, dtype=torch.long),
+            torch.zeros(0, c, dtype=torch.float64),
+            empty,
+            empty,
+            empty,
+            torch.zeros(0, dtype=torch.long),
+        )
+    return NumberFeatures(**{k: torch.cat(v) for k, v in parts.items()})
+
+
+@dataclass
+class ReadoutReport:
+    """What :func:`solve_readouts` did, per context it considered.
+
+    Attributes:
+        contexts: one dict per context with enough numbers: ``code``, ``count``, ``shared_nll``
+            (the shared head's mean NLL on them), ``solved_nll`` (the readout's cross-validated
+            NLL), ``penalty`` and ``kept`` (whether the readout replaced the shared head).
+        numbers: how many numbers were read.
+
+    Example:
+        >>> r = ReadoutReport([{"code": 5, "count": 40, "kept": True}], 52)
+        >>> r.kept
+        1
+    """
+
+    contexts: list[dict[str, Any]] = field(default_factory=list)
+    numbers: int = 0
+
+    @property
+    def kept(self) -> int:
+        """How many contexts got a solved readout."""
+        return sum(1 for c in self.contexts if c["kept"])
+
+
+def _groups(
+    codes: torch.Tensor, min_count: int, limit: int | None
+) -> list[tuple[int, torch.Tensor]]:
+    """``(code, row indices)`` of the codes with at least ``min_count`` rows, most frequent first."""
+    if codes.numel() == 0:
+        return []
+    unique, inverse, counts = torch.unique(codes, return_inverse=True, return_counts=True)
+    order = sorted(range(unique.numel()), key=lambda i: (-int(counts[i]), int(unique[i])))
+    out = []
+    for i in order:
+        if int(counts[i]) < min_count:
+            break
+        out.append((int(unique[i]), (inverse == i).nonzero().flatten()))
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+def solve_readouts(
+    model: Any,
+    tokenizer: NumericTokenizer,
+    data: Dataset | Iterable[str],
+    *,
+    min_count: int = MIN_READOUT_COUNT,
+    max_contexts: int = MAX_CONTEXTS,
+    penalties: Sequence[float] = DEFAULT_PENALTIES,
+    folds: int = 5,
+    seed: int = 0,
+    batch_size: int = 32,
+) -> ReadoutReport:
+    """Solve a readout per context on the training texts and put the better ones in the model.
+
+    Every context with at least ``min_count`` numbers (the ``max_contexts`` most frequent) gets
+    :func:`cauchylin.readout.fit_cauchy_readout` on ``loc_U'`` at its positions, the penalty
+    chosen by ``folds``-fold cross-validation. The readout replaces the shared head for that
+    context when its cross-validated NLL is below the shared head's NLL on the same numbers.
+    The model's earlier readouts and calibration are replaced (a calibration belongs to the
+    readouts it was fitted with: run :func:`calibrate` after this).
+
+    Args:
+        model: a trained :class:`~cauchylin_hf.model.CauchyLMForCausalLM`.
+        tokenizer: its numeric tokenizer.
+        data: the training texts (or the encoded training dataset).
+        min_count: the fewest numbers a context needs (at least ``2 * folds``).
+        max_contexts: the most contexts solved.
+        penalties: the ridge penalties cross-validation picks from.
+        folds: cross-validation folds.
+        seed: seed of the fold assignment.
+        batch_size: texts per forward pass.
+
+    Returns:
+        A :class:`ReadoutReport`.
+
+    Raises:
+        ValueError: a model without ``<NUM>``, empty data, or bad counts.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> _ = torch.manual_seed(0)
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> texts = [f"width {w}, area {2 * w}." for w in range(1, 61)]
+        >>> report = solve_readouts(model, ntok, texts)
+        >>> report.numbers, len(report.contexts)  # two contexts: "width " and "area "
+        (120, 2)
+        >>> model.action.readouts.num_contexts == report.kept == model.config.readout_contexts
+        True
+    """
+    _check_counts(model, min_count, max_contexts)
+    if min_count < 2 * folds:
+        raise ValueError(f"min_count must be at least 2 * folds = {2 * folds}, got {min_count}")
+    # The shared head's predictions (without earlier readouts) are the baseline of each context.
+    table = model.action.readouts
+    table.store([], [])
+    model.config.readout_contexts = 0
+    shared = number_features(model, tokenizer, data, batch_size=batch_size)
+    report = ReadoutReport(numbers=len(shared))
+    codes: list[int] = []
+    fits: list[CauchyReadout | None] = []
+    for code, rows in _groups(shared.codes, min_count, max_contexts):
+        t = shared.targets[rows]
+        shared_nll = float(cauchy_nll(t, shared.loc_y[rows], shared.scale_y[rows]).mean())
+        fit = fit_cauchy_readout(shared.loc[rows], t, penalties=penalties, folds=folds, seed=seed)
+        solved_nll = fit.cv_nll if not math.isnan(fit.cv_nll) else _in_sample_nll(fit, shared, rows)
+        kept = solved_nll < shared_nll
+        report.contexts.append(
+            {
+                "code": code,
+                "count": int(rows.numel()),
+                "shared_nll": shared_nll,
+                "solved_nll": solved_nll,
+                "penalty": fit.penalty,
+                "kept": kept,
+            }
+        )
+        if kept:
+            codes.append(code)
+            fits.append(fit)
+    table.store(codes, fits)
+    model.config.readout_contexts = table.num_contexts
+    return report
+
+
+def _in_sample_nll(fit: CauchyReadout, feats: NumberFeatures, rows: torch.Tensor) -> float:
+    loc, scale = fit.predict(feats.loc[rows])
+    return float(cauchy_nll(feats.targets[rows], loc, scale).mean())
+
+
+def _check_counts(model: Any, min_count: int, max_contexts: int) -> None:
+    if getattr(getattr(model, "config", None), "num_token_id", None) is None:
+        raise ValueError("the model has no <NUM> token (config.num_token_id is None)")
+    for name, v in (("min_count", min_count), ("max_contexts", max_contexts)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+
+
+@dataclass
+class CalibrationReport:
+    """What :func:`calibrate` did.
+
+    Attributes:
+        levels: the calibrated coverages.
+        contexts: one dict per calibrated row: ``code`` (:data:`~cauchylin.nn.readouts.OTHER`
+            for the pooled row), ``count`` and ``widths`` (one per level; ``inf`` where the
+            count is too small for the level).
+        numbers: how many numbers were read.
+
+    Example:
+        >>> r = CalibrationReport((0.5,), [{"code": -1, "count": 25, "widths": [0.7]}], 25)
+        >>> r.calibrated_numbers
+        25
+    """
+
+    levels: tuple[float, ...]
+    contexts: list[dict[str, Any]] = field(default_factory=list)
+    numbers: int = 0
+
+    @property
+    def calibrated_numbers(self) -> int:
+        """How many of the numbers fell in a calibrated row."""
+        return sum(int(c["count"]) for c in self.contexts)
+
+
+def calibrate(
+    model: Any,
+    tokenizer: NumericTokenizer,
+    data: Dataset | Iterable[str],
+    *,
+    min_count: int = MIN_CALIBRATION_COUNT,
+    max_contexts: int = MAX_CONTEXTS,
+    batch_size: int = 32,
+) -> CalibrationReport:
+    """Fit split-conformal widths on texts the model was not trained on, per context.
+
+    Reads every number of ``data`` with the model as it is (its solved readouts included); each
+    context with at least ``min_count`` numbers (the ``max_contexts`` most frequent) gets the
+    widths :func:`cauchylin.conformal.conformal_widths` of its numbers at every level of
+    ``config.calibration_levels``, and the numbers of all other contexts together (when at least
+    ``min_count``) the widths of the :data:`~cauchylin.nn.readouts.OTHER` row. A level the count
+    is too small for (``ceil((n + 1) c) > n``) stays uncalibrated there. Earlier widths are
+    replaced; solved readouts are kept.
+
+    Args:
+        model: a trained :class:`~cauchylin_hf.model.CauchyLMForCausalLM`.
+        tokenizer: its numeric tokenizer.
+        data: held-out texts (or an encoded dataset) that training did not see.
+        min_count: the fewest numbers a row is calibrated on.
+        max_contexts: the most contexts with rows of their own.
+        batch_size: texts per forward pass.
+
+    Returns:
+        A :class:`CalibrationReport`.
+
+    Raises:
+        ValueError: a model without ``<NUM>``, empty data, or bad counts.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> _ = torch.manual_seed(0)
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> held = [f"width {w}, area {2 * w}." for w in range(100, 130)]
+        >>> report = calibrate(model, ntok, held)
+        >>> [c["count"] for c in report.contexts]  # "width " and "area ", 30 each
+        [30, 30]
+        >>> 0.5 in report.levels, model.action.readouts.num_contexts
+        (True, 2)
+    """
+    _check_counts(model, min_count, max_contexts)
+    feats = number_features(model, tokenizer, data, batch_size=batch_size)
+    levels = tuple(float(c) for c in model.config.calibration_levels)
+    table = model.action.readouts
+    report = CalibrationReport(levels=levels, numbers=len(feats))
+    own = _groups(feats.codes, min_count, max_contexts)
+    calibrated: dict[int, tuple[torch.Tensor, int]] = {}
+    taken = torch.zeros(len(feats), dtype=torch.bool)
+    for code, rows in own:
+        if code == OTHER:
+            continue
+        taken[rows] = True
+        calibrated[code] = (_widths(feats, rows, levels), int(rows.numel()))
+    rest = (~taken).nonzero().flatten()
+    if rest.numel() >= min_count:
+        calibrated[OTHER] = (_widths(feats, rest, levels), int(rest.numel()))
+    for code, (w, n) in calibrated.items():
+        report.contexts.append({"code": code, "count": n, "widths": w.tolist()})
+    # Keep the solved rows (their readouts) and add rows for calibrated contexts without one.
+    old = {int(c): i for i, c in enumerate(table.codes.tolist())}
+    every = sorted(set(old) | set(calibrated))
+    fits: list[CauchyReadout | None] = []
+    for code in every:
+        i = old.get(code)
+        if i is not None and bool(table.solved[i]):
+            fits.append(
+                CauchyReadout(
+                    table.weight[i].clone(),
+                    table.bias[i].clone(),
+                    table.noise[i].clone(),
+                    math.nan,
+                    math.nan,
+                    int(table.counts[i, 0]),
+                    0,
+                )
+            )
+        else:
+            fits.append(None)
+    widths = torch.full((len(every), len(levels)), math.nan, dtype=torch.float64)
+    counts = []
+    for j, code in enumerate(every):
+        if code in calibrated:
+            widths[j] = calibrated[code][0]
+        counts.append(calibrated[code][1] if code in calibrated else 0)
+    rows_kept = [j for j, code in enumerate(every) if fits[j] is not None or code in calibrated]
+    table.store(
+        [every[j] for j in rows_kept],
+        [fits[j] for j in rows_kept],
+        widths[rows_kept],
+        [counts[j] for j in rows_kept],
+    )
+    model.config.readout_contexts = table.num_contexts
+    return report
+
+
+def _widths(feats: NumberFeatures, rows: torch.Tensor, levels: tuple[float, ...]) -> torch.Tensor:
+    scale = feats.scale_y[rows].clamp(min=torch.finfo(torch.float64).tiny)
+    return conformal_widths(feats.targets[rows], feats.loc_y[rows], scale, levels)
