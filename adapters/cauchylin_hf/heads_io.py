@@ -54,8 +54,6 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from transformers import PreTrainedModel
 
-from cauchylin.nn.readouts import ContextReadouts
-
 from ._backbone import input_embedding_weight
 from .atomic_save import staged_folder
 from .config import read_json_object
@@ -184,9 +182,6 @@ def _fingerprint_mismatches(
 def check_head_tensors(tensors: dict[str, torch.Tensor], source: str | os.PathLike) -> None:
     """Refuse head tensors that no training can produce: not floating point, or not finite.
 
-    The per-context readout table's codes, flags and counts
-    (:attr:`cauchylin.nn.readouts.ContextReadouts.INTEGER_BUFFERS`) are integers instead.
-
     A checkpoint whose ``W_cls`` was stored as integers, or whose ``b_noise`` or threshold is
     NaN (a corrupt or hand-edited file), would otherwise load cast or as it is and give wrong
     tokens without an error. Both loaders (:func:`read_heads`, ``from_pretrained``) call this.
@@ -208,13 +203,6 @@ def check_head_tensors(tensors: dict[str, torch.Tensor], source: str | os.PathLi
         ValueError: heads: head tensor action.threshold holds NaN or infinite values (a corrupt checkpoint?)
     """
     for name, t in tensors.items():
-        if name.rsplit(".", 1)[-1] in ContextReadouts.INTEGER_BUFFERS and ".readouts." in name:
-            if t.is_floating_point() or t.is_complex():
-                raise ValueError(
-                    f"{os.fspath(source)}: head tensor {name} is stored as "
-                    f"{_dtype_name(t.dtype)}; it holds integers (a corrupt or foreign checkpoint?)"
-                )
-            continue
         if not t.is_floating_point():
             raise ValueError(
                 f"{os.fspath(source)}: head tensor {name} is stored as {_dtype_name(t.dtype)}; "

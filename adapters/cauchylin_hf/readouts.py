@@ -430,7 +430,7 @@ def calibrate(
     fits: list[CauchyReadout | None] = []
     for code in every:
         i = old.get(code)
-        if i is not None and bool(table.solved[i]):
+        if i is not None and bool(table.is_solved[i]):
             fits.append(
                 CauchyReadout(
                     table.weight[i].clone(),

@@ -39,15 +39,16 @@ from cauchylin.vector import CauchyVector
 __all__ = [
     "CALIBRATION_LEVELS",
     "MAX_CONTEXT_TOKENS",
+    "MAX_VOCABULARY",
     "NOT_CALIBRATED",
     "OTHER",
     "ContextReadouts",
+    "code_digits",
     "context_codes",
 ]
 
 MAX_CONTEXT_TOKENS = 3
-"""The most tokens a context code holds: codes of 3 tokens are exact in int64 for vocabularies of
-up to 2**20 entries."""
+"""The most tokens a context code holds (three 21-bit fields of an int64)."""
 
 OTHER = -1
 """The code of the row that calibrates the numbers of every context without a row of its own."""
@@ -61,6 +62,12 @@ NOT_CALIBRATED = -1.0
 _NONE = 0  # the digit of "no token": before the start of a sequence, or padding
 
 
+_DIGIT_BITS = 21  # a token id + 101 fits in 21 bits for vocabularies of up to 2**21 - 102
+_DIGIT_MASK = (1 << _DIGIT_BITS) - 1
+MAX_VOCABULARY = (1 << _DIGIT_BITS) - 102
+"""The largest vocabulary (``num_classes``) :func:`context_codes` codes exactly."""
+
+
 def context_codes(
     tokens: torch.Tensor,
     k: int,
@@ -71,21 +78,23 @@ def context_codes(
 
     Each token ``v`` in ``[-101, V)`` (``-100``, an ignored label, included) becomes the digit
     ``v + 101 >= 0``; a position before the start of the sequence, or one whose
-    ``attention_mask`` is 0 (padding), is the digit 0, as is the token ``-101``. The ``k`` digits
-    are a number in base ``V + 102``, most recent token last: equal codes mean equal tokens, and
-    a left-padded prompt has the codes of the same prompt without padding. Codes are ``>= 0``.
+    ``attention_mask`` is 0 (padding), is the digit 0, as is the token ``-101``. The code holds
+    the ``k`` digits in 21-bit fields, the most recent token in the lowest: equal codes mean
+    equal tokens, a left-padded prompt has the codes of the same prompt without padding, and
+    :func:`code_digits` gives the digits back. Codes are ``>= 0``.
 
     Args:
         tokens: ``[..., L]`` integer ids, in ``[-101, num_classes)``.
         k: ``1 <= k <=`` :data:`MAX_CONTEXT_TOKENS`.
-        num_classes: ``V``, one more than the largest id.
+        num_classes: ``V``, one more than the largest id (at most :data:`MAX_VOCABULARY`).
         attention_mask: ``[..., L]``, 0 at padding (optional).
 
     Returns:
         ``[..., L]`` int64 codes.
 
     Raises:
-        ValueError: ``k`` out of range, a non-integer ``tokens``, or a mask of another shape.
+        ValueError: ``k`` or ``num_classes`` out of range, a non-integer ``tokens``, or a mask
+            of another shape.
 
     Example:
         >>> import torch
@@ -93,10 +102,14 @@ def context_codes(
         >>> codes = context_codes(ids, 2, 10, attention_mask=torch.tensor([[1, 1, 1], [0, 1, 1]]))
         >>> bool(codes[0, 2] == codes[1, 2]), bool(codes[0, 1] == codes[1, 1])  # (8, 9); (7, 8)
         (True, False)
+        >>> code_digits(codes[0, 2]).tolist()  # none, 8 + 101, 9 + 101
+        [0, 109, 110]
     """
     k = positive_int("k", k)
     if k > MAX_CONTEXT_TOKENS:
         raise ValueError(f"k must be at most {MAX_CONTEXT_TOKENS}, got {k}")
+    if not 0 < int(num_classes) <= MAX_VOCABULARY:
+        raise ValueError(f"num_classes must lie in [1, {MAX_VOCABULARY}], got {num_classes!r}")
     tokens = require_tensor("tokens", tokens, integer=True).long()
     digits = tokens + 101
     if attention_mask is not None:
@@ -106,15 +119,41 @@ def context_codes(
                 f"shape {tuple(tokens.shape)}"
             )
         digits = digits.masked_fill(attention_mask == 0, _NONE)
-    base = int(num_classes) + 102
     code = torch.zeros_like(digits)
     length = tokens.shape[-1]
-    for j in range(k - 1, -1, -1):  # oldest token first: the most recent is the last digit
+    for j in range(k - 1, -1, -1):  # oldest token first: the most recent is the lowest field
         shifted = torch.full_like(digits, _NONE)
         if length > j:
             shifted[..., j:] = digits[..., : length - j]
-        code = code * base + shifted
+        code = (code << _DIGIT_BITS) | shifted
     return code
+
+
+def code_digits(codes: torch.Tensor) -> torch.Tensor:
+    """The :data:`MAX_CONTEXT_TOKENS` digits of context codes, oldest first (0: no token).
+
+    Args:
+        codes: ``[...]`` int64 codes from :func:`context_codes` (``>= 0``).
+
+    Returns:
+        ``[..., 3]`` int64 digits (token id + 101).
+
+    Example:
+        >>> import torch
+        >>> code_digits(context_codes(torch.tensor([4, 5]), 1, 10)).tolist()
+        [[0, 0, 105], [0, 0, 106]]
+    """
+    shifts = [_DIGIT_BITS * (MAX_CONTEXT_TOKENS - 1 - j) for j in range(MAX_CONTEXT_TOKENS)]
+    return torch.stack([(codes >> s) & _DIGIT_MASK for s in shifts], -1)
+
+
+def _digits_code(digits: torch.Tensor) -> torch.Tensor:
+    """The inverse of :func:`code_digits` (a row of -1 digits is :data:`OTHER`)."""
+    d = digits.long()
+    code = torch.zeros(d.shape[:-1], dtype=torch.long, device=d.device)
+    for j in range(MAX_CONTEXT_TOKENS):
+        code = (code << _DIGIT_BITS) | d[..., j].clamp(min=0)
+    return torch.where((d < 0).all(-1), torch.full_like(code, OTHER), code)
 
 
 class ContextReadouts(nn.Module):
@@ -122,10 +161,12 @@ class ContextReadouts(nn.Module):
 
     Built empty (``num_contexts = 0``: every position keeps the shared head) or with room for
     ``num_contexts`` rows, which :meth:`store` fills (a loaded model builds the table with the
-    size its checkpoint holds, then loads the buffers). The buffers: ``codes`` (int64, sorted),
-    ``weight`` ``[K, C]``, ``bias``, ``noise`` (0 where the row keeps the shared head),
-    ``solved`` (bool), ``widths`` ``[K, L]`` (:data:`NOT_CALIBRATED` where a level has no
-    width) and ``counts`` ``[K, 2]`` (int64: the numbers each row was fitted and calibrated on).
+    size its checkpoint holds, then loads the buffers). Every buffer is floating point, so that
+    the table loads and casts like any head tensor: ``contexts`` ``[K, 3]`` (the digits of each
+    row's code, :func:`code_digits`; -1 in every digit for :data:`OTHER`), ``weight``
+    ``[K, C]``, ``bias``, ``noise`` (0 where the row keeps the shared head), ``solved`` (1 or
+    0), ``widths`` ``[K, L]`` (:data:`NOT_CALIBRATED` where a level has no width) and ``counts``
+    ``[K, 2]`` (the numbers each row was fitted and calibrated on).
 
     Args:
         causal_size: ``C``, the size of ``U'``.
@@ -146,10 +187,7 @@ class ContextReadouts(nn.Module):
         [0, -1]
     """
 
-    INTEGER_BUFFERS = ("codes", "solved", "counts")
-    """The buffers that hold integers or flags (every other one is floating point)."""
-
-    codes: torch.Tensor
+    contexts: torch.Tensor
     weight: torch.Tensor
     bias: torch.Tensor
     noise: torch.Tensor
@@ -175,21 +213,31 @@ class ContextReadouts(nn.Module):
 
     def _allocate(self, k: int, device: torch.device) -> None:
         c, n_levels = self.causal_size, len(self.levels)
-        self.register_buffer("codes", torch.zeros(k, dtype=torch.long, device=device))
+        self.register_buffer("contexts", torch.zeros(k, MAX_CONTEXT_TOKENS, device=device))
         self.register_buffer("weight", torch.zeros(k, c, device=device))
         self.register_buffer("bias", torch.zeros(k, device=device))
         self.register_buffer("noise", torch.zeros(k, device=device))
-        self.register_buffer("solved", torch.zeros(k, dtype=torch.bool, device=device))
+        self.register_buffer("solved", torch.zeros(k, device=device))
         self.register_buffer(
             "widths",
             torch.full((k, n_levels), NOT_CALIBRATED, dtype=torch.float64, device=device),
         )
-        self.register_buffer("counts", torch.zeros(k, 2, dtype=torch.long, device=device))
+        self.register_buffer("counts", torch.zeros(k, 2, device=device))
+
+    @property
+    def codes(self) -> torch.Tensor:
+        """``[K]`` int64 the rows' context codes, increasing (:data:`OTHER` first when present)."""
+        return _digits_code(self.contexts)
+
+    @property
+    def is_solved(self) -> torch.Tensor:
+        """``[K]`` bool: the row has a solved readout."""
+        return self.solved > 0.5
 
     @property
     def num_contexts(self) -> int:
         """The number of rows (0: the table changes nothing)."""
-        return int(self.codes.numel())
+        return int(self.contexts.shape[0])
 
     def store(
         self,
@@ -220,7 +268,13 @@ class ContextReadouts(nn.Module):
         order = sorted(range(k), key=lambda i: int(codes[i]))
         self._allocate(k, self.weight.device)
         for row, i in enumerate(order):
-            self.codes[row] = int(codes[i])
+            code = int(codes[i])
+            if code == OTHER:
+                self.contexts[row] = -1.0
+            elif code < 0:
+                raise ValueError(f"codes must be >= 0 or OTHER, got {code}")
+            else:
+                self.contexts[row] = code_digits(torch.tensor(code)).to(self.contexts)
             fit = readouts[i]
             if fit is None:
                 continue
@@ -234,8 +288,8 @@ class ContextReadouts(nn.Module):
             self.weight[row] = fit.weight.to(self.weight)
             self.bias[row] = fit.bias.to(self.bias)
             self.noise[row] = fit.noise.to(self.noise)
-            self.solved[row] = True
-            self.counts[row, 0] = int(fit.count)
+            self.solved[row] = 1.0
+            self.counts[row, 0] = float(fit.count)
         if widths is not None:
             if tuple(widths.shape) != (k, len(self.levels)):
                 raise ValueError(
@@ -245,7 +299,7 @@ class ContextReadouts(nn.Module):
             usable = torch.isfinite(w) & (w > 0)
             self.widths.copy_(torch.where(usable, w, torch.full_like(w, NOT_CALIBRATED)))
         if calibration_counts is not None:
-            self.counts[:, 1] = torch.tensor([int(calibration_counts[i]) for i in order])
+            self.counts[:, 1] = torch.tensor([float(calibration_counts[i]) for i in order])
 
     def lookup(self, codes: torch.Tensor) -> torch.Tensor:
         """The row of each code, -1 where the table has none.
@@ -329,7 +383,7 @@ class ContextReadouts(nn.Module):
             zero = torch.zeros(rows.shape, dtype=loc.dtype, device=loc.device)
             return zero, zero, torch.zeros(rows.shape, dtype=torch.bool, device=loc.device)
         safe = rows.clamp(min=0)
-        known = (rows >= 0) & self.solved.to(rows.device)[safe]
+        known = (rows >= 0) & self.is_solved.to(rows.device)[safe]
         w = self.weight.to(device=loc.device, dtype=loc.dtype)[safe]  # [..., C]
         value = (w * loc).sum(-1) + self.bias.to(device=loc.device, dtype=loc.dtype)[safe]
         sigma = self.noise.to(device=loc.device, dtype=loc.dtype)[safe]
@@ -382,7 +436,7 @@ class ContextReadouts(nn.Module):
         zero = torch.zeros(rows.shape, dtype=torch.long, device=rows.device)
         if self.num_contexts == 0:
             return zero
-        counts = self.counts[:, 1].to(rows.device)
+        counts = self.counts[:, 1].long().to(rows.device)
         has = (self.widths > 0).any(1).to(rows.device)
         safe = rows.clamp(min=0)
         own = torch.where((rows >= 0) & has[safe], counts[safe], zero)
@@ -409,6 +463,6 @@ class ContextReadouts(nn.Module):
         """``"contexts=K, solved=S, calibrated=R, levels=[...]"``."""
         calibrated = int((self.widths > 0).any(1).sum()) if self.num_contexts else 0
         return (
-            f"contexts={self.num_contexts}, solved={int(self.solved.sum())}, "
+            f"contexts={self.num_contexts}, solved={int(self.is_solved.sum())}, "
             f"calibrated={calibrated}, levels={list(self.levels)}"
         )
