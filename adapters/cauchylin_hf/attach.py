@@ -350,6 +350,9 @@ def load_heads(
         {k: v.to(device) for k, v in heads.state.items()}, strict=False
     )
     head_missing = [k for k in missing if not k.startswith("backbone.")]
+    if config.readout_contexts == 0:
+        # Heads saved before the per-context readouts existed: an empty table is what they had.
+        head_missing = [k for k in head_missing if not k.startswith("action.readouts.")]
     if head_missing or unexpected:
         raise ValueError(
             f"{weights_file} does not fit the model: missing {head_missing[:5]}, unexpected "

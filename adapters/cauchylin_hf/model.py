@@ -177,6 +177,10 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             calibration_levels=tuple(config.calibration_levels),
             dtype=dtype,
         )
+        if config.readout_contexts == 0:
+            # Checkpoints saved before the per-context readouts existed hold no table: an empty
+            # one is what they had (a table that config.json says is there must load).
+            self._keys_to_ignore_on_load_missing = [r"action\.readouts\."]
         self._no_split_modules = list(getattr(backbone, "_no_split_modules", None) or [])
         if dtype == torch.float32:
             # Loading with dtype=bfloat16/float16 keeps the heads in float32.

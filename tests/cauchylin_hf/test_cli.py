@@ -115,7 +115,24 @@ def table_model(tmp_path_factory):
         assert cli.main(argv) == 0
     finally:
         torch.set_num_threads(threads)
-    return {"model": out, "train": train_csv, "test": test_csv}
+    return {"model": out, "train": train_csv, "test": test_csv, "argv": argv}
+
+
+@pytest.fixture(scope="module")
+def shared_head_model(table_model, tmp_path_factory):
+    """The same training with --no-readouts: the one regression head, whose predictions do not
+    move with the batch a prompt is read in (a readout solved on this barely trained backbone
+    reads feature differences of about 1e-4 and carries float32 rounding into the printed
+    digits: the report rules below are tested apart from that)."""
+    out = tmp_path_factory.mktemp("shared") / "model"
+    argv = list(table_model["argv"])
+    argv[argv.index("--output-dir") + 1] = str(out)
+    threads = torch.get_num_threads()
+    try:
+        assert cli.main([*argv, "--no-readouts"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return {**table_model, "model": out}
 
 
 # ------------------------------------------------------------------------------------- basics
@@ -223,7 +240,14 @@ def test_train_from_config_on_a_table_then_predict(table_model, capsys):
 
     assert cli.main(["predict", str(model_dir), "--prompt", rows[0]["prompt"]]) == 0
     line = capsys.readouterr().out.strip()
-    assert line.startswith(rows[0]["prompt"] + rows[0]["text"] + "  |  50% [")
+    # alone, the prompt's median differs from its batched one only by float32 rounding (a
+    # batch of one runs other GEMM shapes), which a readout solved on this barely trained
+    # backbone carries into the printed digits: less than the prediction's own uncertainty,
+    # inside its 50% interval (the integer printed: +-0.5)
+    alone = re.match(re.escape(rows[0]["prompt"]) + r"(\S+)  \|  50% \[", line)
+    assert alone is not None, line
+    lo, hi = rows[0]["interval_50"]
+    assert lo - 0.5 <= float(alone.group(1)) <= hi + 0.5
     assert "90% [" in line and "P(<NUM>)" in line
 
 
@@ -604,12 +628,12 @@ def test_predict_reads_a_prompt_without_its_space_as_generate_does(table_model, 
     assert again.out.strip() == line and "without the space" not in again.err
 
 
-def test_evaluate_mdae_is_the_usual_median_of_the_per_row_errors(table_model, capsys):
+def test_evaluate_mdae_is_the_usual_median_of_the_per_row_errors(shared_head_model, capsys):
     """12 test rows (an even count): target/mdae is numpy's median of |prediction - truth|
     over the rows, the predictions taken from `predict --data --json`."""
     import numpy as np
 
-    folder, test = str(table_model["model"]), str(table_model["test"])
+    folder, test = str(shared_head_model["model"]), str(shared_head_model["test"])
     assert cli.main(["predict", folder, "--data", test, "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     errors = np.abs(np.array([r["median"] for r in rows]) - np.array([r["true"] for r in rows]))
@@ -617,23 +641,25 @@ def test_evaluate_mdae_is_the_usual_median_of_the_per_row_errors(table_model, ca
     assert cli.main(["evaluate", folder, "--data", test, "--json", "--no-progress"]) == 0
     metrics = json.loads(capsys.readouterr().out)
     assert math.isclose(metrics["target/mdae"], float(np.median(errors)), rel_tol=1e-5)
-    with table_model["train"].open() as f:
+    with shared_head_model["train"].open() as f:
         train_targets = [float(r["target"]) for r in csv.DictReader(f)]
     baseline = np.median(np.abs(np.median(train_targets) - np.array([r["true"] for r in rows])))
     assert math.isclose(metrics["target/mdae_baseline"], float(baseline), rel_tol=1e-6)
 
 
-def test_evaluate_reports_the_training_median_and_warns_as_learning_check_says(table_model, capsys):
+def test_evaluate_reports_the_training_median_and_warns_as_learning_check_says(
+    shared_head_model, capsys
+):
     """The error line and the warnings agree with cauchylin_hf.predict.learning_check computed
     from `predict --data --json` and the training table (whether or not this short training
     learnt the target: at 120 steps it usually has not, the plateau docs/training.md explains)."""
     import numpy as np
     from cauchylin_hf.predict import learning_check
 
-    folder, test = str(table_model["model"]), str(table_model["test"])
+    folder, test = str(shared_head_model["model"]), str(shared_head_model["test"])
     assert cli.main(["predict", folder, "--data", test, "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    with table_model["train"].open() as f:
+    with shared_head_model["train"].open() as f:
         median = float(np.median([float(r["target"]) for r in csv.DictReader(f)]))
     check = learning_check([r["median"] for r in rows], [r["true"] for r in rows], median)
     assert cli.main(["evaluate", folder, "--data", test, "--no-progress"]) == 0

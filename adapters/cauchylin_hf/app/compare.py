@@ -59,6 +59,7 @@ __all__ = [
     "baseline_predictions",
     "causal_predictions",
     "corrupt_targets",
+    "hidden_at_targets",
     "mse_head_predictions",
     "pretrain_text_backbone",
     "sampled_predictions",
@@ -844,8 +845,13 @@ def text_accuracy(model: Any, tokenizer: Any, texts: Sequence[str], *, causal: b
 
 
 def causal_predictions(
-    model: Any, tokenizer: NumericTokenizer, texts: Sequence[str], levels: Sequence[float]
-) -> dict[str, torch.Tensor]:
+    model: Any,
+    tokenizer: NumericTokenizer,
+    texts: Sequence[str],
+    levels: Sequence[float],
+    *,
+    calibrated: bool = True,
+) -> dict[str, Any]:
     """The causal model's target numbers: the regression head's median and central intervals.
 
     Args:
@@ -853,9 +859,14 @@ def causal_predictions(
         tokenizer: its numeric tokenizer.
         texts: held-out texts.
         levels: interval coverages.
+        calibrated: the model's conformal intervals where it has them (else the Cauchy ones).
 
     Returns:
-        ``{"median", "true", "lower", "upper"}`` for the target of each text.
+        ``{"median", "true", "lower", "upper", "loc", "scale", "calibrated"}`` for the target of
+        each text (``loc``/``scale``: ``loc_Y``/``scale_Y`` in the value space, ``calibrated``
+        ``[N, L]`` bool), and ``"log_score"`` / ``"pit"`` ``[N]``: the log density of each true
+        target and its PIT value under the model's Cauchy predictive
+        (:mod:`cauchylin.value_space`).
 
     Example:
         >>> tiny = Recipe(hidden_size=16, num_layers=1, num_heads=2, vocab_size=300,
@@ -863,18 +874,70 @@ def causal_predictions(
         >>> texts = [f"x {i}, y {2 * i}." for i in range(1, 9)]
         >>> model, ntok, _ = train_causal(texts, tiny)
         >>> out = causal_predictions(model, ntok, ["x 3, y 6.", "x 4, y 8."], (0.5, 0.9))
-        >>> out["true"].tolist(), tuple(out["lower"].shape)
-        ([6.0, 8.0], (2, 2))
+        >>> out["true"].tolist(), tuple(out["lower"].shape), tuple(out["log_score"].shape)
+        ([6.0, 8.0], (2, 2), (2,))
     """
-    preds = number_predictions(model, tokenizer, texts, levels=levels)
+    from cauchylin.value_space import value_cdf, value_log_density
+
+    preds = number_predictions(model, tokenizer, texts, levels=levels, calibrated=calibrated)
     tgt = preds.is_target
     p = preds.prediction
+    assert p.calibrated is not None
+    true = preds.true[tgt]
+    space = model.config.value_space
     return {
         "median": p.median[tgt],
-        "true": preds.true[tgt],
+        "true": true,
         "lower": p.lower[tgt],
         "upper": p.upper[tgt],
+        "loc": p.loc[tgt],
+        "scale": p.scale[tgt],
+        "calibrated": p.calibrated[tgt],
+        "log_score": value_log_density(true, p.loc[tgt], p.scale[tgt], space),
+        "pit": value_cdf(true, p.loc[tgt], p.scale[tgt], space),
     }
+
+
+@torch.no_grad()
+def hidden_at_targets(
+    model: Any, tokenizer: NumericTokenizer, texts: Sequence[str]
+) -> torch.Tensor:
+    """The final hidden state ``z`` at the position that predicts each text's target (last number).
+
+    What a linear readout of the model's own features sees: a ridge regression fitted on these
+    at the training texts is the ceiling of what any readout of ``z`` can read.
+
+    Args:
+        model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM` (or the ``causal`` of a
+            :class:`TargetRegressor`).
+        tokenizer: its numeric tokenizer.
+        texts: texts that each end with their target number.
+
+    Returns:
+        ``[N, H]`` float64.
+
+    Raises:
+        ValueError: a text without a number after its first token.
+
+    Example:
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> tuple(hidden_at_targets(model, ntok, ["x 3, y 6.", "x 4, y 8."]).shape)
+        (2, 32)
+    """
+    model.eval()
+    rows = _target_rows(tokenizer, texts, model.config.value_space)
+    collate = _collate_targets(_pad_id(tokenizer))
+    out = []
+    for start in range(0, len(rows), 64):
+        batch = collate(rows[start : start + 64])
+        hidden, _ = model.encode(
+            batch["input_ids"], batch["numeric_values"], batch["attention_mask"], use_cache=False
+        )
+        at = torch.arange(hidden.shape[0])
+        out.append(hidden[at, batch["target_index"]].double())
+    return torch.cat(out)
 
 
 @dataclass
