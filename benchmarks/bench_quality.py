@@ -920,6 +920,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", default=",".join(MODELS), help=f"of {', '.join(MODELS)}")
     p.add_argument("--variants", default="", help="more causal variants: " + ", ".join(VARIANTS))
     p.add_argument("--corrupt", type=float, default=0.0, help="share of targets x100 (0: skip)")
+    p.add_argument(
+        "--corrupt-tables", default=None, help="the tables --corrupt retrains on (default: all)"
+    )
     p.add_argument("--pretrained", action="store_true", help="also fine-tune a CE-pretrained one")
     p.add_argument("--pretrain-steps", type=int, default=1000)
     p.add_argument("--ablation", action="store_true", help="one run per reverted default")
@@ -968,6 +971,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume and not args.json:
         p.error("--resume needs --json")
     corrupt_budget = FINETUNE_STEPS if FINETUNE_STEPS in budgets else budgets[0]
+    corrupt_tables = tables
+    if args.corrupt_tables:
+        corrupt_tables = _list(args.corrupt_tables, str, "--corrupt-tables", p)
+        for t in corrupt_tables:
+            if t not in tables:
+                p.error(f"--corrupt-tables: {t!r} is not among --tables")
     tune_budget = corrupt_budget
 
     jobs: list[dict[str, Any]] = []
@@ -1011,7 +1020,7 @@ def main(argv: list[str] | None = None) -> int:
                             add(table, m, MODELS[m], {}, steps, seed)
             if steps == corrupt_budget and args.corrupt:
                 for seed in seeds:
-                    for table in tables:
+                    for table in corrupt_tables:
                         for m in ("causal", "text", "mse"):
                             if m in models:
                                 add(table, m, MODELS[m], {}, steps, seed, corrupt=args.corrupt)
