@@ -314,7 +314,7 @@ class ContextReadouts(nn.Module):
         if k == 0:
             return torch.full_like(codes, -1)
         table = self.codes.to(codes.device)
-        row = torch.searchsorted(table, codes).clamp(max=k - 1)
+        row = torch.searchsorted(table, codes.contiguous()).clamp(max=k - 1)
         return torch.where(table[row] == codes, row, torch.full_like(row, -1))
 
     def read(

@@ -1,0 +1,147 @@
+"""The per-context readout table: codes, lookup, the exact law of Y it builds, widths, errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cauchylin import CauchyVector, cat
+from cauchylin.nn import Action
+from cauchylin.nn.readouts import (
+    MAX_CONTEXT_TOKENS,
+    OTHER,
+    ContextReadouts,
+    code_digits,
+    context_codes,
+)
+from cauchylin.readout import CauchyReadout
+from tests.stats import FALSE_FAILURE_RATE, dkw_epsilon, split_delta
+
+
+def _fit(weight: list[float], bias: float, noise: float) -> CauchyReadout:
+    return CauchyReadout(
+        torch.tensor(weight), torch.tensor(bias), torch.tensor(noise), 0.0, math.nan, 50, 1
+    )
+
+
+@given(
+    st.lists(st.integers(-101, 999), min_size=1, max_size=12),
+    st.integers(1, MAX_CONTEXT_TOKENS),
+)
+def test_equal_codes_are_equal_windows_of_tokens(tokens: list[int], k: int) -> None:
+    ids = torch.tensor(tokens)
+    codes = context_codes(ids, k, 1000)
+    padded = [-101] * k + tokens  # "no token" before the start
+    windows = [tuple(padded[i + 1 : i + k + 1]) for i in range(len(tokens))]
+    for i in range(len(tokens)):
+        digits = code_digits(codes[i]).tolist()[MAX_CONTEXT_TOKENS - k :]
+        assert digits == [v + 101 for v in windows[i]]
+        for j in range(len(tokens)):
+            assert bool(codes[i] == codes[j]) == (windows[i] == windows[j])
+
+
+def test_padding_is_no_token() -> None:
+    ids = torch.tensor([[0, 0, 5, 6], [5, 6, 0, 0]])
+    mask = torch.tensor([[0, 0, 1, 1], [1, 1, 0, 0]])
+    codes = context_codes(ids, 3, 10, mask)
+    assert int(codes[0, 3]) == int(codes[1, 1])  # left padding: the prompt alone
+    with pytest.raises(ValueError, match="k must be at most"):
+        context_codes(ids, 4, 10)
+    with pytest.raises(ValueError, match="num_classes"):
+        context_codes(ids, 2, 2**21)
+
+
+def test_y_is_exact_where_a_row_has_a_readout_and_the_shared_head_elsewhere() -> None:
+    """Marginals against the definition, and the joint law of (S, Y) by Monte Carlo: Y is
+    independent of U' where the solved readout reads loc_U' only, and a map of U' elsewhere."""
+    torch.manual_seed(0)
+    act = Action(3, 4, threshold=0.0, b_noise_init=0.2)
+    fit = _fit([1.0, -2.0, 0.5], 0.3, 0.4)
+    act.readouts.store([7], [fit])
+    U = CauchyVector(torch.randn(2, 3), torch.rand(2, 3) + 0.1)
+    context = torch.tensor([7, 8])
+    with torch.no_grad():
+        out = act(U, "standard", 1.0, context=context)
+    up = act.decision_input(U, "standard", 1.0)
+    shared = act(U, "standard", 1.0)
+    assert torch.allclose(out.loc_Y[0], up.loc[0] @ fit.weight + 0.3)
+    assert torch.allclose(out.scale_Y[0], torch.tensor(0.4))
+    assert torch.allclose(out.loc_Y[1], shared.loc_Y[1]) and torch.allclose(
+        out.scale_Y[1], shared.scale_Y[1]
+    )
+    n = 40_000
+    with torch.no_grad():  # one joint draw of (S_0, Y): both read the same draw of U'
+        joint = cat([out.S[..., :1], out.Y], -1).rsample(
+            (n,), generator=torch.Generator().manual_seed(1)
+        )
+    s_draws, draws = joint[..., 0], joint[..., 1]
+    eps = dkw_epsilon(n, split_delta(4, FALSE_FAILURE_RATE))
+    # the marginal law of Y at the solved position: Cauchy(loc, 0.4), by its CDF
+    z = (draws[:, 0] - out.loc_Y[0]) / 0.4
+    for q in (-2.0, -0.5, 0.0, 1.0):
+        empirical = float((z <= q).double().mean())
+        assert abs(empirical - (0.5 + math.atan(q) / math.pi)) < eps
+
+    # dependence, by the rank correlation of the joint draws: where the solved readout reads
+    # loc_U' only, Y is independent of S; where the shared head stays, both map one U'
+    def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
+        ra, rb = a.argsort().argsort().double(), b.argsort().argsort().double()
+        return float(torch.corrcoef(torch.stack([ra, rb]))[0, 1])
+
+    # under independence sqrt(n) * rho is about standard normal: |z| < 5.5 at 4e-8
+    assert abs(spearman(draws[:, 0], s_draws[:, 0])) < 5.5 / math.sqrt(n)
+    assert abs(spearman(draws[:, 1], s_draws[:, 1])) > 10 / math.sqrt(n)
+
+
+def test_step_and_forward_agree() -> None:
+    torch.manual_seed(1)
+    act = Action(3, 5, threshold=0.0)
+    act.readouts.store([2, 9], [_fit([0.5, 0.5, 0.5], -1.0, 0.1), None])
+    U = CauchyVector(torch.randn(4, 3), torch.rand(4, 3) + 0.1)
+    context = torch.tensor([2, 9, 3, 2])
+    for mode in ("causal", "standard", "sampling"):
+        g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+        out = act(U, mode, 1.0, context=context, generator=g1)
+        step = act.step(U, mode, 1.0, context=context, generator=g2, return_distributions=True)
+        torch.testing.assert_close(step.loc_Y, out.loc_Y)
+        torch.testing.assert_close(step.scale_Y, out.scale_Y)
+
+
+def test_widths_fall_back_to_the_pooled_row() -> None:
+    table = ContextReadouts(2, levels=(0.5, 0.9))
+    widths = torch.tensor([[0.8, math.inf], [0.7, 2.0]], dtype=torch.float64)
+    table.store([5, OTHER], [None, None], widths, [30, 60])
+    rows = table.lookup(torch.tensor([5, 6]))
+    assert table.widths_at(rows, 0.5).tolist() == [0.8, 0.7]
+    # 5 has no finite width at 0.9 (too few rows): the pooled row's
+    assert table.widths_at(rows, 0.9).tolist() == [2.0, 2.0]
+    assert table.calibrated_on(rows).tolist() == [30, 60]
+    with pytest.raises(ValueError, match="not among the calibrated levels"):
+        table.widths_at(rows, 0.8)
+
+
+@pytest.mark.parametrize(
+    ("codes", "readouts", "match"),
+    [
+        ([1, 1], [None, None], "distinct"),
+        ([1], [None, None], "one per row"),
+        ([OTHER], [_fit([1.0, 1.0], 0.0, 1.0)], "OTHER row"),
+        ([3], [_fit([1.0, 1.0, 1.0], 0.0, 1.0)], "weight of 2"),
+        ([-5], [None], "codes must be"),
+    ],
+)
+def test_bad_tables_are_refused(codes: list[int], readouts: list, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        ContextReadouts(2).store(codes, readouts)
+
+
+def test_every_buffer_is_floating_point_and_finite() -> None:
+    table = ContextReadouts(2, levels=(0.5,))
+    table.store([OTHER, 4], [None, _fit([1.0, 2.0], 0.0, 0.5)], torch.tensor([[1.0], [math.nan]]))
+    for name, t in table.state_dict().items():
+        assert t.is_floating_point() and bool(torch.isfinite(t).all()), name
+    assert table.codes.tolist() == [OTHER, 4]

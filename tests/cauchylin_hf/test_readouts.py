@@ -1,0 +1,252 @@
+"""Per-context readouts and calibrated intervals: the solve, the calibration, every path that reads
+them (predict, the teacher-forced pass, forward, generate), saving and loading, train()."""
+
+from __future__ import annotations
+
+import math
+import random
+import tempfile
+
+import pytest
+import torch
+from cauchylin_hf.generation import generate
+from cauchylin_hf.model import CauchyLMForCausalLM
+from cauchylin_hf.predict import number_metrics, number_predictions, predict_values
+from cauchylin_hf.readouts import calibrate, number_features, solve_readouts
+from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+from cauchylin_hf.tokenizer import NumericTokenizer
+from cauchylin_hf.training import calibration_holdout, train
+from scipy.stats import beta
+
+from cauchylin.conformal import conformal_widths
+from cauchylin.nn.readouts import OTHER
+from cauchylin.readout import cauchy_nll, fit_cauchy_readout
+from cauchylin.value_space import to_value_space
+from tests.stats import FALSE_FAILURE_RATE, split_delta
+
+
+def _texts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        w = rng.randint(2, 60)
+        out.append(f"width {w}, area {2 * w + rng.randint(-3, 3)}.")
+    return out
+
+
+@pytest.fixture()
+def small() -> tuple[CauchyLMForCausalLM, NumericTokenizer]:
+    torch.manual_seed(0)
+    model, ntok = CauchyLMForCausalLM.from_base(
+        tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True
+    )
+    return model, ntok
+
+
+def _area_code(model: CauchyLMForCausalLM, ntok: NumericTokenizer) -> int:
+    enc = ntok(["width 5, area "], return_tensors="pt")
+    return int(model.context_codes(enc["input_ids"], enc["attention_mask"])[0, -1])
+
+
+def test_the_solved_readout_is_the_cauchy_mle_on_the_contexts_features(small) -> None:
+    model, ntok = small
+    texts = _texts(80, seed=0)
+    shared = number_features(model, ntok, texts)
+    report = solve_readouts(model, ntok, texts)
+    assert report.numbers == 160 and len(report.contexts) == 2  # "width " and "area "
+    code = _area_code(model, ntok)
+    rows = (shared.codes == code).nonzero().flatten()
+    assert rows.numel() == 80
+    expect = fit_cauchy_readout(shared.loc[rows], shared.targets[rows])  # the same solve
+    table = model.action.readouts
+    row = int(table.lookup(torch.tensor([code]))[0])
+    entry = next(c for c in report.contexts if c["code"] == code)
+    assert entry["kept"] == bool(table.is_solved[row])
+    if entry["kept"]:  # kept only where it beats the shared head on the same numbers
+        assert entry["solved_nll"] < entry["shared_nll"]
+        torch.testing.assert_close(table.weight[row].double(), expect.weight.double())
+        assert math.isclose(float(table.noise[row]), float(expect.noise), rel_tol=1e-5)
+    # the shared head's NLL reported is that of the numbers as the model read them before
+    t = shared.targets[rows]
+    nll = float(cauchy_nll(t, shared.loc_y[rows], shared.scale_y[rows]).mean())
+    assert math.isclose(entry["shared_nll"], nll, rel_tol=1e-9)
+
+
+def test_a_solved_context_reads_its_numbers_better_on_new_texts(small) -> None:
+    """Trained for a few steps, the shared head has not learnt 'area = 2 width'; the readout
+    solved on the training texts reads it off the features on held-out texts."""
+    model, ntok = small
+    train_texts, held = _texts(200, seed=1), _texts(60, seed=2)
+    train(
+        model,
+        ntok,
+        train_texts,
+        None,
+        tempfile.mkdtemp(),
+        max_steps=30,
+        batch_size=16,
+        learning_rate=3e-3,
+        progress=False,
+        save=False,
+        evaluate=False,
+        readouts=False,
+        calibration=None,
+    )
+    before = number_metrics(number_predictions(model, ntok, held))["target/mdae"]
+    solve_readouts(model, ntok, train_texts)
+    after = number_metrics(number_predictions(model, ntok, held))["target/mdae"]
+    assert after < 0.5 * before, (before, after)
+
+
+def test_every_path_reads_the_same_readout(small) -> None:
+    model, ntok = small
+    solve_readouts(model, ntok, _texts(80, seed=3))
+    assert model.action.readouts.num_contexts > 0 and bool(model.action.readouts.is_solved.any())
+    prompts = ["width 7, area ", "width 40, area ", "width 3, area "]
+    pv = predict_values(model, ntok, prompts)
+    # the teacher-forced pass over whole texts reads each target at the same position
+    full = number_predictions(model, ntok, [p + "1." for p in prompts])
+    # equal up to float32 rounding of other batch shapes, which the solved readout (large
+    # weights on this untrained backbone) carries: far below the predictions' own scale
+    tol = 1e-2 * float(pv.scale.min())
+    torch.testing.assert_close(full.prediction.loc[full.is_target], pv.loc, rtol=0, atol=tol)
+    # forward without a cache reads the codes off the ids
+    enc = ntok(prompts, padding=True, return_tensors="pt")
+    out = model(**enc)
+    last = enc["attention_mask"].sum(1) - 1
+    loc = out.loc_Y[torch.arange(3), last].double()
+    torch.testing.assert_close(loc, pv.loc, rtol=0, atol=tol)
+    # and without the codes the shared head answers, which differs
+    _, shared = model.heads(model.encode(**enc, use_cache=False)[0])
+    assert not torch.allclose(shared.loc_Y[torch.arange(3), last].double(), pv.loc, atol=1e-3)
+    # generate writes the solved readout's number when it writes a number first
+    ntok_left = NumericTokenizer(ntok.tokenizer, padding_side="left")
+    gen = generate(model, prompts, tokenizer=ntok_left, mode="causal", max_new_tokens=1)
+    pv_causal = predict_values(model, ntok, prompts, mode="causal", temperature=0.0)
+    wrote = gen.sequences[:, -1] == model.config.num_token_id
+    written = gen.numeric_values[:, -1].double()
+    atol = tol * float(pv_causal.median.abs().max())  # the median is e^loc: relative error
+    torch.testing.assert_close(written[wrote], pv_causal.median[wrote], rtol=0, atol=atol)
+
+
+def test_calibrate_fits_the_conformal_widths_of_each_context(small) -> None:
+    """The widths are split-conformal quantiles of the normalised errors that the prediction
+    API reports for the same numbers (two paths: number_features and number_predictions)."""
+    model, ntok = small
+    held = _texts(40, seed=4)
+    report = calibrate(model, ntok, held)
+    assert sorted(c["count"] for c in report.contexts) == [40, 40]
+    raw = number_predictions(model, ntok, held, calibrated=False)
+    table = model.action.readouts
+    for field in ("area", "width"):
+        keep = torch.tensor([f == field for f in raw.fields])
+        t = to_value_space(raw.true[keep], model.config.value_space)
+        p = raw.prediction
+        expect = conformal_widths(t, p.loc[keep], p.scale[keep], report.levels)
+        enc = ntok([f"width 3, {field} " if field == "area" else "width "], return_tensors="pt")
+        code = model.context_codes(enc["input_ids"], enc["attention_mask"])[0, -1]
+        row = table.lookup(code[None])
+        assert int(row[0]) >= 0
+        for j, c in enumerate(report.levels):
+            w = float(table.widths_at(row, c)[0])
+            if math.isinf(float(expect[j])):  # 40 rows: 0.99 needs 99
+                assert math.isnan(w)
+            else:
+                assert math.isclose(w, float(expect[j]), rel_tol=1e-5)
+
+
+def test_numbers_of_other_contexts_share_the_pooled_widths(small) -> None:
+    model, ntok = small
+    rng = random.Random(5)
+    # three contexts of 15 numbers each: below min_count alone, 45 together in the pooled row
+    held = [
+        f"{thing} {rng.randint(1, 90)}." for thing in ("box", "crate", "tray") for _ in range(15)
+    ]
+    report = calibrate(model, ntok, held, min_count=20)
+    (row,) = report.contexts
+    assert row["code"] == OTHER and row["count"] == 45
+    pred = predict_values(model, ntok, ["bag "], levels=(0.5,))  # a context never seen
+    assert bool(pred.calibrated.all()) and int(pred.calibration_count[0]) == 45
+
+
+def test_calibrated_intervals_cover_new_exchangeable_rows(small) -> None:
+    """Whatever the model, conformal widths fitted on n rows cover a new exchangeable row with
+    probability in [c, c + 1/(n + 1)]. Given one calibration draw, the coverage is a
+    Beta(k, n + 1 - k) draw (k = ceil((n + 1) c)); m new rows estimate it to a binomial error.
+    The band holds both at a false-failure rate of 1e-6 for the test."""
+    model, ntok = small
+    n, m = 99, 400
+    calibrate(model, ntok, _texts(n, seed=6))
+    levels = (0.5, 0.9)
+    pred = number_predictions(model, ntok, _texts(m, seed=7), levels=levels)
+    keep = pred.is_target  # the "area" numbers: calibrated on n of their own
+    delta = split_delta(2 * 2 * len(levels), FALSE_FAILURE_RATE)
+    for j, c in enumerate(levels):
+        assert bool(pred.prediction.calibrated[keep, j].all())
+        lo, hi = pred.prediction.lower[keep, j], pred.prediction.upper[keep, j]
+        covered = float(((lo <= pred.true[keep]) & (pred.true[keep] <= hi)).double().mean())
+        k = math.ceil((n + 1) * c)
+        sampling = math.sqrt(math.log(2 / delta) / (2 * m))  # Hoeffding on the m new rows
+        low = beta.ppf(delta, k, n + 1 - k) - sampling
+        high = beta.isf(delta, k, n + 1 - k) + sampling
+        assert low <= covered <= high, (c, covered, low, high)
+
+
+def test_the_table_saves_and_loads_with_the_model(tmp_path) -> None:
+    torch.manual_seed(0)
+    model, ntok = CauchyLMForCausalLM.from_base(
+        tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True
+    )
+    solve_readouts(model, ntok, _texts(80, seed=8))
+    calibrate(model, ntok, _texts(40, seed=9))
+    prompts = ["width 9, area ", "width 33, area "]
+    before = predict_values(model, ntok, prompts)
+    model.save_pretrained(tmp_path / "full")
+    loaded = CauchyLMForCausalLM.from_pretrained(tmp_path / "full")
+    after = predict_values(loaded, ntok, prompts)
+    torch.testing.assert_close(after.loc, before.loc)
+    torch.testing.assert_close(after.lower, before.lower)
+    assert bool(after.calibrated.all())
+    model.save_heads(tmp_path / "heads")
+    heads = CauchyLMForCausalLM.from_heads(tmp_path / "heads", base=tiny_base_model("qwen2"))
+    torch.testing.assert_close(predict_values(heads, ntok, prompts).upper, before.upper)
+    bf16 = CauchyLMForCausalLM.from_pretrained(tmp_path / "full", dtype=torch.bfloat16)
+    assert bf16.action.readouts.weight.dtype == torch.float32  # the heads stay float32
+    torch.testing.assert_close(bf16.action.readouts.codes, model.action.readouts.codes)
+
+
+def test_raw_intervals_on_request(small) -> None:
+    model, ntok = small
+    calibrate(model, ntok, _texts(40, seed=10))
+    cal = predict_values(model, ntok, ["width 5, area "], levels=(0.5, 0.75))
+    raw = predict_values(model, ntok, ["width 5, area "], levels=(0.5, 0.75), calibrated=False)
+    assert cal.calibrated.tolist() == [[True, False]]  # 0.75 is not a calibrated level
+    assert not bool(raw.calibrated.any())
+    torch.testing.assert_close(cal.lower[:, 1], raw.lower[:, 1])
+    half = (raw.loc + raw.scale * math.tan(math.pi * 0.25)).double()  # Cauchy: loc + scale
+    torch.testing.assert_close(torch.log1p(raw.upper[:, 0].double()), half)
+
+
+def test_train_holds_out_the_calibration_rows(small) -> None:
+    model, ntok = small
+    texts = _texts(120, seed=11)
+    result = train(
+        model,
+        ntok,
+        texts,
+        None,
+        tempfile.mkdtemp(),
+        max_steps=2,
+        batch_size=8,
+        progress=False,
+        save=False,
+        evaluate=False,
+    )
+    assert result.calibration_size == calibration_holdout(120, "auto") == 24
+    assert result.readouts is not None and result.calibration is not None
+    assert {c["count"] for c in result.calibration.contexts} == {24}
+    assert calibration_holdout(99, "auto") == 0 and calibration_holdout(99, 0.5) == 50
+    with pytest.raises(ValueError, match="calibration"):
+        calibration_holdout(10, 0.99)
+    with pytest.raises(ValueError, match="calibration"):
+        calibration_holdout(10, "half")
