@@ -28,7 +28,26 @@ import torch
 
 from cauchylin._validation import check_finite, require_tensor
 
-__all__ = ["conformal_quantile", "conformal_widths", "interval_score", "normalised_scores"]
+__all__ = [
+    "CALIBRATION_FRACTION",
+    "MAX_CALIBRATION_ROWS",
+    "MIN_ROWS_TO_CALIBRATE",
+    "calibration_holdout",
+    "conformal_quantile",
+    "conformal_widths",
+    "interval_score",
+    "normalised_scores",
+]
+
+CALIBRATION_FRACTION = 0.2
+"""The share of the training rows that ``calibration="auto"`` holds out to calibrate on."""
+
+MAX_CALIBRATION_ROWS = 2000
+"""The most rows ``"auto"`` (or a share) holds out: enough for every calibrated level."""
+
+MIN_ROWS_TO_CALIBRATE = 100
+"""With fewer training rows ``"auto"`` holds none out (20 rows would calibrate little and cost a
+fifth of the data)."""
 
 
 def conformal_quantile(scores: torch.Tensor, level: float) -> torch.Tensor:
@@ -172,3 +191,56 @@ def interval_score(
     below = (lower - targets).clamp(min=0)
     above = (targets - upper).clamp(min=0)
     return (upper - lower) + (2.0 / (1.0 - c)) * (below + above)
+
+
+def calibration_holdout(count: int, calibration: float | str | None) -> int:
+    """How many of ``count`` training rows a ``calibration=...`` setting holds out.
+
+    The one rule of the package's fitting functions (the language model's ``train``, the
+    command line, the estimators): the rows held out are never trained on, and the conformal
+    widths are fitted on them.
+
+    ``"auto"``: :data:`CALIBRATION_FRACTION` of them, at most :data:`MAX_CALIBRATION_ROWS`,
+    when there are at least :data:`MIN_ROWS_TO_CALIBRATE` (else 0); a share in ``(0, 1)``:
+    that share (rounded, at most :data:`MAX_CALIBRATION_ROWS`); None or 0: none.
+
+    Args:
+        count: the number of training examples.
+        calibration: ``"auto"``, a share in ``[0, 1)``, or None.
+
+    Returns:
+        The number held out.
+
+    Raises:
+        ValueError: another string, a share outside ``[0, 1)``, or a share that would leave no
+            example to train on or none to calibrate on.
+
+    Example:
+        >>> calibration_holdout(500, "auto"), calibration_holdout(60, "auto"), calibration_holdout(60, 0.5)
+        (100, 0, 30)
+    """
+    if calibration is None:
+        return 0
+    if isinstance(calibration, str):
+        if calibration != "auto":
+            raise ValueError(
+                f'calibration must be "auto", a share in (0, 1) or None, got {calibration!r}'
+            )
+        if count < MIN_ROWS_TO_CALIBRATE:
+            return 0
+        share = CALIBRATION_FRACTION
+    else:
+        if isinstance(calibration, bool) or not isinstance(calibration, (int, float)):
+            raise ValueError(f"calibration must be a share in [0, 1), got {calibration!r}")
+        share = float(calibration)
+        if share == 0.0:
+            return 0
+        if not 0.0 < share < 1.0:
+            raise ValueError(f"calibration must be a share in (0, 1), got {calibration!r}")
+    size = min(round(share * count), MAX_CALIBRATION_ROWS)
+    if size < 1 or size >= count:
+        raise ValueError(
+            f"calibration={calibration!r} of {count} training rows holds out {size}: "
+            "nothing would be left to train on, or to calibrate on"
+        )
+    return size

@@ -37,6 +37,7 @@ from torch.utils.data import Dataset, Subset
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import TrainerControl, TrainerState
 
+from cauchylin.conformal import calibration_holdout
 from cauchylin.nn.modes import STANDARD
 
 from .batch import IGNORE_INDEX
@@ -46,28 +47,14 @@ from .readouts import CalibrationReport, ReadoutReport, calibrate, solve_readout
 from .tokenizer import NumericTokenizer
 
 __all__ = [
-    "CALIBRATION_FRACTION",
-    "MAX_CALIBRATION_TEXTS",
-    "MIN_TEXTS_TO_CALIBRATE",
     "DataSource",
     "LossPartsCallback",
     "TrainResult",
-    "calibration_holdout",
     "evaluate_model",
     "make_trainer",
     "make_training_arguments",
     "train",
 ]
-
-CALIBRATION_FRACTION = 0.2
-"""The share of the training texts that ``train(calibration="auto")`` holds out to calibrate on."""
-
-MAX_CALIBRATION_TEXTS = 2000
-"""The most texts ``"auto"`` holds out (enough for every calibrated level)."""
-
-MIN_TEXTS_TO_CALIBRATE = 100
-"""With fewer training texts ``"auto"`` holds none out (20 rows would calibrate little and cost
-a fifth of the data)."""
 
 LOSS_PARTS = ("cls_loss", "reg_loss")
 """The loss parts of the model's output that :class:`LossPartsCallback` records."""
@@ -421,56 +408,6 @@ def _as_dataset(
             raise ValueError(f"{name} is empty: the dataset needs at least one example")
         return data
     return NumericDataset.from_texts(data, tokenizer, max_length=max_length, name=name)
-
-
-def calibration_holdout(count: int, calibration: float | str | None) -> int:
-    """How many of ``count`` training examples ``train(calibration=...)`` holds out.
-
-    ``"auto"``: :data:`CALIBRATION_FRACTION` of them, at most :data:`MAX_CALIBRATION_TEXTS`,
-    when there are at least :data:`MIN_TEXTS_TO_CALIBRATE` (else 0); a share in ``(0, 1)``:
-    that share (rounded, at most :data:`MAX_CALIBRATION_TEXTS`); None or 0: none.
-
-    Args:
-        count: the number of training examples.
-        calibration: ``"auto"``, a share in ``[0, 1)``, or None.
-
-    Returns:
-        The number held out.
-
-    Raises:
-        ValueError: another string, a share outside ``[0, 1)``, or a share that would leave no
-            example to train on or none to calibrate on.
-
-    Example:
-        >>> calibration_holdout(500, "auto"), calibration_holdout(60, "auto"), calibration_holdout(60, 0.5)
-        (100, 0, 30)
-    """
-    if calibration is None:
-        return 0
-    if isinstance(calibration, str):
-        if calibration != "auto":
-            raise ValueError(
-                f'calibration must be "auto", a share in (0, 1), texts, a file, a dataset or '
-                f"None, got {calibration!r}"
-            )
-        if count < MIN_TEXTS_TO_CALIBRATE:
-            return 0
-        share = CALIBRATION_FRACTION
-    else:
-        if isinstance(calibration, bool) or not isinstance(calibration, (int, float)):
-            raise ValueError(f"calibration must be a share in [0, 1), got {calibration!r}")
-        share = float(calibration)
-        if share == 0.0:
-            return 0
-        if not 0.0 < share < 1.0:
-            raise ValueError(f"calibration must be a share in (0, 1), got {calibration!r}")
-    size = min(round(share * count), MAX_CALIBRATION_TEXTS)
-    if size < 1 or size >= count:
-        raise ValueError(
-            f"calibration={calibration!r} of {count} training examples holds out {size}: "
-            "nothing would be left to train on, or to calibrate on"
-        )
-    return size
 
 
 def _calibration_split(
@@ -904,11 +841,11 @@ def train(
     training (``calibration``). It evaluates on ``eval_texts`` with :func:`evaluate_model` and
     saves the model and the tokenizer to ``output_dir``.
 
-    **Calibration texts.** ``calibration="auto"`` (the default) holds out
-    :data:`CALIBRATION_FRACTION` of the training texts (at most :data:`MAX_CALIBRATION_TEXTS`,
-    drawn with ``seed``) when there are at least :data:`MIN_TEXTS_TO_CALIBRATE` of them, and
-    none otherwise; a number in ``(0, 1)`` holds out that share; texts, a file or a dataset are
-    calibration texts of their own (nothing is held out); None or 0 calibrates nothing. The
+    **Calibration texts.** ``calibration="auto"`` (the default) holds out a fifth of the
+    training texts (at most 2000, drawn with ``seed``) when there are at least 100 of them, and
+    none otherwise (:func:`cauchylin.conformal.calibration_holdout`); a number in ``(0, 1)``
+    holds out that share; texts, a file or a dataset are calibration texts of their own
+    (nothing is held out); None or 0 calibrates nothing. The
     model never trains on the texts it is calibrated on: that is what makes a calibrated
     interval of coverage ``c`` cover a new number with probability at least ``c``. Launched with ``torchrun --nproc_per_node N``
     (or ``accelerate launch``) the same call trains data-parallel: ``batch_size`` is per process;

@@ -22,6 +22,15 @@ wild targets; the standard deviation, then 1, when the IQR is 0). A target far f
 prediction adds only ``2 log |residual|`` to the loss, and its gradient decays as
 ``1 / residual``, which is why outlying labels barely move the fit. ``predict`` returns
 ``loc_Y``, the median of the predictive distribution, in the units of ``y``.
+
+**Calibrated intervals.** No Cauchy law is right at 50% and 90% at once for light-tailed errors
+(:mod:`cauchylin.conformal`). With ``calibration="auto"`` (the default) ``fit`` holds out a fifth
+of the rows (from 100 rows on; :func:`cauchylin.conformal.calibration_holdout`), trains on the
+rest, and fits a normalised split-conformal regressor (crepes' ``ConformalRegressor``, with the
+residuals ``|y - loc_Y|`` and the difficulty ``scale_Y``) on the held-out rows;
+:meth:`CausalRegressor.predict_interval` then gives ``loc_Y ± q(c) scale_Y``, which covers a new
+row with probability at least ``c``. The estimator is also a plain scikit-learn regressor, so
+MAPIE's conformal wrappers take it as they take any other.
 """
 
 from __future__ import annotations
@@ -31,11 +40,13 @@ from typing import Any
 import numpy as np
 import torch
 from sklearn.base import RegressorMixin
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import validate_data
 from torch import nn
 
 from cauchylin import losses
 from cauchylin._validation import finite_number
+from cauchylin.conformal import calibration_holdout
 from cauchylin.estimators._base import (
     CausalEstimatorBase,
     check_representable,
@@ -69,8 +80,9 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
 
     The prediction of a row is ``Y = W_reg U' + b_reg ~ Cauchy(loc_Y, scale_Y)``; ``predict``
     returns its median ``loc_Y``, :meth:`predict_distribution` the whole law (a
-    :class:`~cauchylin.CauchyVector`), :meth:`predict_interval` the central interval
-    ``loc_Y +- scale_Y tan(pi c / 2)`` of coverage ``c``. The model, its loss and its
+    :class:`~cauchylin.CauchyVector`), :meth:`predict_interval` the central interval of coverage
+    ``c``: calibrated on rows held out of training (``loc_Y +- q(c) scale_Y``) when the fit held
+    some out, else the Cauchy ``loc_Y +- scale_Y tan(pi c / 2)``. The model, its loss and its
     standardisation are described in the :mod:`module docstring <cauchylin.estimators.regressor>`;
     the inference modes in :mod:`cauchylin.nn` and on the documentation's modes page.
 
@@ -101,7 +113,11 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
             a row's prediction does not depend on the rows predicted with it.
         device: torch device of the network (``"cpu"``, ``"cuda"``, ...).
         random_state: ``None``, an int or a ``numpy.random.RandomState``: seeds the weights, the
-            validation split and the row order.
+            calibration and validation splits and the row order.
+        calibration: ``"auto"`` (hold out a fifth of the rows, at most 2000, from 100 rows on),
+            a share in ``[0, 1)`` of the rows to hold out, or None (no calibration): the rows
+            the conformal intervals are fitted on, never trained on (needs the ``crepes``
+            package, in the ``sklearn`` extra).
         verbose: show a tqdm progress bar of the epochs.
 
     Attributes:
@@ -115,6 +131,9 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
         x_scale_: column standard deviations (1 for constant columns).
         y_centre_: median of the training targets.
         y_scale_: ``IQR / 1.349`` of the training targets (see above for the fallbacks).
+        conformal_: the fitted ``crepes.ConformalRegressor`` of the calibration rows, or None.
+        calibration_size_: the number of rows held out to calibrate on (0: none).
+        calibration_rows_: their indices in the ``X`` given to :meth:`fit` (sorted).
 
     Raises:
         ValueError: from :meth:`fit`, a bad setting (the message names it) or bad data.
@@ -155,6 +174,7 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
         device: str = "cpu",
         random_state: Any = None,
         verbose: bool = False,
+        calibration: Any = "auto",
     ) -> None:
         self.hidden_layer_sizes = hidden_layer_sizes
         self.causal_size = causal_size
@@ -175,6 +195,7 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.calibration = calibration
 
     def fit(self, X: Any, y: Any) -> CausalRegressor:
         """Fit the network to ``(X, y)`` by Cauchy maximum likelihood (see the class docstring).
@@ -201,13 +222,20 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
             (1, True)
         """
         X, y = validate_data(self, X, y, y_numeric=True, dtype=[np.float64, np.float32])
+        X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
-        self.y_centre_, self.y_scale_ = _robust_centre_scale(y)
+        held = calibration_holdout(y.shape[0], self.calibration)
+        fit_rows, cal_rows = np.arange(y.shape[0]), np.arange(0)
+        if held:
+            seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+            order = np.random.default_rng(seed).permutation(y.shape[0])
+            fit_rows, cal_rows = np.sort(order[held:]), np.sort(order[:held])
+        self.y_centre_, self.y_scale_ = _robust_centre_scale(y[fit_rows])
         with np.errstate(over="ignore"):
-            targets = (y - self.y_centre_) / self.y_scale_
+            targets = (y[fit_rows] - self.y_centre_) / self.y_scale_
         check_representable("y", "standardised values", targets, self._torch_dtype())
         self._fit_network(
-            np.asarray(X, dtype=np.float64),
+            X[fit_rows],
             targets,
             self._torch_dtype(),
             1,
@@ -215,6 +243,17 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
             threshold=0.0,
             stratify=False,
         )
+        self.calibration_size_ = int(held)
+        self.calibration_rows_ = cal_rows
+        self.conformal_ = None
+        if held:
+            from crepes import ConformalRegressor
+
+            d = self.predict_distribution(X[cal_rows])
+            loc, scale = d.loc.cpu().numpy(), d.scale.cpu().numpy()
+            self.conformal_ = ConformalRegressor().fit(
+                residuals=np.abs(y[cal_rows] - loc), sigmas=scale
+            )
         return self
 
     def predict_distribution(
@@ -322,17 +361,25 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
         *,
         mode: str | None = None,
         temperature: float | None = None,
+        calibrated: bool = True,
     ) -> tuple[np.ndarray, np.ndarray]:
-        r"""Central predictive interval of each row: the ``(1 -+ coverage)/2`` quantiles.
+        r"""Central predictive interval of each row, of probability ``coverage``.
 
-        For ``Cauchy(loc_Y, scale_Y)`` this is ``loc_Y -+ scale_Y tan(pi coverage / 2)``
-        (``+-scale_Y`` at coverage 0.5, ``+-6.31 scale_Y`` at 0.9).
+        Calibrated (the default, when :meth:`fit` held rows out and the mode and temperature are
+        the estimator's settings the calibration was made with): ``loc_Y -+ q(c) scale_Y`` with
+        ``q(c)`` the split-conformal quantile of the held-out rows' ``|y - loc_Y| / scale_Y``
+        (crepes' normalised ``ConformalRegressor``), which covers a new row with probability at
+        least ``c``; a coverage too high for the held-out count (``ceil((n + 1) c) > n``) has no
+        finite calibrated width and gets the Cauchy interval. Otherwise the ``(1 -+ c)/2``
+        quantiles of ``Cauchy(loc_Y, scale_Y)``: ``loc_Y -+ scale_Y tan(pi c / 2)`` (``+-scale_Y``
+        at 0.5, ``+-6.31 scale_Y`` at 0.9).
 
         Args:
             X: array-like ``[n_samples, n_features]``.
             coverage: probability inside the interval, in ``(0, 1)``.
             mode: inference mode (see :meth:`predict_distribution`).
             temperature: ``T >= 0``.
+            calibrated: use the calibration when there is one (False: the Cauchy interval).
 
         Returns:
             ``(lower, upper)``, two float64 arrays ``[n_samples]``.
@@ -355,6 +402,17 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
         if not 0.0 < c < 1.0:
             raise ValueError(f"coverage must lie in (0, 1), got {coverage!r}")
         d = self.predict_distribution(X, mode=mode, temperature=temperature)
+        same = mode in (None, self.mode) and temperature in (None, self.temperature)
+        if calibrated and same and getattr(self, "conformal_", None) is not None:
+            import warnings
+
+            with warnings.catch_warnings():  # crepes warns before giving infinite bounds
+                warnings.simplefilter("ignore", UserWarning)
+                bounds = self.conformal_.predict_int(
+                    y_hat=d.loc.cpu().numpy(), sigmas=d.scale.cpu().numpy(), confidence=c
+                )
+            if bool(np.isfinite(bounds).all()):
+                return bounds[:, 0].astype(np.float64), bounds[:, 1].astype(np.float64)
         tail = (1.0 - c) / 2.0
         lower = d.icdf(torch.tensor(tail, dtype=torch.float64))
         upper = d.icdf(torch.tensor(1.0 - tail, dtype=torch.float64))

@@ -139,8 +139,14 @@ def test_interval_coverage_on_cauchy_noise():
     y_test = X_test @ w + 1.0 + 0.5 * rng.standard_cauchy(m)
     # A linear model cannot overfit 2000 rows: train on all of them (early stopping on 200 noisy
     # Cauchy rows would only make the stopping epoch, and so the fitted scale, noisier).
+    # calibration=None: the model's own Cauchy intervals, which a well-specified fit gets right
     reg = CausalRegressor(
-        (), batch_size=128, learning_rate=0.01, early_stopping=False, random_state=0
+        (),
+        batch_size=128,
+        learning_rate=0.01,
+        early_stopping=False,
+        random_state=0,
+        calibration=None,
     ).fit(X, y)
     centre = X_test @ w + 1.0
     delta = split_delta(2)
@@ -154,6 +160,66 @@ def test_interval_coverage_on_cauchy_noise():
         assert abs(expected - c) < allowance, (c, expected, allowance)
         inside = np.mean((lower <= y_test) & (y_test <= upper))
         assert abs(inside - c) < binomial_epsilon(m, delta) + allowance, (c, inside)
+
+
+def test_calibrated_intervals_cover_new_rows_whatever_the_noise():
+    """Gaussian noise: no Cauchy is right at 50% and 90% at once (its 90%/50% width ratio is
+    6.31, a Gaussian's 2.44), so the model's own intervals miss one level; the default
+    calibration (a fifth of the rows held out, crepes' normalised split conformal) covers new
+    rows at both. Given one calibration draw of n rows, the coverage is Beta(k, n + 1 - k)
+    (k = ceil((n + 1) c)); m test rows estimate it within Hoeffding's bound: both at a
+    false-failure rate of 1e-6 for the test."""
+    from scipy.stats import beta
+
+    rng = np.random.default_rng(4)
+    n_rows, m = 1000, 4000
+    X = rng.normal(size=(n_rows, 2))
+    y = X @ np.array([1.0, -2.0]) + rng.normal(size=n_rows)
+    X_test = rng.normal(size=(m, 2))
+    y_test = X_test @ np.array([1.0, -2.0]) + rng.normal(size=m)
+    reg = CausalRegressor((), learning_rate=0.01, random_state=0).fit(X, y)
+    n = reg.calibration_size_
+    assert n == 200
+    delta = split_delta(4)
+    raw_ratio = []
+    for c in (0.5, 0.9):
+        lower, upper = reg.predict_interval(X_test, coverage=c)
+        inside = float(np.mean((lower <= y_test) & (y_test <= upper)))
+        k = math.ceil((n + 1) * c)
+        slack = binomial_epsilon(m, delta)
+        assert beta.ppf(delta, k, n + 1 - k) - slack <= inside, (c, inside)
+        assert inside <= beta.isf(delta, k, n + 1 - k) + slack, (c, inside)
+        lo, hi = reg.predict_interval(X_test, coverage=c, calibrated=False)
+        raw_ratio.append(float(np.mean((lo <= y_test) & (y_test <= hi))) - c)
+    assert max(abs(r) for r in raw_ratio) > 0.05  # the Cauchy intervals miss a level
+    # crepes' quantile is the package's own split-conformal width of the held-out rows
+    from cauchylin.conformal import conformal_widths
+
+    cal = reg.calibration_rows_
+    d = reg.predict_distribution(X[cal])
+    q = conformal_widths(torch.tensor(y[cal]), d.loc, d.scale, (0.9,))
+    lower, upper = reg.predict_interval(X[:3], coverage=0.9)
+    d3 = reg.predict_distribution(X[:3])
+    np.testing.assert_allclose((upper - lower) / 2, float(q[0]) * d3.scale.numpy(), rtol=1e-9)
+
+
+def test_mapie_wraps_the_estimator():
+    """A plain scikit-learn regressor: MAPIE's cross-conformal wrapper fits and covers."""
+    mapie = pytest.importorskip("mapie.regression")
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(300, 2))
+    y = X @ np.array([1.0, 1.0]) + rng.normal(size=300)
+    wrapped = mapie.CrossConformalRegressor(
+        estimator=CausalRegressor((), learning_rate=0.02, max_iter=60, calibration=None),
+        confidence_level=0.8,
+        cv=3,
+        random_state=0,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        wrapped.fit_conformalize(X, y)
+        _, bounds = wrapped.predict_interval(X[:50])
+    assert bounds.shape == (50, 2, 1) and bool((bounds[:, 0, 0] < bounds[:, 1, 0]).all())
 
 
 def test_predict_distribution_matches_scipy():
@@ -178,7 +244,7 @@ def test_predict_distribution_matches_scipy():
         scipy_stats.cauchy.logpdf(y[:7], loc, scale),
         rtol=1e-10,
     )
-    lower, upper = reg.predict_interval(X[:7], coverage=0.8)
+    lower, upper = reg.predict_interval(X[:7], coverage=0.8, calibrated=False)
     np.testing.assert_allclose(lower, scipy_stats.cauchy.ppf(0.1, loc, scale), rtol=1e-12)
     np.testing.assert_allclose(upper, scipy_stats.cauchy.ppf(0.9, loc, scale), rtol=1e-12)
     assert d.to_distribution().event_shape == (7,)

@@ -15,10 +15,10 @@ from cauchylin_hf.predict import number_metrics, number_predictions, predict_val
 from cauchylin_hf.readouts import calibrate, number_features, solve_readouts
 from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
 from cauchylin_hf.tokenizer import NumericTokenizer
-from cauchylin_hf.training import calibration_holdout, train
+from cauchylin_hf.training import train
 from scipy.stats import beta
 
-from cauchylin.conformal import conformal_widths
+from cauchylin.conformal import calibration_holdout, conformal_widths
 from cauchylin.nn.readouts import OTHER
 from cauchylin.readout import cauchy_nll, fit_cauchy_readout
 from cauchylin.value_space import to_value_space

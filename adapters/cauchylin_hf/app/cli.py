@@ -706,10 +706,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     """``train``: a model from a config or a checkpoint, trained on a dataset file, saved."""
     from safetensors import SafetensorError
 
+    from cauchylin.conformal import calibration_holdout
     from cauchylin.metrics import quantiles
 
     from ..predict import target_numbers
-    from ..training import calibration_holdout, train
+    from ..training import train
     from .precision import NumberPrecision
 
     if (args.model is None) == (args.from_config is None):
