@@ -688,10 +688,10 @@ def _report_readouts(result: Any) -> None:
     if cal is not None:
         rows = max((int(c["count"]) for c in cal.contexts), default=0)
         if rows:
-            levels = ", ".join(f"{round(100 * c)}%" for c in cal.levels)
+            levels = f"{round(100 * cal.levels[0])}% to {round(100 * cal.levels[-1])}%"
             print(
-                f"calibrated the intervals ({levels}) on {result.calibration_size} held-out "
-                f"rows ({len(cal.contexts)} contexts)",
+                f"calibrated the intervals ({len(cal.levels)} levels, {levels}) on "
+                f"{result.calibration_size} held-out rows never trained on",
                 flush=True,
             )
         else:
