@@ -16,9 +16,35 @@ from transformers import PreTrainedModel
 
 from . import attach, heads_io
 from .atomic_save import staged_folder
-from .heads_io import check_head_tensors, head_tensors
+from .heads_io import HEADS_CONFIG_NAME, HEADS_WEIGHTS_NAME, check_head_tensors, head_tensors
+from .tokenizer import NUMERIC_TOKENIZER_CONFIG
 
-__all__ = ["CheckpointMixin"]
+__all__ = ["CheckpointMixin", "is_checkpoint_file"]
+
+_CHECKPOINT_FILES = frozenset(
+    {
+        "config.json",
+        "generation_config.json",
+        "training_args.bin",
+        "adapter_config.json",
+        HEADS_CONFIG_NAME,
+        HEADS_WEIGHTS_NAME,
+        NUMERIC_TOKENIZER_CONFIG,
+        # the files transformers' tokenizers save (fast, slow, sentencepiece, chat template)
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "vocab.json",
+        "vocab.txt",
+        "merges.txt",
+        "tokenizer.model",
+        "spiece.model",
+        "sentencepiece.bpe.model",
+        "chat_template.jinja",
+        "chat_template.json",
+    }
+)
 
 
 def _is_weights_file(name: str) -> bool:
@@ -26,6 +52,29 @@ def _is_weights_file(name: str) -> bool:
     stem = name.split(".", 1)[0]
     weights = stem.startswith(("model", "pytorch_model", "adapter_model"))
     return weights and name.endswith((".safetensors", ".bin", ".index.json"))
+
+
+def is_checkpoint_file(name: str) -> bool:
+    """Whether a file name is one that a saved model, its tokenizer or its heads are made of.
+
+    What a model folder holds besides these (a user's notes, plots, subfolders) is not part of
+    the checkpoint: replacing the model need not touch it.
+
+    Args:
+        name: a file name (no folder).
+
+    Returns:
+        True for weights (``model.safetensors``, shards and their index, ``pytorch_model.bin``,
+        adapters), ``config.json``, ``generation_config.json``, ``training_args.bin``, the
+        heads-only files and every file a transformers tokenizer or the numeric tokenizer saves.
+
+    Example:
+        >>> [is_checkpoint_file(n) for n in ("model-00001-of-00002.safetensors", "merges.txt")]
+        [True, True]
+        >>> is_checkpoint_file("notes.md"), is_checkpoint_file("tokenizer_notes")
+        (False, False)
+    """
+    return name in _CHECKPOINT_FILES or _is_weights_file(name)
 
 
 class CheckpointMixin(PreTrainedModel):
