@@ -839,8 +839,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _prompts(args: argparse.Namespace, saved: dict[str, Any]) -> tuple[list[str], _Data | None]:
     from ..data import read_texts
+    from ..tokenizer import check_text
 
     prompts = list(args.prompt or [])
+    for i, prompt in enumerate(prompts):  # bytes that are not UTF-8 arrive as lone surrogates
+        check_text(prompt, f"--prompt {i + 1}")
     table: _Data | None = None
     if getattr(args, "prompts_file", None):
         prompts += read_texts(_data_path(args.prompts_file))
