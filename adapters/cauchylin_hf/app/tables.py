@@ -54,6 +54,8 @@ _TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}
 _SEPARATORS = ",'\u00a0\u2009\u202f "  # comma, apostrophe, no-break, thin and narrow spaces
 _THOUSANDS = re.compile(rf"[+-]?[0-9]{{1,3}}(?:[{_SEPARATORS}][0-9]{{3}})+(?:\.[0-9]+)?")
 _DECIMAL_COMMA = re.compile(r"[+-]?[0-9]+,[0-9]+")
+# 1.234.567,5 and 1 234 567,5: thousands by dots or spaces, then a decimal comma
+_EUROPEAN = re.compile(r"[+-]?[0-9]{1,3}(?:[.'\u00a0\u2009\u202f ][0-9]{3})+,[0-9]+")
 
 
 class Table(NamedTuple):
@@ -231,6 +233,10 @@ def not_a_number(cell: str) -> str | None:
         return f"{shown} has a thousands separator (write {plain}{decimal})"
     if _DECIMAL_COMMA.fullmatch(cell):
         return f"{shown} has a decimal comma (write {cell.replace(',', '.')})"
+    if _EUROPEAN.fullmatch(cell):
+        whole, fraction = cell.rsplit(",", 1)
+        plain = re.sub(f"[.{_SEPARATORS}]", "", whole) + "." + fraction
+        return f"{shown} has thousands separators and a decimal comma (write {plain})"
     if any(not c.isascii() and unicodedata.category(c) == "Nd" for c in cell):
         return f"{shown} uses digits other than 0-9 (the number grammar reads ASCII digits)"
     try:
