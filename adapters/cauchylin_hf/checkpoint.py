@@ -10,6 +10,7 @@ corrupt head tensors, and ``save_heads``/``from_heads`` read and write the heads
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, cast
 
 from transformers import PreTrainedModel
@@ -49,11 +50,18 @@ _CHECKPOINT_FILES = frozenset(
 )
 
 
+# model.safetensors, model-00001-of-00002.safetensors, model.fp16.safetensors, pytorch_model.bin,
+# adapter_model.safetensors and the shards' indexes (model.safetensors.index.json, with a variant)
+_WEIGHTS = re.compile(
+    r"(?:model|pytorch_model|adapter_model)(?:\.\w+)?(?:-\d+-of-\d+)?\.(?:safetensors|bin)"
+    r"|(?:model|pytorch_model)\.(?:safetensors|bin)\.index(?:\.\w+)?\.json"
+)
+
+
 def _is_weights_file(name: str) -> bool:
-    """Weight files of an earlier ``save_pretrained`` (single, sharded, indexed; any variant)."""
-    stem = name.split(".", 1)[0]
-    weights = stem.startswith(("model", "pytorch_model", "adapter_model"))
-    return weights and name.endswith((".safetensors", ".bin", ".index.json"))
+    """Weight files of an earlier ``save_pretrained`` (single, sharded, indexed; any variant),
+    by transformers' names (a ``model_backup.safetensors`` of a user's is not one)."""
+    return _WEIGHTS.fullmatch(name) is not None
 
 
 def is_checkpoint_file(name: str) -> bool:
@@ -73,7 +81,7 @@ def is_checkpoint_file(name: str) -> bool:
     Example:
         >>> [is_checkpoint_file(n) for n in ("model-00001-of-00002.safetensors", "merges.txt")]
         [True, True]
-        >>> is_checkpoint_file("notes.md"), is_checkpoint_file("tokenizer_notes")
+        >>> is_checkpoint_file("notes.md"), is_checkpoint_file("model_backup.safetensors")
         (False, False)
     """
     return name in _CHECKPOINT_FILES or _is_weights_file(name)

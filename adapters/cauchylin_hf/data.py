@@ -70,7 +70,8 @@ def read_text_file(path: str | os.PathLike[str]) -> str:
         FileNotFoundError: the file does not exist.
         ValueError: bytes that are not text of that encoding (Latin-1, Windows-1252), or NUL
             characters (UTF-16 or UTF-32 without a byte-order mark, which reads as ASCII with a
-            NUL after every letter); the message names the file, the line and the conversion.
+            NUL after every letter, or a stray one); the message names the file, the line and
+            the conversion.
 
     Example:
         >>> import tempfile
@@ -109,6 +110,11 @@ def read_text_file(path: str | os.PathLike[str]) -> str:
     nul = text.find("\x00")
     if nul >= 0:
         line = text.count("\n", 0, nul) + 1
+        if text.count("\x00") * 5 < len(text):  # a stray NUL, not every other byte
+            raise ValueError(
+                f"{p} holds a NUL character on line {line}: a text file has none (binary data, "
+                "or a file cut or joined by mistake?)"
+            )
         raise ValueError(
             f"{p} holds NUL characters (the first on line {line}): it looks like UTF-16 or "
             "UTF-32 without a byte-order mark; save it as UTF-8 (e.g. iconv -f utf-16le -t "

@@ -41,6 +41,7 @@ on other prompts (a counterfactual: the same individual in another context).
 from __future__ import annotations
 
 import logging
+import operator
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -435,10 +436,16 @@ def generate(
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     if seed is not None and generator is not None:
         raise ValueError("pass seed or generator, not both")
-    if seed is not None and (
-        isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64
-    ):
-        raise ValueError(f"seed must be an int in [0, 2**64) (a torch.Generator's), got {seed!r}")
+    if seed is not None:
+        try:
+            value = None if isinstance(seed, bool) else operator.index(seed)  # np.int64 too
+        except TypeError:
+            value = None
+        if value is None or not 0 <= value < 2**64:
+            raise ValueError(
+                f"seed must be an int in [0, 2**64) (a torch.Generator's), got {seed!r}"
+            )
+        seed = value
     if isinstance(stop_strings, str):
         stop_strings = [stop_strings]
     stops = [s for s in (stop_strings or []) if s]

@@ -463,5 +463,6 @@ def test_overwrite_replaces_the_model_and_keeps_what_is_not_the_models(setup, tm
     assert after["model.safetensors"] != before["model.safetensors"]
     assert _hidden(out) == []
     err = capsys.readouterr().err
-    assert "--overwrite replaces the model in" in err and "keeps its 2 other entries" in err
-    assert "(notes.md, plots)" in err
+    assert "--overwrite: the model's files in" in err and "(config.json, data_format.json," in err
+    assert "vocab.json) are replaced once the training succeeded" in err
+    assert "its 2 other entries (notes.md, plots) are kept" in err

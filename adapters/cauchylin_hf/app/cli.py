@@ -385,7 +385,8 @@ def _shorten(text: str, limit: int = 200) -> str:
 def _check_output_dir(args: argparse.Namespace) -> tuple[Path, Any]:
     """The output folder and its state (checked again at the swap): refused when it is a file,
     a non-empty folder that is not a model, or a model without ``--overwrite``. With
-    ``--overwrite``, the entries that are not the model's are named: they are kept."""
+    ``--overwrite``, a folder with entries that are not the model's gets a note naming what is
+    replaced and what is kept."""
     from ..atomic_save import folder_state
 
     path, out = args.output_dir, Path(args.output_dir)
@@ -404,15 +405,21 @@ def _check_output_dir(args: argparse.Namespace) -> tuple[Path, Any]:
                 "replace it (it is replaced only once the new training succeeded), or choose "
                 "another folder"
             )
+        replaced = sorted(name for name in seen.entries if _is_model_entry(name))
         kept = sorted(name for name in seen.entries if not _is_model_entry(name))
-        if kept:
-            shown = ", ".join(kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
+        if kept:  # a folder of the model's files alone needs no word
             _note(
                 args,
-                f"--overwrite replaces the model in {path!r} and keeps its {len(kept)} other "
-                f"entries ({shown})",
+                f"--overwrite: the model's files in {path!r} ({_listed(replaced)}) are "
+                f"replaced once the training succeeded; its {len(kept)} other entries "
+                f"({_listed(kept)}) are kept",
             )
     return out, seen
+
+
+def _listed(names: list[str], shown: int = 12) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _note_leftovers(args: argparse.Namespace, out: Path) -> None:
