@@ -94,7 +94,8 @@ def read_text_file(path: str | os.PathLike[str]) -> str:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        wide = data[:200].count(0) > 20
+        head = data[:200]
+        wide = head.count(0) * 4 > len(head)  # UTF-16 of Latin text: about every other byte
         hint = (
             "it looks like UTF-16 without a byte-order mark"
             if wide

@@ -310,13 +310,20 @@ def _check_noise_scale(decoding: Decoding, action: Any) -> None:
     if decoding.runs.name == "causal" or not decoding.runs.temperature_scales_noise:
         return
     t = decoding.temperature
-    largest = float(action.b_noise.detach().abs().max())
+    with torch.no_grad():
+        noise = action.b_noise.detach().abs().float()
+        # the scales T |b_noise| reaches: U's, and S's and Y's through |W_cls| and |W_reg|
+        spread = [noise.max()] + [
+            (layer.weight.detach().abs().float() @ noise).max()
+            for layer in (action.classifier, action.regressor)
+        ]
+        largest = float(torch.stack(spread).max())
     limit = torch.finfo(action.compute_dtype).max
     highest = limit / max(largest, 1.0)  # T itself is a number of that dtype too
     if t > highest:
         raise ValueError(
-            f"temperature={t:g} is too large: T and T |b_noise| (the model's largest noise "
-            f"scale |b_noise| is {largest:.3g}) must fit "
+            f"temperature={t:g} is too large: T and the noise scales it multiplies (up to "
+            f"{largest:.3g} T here, through |b_noise| and the heads) must fit "
             f"{str(action.compute_dtype).removeprefix('torch.')}, so T <= {highest:.3g}"
         )
 

@@ -41,14 +41,16 @@ def _config_errors() -> tuple[type[Exception], ...]:
     try:
         from huggingface_hub.errors import StrictDataclassError
     except ImportError:  # a huggingface_hub without strict dataclasses raises ValueError
-        return ()
-    return (StrictDataclassError,)
+        return (ArithmeticError,)
+    return (StrictDataclassError, ArithmeticError)
 
 
 CONFIG_ERRORS: tuple[type[Exception], ...] = _config_errors()
-"""What a transformers config raises, besides ``ValueError``, for a value that fails its own
-validation (huggingface_hub's ``StrictDataclassError``: ``num_hidden_layers`` of the wrong type,
-or not matching ``layer_types``): catch ``(ValueError, *CONFIG_ERRORS)`` around reading one."""
+"""What a transformers config, or the model built from it, raises besides ``ValueError`` for a
+value that fails its own validation: huggingface_hub's ``StrictDataclassError``
+(``num_hidden_layers`` of the wrong type, or not matching ``layer_types``) and
+``ArithmeticError`` (a ``hidden_size`` of 0 divides by zero in the rotary embedding). Catch
+``(ValueError, *CONFIG_ERRORS)`` around reading one."""
 
 
 def resolve_cache(cache: Any, past_key_values: Any) -> Any:

@@ -739,12 +739,17 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         weight is finite, the decoder's activations."""
         try:
             return self.abduction(hidden.to(self.abduction.loc_net.weight.device))
-        except ValueError as exc:  # on this error path only: what made U non-finite?
+        except ValueError:  # on this error path only: what made U non-finite?
             check_finite_weights(self.named_parameters(), "the model")
             if not bool(hidden.isfinite().all()):
+                name, value = max(
+                    ((n, float(p.detach().abs().max())) for n, p in self.named_parameters()),
+                    key=lambda item: item[1],
+                )
                 raise ValueError(
                     "the decoder's hidden state holds NaN or infinite values although every "
-                    f"weight is finite: its activations overflowed ({exc})"
+                    f"weight is finite: its activations overflowed (the largest weight, {name}, "
+                    f"reaches {value:.3g}: a training that diverged, a learning rate too high?)"
                 ) from None
             raise
 

@@ -113,7 +113,8 @@ def load_tokenizer_folder(path: str | os.PathLike, **kwargs: Any) -> PreTrainedT
 
     Raises:
         ValueError: the folder's tokenizer files cannot be read (the message names the folder
-            and the library's reason).
+            and the library's reason), or the tokenizer they make encodes text to nothing (a
+            missing or emptied ``tokenizer.json`` leaves only the special tokens).
 
     Example:
         >>> import tempfile
@@ -124,7 +125,7 @@ def load_tokenizer_folder(path: str | os.PathLike, **kwargs: Any) -> PreTrainedT
         300
     """
     try:
-        return cast(PreTrainedTokenizerBase, AutoTokenizer.from_pretrained(path, **kwargs))
+        tokenizer = cast(PreTrainedTokenizerBase, AutoTokenizer.from_pretrained(path, **kwargs))
     except Exception as exc:  # tokenizers raises a bare Exception; every cause is the files'
         lines = str(exc).strip().splitlines()
         reason = lines[-1].strip() if lines else type(exc).__name__
@@ -132,6 +133,14 @@ def load_tokenizer_folder(path: str | os.PathLike, **kwargs: Any) -> PreTrainedT
             f"could not load the tokenizer in {os.fspath(path)!r} (its tokenizer.json or "
             f"tokenizer_config.json, damaged or edited?): {reason}"
         ) from exc
+    # A tokenizer.json that is missing or lost its vocabulary still loads, from
+    # tokenizer_config.json alone, with only the special tokens: every text would vanish.
+    if not tokenizer("the", add_special_tokens=False)["input_ids"]:
+        raise ValueError(
+            f"the tokenizer in {os.fspath(path)!r} encodes text to nothing (its vocabulary holds "
+            f"{len(tokenizer)} tokens: a tokenizer.json missing or emptied?)"
+        )
+    return tokenizer
 
 
 def _to_int_list(ids: Any, name: str) -> list[int]:

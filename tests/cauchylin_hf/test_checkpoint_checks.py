@@ -223,20 +223,31 @@ def test_a_causal_folder_with_its_bases_config_is_refused_not_random(
     assert "not the ones saved with this config.json" in err
 
 
-@pytest.mark.parametrize("value", [-1, "two", 2.5])
-def test_a_config_that_fails_its_own_validation_is_one_line(causal_folder, tmp_path, capsys, value):
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("num_hidden_layers", -1),
+        ("num_hidden_layers", "two"),
+        ("num_hidden_layers", 2.5),
+        ("hidden_size", 0),
+    ],
+)
+def test_a_config_that_fails_its_own_validation_is_one_line(
+    causal_folder, tmp_path, capsys, key, value
+):
     """An edited base_config.num_hidden_layers raised huggingface_hub's
-    StrictDataclass...Error (not a ValueError) through every handler."""
+    StrictDataclass...Error (not a ValueError) through every handler; a hidden_size of 0 a
+    ZeroDivisionError from the rotary embedding."""
 
     def edit(folder):
         config = json.loads((folder / "config.json").read_text())
-        config["base_config"]["num_hidden_layers"] = value
+        config["base_config"][key] = value
         (folder / "config.json").write_text(json.dumps(config))
 
     folder = _copy_with(causal_folder[0], tmp_path, edit)
     err = _cli_error(["predict", str(folder), "--prompt", "x ", "--threads", "1"], capsys)
     assert f"could not load {str(folder)!r}" in err
-    assert "config.json is not a valid config" in err and "num_hidden_layers" in err
+    assert "config.json is not a valid config" in err
 
 
 def test_a_tokenizer_json_that_its_library_cannot_build_is_one_line(
@@ -281,3 +292,24 @@ def test_nan_weights_in_a_checkpoint_are_refused_naming_the_folder_and_weight(
     bad_base = _copy_with(base, tmp_path / "b", poison("mlp.up_proj.weight"))
     with pytest.raises(ValueError, match=rf"{bad_base}: the weight model\.layers\.0\.mlp\.up"):
         CauchyLMForCausalLM.from_base(str(bad_base))
+
+
+@pytest.mark.parametrize("damage", ["missing", "emptied"])
+def test_a_tokenizer_that_encodes_text_to_nothing_is_refused(
+    causal_folder, tmp_path, capsys, damage
+):
+    """Without tokenizer.json (or with an empty vocabulary) transformers builds a tokenizer of
+    the special tokens alone from tokenizer_config.json: every prompt encoded to nothing and
+    predict printed numbers with exit status 0 (found by the hostile round)."""
+
+    def edit(folder):
+        if damage == "missing":
+            (folder / "tokenizer.json").unlink()
+        else:
+            spec = json.loads((folder / "tokenizer.json").read_text())
+            spec["model"]["vocab"], spec["model"]["merges"] = {}, []
+            (folder / "tokenizer.json").write_text(json.dumps(spec))
+
+    folder = _copy_with(causal_folder[0], tmp_path, edit)
+    err = _cli_error(["predict", str(folder), "--prompt", "x ", "--threads", "1"], capsys)
+    assert f"the tokenizer in {str(folder)!r} encodes text to nothing" in err

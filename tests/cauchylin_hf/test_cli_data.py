@@ -346,6 +346,7 @@ def test_build_from_config_is_seeded_and_trainable():
         ("3.5e38", "is beyond float32's range"),
         ("12,5", "has a decimal comma (write 12.5)"),
         ("-0,75", "has a decimal comma (write -0.75)"),
+        ("1,5e3", "has a decimal comma (write 1.5e3)"),
         ("12\u00a0500", "has a thousands separator (write 12500)"),
         ("1\u00a0234\u00a0567,5", "has thousands separators and a decimal comma (write 1234567.5)"),
         ("1.234.567,25", "has thousands separators and a decimal comma (write 1234567.25)"),

@@ -144,3 +144,20 @@ def test_a_target_below_float32s_range_is_refused_like_one_beyond_it(setup, tmp_
             assert f"target column 'price' must hold a number in every row, but {table}" in err
             assert "data row 2 (line 3)" in err and "float32's range" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_free_text_numbers_outside_float32_get_a_note(setup, tmp_path, capsys):
+    """In a JSONL file 2e-49 reads as 0 and 1e39 stays text (the number grammar), so evaluate
+    scored another value than the text's, with no word (found by the hostile round; a table
+    refuses such targets)."""
+    data = tmp_path / "texts.jsonl"
+    data.write_text(
+        '{"text": "area 50 -> price 150."}\n{"text": "area 60 -> price 2e-49."}\n'
+        '{"text": "area 70 -> price 1e39."}\n',
+        encoding="utf-8",
+    )
+    argv = ["evaluate", str(setup["model"]), "--data", str(data), "--threads", "1"]
+    assert cli.main([*argv, "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert f"2 number(s) of {data} lie outside float32's range" in err
+    assert "(the first: '2e-49' in text 2)" in err

@@ -296,6 +296,14 @@ def test_utf16_without_a_byte_order_mark_is_named_not_read_as_nul_text(tmp_path)
         assert "iconv -f utf-16le -t utf-8" in message
 
 
+def test_short_utf16_text_without_a_byte_order_mark_is_named_as_such(tmp_path):
+    """A few non-ASCII letters in UTF-16: the hint said Latin-1 (it counted 20 NULs)."""
+    path = tmp_path / "d.txt"
+    path.write_bytes("Zürich 3 €\n".encode("utf-16-le"))
+    with pytest.raises(ValueError, match="it looks like UTF-16 without a byte-order mark"):
+        read_texts(path)
+
+
 @pytest.mark.parametrize(
     "record", ['{"text": "price 3 \\ud83d"}', '"\\udce9t\\u00e9"', '{"text": "\\ude00 x"}']
 )

@@ -442,13 +442,35 @@ def test_a_temperature_whose_noise_scale_overflows_names_the_temperature(models,
     """T = 1e39 failed at the first step with "shift must be finite" (an internal tensor)."""
     model = models["qwen2"]
     largest = float(model.action.b_noise.detach().abs().max())
+    refused = r"temperature=\S+ is too large: T and the noise scales it multiplies"
     for t in (1e39, 3.4e38 / largest * 2):
-        with pytest.raises(ValueError, match=r"temperature=\S+ is too large: T and T \|b_noise\|"):
+        with pytest.raises(ValueError, match=refused):
             generate(model, "3 eggs", tokenizer=ntok, mode="sampling", temperature=t, seed=0)
     # the causal mode and the compatible mode's softmax temperature never scale the noise
     for mode in ("causal", "compatible"):
         out = generate(model, "3 eggs", tokenizer=ntok, mode=mode, temperature=1e39, seed=0)
         assert out.sequences.shape[0] == 1
+    # T |b_noise| fits, but scale_S = |W_cls| (scale_U + T |b_noise|) would not
+    wide = make_model()
+    with torch.no_grad():
+        wide.action.classifier.weight.mul_(1e6)
+    with torch.no_grad():
+        spread = float((wide.action.classifier.weight.abs() @ wide.action.b_noise.abs()).max())
+    t = 3.4e38 / spread * 4
+    assert t * largest < 3.4e38
+    with pytest.raises(ValueError, match=refused):
+        generate(wide, "3 eggs", tokenizer=ntok, mode="standard", temperature=t, seed=0)
+    ok = generate(
+        wide,
+        "3 eggs",
+        tokenizer=ntok,
+        mode="standard",
+        temperature=t / 16,
+        seed=0,
+        return_distributions=True,
+        max_new_tokens=2,
+    )
+    assert bool(ok.steps["scale_S"].isfinite().all())
 
 
 @pytest.mark.parametrize("seed", [2**64, 2**70, -1, 1.5, "1", True])

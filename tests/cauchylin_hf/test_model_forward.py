@@ -526,3 +526,16 @@ def test_a_diverged_weight_is_named_when_the_forward_meets_it():
             with pytest.raises(ValueError, match=rf"the model: the weight {name} holds NaN") as e:
                 model(ids, labels=labels)
             assert "a training that diverged: a learning rate too high" in str(e.value)
+
+
+def test_activations_that_overflow_with_finite_weights_name_the_largest_weight():
+    """--learning-rate 1e30 on a trainable backbone leaves finite but huge weights: the message
+    said the activations overflowed, naming no weight and no divergence."""
+    model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=5)
+    with torch.no_grad():
+        model.backbone.layers[0].mlp.up_proj.weight.fill_(1e30)
+        model.backbone.layers[0].mlp.gate_proj.weight.fill_(1e30)
+    with pytest.raises(ValueError, match="its activations overflowed") as e:
+        model(torch.tensor([[5, 7, 9]]))
+    assert "the largest weight, backbone.layers.0.mlp." in str(e.value)
+    assert "a training that diverged" in str(e.value)

@@ -283,7 +283,24 @@ def _read_data(
         return _Data(tt.texts(table), tt, table, path)
     if getattr(args, "template", None):
         raise CliError(f"--template needs a table (.csv or .tsv file), got {path!r}")
-    return _Data(read_texts(p), None, None, path)
+    texts = read_texts(p)
+    _note_float32_misses(args, texts, path)
+    return _Data(texts, None, None, path)
+
+
+def _note_float32_misses(args: argparse.Namespace, texts: list[str], path: str) -> None:
+    """A note on numbers of free text that float32 cannot hold (a table refuses such targets)."""
+    from ..numbers import out_of_float32_range
+
+    misses = [(i, s) for i, text in enumerate(texts) for s in out_of_float32_range(text)]
+    if misses:
+        i, spelling = misses[0]
+        _note(
+            args,
+            f"{len(misses)} number(s) of {path} lie outside float32's range, which the model "
+            f"reads (the first: {spelling!r} in text {i + 1}): one too large stays text, one "
+            "too small reads as 0; rescale them if they matter",
+        )
 
 
 def _table_truth(data: _Data) -> list[float | None]:

@@ -53,7 +53,7 @@ _SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 _TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}
 _SEPARATORS = ",'\u00a0\u2009\u202f "  # comma, apostrophe, no-break, thin and narrow spaces
 _THOUSANDS = re.compile(rf"[+-]?[0-9]{{1,3}}(?:[{_SEPARATORS}][0-9]{{3}})+(?:\.[0-9]+)?")
-_DECIMAL_COMMA = re.compile(r"[+-]?[0-9]+,[0-9]+")
+_DECIMAL_COMMA = re.compile(r"[+-]?[0-9]+,[0-9]+(?:[eE][+-]?[0-9]+)?")
 # 1.234.567,5 and 1 234 567,5: thousands by dots or spaces, then a decimal comma
 _EUROPEAN = re.compile(r"[+-]?[0-9]{1,3}(?:[.'\u00a0\u2009\u202f ][0-9]{3})+,[0-9]+")
 
