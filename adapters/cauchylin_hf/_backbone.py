@@ -444,11 +444,15 @@ def check_loaded_weights(
     *,
     partial: bool = False,
 ) -> None:
-    """Refuse a model loaded from a folder whose weights files lacked its weights.
+    """Refuse a model loaded from a folder whose weights files do not fit its config.
 
-    transformers initialises a weight that is missing from the files at random and only logs
-    its load report: a folder whose ``config.json`` was replaced by another model's (a
-    cauchylin model's by its base's, or the reverse) would load as random numbers.
+    transformers initialises a weight that is missing from the files at random, drops one that
+    the model has no place for, and only logs its load report: a folder whose ``config.json``
+    was replaced by another model's (a cauchylin model's by its base's, or the reverse) would
+    load as random numbers, and one whose layer count was lowered would silently lose layers.
+    A weight the model has no place for is refused when it falls inside the model's own
+    modules (``model.layers.5...`` for a model of 2 layers); one beside them (another task's
+    head, a buffer of an older release) is left to transformers' report.
 
     Args:
         path: the folder (named in the error).
@@ -460,7 +464,8 @@ def check_loaded_weights(
             was found: files that are not this model's at all.
 
     Raises:
-        ValueError: a weight is missing (with ``partial``: every parameter is); the message
+        ValueError: a weight is missing (with ``partial``: every parameter is), or the files
+            hold a weight inside the model's modules that it has no place for; the message
             names one, and a name the files hold.
 
     Example:
@@ -471,6 +476,14 @@ def check_loaded_weights(
         ...
         ValueError: base: 1 weights of the qwen2 model its config.json describes are not in its weights files (e.g. 'lm_head.weight'), and would be random numbers
     """
+    extra = sorted(k for k in info.get("unexpected_keys") or [] if _inside(model, k))
+    if extra:
+        raise ValueError(
+            f"{path}: its weights files hold {len(extra)} weights that the "
+            f"{model.config.model_type} model its config.json describes has no place for (e.g. "
+            f"{extra[0]!r}), which would be dropped: the config does not describe these weights "
+            "(a layer count or another size edited?)"
+        )
     missing = sorted(info.get("missing_keys") or [])
     if not missing:
         return
@@ -483,6 +496,25 @@ def check_loaded_weights(
         f"describes are not in its weights files (e.g. {missing[0]!r}), and would be random "
         f"numbers{other}{_cauchylin_hint(path, found, model.config.model_type)}"
     )
+
+
+def _inside(model: torch.nn.Module, key: str) -> bool:
+    """Whether an unexpected weight name points inside the model's own modules: at least two of
+    its components name modules of the model (``model.layers`` of ``model.layers.5.mlp...``),
+    with or without the ``base_model_prefix``."""
+    if not key.endswith(".weight"):
+        return False  # a buffer of another release (masked_bias, inv_freq)
+    prefix = getattr(model, "base_model_prefix", "")
+    for name in (key, f"{prefix}.{key}") if prefix else (key,):
+        module, depth = model, 0
+        for part in name.split(".")[:-1]:
+            child = module._modules.get(part)
+            if child is None:
+                break
+            module, depth = child, depth + 1
+        if depth >= 2:
+            return True
+    return False
 
 
 def _check_config_fits_weights(path: str, kwargs: dict[str, Any]) -> dict[str, int] | None:

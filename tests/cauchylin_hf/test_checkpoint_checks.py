@@ -313,3 +313,37 @@ def test_a_tokenizer_that_encodes_text_to_nothing_is_refused(
     folder = _copy_with(causal_folder[0], tmp_path, edit)
     err = _cli_error(["predict", str(folder), "--prompt", "x ", "--threads", "1"], capsys)
     assert f"the tokenizer in {str(folder)!r} encodes text to nothing" in err
+
+
+def test_a_lowered_layer_count_is_refused_not_a_shallower_model(causal_folder, tmp_path, capsys):
+    """num_hidden_layers 2 -> 1 in a config: transformers dropped the second layer's weights
+    with only its load report, and predict answered with a one-layer model (found by the
+    hostile round)."""
+    causal, base = causal_folder
+
+    def fewer(nested):
+        def edit(folder):
+            config = json.loads((folder / "config.json").read_text())
+            inner = config["base_config"] if nested else config
+            inner["num_hidden_layers"], inner["layer_types"] = 1, ["full_attention"]
+            (folder / "config.json").write_text(json.dumps(config))
+
+        return edit
+
+    for source, nested, name in ((causal, True, "backbone"), (base, False, "model")):
+        folder = _copy_with(source, tmp_path / name, fewer(nested))
+        err = _cli_error(["predict", str(folder), "--prompt", "x ", "--threads", "1"], capsys)
+        assert "weights that the" in err and "has no place for" in err
+        assert f"(e.g. '{name}.layers.1." in err
+
+
+def test_weights_beside_the_model_and_old_buffers_still_load(tmp_path):
+    """Not every unexpected tensor is a sign of a wrong config: another task's head beside the
+    decoder (a value head) and a buffer an older release saved are transformers' to report."""
+    folder = save_tiny_base(tmp_path / "base", "gpt2", spare_rows=2)
+    state = load_file(str(folder / "model.safetensors"))
+    state["v_head.summary.weight"] = torch.ones(1, 32)
+    state["transformer.h.0.attn.masked_bias"] = torch.tensor(-1e4)
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    model = CauchyLMForCausalLM.from_base(str(folder))
+    assert model.config.num_token_id is not None
