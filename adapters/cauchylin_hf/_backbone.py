@@ -58,6 +58,7 @@ __all__ = [
     "split_causal_lm",
     "token_inputs",
     "warn_logit_postprocessing",
+    "whole_tensor",
 ]
 
 logger = logging.getLogger(__name__)
@@ -348,7 +349,8 @@ def check_finite_weights(tensors: Iterable[tuple[str, torch.Tensor]], source: st
 
     Args:
         tensors: ``(name, tensor)`` pairs (e.g. ``model.named_parameters()``); tensors that are
-            not floating point, or on the meta device (offloaded), are skipped.
+            not floating point, or on the meta device (offloaded), are skipped; a sharded one
+            is gathered (:func:`whole_tensor`, a collective).
         source: what they belong to (a folder, "the model"), named in the error.
 
     Raises:
@@ -373,9 +375,30 @@ def check_finite_weights(tensors: Iterable[tuple[str, torch.Tensor]], source: st
         )
 
 
+def whole_tensor(t: torch.Tensor) -> torch.Tensor:
+    """The whole tensor of a sharded parameter (a ``DTensor``), else the tensor itself.
+
+    Gathering a shard is a collective: every process of the mesh must call it at the same
+    point, as every process of a sharded generation checks the heads at its start.
+
+    Args:
+        t: a tensor or a ``DTensor``.
+
+    Returns:
+        ``t.full_tensor()`` for a ``DTensor``, else ``t``.
+
+    Example:
+        >>> import torch
+        >>> whole_tensor(torch.ones(2)).tolist()
+        [1.0, 1.0]
+    """
+    full = getattr(t, "full_tensor", None)
+    return cast(torch.Tensor, full()) if callable(full) else t
+
+
 def _finite(t: torch.Tensor) -> bool:
     """``isfinite(t).all()`` in slices (no boolean copy of a whole embedding at once)."""
-    flat = t.detach().reshape(-1)
+    flat = whole_tensor(t.detach()).reshape(-1)
     step = 1 << 24
     return all(bool(torch.isfinite(flat[i : i + step]).all()) for i in range(0, flat.numel(), step))
 

@@ -59,7 +59,7 @@ from cauchylin.nn.modes import (
     get_mode,
 )
 
-from ._backbone import cached_positions, check_finite_weights
+from ._backbone import cached_positions, check_finite_weights, whole_tensor
 from .batch import check_token_ids, resolve_pad_token_id
 from .heads_io import head_tensors
 from .hf_compat import CACHE_NAME, takes_cache
@@ -310,11 +310,11 @@ def _check_noise_scale(decoding: Decoding, action: Any) -> None:
     if decoding.runs.name == "causal" or not decoding.runs.temperature_scales_noise:
         return
     t = decoding.temperature
-    with torch.no_grad():
-        noise = action.b_noise.detach().abs().float()
+    with torch.no_grad():  # whole_tensor: every process of a sharded generation runs this
+        noise = whole_tensor(action.b_noise.detach()).abs().float()
         # the scales T |b_noise| reaches: U's, and S's and Y's through |W_cls| and |W_reg|
         spread = [noise.max()] + [
-            (layer.weight.detach().abs().float() @ noise).max()
+            (whole_tensor(layer.weight.detach()).abs().float() @ noise).max()
             for layer in (action.classifier, action.regressor)
         ]
         largest = float(torch.stack(spread).max())
