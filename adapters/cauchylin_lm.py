@@ -95,6 +95,8 @@ def _integer(accept: Callable[[int], bool], expected: str) -> Callable[[str], in
 _positive_int = _integer(lambda v: v >= 1, "a positive integer")
 _count = _integer(lambda v: v >= 0, "an integer >= 0")
 _steps = _integer(lambda v: v == -1 or v >= 1, "-1 or a positive integer")
+# numpy's seed range, which the Trainer seeds too (torch's is wider)
+_seed = _integer(lambda v: 0 <= v < 2**32, "an integer in [0, 2**32)")
 
 
 def _real(low: float, high: float, *, closed_low: bool) -> Callable[[str], float]:
@@ -201,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-dir", default="outputs/demo", help="plots and metrics go here")
     p.add_argument("--quick", action="store_true", help="a shortened demo")
     p.add_argument("--steps", type=_positive_int, help="training steps (default: the preset)")
-    p.add_argument("--seed", type=int, help="seed (default 0)")
+    p.add_argument("--seed", type=_seed, help="seed (default 0)")
     p.add_argument("--no-plots", action="store_true", help="do not write the figures")
     threads_flag(p)
     progress_flag(p)
@@ -284,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
         "training, solve a readout per context, e.g. per table column, where it reads the "
         "numbers better)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_seed, default=0)
     threads_flag(p)
     progress_flag(p)
 
@@ -308,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", help="tokenizer folder (default: the model folder)")
     p.add_argument("--batch-size", type=_positive_int, default=16)
     p.add_argument("--max-length", type=_positive_int)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
     raw_intervals_flag(p)
     threads_flag(p)
@@ -379,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_count,
         help="decimals of generated numbers (default: those of the training data's field)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--batch-size", type=_positive_int, default=8)
     p.add_argument("--json", action="store_true", help="one JSON object per prompt")
     threads_flag(p)

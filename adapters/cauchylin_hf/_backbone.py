@@ -3,7 +3,9 @@
 Used by :mod:`cauchylin_hf.model` (``from_base``, resizing), :mod:`cauchylin_hf.heads_io` (loading
 heads onto a base) and :mod:`cauchylin_hf.verify`; it imports none of them.
 
-* :func:`load_base` / :func:`load_tokenizer`: a checkpoint folder or a loaded object;
+* :func:`load_base` / :func:`load_tokenizer`: a checkpoint folder or a loaded object; a folder
+  whose config does not describe its weights, whose weights were not all found, or that holds
+  NaN or infinite weights (:func:`check_finite_weights`) is refused;
 * :func:`split_causal_lm`: the decoder and the language-model head of a causal LM (the
   architecture check: the decoder must be what ``AutoModel`` builds from its config, the head a
   linear map of its last hidden state), with a linear logit scale (:data:`LOGIT_SCALE`) folded
@@ -17,28 +19,34 @@ heads onto a base) and :mod:`cauchylin_hf.verify`; it imports none of them.
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import math
 import os
+import struct
+from collections.abc import Iterable
 from typing import Any, cast
 
 import torch
 from transformers import (
+    AutoConfig,
     AutoModelForCausalLM,
-    AutoTokenizer,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
 from .config import CauchyLMConfig
-from .tokenizer import NumericTokenizer
+from .hf_compat import CONFIG_ERRORS
+from .tokenizer import NumericTokenizer, load_tokenizer_folder
 
 __all__ = [
     "LOGIT_POSTPROCESSING",
     "LOGIT_SCALE",
     "ZERO_ROW_FILL",
     "cached_positions",
+    "check_finite_weights",
+    "check_loaded_weights",
     "grow_embeddings",
     "head_matrix",
     "input_embedding_weight",
@@ -50,9 +58,12 @@ __all__ = [
     "split_causal_lm",
     "token_inputs",
     "warn_logit_postprocessing",
+    "whole_tensor",
 ]
 
 logger = logging.getLogger(__name__)
+
+_LOAD_ERRORS: tuple[type[Exception], ...] = (OSError, ValueError, KeyError, *CONFIG_ERRORS)
 
 LOGIT_POSTPROCESSING = ("final_logit_softcapping", "logits_soft_cap", "output_logit_soft_cap")
 """Config attributes of bases that soft-cap their logits after the head,
@@ -330,10 +341,247 @@ def _looks_like_path(s: str) -> bool:
     return os.sep != "/" and os.sep in s
 
 
+def check_finite_weights(tensors: Iterable[tuple[str, torch.Tensor]], source: str) -> None:
+    """Refuse weights with a NaN or infinite entry, naming the first such tensor.
+
+    Such weights make every output NaN (or every generated token the same), and the error would
+    otherwise surface later, as an internal tensor being non-finite.
+
+    Args:
+        tensors: ``(name, tensor)`` pairs (e.g. ``model.named_parameters()``); tensors that are
+            not floating point, or on the meta device (offloaded), are skipped; a sharded one
+            is gathered (:func:`whole_tensor`, a collective).
+        source: what they belong to (a folder, "the model"), named in the error.
+
+    Raises:
+        ValueError: a tensor holds NaN or an infinite value.
+
+    Example:
+        >>> import torch
+        >>> check_finite_weights([("w", torch.ones(3))], "the model")  # fine: returns None
+        >>> check_finite_weights([("b_noise", torch.tensor([float("nan")]))], "the model")
+        Traceback (most recent call last):
+        ...
+        ValueError: the model: the weight b_noise holds NaN or infinite values (a training that diverged: a learning rate too high; or a corrupt checkpoint)
+    """
+    bad = [
+        name for name, t in tensors if t.is_floating_point() and not t.is_meta and not _finite(t)
+    ]
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise ValueError(
+            f"{source}: the weight {bad[0]} holds NaN or infinite values{more} (a training that "
+            "diverged: a learning rate too high; or a corrupt checkpoint)"
+        )
+
+
+def whole_tensor(t: torch.Tensor) -> torch.Tensor:
+    """The whole tensor of a sharded parameter (a ``DTensor``), else the tensor itself.
+
+    Gathering a shard is a collective: every process of the mesh must call it at the same
+    point, as every process of a sharded generation checks the heads at its start.
+
+    Args:
+        t: a tensor or a ``DTensor``.
+
+    Returns:
+        ``t.full_tensor()`` for a ``DTensor``, else ``t``.
+
+    Example:
+        >>> import torch
+        >>> whole_tensor(torch.ones(2)).tolist()
+        [1.0, 1.0]
+    """
+    full = getattr(t, "full_tensor", None)
+    return cast(torch.Tensor, full()) if callable(full) else t
+
+
+def _finite(t: torch.Tensor) -> bool:
+    """``isfinite(t).all()`` in slices (no boolean copy of a whole embedding at once)."""
+    flat = whole_tensor(t.detach()).reshape(-1)
+    step = 1 << 24
+    return all(bool(torch.isfinite(flat[i : i + step]).all()) for i in range(0, flat.numel(), step))
+
+
+def _stored_sizes(folder: str) -> dict[str, int] | None:
+    """``{tensor name: number of values}`` of a folder's safetensors weights, read from the file
+    headers alone; None without safetensors weights, or with a header that cannot be read (the
+    loader then names that)."""
+    index = os.path.join(folder, "model.safetensors.index.json")
+    try:
+        if os.path.isfile(index):
+            with open(index, encoding="utf-8") as f:
+                files = sorted(set(json.load(f)["weight_map"].values()))
+        elif os.path.isfile(os.path.join(folder, "model.safetensors")):
+            files = ["model.safetensors"]
+        else:
+            return None
+        sizes: dict[str, int] = {}
+        for name in files:
+            with open(os.path.join(folder, name), "rb") as fh:
+                (length,) = struct.unpack("<Q", fh.read(8))
+                if length > 100_000_000:
+                    return None
+                header = json.loads(fh.read(length))
+            for key, entry in header.items():
+                if key != "__metadata__":
+                    sizes[key] = math.prod(int(n) for n in entry["shape"])
+        return sizes
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, struct.error):
+        return None
+
+
+def _cauchylin_hint(path: str, names: Iterable[str], model_type: str) -> str:
+    """A hint when a folder's config and weights are a cauchylin model's and a base's, mixed."""
+    try:
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            raw = json.load(f)
+    except (OSError, ValueError, RecursionError):
+        raw = None
+    ours = any(n.startswith(("backbone.", "action.", "abduction.")) for n in names)
+    if model_type == "cauchy_lm":
+        return (
+            ""
+            if ours
+            else "; these are not a cauchylin model's weights (no backbone.* or action.* "
+            "tensors): the weights files are not the ones saved with this config.json"
+        )
+    if isinstance(raw, dict) and "base_config" in raw:
+        return (
+            '; its config.json holds a "base_config", as a cauchylin model\'s does: its '
+            '"model_type" must be "cauchy_lm"'
+        )
+    if ours:
+        return (
+            "; the weights are a cauchylin model's (backbone.*, action.*): its config.json must "
+            "be the one saved with them (model_type cauchy_lm), not its base's"
+        )
+    return ""
+
+
+def check_loaded_weights(
+    path: str,
+    model: PreTrainedModel,
+    info: dict[str, Any],
+    stored: Iterable[str] | None = None,
+    *,
+    partial: bool = False,
+) -> None:
+    """Refuse a model loaded from a folder whose weights files do not fit its config.
+
+    transformers initialises a weight that is missing from the files at random, drops one that
+    the model has no place for, and only logs its load report: a folder whose ``config.json``
+    was replaced by another model's (a cauchylin model's by its base's, or the reverse) would
+    load as random numbers, and one whose layer count was lowered would silently lose layers.
+    A weight the model has no place for is refused when it falls inside the model's own
+    modules (``model.layers.5...`` for a model of 2 layers); one beside them (another task's
+    head, a buffer of an older release) is left to transformers' report.
+
+    Args:
+        path: the folder (named in the error).
+        model: the loaded model.
+        info: transformers' loading info (``from_pretrained(..., output_loading_info=True)``).
+        stored: the tensor names the files hold (for the message), when known.
+        partial: accept some missing weights (they get the model's documented initialisation,
+            as transformers gives them) and refuse only when none of the model's parameters
+            was found: files that are not this model's at all.
+
+    Raises:
+        ValueError: a weight is missing (with ``partial``: every parameter is), or the files
+            hold a weight inside the model's modules that it has no place for; the message
+            names one, and a name the files hold.
+
+    Example:
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> check_loaded_weights("base", tiny_base_model(), {"missing_keys": set()})  # fine
+        >>> check_loaded_weights("base", tiny_base_model(), {"missing_keys": {"lm_head.weight"}})
+        Traceback (most recent call last):
+        ...
+        ValueError: base: 1 weights of the qwen2 model its config.json describes are not in its weights files (e.g. 'lm_head.weight'), and would be random numbers
+    """
+    extra = sorted(k for k in info.get("unexpected_keys") or [] if _inside(model, k))
+    if extra:
+        raise ValueError(
+            f"{path}: its weights files hold {len(extra)} weights that the "
+            f"{model.config.model_type} model its config.json describes has no place for (e.g. "
+            f"{extra[0]!r}), which would be dropped: the config does not describe these weights "
+            "(a layer count or another size edited?)"
+        )
+    missing = sorted(info.get("missing_keys") or [])
+    if not missing:
+        return
+    if partial and any(name not in missing for name, _ in model.named_parameters()):
+        return
+    found = sorted(info.get("unexpected_keys") or stored or [])
+    other = f"; the files hold other names (e.g. {found[0]!r})" if found else ""
+    raise ValueError(
+        f"{path}: {len(missing)} weights of the {model.config.model_type} model its config.json "
+        f"describes are not in its weights files (e.g. {missing[0]!r}), and would be random "
+        f"numbers{other}{_cauchylin_hint(path, found, model.config.model_type)}"
+    )
+
+
+def _inside(model: torch.nn.Module, key: str) -> bool:
+    """Whether an unexpected weight name points inside the model's own modules: at least two of
+    its components name modules of the model (``model.layers`` of ``model.layers.5.mlp...``),
+    with or without the ``base_model_prefix``."""
+    if not key.endswith(".weight"):
+        return False  # a buffer of another release (masked_bias, inv_freq)
+    prefix = getattr(model, "base_model_prefix", "")
+    for name in (key, f"{prefix}.{key}") if prefix else (key,):
+        module, depth = model, 0
+        for part in name.split(".")[:-1]:
+            child = module._modules.get(part)
+            if child is None:
+                break
+            module, depth = child, depth + 1
+        if depth >= 2:
+            return True
+    return False
+
+
+def _check_config_fits_weights(path: str, kwargs: dict[str, Any]) -> dict[str, int] | None:
+    """Refuse, before anything is built, a folder whose ``config.json`` describes a model far
+    larger than its weights files hold (a config edited by hand or written by another tool):
+    transformers would build that model, with random weights, however large (a ``qwen2`` config
+    without sizes is its 12B-parameter default). The model is laid out on the meta device
+    (no memory) to count its parameters. Returns the stored sizes (None when unknown)."""
+    sizes = _stored_sizes(path)
+    if not sizes:
+        return sizes
+    remote = bool(kwargs.get("trust_remote_code", False))
+    try:
+        config = AutoConfig.from_pretrained(path, trust_remote_code=remote)
+    except _LOAD_ERRORS:
+        return sizes  # the loader below names what is wrong with the config
+    if getattr(config, "quantization_config", None) is not None:
+        return sizes  # packed weights: their sizes are not the parameters'
+    try:
+        with torch.device("meta"):
+            layout = AutoModelForCausalLM.from_config(config, trust_remote_code=remote)
+    except Exception:  # a config transformers cannot build: the loader below says why
+        return sizes
+    expected = sum(p.numel() for p in layout.parameters())
+    stored = sum(sizes.values())
+    if expected > 2 * stored:
+        raise ValueError(
+            f"{path}: its config.json describes a {config.model_type} model of {expected:,} "
+            f"parameters, but its weights hold {stored:,} values: the config does not belong "
+            "to these weights (edited by hand, or written by another tool?), and loading would "
+            f"build that model with random weights{_cauchylin_hint(path, sizes, config.model_type)}"
+        )
+    return sizes
+
+
 def load_base(
     base: str | os.PathLike | PreTrainedModel, base_kwargs: dict[str, Any] | None
 ) -> tuple[PreTrainedModel, str | None]:
     """Load the base causal LM (a folder) or take it as it is (an object).
+
+    A folder is checked before and after loading: its ``config.json`` must describe the model
+    its weights files hold (a config far larger than the weights is refused before anything is
+    built), every weight of that model must be in the files (transformers would initialise a
+    missing one at random), and no weight may be NaN or infinite.
 
     Args:
         base: a checkpoint folder (read with ``AutoModelForCausalLM.from_pretrained``) or a
@@ -345,20 +593,27 @@ def load_base(
         object.
 
     Raises:
-        ValueError: a folder that does not exist or does not hold a causal LM, ``base_kwargs``
-            with an object, or another type.
+        ValueError: a folder that does not exist or does not hold a causal LM, a config that
+            does not describe the weights (or fails its own validation), weights missing from
+            the files or not finite, ``base_kwargs`` with an object, or another type.
     """
     if isinstance(base, (str, os.PathLike)):
         path = os.fspath(base)
         if not os.path.isdir(path) and _looks_like_path(path):
             raise ValueError(f"base checkpoint folder {path!r} does not exist")
+        kwargs = {k: v for k, v in (base_kwargs or {}).items() if k != "output_loading_info"}
+        sizes = _check_config_fits_weights(path, kwargs) if os.path.isdir(path) else None
         try:
-            model = AutoModelForCausalLM.from_pretrained(path, **(base_kwargs or {}))
-        except (OSError, ValueError, KeyError) as exc:
+            loaded = AutoModelForCausalLM.from_pretrained(path, output_loading_info=True, **kwargs)
+        except _LOAD_ERRORS as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ValueError(
                 f"could not load {path!r} with AutoModelForCausalLM (a decoder-only causal LM "
-                f"checkpoint is needed): {exc}"
+                f"checkpoint is needed): {first}"
             ) from exc
+        model, info = cast(tuple[PreTrainedModel, dict[str, Any]], loaded)
+        check_loaded_weights(path, model, info, sizes)
+        check_finite_weights(model.named_parameters(), path)
         return model, path
     if isinstance(base, PreTrainedModel):
         if base_kwargs:
@@ -397,8 +652,8 @@ def load_tokenizer(
         if not os.path.isdir(path) and _looks_like_path(path):
             raise ValueError(f"tokenizer folder {path!r} does not exist")
         try:
-            return AutoTokenizer.from_pretrained(path), None
-        except (OSError, ValueError, TypeError) as exc:
+            return load_tokenizer_folder(path), None
+        except (OSError, TypeError) as exc:
             raise ValueError(f"could not load a tokenizer from {path!r}: {exc}") from exc
     if tokenizer is None:
         if base_path is None or not os.path.isdir(base_path):
@@ -407,7 +662,7 @@ def load_tokenizer(
         if not any(f.startswith(("tokenizer", "vocab", "spiece")) for f in files):
             return None, None
         try:
-            return AutoTokenizer.from_pretrained(base_path), None
+            return load_tokenizer_folder(base_path), None
         except (OSError, ValueError, TypeError) as exc:
             logger.warning("no usable tokenizer in %s (%s); continuing without one", base_path, exc)
             return None, None

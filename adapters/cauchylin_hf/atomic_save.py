@@ -19,6 +19,13 @@ model, say) are carried over into the new folder first, as hard links where the 
 allows; a caller can name stale entries that must not be carried over (weights shards of an
 earlier save).
 
+The folder is checked again at the swap against what the caller saw (:func:`folder_state`, by
+default when the block started): if another program created it meanwhile, put another folder in
+its place, or wrote an entry that the new contents would replace, nothing of it is touched and
+the new contents are kept beside it, under a name :class:`FolderChangedError` gives. So two
+programs saving into one folder at once never both succeed, and neither deletes what the other
+wrote. Entries that another program adds without clashing (a note beside a model) are kept.
+
 Example:
     >>> import tempfile
     >>> from pathlib import Path
@@ -51,11 +58,108 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, NamedTuple
 
-__all__ = ["exchange_folders", "staged_folder"]
+__all__ = ["FolderChangedError", "FolderState", "exchange_folders", "folder_state", "staged_folder"]
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
+
+
+class FolderState(NamedTuple):
+    """What a folder was when a program decided to replace it (:func:`folder_state`).
+
+    Attributes:
+        identity: ``(st_dev, st_ino)`` of the folder, or None when there was none.
+        entries: ``{name: (st_ino, st_size, st_mtime_ns)}`` of its entries (not followed).
+
+    Example:
+        >>> FolderState(None, {}).identity is None
+        True
+    """
+
+    identity: tuple[int, int] | None
+    entries: dict[str, tuple[int, int, int]]
+
+
+def _entry_key(st: os.stat_result) -> tuple[int, int, int]:
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _entries(folder: Path) -> dict[str, tuple[int, int, int]]:
+    out = {}
+    for entry in os.scandir(folder):
+        try:
+            out[entry.name] = _entry_key(entry.stat(follow_symlinks=False))
+        except FileNotFoundError:  # removed while listed
+            continue
+    return out
+
+
+def folder_state(path: str | os.PathLike) -> FolderState:
+    """The state of a folder now: whether it exists, which folder it is, and its entries.
+
+    Pass it to :func:`staged_folder` as ``seen`` when the decision to replace the folder was
+    taken earlier than the block starts (a training that checks its output folder before it
+    runs): the swap then refuses a folder that changed since.
+
+    Args:
+        path: the folder (a symbolic link is followed; a missing folder is a state too).
+
+    Returns:
+        The :class:`FolderState`.
+
+    Raises:
+        ValueError: ``path`` is an existing file.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> root = Path(tempfile.mkdtemp())
+        >>> folder_state(root / "new").identity is None
+        True
+        >>> _ = (root / "a.txt").write_text("x")
+        >>> sorted(folder_state(root).entries)
+        ['a.txt']
+    """
+    target = Path(os.fspath(path))
+    try:
+        st = target.stat()
+    except FileNotFoundError:
+        return FolderState(None, {})
+    if not target.is_dir():
+        raise ValueError(f"{str(target)!r} is a file, not a folder")
+    return FolderState((st.st_dev, st.st_ino), _entries(target))
+
+
+class FolderChangedError(FileExistsError):
+    """The folder to replace changed since it was seen; the new contents were kept beside it.
+
+    Args:
+        path: the folder that was left as it is.
+        reason: what changed (``"it was created"``, ``"another folder took its place"``, ...).
+        kept: where the new contents are now (a new folder beside ``path``).
+
+    Example:
+        >>> err = FolderChangedError("out", "it was created", "out.new-1a2b3c")
+        >>> err.kept, isinstance(err, OSError)
+        ('out.new-1a2b3c', True)
+    """
+
+    def __init__(self, path: str | os.PathLike, reason: str, kept: str | os.PathLike) -> None:
+        self.path, self.reason, self.kept = os.fspath(path), reason, os.fspath(kept)
+        super().__init__(
+            errno.EEXIST,
+            f"{self.path!r} was changed by another program while the new contents were written "
+            f"({reason}); it was left as it is, and the new contents were saved to "
+            f"{self.kept!r} instead",
+        )
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.reason, self.kept))
 
 
 def _renameat2() -> Callable[..., int] | None:
@@ -151,11 +255,19 @@ def _link_or_copy(src: str, dst: str) -> str:
     return dst
 
 
-def _carry_over(path: Path, staging: Path, stale: Callable[[str], bool]) -> None:
-    """Entries of ``path`` that ``staging`` lacks and that are not ``stale``, and its mode."""
+def _carry_over(
+    path: Path, staging: Path, stale: Callable[[str], bool]
+) -> dict[str, tuple[int, int, int]]:
+    """Entries of ``path`` that ``staging`` lacks and that are not ``stale``, and its mode;
+    returns what each carried entry was when it was carried."""
+    carried = {}
     for entry in path.iterdir():
         target = staging / entry.name
         if target.exists() or target.is_symlink() or stale(entry.name):
+            continue
+        try:
+            carried[entry.name] = _entry_key(entry.lstat())
+        except FileNotFoundError:  # removed while listed
             continue
         if entry.is_symlink():
             os.symlink(os.readlink(entry), target)
@@ -164,32 +276,106 @@ def _carry_over(path: Path, staging: Path, stale: Callable[[str], bool]) -> None
         else:
             _link_or_copy(str(entry), str(target))
     shutil.copymode(path, staging)
+    return carried
 
 
-def _swap_in(staging: Path, path: Path) -> None:
-    """Put the folder ``staging`` at ``path`` (see the module docstring)."""
-    if not path.exists():
-        os.replace(staging, path)
+def _replaced(new: Path, name: str, stale: Callable[[str], bool]) -> bool:
+    """Whether the entry ``name`` of the old folder goes with it (the new folder has one of
+    that name, or it is stale)."""
+    return (new / name).exists() or (new / name).is_symlink() or stale(name)
+
+
+def _clash(
+    old: Path,
+    new: Path,
+    seen: FolderState,
+    carried: dict[str, tuple[int, int, int]],
+    stale: Callable[[str], bool],
+) -> str | None:
+    """Why the folder ``old`` (just swapped out of the target's place) must not be discarded:
+    it is not the folder the caller saw, or an entry that goes with it is not as the caller saw
+    it (another program wrote it). None when it may go."""
+    st = old.stat()
+    if (st.st_dev, st.st_ino) != seen.identity:
+        return "another folder took its place"
+    for name, key in _entries(old).items():
+        if name in carried:  # linked into the new folder: kept, unless it changed since
+            if key != carried[name]:
+                return f"its entry {name!r} changed"
+        elif _replaced(new, name, stale) and seen.entries.get(name) != key:
+            return f"its entry {name!r} was written"
+    return None
+
+
+def _adopt(old: Path, new: Path, stale: Callable[[str], bool]) -> None:
+    """Entries that appeared in the old folder after the carry-over: moved into the new one."""
+    for entry in old.iterdir():
+        if not _replaced(new, entry.name, stale):
+            os.replace(entry, new / entry.name)
+
+
+def _keep_beside(new: Path, path: Path) -> Path:
+    """Move the folder ``new`` to a fresh visible name beside ``path``: ``<name>.new-<random>``."""
+    while True:
+        kept = path.parent / f"{path.name}.new-{secrets.token_hex(3)}"
+        if not (kept.exists() or kept.is_symlink()):
+            os.replace(new, kept)
+            return kept
+
+
+def _swap_in(
+    staging: Path,
+    path: Path,
+    seen: FolderState,
+    carried: dict[str, tuple[int, int, int]],
+    stale: Callable[[str], bool],
+) -> None:
+    """Put the folder ``staging`` at ``path``, if ``path`` is still what ``seen`` says (see the
+    module docstring)."""
+    if not (path.exists() or path.is_symlink()):
+        if seen.identity is not None:
+            raise FolderChangedError(path, "it was removed", _keep_beside(staging, path))
+        try:
+            os.replace(staging, path)  # a folder made meanwhile is replaced only when empty
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                raise
+            raise FolderChangedError(path, "it was created", _keep_beside(staging, path)) from None
         return
-    if exchange_folders(staging, path):
-        shutil.rmtree(staging, ignore_errors=True)  # it holds the old contents now
-        return
-    old = _new_sibling(path, "old")
-    os.rmdir(old)
-    with _signals_held():
+    if seen.identity is None:
+        raise FolderChangedError(path, "it was created", _keep_beside(staging, path))
+    with _signals_held():  # a signal must not leave another program's folder in ours
+        if exchange_folders(staging, path):
+            # ``staging`` holds what was at ``path``; checked where no one else can swap it.
+            problem = _clash(staging, path, seen, carried, stale)
+            if problem is not None:
+                exchange_folders(staging, path)  # back: the other program's folder in its place
+                raise FolderChangedError(path, problem, _keep_beside(staging, path))
+            _adopt(staging, path, stale)
+            # Still held: a signal that came during the swap arrives after the old copy is gone.
+            shutil.rmtree(staging, ignore_errors=True)  # the old contents
+            return
+        old = _new_sibling(path, "old")
+        os.rmdir(old)
         os.replace(path, old)
         try:
+            problem = _clash(old, staging, seen, carried, stale)
+            if problem is not None:
+                raise FolderChangedError(path, problem, _keep_beside(staging, path))
             os.replace(staging, path)
         except BaseException:
             os.replace(old, path)
             raise
-        # Still held: a signal that came during the swap arrives after the old copy is gone.
+        _adopt(old, path, stale)
         shutil.rmtree(old, ignore_errors=True)
 
 
 @contextlib.contextmanager
 def staged_folder(
-    path: str | os.PathLike, *, stale: Callable[[str], bool] | None = None
+    path: str | os.PathLike,
+    *,
+    stale: Callable[[str], bool] | None = None,
+    seen: FolderState | None = None,
 ) -> Iterator[Path]:
     """A new folder to write into that takes ``path``'s place when the block succeeds.
 
@@ -198,12 +384,17 @@ def staged_folder(
             followed (the folder it points to is replaced).
         stale: ``stale(name) -> bool`` for entries of an existing ``path`` that must not be
             carried over when the new save did not write them (default: carry every one).
+        seen: the state of ``path`` that the caller agreed to replace (:func:`folder_state`,
+            taken when it checked the folder); default: its state when the block starts.
 
     Yields:
         The staging folder (empty, beside ``path``).
 
     Raises:
         ValueError: ``path`` is an existing file.
+        FolderChangedError: ``path`` changed since ``seen`` (another program created it, put
+            another folder in its place, or wrote an entry the new contents replace): it is
+            left as it is, and the new contents are kept beside it (``kept``).
         OSError: the staging folder cannot be made or swapped in (``path`` unchanged).
 
     Example:
@@ -220,13 +411,15 @@ def staged_folder(
         raise ValueError(f"{str(target)!r} is a file, not a folder")
     if target.is_symlink():
         target = target.resolve()
+    if seen is None:
+        seen = folder_state(target)
+    stale = stale or (lambda name: False)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = _new_sibling(target, "tmp")
     try:
         yield staging
-        if target.exists():
-            _carry_over(target, staging, stale or (lambda name: False))
-        _swap_in(staging, target)
+        carried = _carry_over(target, staging, stale) if target.is_dir() else {}
+        _swap_in(staging, target, seen, carried, stale)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

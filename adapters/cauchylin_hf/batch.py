@@ -32,6 +32,7 @@ __all__ = [
     "IGNORE_INDEX",
     "MODEL_FIELDS",
     "check_size",
+    "check_token_ids",
     "field_dtype",
     "pad_rows",
     "pad_values",
@@ -96,6 +97,39 @@ def field_dtype(name: str, pad_value: int | float | None = None) -> torch.dtype:
     if name in BATCH_FIELDS and BATCH_FIELDS[name][0] == torch.float32:
         return torch.float32
     return torch.float32 if isinstance(pad_value, float) else torch.long
+
+
+def check_token_ids(input_ids: torch.Tensor, rows: int) -> None:
+    """Refuse token ids outside a model's embedding rows ``[0, rows)``.
+
+    The embedding lookup would fail with an ``IndexError`` (on a CPU) or a device-side assert
+    (on a GPU) that names neither the ids nor the vocabulary.
+
+    Args:
+        input_ids: ``[B, L]`` (or any shape) integer ids.
+        rows: the number of rows of the model's input embedding.
+
+    Raises:
+        ValueError: an id below 0 or at least ``rows`` (the message lists up to five of them).
+
+    Example:
+        >>> import torch
+        >>> check_token_ids(torch.tensor([[5, 299]]), 300)  # fine: returns None
+        >>> check_token_ids(torch.tensor([[5, 300]]), 300)
+        Traceback (most recent call last):
+        ...
+        ValueError: input_ids holds ids outside the model's 300 embedding rows ([300]): was the text encoded with another tokenizer?
+    """
+    if input_ids.numel() == 0:
+        return
+    if int(input_ids.min()) >= 0 and int(input_ids.max()) < rows:
+        return
+    outside = (input_ids < 0) | (input_ids >= rows)
+    raise ValueError(
+        f"input_ids holds ids outside the model's {rows} embedding rows "
+        f"({sorted(set(input_ids[outside].tolist()))[:5]}): was the text encoded with another "
+        "tokenizer?"
+    )
 
 
 def check_size(name: str, value: Any) -> int | None:

@@ -10,22 +10,81 @@ corrupt head tensors, and ``save_heads``/``from_heads`` read and write the heads
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, cast
 
 from transformers import PreTrainedModel
 
 from . import attach, heads_io
+from ._backbone import check_finite_weights, check_loaded_weights
 from .atomic_save import staged_folder
-from .heads_io import check_head_tensors, head_tensors
+from .heads_io import HEADS_CONFIG_NAME, HEADS_WEIGHTS_NAME, check_head_tensors, head_tensors
+from .hf_compat import CONFIG_ERRORS
+from .tokenizer import NUMERIC_TOKENIZER_CONFIG
 
-__all__ = ["CheckpointMixin"]
+__all__ = ["CheckpointMixin", "is_checkpoint_file"]
+
+_CHECKPOINT_FILES = frozenset(
+    {
+        "config.json",
+        "generation_config.json",
+        "training_args.bin",
+        "adapter_config.json",
+        HEADS_CONFIG_NAME,
+        HEADS_WEIGHTS_NAME,
+        NUMERIC_TOKENIZER_CONFIG,
+        # the files transformers' tokenizers save (fast, slow, sentencepiece, chat template)
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "vocab.json",
+        "vocab.txt",
+        "merges.txt",
+        "tokenizer.model",
+        "spiece.model",
+        "sentencepiece.bpe.model",
+        "chat_template.jinja",
+        "chat_template.json",
+    }
+)
+
+
+# model.safetensors, model-00001-of-00002.safetensors, model.fp16.safetensors, pytorch_model.bin,
+# adapter_model.safetensors and the shards' indexes (model.safetensors.index.json, with a variant)
+_WEIGHTS = re.compile(
+    r"(?:model|pytorch_model|adapter_model)(?:\.\w+)?(?:-\d+-of-\d+)?\.(?:safetensors|bin)"
+    r"|(?:model|pytorch_model)\.(?:safetensors|bin)\.index(?:\.\w+)?\.json"
+)
 
 
 def _is_weights_file(name: str) -> bool:
-    """Weight files of an earlier ``save_pretrained`` (single, sharded, indexed; any variant)."""
-    stem = name.split(".", 1)[0]
-    weights = stem.startswith(("model", "pytorch_model", "adapter_model"))
-    return weights and name.endswith((".safetensors", ".bin", ".index.json"))
+    """Weight files of an earlier ``save_pretrained`` (single, sharded, indexed; any variant),
+    by transformers' names (a ``model_backup.safetensors`` of a user's is not one)."""
+    return _WEIGHTS.fullmatch(name) is not None
+
+
+def is_checkpoint_file(name: str) -> bool:
+    """Whether a file name is one that a saved model, its tokenizer or its heads are made of.
+
+    What a model folder holds besides these (a user's notes, plots, subfolders) is not part of
+    the checkpoint: replacing the model need not touch it.
+
+    Args:
+        name: a file name (no folder).
+
+    Returns:
+        True for weights (``model.safetensors``, shards and their index, ``pytorch_model.bin``,
+        adapters), ``config.json``, ``generation_config.json``, ``training_args.bin``, the
+        heads-only files and every file a transformers tokenizer or the numeric tokenizer saves.
+
+    Example:
+        >>> [is_checkpoint_file(n) for n in ("model-00001-of-00002.safetensors", "merges.txt")]
+        [True, True]
+        >>> is_checkpoint_file("notes.md"), is_checkpoint_file("model_backup.safetensors")
+        (False, False)
+    """
+    return name in _CHECKPOINT_FILES or _is_weights_file(name)
 
 
 class CheckpointMixin(PreTrainedModel):
@@ -47,10 +106,15 @@ class CheckpointMixin(PreTrainedModel):
         """``PreTrainedModel.from_pretrained``, checked, then the config's backbone freezing.
 
         Loading never re-initialises the heads: every head tensor found in the checkpoint is
-        kept as saved (see :meth:`_init_weights`), and a head tensor that is NaN or infinite (a
-        corrupt checkpoint) is refused. A name that can only be a local folder (a path, or a
-        single word: causal models on the Hub are ``owner/name``) and is not one fails at once
-        instead of asking the Hub.
+        kept as saved, and a weight missing from the files gets the documented initialisation
+        (see :meth:`_init_weights`; transformers' own for the backbone). A checkpoint is refused
+        when none of the model's weights is in its files (they are another model's: a
+        ``config.json`` that is not the one saved with them), when a weight is NaN or infinite
+        (a corrupt checkpoint, or one saved from a training that diverged), and when
+        ``config.json`` fails its own validation (huggingface_hub's ``StrictDataclassError``,
+        raised as a ``ValueError``). A name that can only be a local folder (a path, or a single word:
+        causal models on the Hub are ``owner/name``) and is not one fails at once instead of
+        asking the Hub.
 
         Args:
             *args: ``PreTrainedModel.from_pretrained`` arguments (the folder first).
@@ -62,7 +126,8 @@ class CheckpointMixin(PreTrainedModel):
 
         Raises:
             FileNotFoundError: a local folder name that does not exist.
-            ValueError: a head tensor with NaN or infinite values.
+            ValueError: files that hold none of the model's weights, a weight with NaN or
+                infinite values, or a config that fails its validation.
 
         Example:
             >>> import tempfile
@@ -88,12 +153,21 @@ class CheckpointMixin(PreTrainedModel):
                     f"no model folder {text!r} (and it is not a Hub id, which has the form "
                     "owner/name)"
                 )
-        out = super().from_pretrained(*args, **kwargs)
-        model = out[0] if isinstance(out, tuple) else out
+        wanted = kwargs.pop("output_loading_info", False)
+        source = os.fspath(name) if isinstance(name, (str, os.PathLike)) else "checkpoint"
+        try:
+            loaded = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        except CONFIG_ERRORS as exc:  # a config value that fails its own validation
+            first = str(exc).strip().splitlines()
+            detail = " ".join(line.strip() for line in first[:2]) or type(exc).__name__
+            raise ValueError(f"{source}: config.json is not a valid config: {detail}") from None
+        model, info = cast(tuple[Any, dict[str, Any]], loaded)
         if isinstance(model, CheckpointMixin):
-            check_head_tensors(head_tensors(model), name if name is not None else "checkpoint")
+            check_loaded_weights(source, model, info, partial=True)
+            check_head_tensors(head_tensors(model), source)
+            check_finite_weights(model.named_parameters(), source)
             cast(Any, model).set_backbone_trainable(not model.config.freeze_backbone)
-        return out
+        return (model, info) if wanted else model
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
         """``PreTrainedModel.save_pretrained``, atomically: the folder holds the old model or the new.

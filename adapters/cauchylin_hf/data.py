@@ -1,7 +1,8 @@
 """Training data for the causal language model: encoded examples and a padding collator.
 
 * :func:`read_texts` reads a dataset file: JSONL (one JSON object per line, the text in a named
-  field) or plain text (one example per non-empty line).
+  field) or plain text (one example per non-empty line); :func:`read_text_file` decodes a data
+  file (UTF-8, or UTF-16/UTF-32 with a byte-order mark) for it and for tables.
 * :class:`NumericDataset` is a ``torch.utils.data.Dataset`` of encoded examples. Each example is a
   dict of 1-D tensors: ``input_ids`` (int64), ``attention_mask`` (int64, all ones) and
   ``numeric_values`` (float32, the number's value at ``<NUM>`` positions, 0.0 elsewhere), plus
@@ -17,6 +18,7 @@ Labels are *not* shifted here: the model shifts them (and the target values with
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,13 +40,88 @@ from .batch import (
     regression_targets,
     resolve_pad_token_id,
 )
-from .tokenizer import NumericTokenizer
+from .tokenizer import NumericTokenizer, check_text
 
-__all__ = ["IGNORE_INDEX", "NumericDataCollator", "NumericDataset", "read_texts"]
+__all__ = ["IGNORE_INDEX", "NumericDataCollator", "NumericDataset", "read_text_file", "read_texts"]
 
 # Fields a tokenizer may return that the model does not take; the collator drops them.
 _DROPPED_FIELDS = frozenset({"number_texts", "token_type_ids", "special_tokens_mask", "length"})
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+_BOMS = (  # byte-order marks, longest first (UTF-32's starts like UTF-16's)
+    (b"\xef\xbb\xbf", "utf-8-sig"),
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+)
+
+
+def read_text_file(path: str | os.PathLike[str]) -> str:
+    """The text of a data file: UTF-8, or UTF-16/UTF-32 with a byte-order mark (as spreadsheet
+    programs and Windows editors write them); a UTF-8 byte-order mark is dropped.
+
+    Args:
+        path: the file.
+
+    Returns:
+        Its text, without a byte-order mark.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: bytes that are not text of that encoding (Latin-1, Windows-1252), or NUL
+            characters (UTF-16 or UTF-32 without a byte-order mark, which reads as ASCII with a
+            NUL after every letter, or a stray one); the message names the file, the line and
+            the conversion.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> path = Path(tempfile.mkdtemp()) / "t.txt"
+        >>> _ = path.write_bytes("3 eggs.\\n".encode("utf-8-sig"))
+        >>> read_text_file(path)
+        '3 eggs.\\n'
+        >>> _ = path.write_bytes("3 eggs.\\n".encode("utf-16-le"))
+        >>> read_text_file(path)
+        Traceback (most recent call last):
+        ...
+        ValueError: ... holds NUL characters (the first on line 1): it looks like UTF-16 or UTF-32 without a byte-order mark; save it as UTF-8 (e.g. iconv -f utf-16le -t utf-8 t.txt > t.utf8.txt)
+    """
+    p = Path(path)
+    data = p.read_bytes()
+    encoding = next((name for bom, name in _BOMS if data.startswith(bom)), "utf-8")
+    convert = f"{p.name} > {p.stem}.utf8{p.suffix})"
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        head = data[:200]
+        wide = head.count(0) * 4 > len(head)  # UTF-16 of Latin text: about every other byte
+        hint = (
+            "it looks like UTF-16 without a byte-order mark"
+            if wide
+            else "it may be Latin-1 or Windows-1252"
+        )
+        source = "utf-16le" if wide else "latin1"
+        raise ValueError(
+            f"{p} is not {encoding.upper().removesuffix('-SIG')} text: byte 0x"
+            f"{data[exc.start]:02x} at line {line} ({hint}); save it as UTF-8 (e.g. "
+            f"iconv -f {source} -t utf-8 {convert}"
+        ) from None
+    text = text.removeprefix("\ufeff")
+    nul = text.find("\x00")
+    if nul >= 0:
+        line = text.count("\n", 0, nul) + 1
+        if text.count("\x00") * 5 < len(text):  # a stray NUL, not every other byte
+            raise ValueError(
+                f"{p} holds a NUL character on line {line}: a text file has none (binary data, "
+                "or a file cut or joined by mistake?)"
+            )
+        raise ValueError(
+            f"{p} holds NUL characters (the first on line {line}): it looks like UTF-16 or "
+            "UTF-32 without a byte-order mark; save it as UTF-8 (e.g. iconv -f utf-16le -t "
+            f"utf-8 {convert}"
+        )
+    return text
 
 
 def _as_1d(value: Any, dtype: torch.dtype, where: str) -> torch.Tensor:
@@ -68,6 +145,7 @@ def _as_1d(value: Any, dtype: torch.dtype, where: str) -> torch.Tensor:
 def _record_text(record: Any, text_field: str, where: str) -> str:
     """The text of one JSON record (an object with ``text_field``, or a bare string)."""
     if isinstance(record, str):
+        check_text(record, where)
         return record
     if not isinstance(record, dict):
         raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
@@ -81,6 +159,7 @@ def _record_text(record: Any, text_field: str, where: str) -> str:
         raise ValueError(
             f"{where}: field {text_field!r} must be a string, got {type(text).__name__}"
         )
+    check_text(text, where)
     return text
 
 
@@ -94,7 +173,8 @@ def read_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> lis
     * ``.json``: the same line by line, or one JSON array of such records for the whole file;
     * anything else: plain text, one example per line.
 
-    Blank lines are skipped.
+    The file is UTF-8 or UTF-16/UTF-32 with a byte-order mark (:func:`read_text_file`); a UTF-8
+    byte-order mark is dropped. Blank lines are skipped.
 
     Args:
         path: the file.
@@ -105,9 +185,11 @@ def read_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> lis
 
     Raises:
         FileNotFoundError: when ``path`` does not exist or is not a file.
-        ValueError: for a file that is not UTF-8, a line that is not valid JSON (or nested too
-            deeply to parse), a record that is neither an object nor a string, a record without
-            ``text_field`` or whose field is not a string, or a file with no texts at all; the
+        ValueError: for a file that is not text (:func:`read_text_file`), a line that is not
+            valid JSON (or nested too deeply to parse), a record that is neither an object nor
+            a string, a record without ``text_field`` or whose field is not a string, a text
+            with a lone surrogate (``"\\ud83d"``, half an emoji:
+            :func:`~cauchylin_hf.tokenizer.check_text`), or a file with no texts at all; the
             message names the file and line (or array index).
 
     Example:
@@ -121,12 +203,7 @@ def read_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> lis
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"dataset file not found: {str(p)!r}")
-    try:
-        texts = _read_texts(p, text_field)
-    except UnicodeDecodeError as exc:
-        raise ValueError(
-            f"{p} is not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8"
-        ) from None
+    texts = _read_texts(p, text_field)
     if not texts:
         raise ValueError(f"dataset file {str(p)!r} is empty: it holds no texts")
     return texts
@@ -135,8 +212,8 @@ def read_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> lis
 def _read_texts(p: Path, text_field: str) -> list[str]:
     suffix = p.suffix.lower()
     texts: list[str] = []
+    content = read_text_file(p)
     if suffix == ".json":
-        content = p.read_text(encoding="utf-8")
         if content.lstrip().startswith("["):
             try:
                 records = json.loads(content)
@@ -146,20 +223,20 @@ def _read_texts(p: Path, text_field: str) -> list[str]:
                 raise ValueError(f"{p}: the JSON is nested too deeply to parse") from None
             return [_record_text(r, text_field, f"{p}[{i}]") for i, r in enumerate(records)]
     jsonl = suffix in _JSONL_SUFFIXES
-    with p.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            if not jsonl:
-                texts.append(line.rstrip("\r\n"))
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{p}:{lineno}: not valid JSON ({exc.msg})") from exc
-            except RecursionError:
-                raise ValueError(f"{p}:{lineno}: the JSON is nested too deeply to parse") from None
-            texts.append(_record_text(record, text_field, f"{p}:{lineno}"))
+    # newline=None: "\r\n" and "\r" end lines too, as reading the file in text mode does
+    for lineno, line in enumerate(io.StringIO(content, newline=None), start=1):
+        if not line.strip():
+            continue
+        if not jsonl:
+            texts.append(line.rstrip("\r\n"))
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{p}:{lineno}: not valid JSON ({exc.msg})") from exc
+        except RecursionError:
+            raise ValueError(f"{p}:{lineno}: the JSON is nested too deeply to parse") from None
+        texts.append(_record_text(record, text_field, f"{p}:{lineno}"))
     return texts
 
 

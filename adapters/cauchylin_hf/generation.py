@@ -41,6 +41,7 @@ on other prompts (a counterfactual: the same individual in another context).
 from __future__ import annotations
 
 import logging
+import operator
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -58,8 +59,9 @@ from cauchylin.nn.modes import (
     get_mode,
 )
 
-from ._backbone import cached_positions
-from .batch import resolve_pad_token_id
+from ._backbone import cached_positions, check_finite_weights, whole_tensor
+from .batch import check_token_ids, resolve_pad_token_id
+from .heads_io import head_tensors
 from .hf_compat import CACHE_NAME, takes_cache
 from .tokenizer import NumericTokenizer
 
@@ -302,6 +304,30 @@ def check_length(
         )
 
 
+def _check_noise_scale(decoding: Decoding, action: Any) -> None:
+    """Refuse a temperature whose noise scale ``T |b_noise|`` overflows the heads' dtype (it
+    would surface as an internal tensor being infinite at the first step)."""
+    if decoding.runs.name == "causal" or not decoding.runs.temperature_scales_noise:
+        return
+    t = decoding.temperature
+    with torch.no_grad():  # whole_tensor: every process of a sharded generation runs this
+        noise = whole_tensor(action.b_noise.detach()).abs().float()
+        # the scales T |b_noise| reaches: U's, and S's and Y's through |W_cls| and |W_reg|
+        spread = [noise.max()] + [
+            (whole_tensor(layer.weight.detach()).abs().float() @ noise).max()
+            for layer in (action.classifier, action.regressor)
+        ]
+        largest = float(torch.stack(spread).max())
+    limit = torch.finfo(action.compute_dtype).max
+    highest = limit / max(largest, 1.0)  # T itself is a number of that dtype too
+    if t > highest:
+        raise ValueError(
+            f"temperature={t:g} is too large: T and the noise scales it multiplies (up to "
+            f"{largest:.3g} T here, through |b_noise| and the heads) must fit "
+            f"{str(action.compute_dtype).removeprefix('torch.')}, so T <= {highest:.3g}"
+        )
+
+
 def _all_finished(finished: torch.Tensor, synced: bool) -> bool:
     """Every row done: here, or (``synced``) in every process of the distributed group."""
     done = bool(finished.all())
@@ -391,8 +417,10 @@ def generate(
             ``max_new_tokens``, mismatched shapes, ids outside the model's embedding rows, a
             right-padded prompt (``attention_mask`` 0 at the end of a row; without a mask, a
             pad id at the end only logs a warning, as in transformers), text prompts or stop
-            strings without a tokenizer, both ``seed`` and ``generator``, a draw of the wrong
-            shape, or a length that cannot run (past a learned-position base's context, or
+            strings without a tokenizer, both ``seed`` and ``generator``, a ``seed`` outside
+            ``[0, 2**64)``, a draw of the wrong shape, head weights that are NaN or infinite
+            (a training that diverged), a temperature whose noise scale ``T |b_noise|``
+            overflows the heads' dtype, or a length that cannot run (past a learned-position base's context, or
             beyond the device's memory: :func:`check_length`; past a RoPE base's context only
             warns).
 
@@ -415,6 +443,16 @@ def generate(
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     if seed is not None and generator is not None:
         raise ValueError("pass seed or generator, not both")
+    if seed is not None:
+        try:
+            value = None if isinstance(seed, bool) else operator.index(seed)  # np.int64 too
+        except TypeError:
+            value = None
+        if value is None or not 0 <= value < 2**64:
+            raise ValueError(
+                f"seed must be an int in [0, 2**64) (a torch.Generator's), got {seed!r}"
+            )
+        seed = value
     if isinstance(stop_strings, str):
         stop_strings = [stop_strings]
     stops = [s for s in (stop_strings or []) if s]
@@ -453,14 +491,7 @@ def generate(
     if bool((mask.sum(-1) == 0).any()):
         raise ValueError("every prompt needs at least one token with attention_mask 1")
     check_length(model, B, int(mask.sum(-1).max()), max_new_tokens, use_cache)
-    rows = int(model.get_input_embeddings().weight.shape[0])
-    outside = (ids < 0) | (ids >= rows)
-    if bool(outside.any()):
-        raise ValueError(
-            f"input_ids holds ids outside the model's {rows} embedding rows "
-            f"({sorted(set(ids[outside].tolist()))[:5]}): was the prompt encoded with another "
-            "tokenizer?"
-        )
+    check_token_ids(ids, int(model.get_input_embeddings().weight.shape[0]))
     right_padded = (mask[:, -1] == 0).nonzero().flatten().tolist()
     if right_padded:
         raise ValueError(
@@ -489,6 +520,10 @@ def generate(
         generator=generator,
         **draws,
     )
+
+    # Once per call: NaN heads (a training that diverged) would pick token 0 at every step.
+    check_finite_weights(head_tensors(model).items(), "the model")
+    _check_noise_scale(decoding, action)
 
     eos = _eos_ids(model, tokenizer, eos_token_id)
     eos_t = torch.tensor(eos, dtype=torch.long, device=device)

@@ -23,7 +23,7 @@ from typing import Any
 
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-__all__ = ["CACHE_NAME", "resolve_cache", "takes_cache"]
+__all__ = ["CACHE_NAME", "CONFIG_ERRORS", "resolve_cache", "takes_cache"]
 
 
 def _cache_field_name() -> str:
@@ -35,6 +35,22 @@ CACHE_NAME: str = _cache_field_name()
 """The running release's name of the KV cache: ``"cache"`` (transformers >= 5.24) or
 ``"past_key_values"``. It is the keyword of the decoders' ``forward``, the field of their outputs,
 and the key ``generate()`` passes to and reads from a model."""
+
+
+def _config_errors() -> tuple[type[Exception], ...]:
+    try:
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:  # a huggingface_hub without strict dataclasses raises ValueError
+        return (ArithmeticError,)
+    return (StrictDataclassError, ArithmeticError)
+
+
+CONFIG_ERRORS: tuple[type[Exception], ...] = _config_errors()
+"""What a transformers config, or the model built from it, raises besides ``ValueError`` for a
+value that fails its own validation: huggingface_hub's ``StrictDataclassError``
+(``num_hidden_layers`` of the wrong type, or not matching ``layer_types``) and
+``ArithmeticError`` (a ``hidden_size`` of 0 divides by zero in the rotary embedding). Catch
+``(ValueError, *CONFIG_ERRORS)`` around reading one."""
 
 
 def resolve_cache(cache: Any, past_key_values: Any) -> Any:

@@ -37,11 +37,13 @@ from cauchylin.nn.readouts import context_codes
 from . import attach
 from ._backbone import (
     cached_positions,
+    check_finite_weights,
     input_embedding_weight,
     learned_position_limit,
     split_causal_lm,
     token_inputs,
 )
+from .batch import check_token_ids
 from .checkpoint import CheckpointMixin
 from .config import CauchyLMConfig
 from .generation import NumericGenerationMixin
@@ -518,8 +520,9 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
 
         Raises:
             ValueError: neither or both of ``input_ids``/``inputs_embeds``, both ``cache`` and
-                ``past_key_values``, ``numeric_values`` of another shape, or more positions
-                than a base with learned position embeddings has.
+                ``past_key_values``, ids outside the embedding rows, ``numeric_values`` of
+                another shape, or more positions than a base with learned position embeddings
+                has.
 
         Example:
             >>> import torch
@@ -565,7 +568,10 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             assert input_ids is not None
             if input_ids.dim() != 2:
                 raise ValueError(f"input_ids must be [batch, seq], got {tuple(input_ids.shape)}")
-            inputs_embeds = self.get_input_embeddings()(input_ids)
+            embedding = self.get_input_embeddings()
+            if is_validating():  # else an IndexError (a device assert on a GPU) names nothing
+                check_token_ids(input_ids, int(input_embedding_weight(self).shape[0]))
+            inputs_embeds = embedding(input_ids)
         positions = tuple(inputs_embeds.shape[:-1])
         limit = self._position_limit
         if limit is not None and not torch.compiler.is_compiling():
@@ -792,8 +798,26 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         return self.config.temperature
 
     def _individual(self, hidden: torch.Tensor) -> CauchyVector:
-        """``U = Abduction(z)`` on the heads' device."""
-        return self.abduction(hidden.to(self.abduction.loc_net.weight.device))
+        """``U = Abduction(z)`` on the heads' device.
+
+        A non-finite ``U`` (Abduction's check) is reported with its cause: the first weight
+        that is NaN or infinite (a training that diverged, a corrupt checkpoint), or, when every
+        weight is finite, the decoder's activations."""
+        try:
+            return self.abduction(hidden.to(self.abduction.loc_net.weight.device))
+        except ValueError:  # on this error path only: what made U non-finite?
+            check_finite_weights(self.named_parameters(), "the model")
+            if not bool(hidden.isfinite().all()):
+                name, value = max(
+                    ((n, float(p.detach().abs().max())) for n, p in self.named_parameters()),
+                    key=lambda item: item[1],
+                )
+                raise ValueError(
+                    "the decoder's hidden state holds NaN or infinite values although every "
+                    f"weight is finite: its activations overflowed (the largest weight, {name}, "
+                    f"reaches {value:.3g}: a training that diverged, a learning rate too high?)"
+                ) from None
+            raise
 
     def forward(
         self,
@@ -863,10 +887,12 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             :class:`CauchyLMOutput` (or its tuple).
 
         Raises:
-            ValueError: bad shapes, labels outside the OvR classes, an unknown mode, both
-                ``cache`` and ``past_key_values``, more positions than a base with learned
-                position embeddings has, or ``shift_labels`` with ``numeric_values`` but without
-                (pre-shifted) ``target_values``.
+            ValueError: bad shapes, ``input_ids`` outside the embedding rows, labels outside
+                the OvR classes, an unknown mode, both ``cache`` and ``past_key_values``, more
+                positions than a base with learned position embeddings has, ``shift_labels``
+                with ``numeric_values`` but without (pre-shifted) ``target_values``, or a
+                non-finite ``U`` (the message names the first NaN or infinite weight: a training
+                that diverged).
 
         Example:
             >>> import torch
@@ -897,7 +923,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         fields: dict[str, Any] = {}
         want_dists = loss_labels is None or bool(return_distributions)
         if loss_labels is not None:
-            U_all = self.abduction(hidden)
+            U_all = self._individual(hidden)
             loss = shifted_causal_loss(
                 self.action,
                 self.config,

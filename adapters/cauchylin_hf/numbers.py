@@ -55,6 +55,7 @@ __all__ = [
     "find_numbers",
     "format_number",
     "is_number",
+    "out_of_float32_range",
     "parse_number",
     "split_numbers",
     "to_float32",
@@ -189,6 +190,38 @@ def find_numbers(text: str) -> list[NumberSpan]:
             continue  # too large for float32: text
         spans.append(NumberSpan(start, end, spelling, value))
     return spans
+
+
+def out_of_float32_range(text: str) -> list[str]:
+    """Spellings in a text that have a number's form but that float32 cannot hold.
+
+    Too large ones (``1e39``) stay text (see the module docstring), too small ones (``2e-49``)
+    read as 0: either way the model reads another value than the text says.
+
+    Args:
+        text: any Unicode string.
+
+    Returns:
+        The spellings (without sign), in order; empty when every number fits.
+
+    Raises:
+        ValueError: when ``text`` is not a ``str``.
+
+    Example:
+        >>> out_of_float32_range("a 1e39, b 2e-49, c 1e-40, d 0.0, e 3.5")
+        ['1e39', '2e-49']
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    found = []
+    for m in _RUN.finditer(text):
+        body = m.group()
+        if _NUMBER_BODY.fullmatch(body) is None:
+            continue
+        x = float(body)
+        if _value_or_none(body) is None or (x != 0 and _value_or_none(body) == 0):
+            found.append(body)
+    return found
 
 
 def split_numbers(text: str) -> tuple[list[str], list[NumberSpan]]:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -47,13 +48,99 @@ from .batch import pad_values as batch_pad_values
 from .config import read_json_object
 from .numbers import find_numbers, format_number, is_number, parse_number, split_numbers
 
-__all__ = ["NUMERIC_TOKENIZER_CONFIG", "NumericTokenizer"]
+__all__ = ["NUMERIC_TOKENIZER_CONFIG", "NumericTokenizer", "check_text", "load_tokenizer_folder"]
 
 NUMERIC_TOKENIZER_CONFIG = "numeric_tokenizer_config.json"
 """File name of the wrapper's settings written by :meth:`NumericTokenizer.save_pretrained`."""
 
 _NO_LIMIT = int(1e12)  # model_max_length above this means "no limit" (HF's VERY_LARGE_INTEGER)
 _ID_LIMIT = 2**32  # ids are unsigned 32-bit in the tokenizers library
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_text(text: str, where: str) -> None:
+    """Refuse a text that holds a lone surrogate (a character no tokenizer can encode).
+
+    A lone surrogate (U+D800 to U+DFFF) is half of a UTF-16 pair: what a text cut by UTF-16
+    units leaves of an emoji (valid JSON: ``"\\ud83d"``), or how Python keeps a byte that is
+    not UTF-8 in a command-line argument (U+DC80 to U+DCFF). It cannot be written as UTF-8, and
+    the tokenizers library fails on it with a ``TypeError``.
+
+    Args:
+        text: the text.
+        where: where it comes from (``"data.jsonl:12"``, ``"--prompt 1"``), named in the error.
+
+    Raises:
+        ValueError: ``text`` holds a lone surrogate (the message gives the character and its
+            position).
+
+    Example:
+        >>> check_text("3 eggs \\U0001f95a", "text 1")  # a whole emoji: fine
+        >>> check_text("3 eggs \\ud83e", "data.jsonl:2")
+        Traceback (most recent call last):
+        ...
+        ValueError: data.jsonl:2: character 8 is a lone surrogate '\\ud83e', half of a UTF-16 pair (a text cut in the middle of an emoji?): no tokenizer can read it; remove it or restore the whole character
+    """
+    found = _SURROGATE.search(text)
+    if found is None:
+        return
+    code = ord(found.group())
+    what = (
+        f"a byte that is not UTF-8 (0x{code - 0xDC00:02x}, as Python keeps it in a command-line "
+        "argument), or half of a UTF-16 pair"
+        if 0xDC80 <= code <= 0xDCFF
+        else "half of a UTF-16 pair (a text cut in the middle of an emoji?)"
+    )
+    raise ValueError(
+        f"{where}: character {found.start() + 1} is a lone surrogate {found.group()!r}, {what}: "
+        "no tokenizer can read it; remove it or restore the whole character"
+    )
+
+
+def load_tokenizer_folder(path: str | os.PathLike, **kwargs: Any) -> PreTrainedTokenizerBase:
+    """``AutoTokenizer.from_pretrained`` on a local folder, its failures as one ``ValueError``.
+
+    The tokenizers library raises a bare ``Exception`` for a ``tokenizer.json`` it cannot
+    build (a vocabulary that lost the tokens its merges make, a hand-edited file), which would
+    otherwise escape every handler as a traceback.
+
+    Args:
+        path: the folder.
+        **kwargs: passed to ``AutoTokenizer.from_pretrained``.
+
+    Returns:
+        The tokenizer.
+
+    Raises:
+        ValueError: the folder's tokenizer files cannot be read (the message names the folder
+            and the library's reason), or the tokenizer they make encodes text to nothing (a
+            missing or emptied ``tokenizer.json`` leaves only the special tokens).
+
+    Example:
+        >>> import tempfile
+        >>> from cauchylin_hf.testing import tiny_tokenizer
+        >>> folder = tempfile.mkdtemp()
+        >>> _ = tiny_tokenizer(300).save_pretrained(folder)
+        >>> len(load_tokenizer_folder(folder))
+        300
+    """
+    try:
+        tokenizer = cast(PreTrainedTokenizerBase, AutoTokenizer.from_pretrained(path, **kwargs))
+    except Exception as exc:  # tokenizers raises a bare Exception; every cause is the files'
+        lines = str(exc).strip().splitlines()
+        reason = lines[-1].strip() if lines else type(exc).__name__
+        raise ValueError(
+            f"could not load the tokenizer in {os.fspath(path)!r} (its tokenizer.json or "
+            f"tokenizer_config.json, damaged or edited?): {reason}"
+        ) from exc
+    # A tokenizer.json that is missing or lost its vocabulary still loads, from
+    # tokenizer_config.json alone, with only the special tokens: every text would vanish.
+    if not tokenizer("the", add_special_tokens=False)["input_ids"]:
+        raise ValueError(
+            f"the tokenizer in {os.fspath(path)!r} encodes text to nothing (its vocabulary holds "
+            f"{len(tokenizer)} tokens: a tokenizer.json missing or emptied?)"
+        )
+    return tokenizer
 
 
 def _to_int_list(ids: Any, name: str) -> list[int]:
@@ -369,8 +456,8 @@ class NumericTokenizer:
                 return_tensors option, padding without a pad token, ``padding="max_length"``
                 without ``max_length``, a ``max_length`` or ``pad_to_multiple_of`` that is not a
                 positive int, a ``max_length`` too small for the special tokens, ragged
-                sequences with tensors and no padding, or text that the wrapped tokenizer maps
-                to the ``<NUM>`` id (a literal ``num_token`` in the text is not such text: it is
+                sequences with tensors and no padding, a text with a lone surrogate
+                (:func:`check_text`), or text that the wrapped tokenizer maps to the ``<NUM>`` id (a literal ``num_token`` in the text is not such text: it is
                 cut so that it stays text, see the module docstring).
 
         Example:
@@ -386,12 +473,14 @@ class NumericTokenizer:
         texts: list[str]
         if single:
             texts = [cast(str, text)]
+            check_text(texts[0], "text")
         elif isinstance(text, (list, tuple)):
             if not text:
                 raise ValueError("text must be a str or a non-empty list of str, got an empty list")
             for i, t in enumerate(text):
                 if not isinstance(t, str):
                     raise ValueError(f"text[{i}] must be a str, got {type(t).__name__}")
+                check_text(t, f"text[{i}] (text {i + 1})")
             texts = list(text)
         else:
             raise ValueError(f"text must be a str or a list of str, got {type(text).__name__}")
@@ -871,8 +960,9 @@ class NumericTokenizer:
             The ``NumericTokenizer``; without a settings file, the default ``<NUM>`` policy.
 
         Raises:
-            ValueError: when ``path`` is not an existing folder, or its settings file is not a
-                JSON object of valid settings (the message names the file).
+            ValueError: when ``path`` is not an existing folder, its tokenizer files cannot be
+                read, or its settings file is not a JSON object of valid settings (the message
+                names the file).
 
         Example:
             >>> import tempfile
@@ -885,7 +975,7 @@ class NumericTokenizer:
         """
         if not os.path.isdir(path):
             raise ValueError(f"path must be an existing tokenizer folder, got {str(path)!r}")
-        tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
+        tokenizer = load_tokenizer_folder(path, **kwargs)
         settings: dict[str, Any] = {}
         config = os.path.join(path, NUMERIC_TOKENIZER_CONFIG)
         if os.path.isfile(config):

@@ -22,6 +22,7 @@ every other mode takes ``argmax_k P_k`` with ``P_k = 1/2 + atan((loc_S_k - tau_k
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -111,7 +112,8 @@ def check_sampling_options(top_k: int | None = None, top_p: float | None = None)
         top_p: ``None`` or a number in ``(0, 1]``.
 
     Raises:
-        ValueError: ``top_k < 1`` (or not an int), or ``top_p`` outside ``(0, 1]``.
+        ValueError: ``top_k < 1`` (or not an int), or ``top_p`` not a number (a string
+            ``"0.9"`` included) or outside ``(0, 1]``.
 
     Example:
         >>> from cauchylin.nn.modes import check_sampling_options
@@ -120,11 +122,13 @@ def check_sampling_options(top_k: int | None = None, top_p: float | None = None)
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
         raise ValueError(f"top_k must be None or an int >= 1, got {top_k!r}")
     if top_p is not None:
-        try:
-            p = float(top_p)
-        except (TypeError, ValueError):
-            raise ValueError(f"top_p must be None or lie in (0, 1], got {top_p!r}") from None
-        if not (0.0 < p <= 1.0):
+        # a real number only: float("0.9") would pass here and fail later, in a comparison
+        number = isinstance(top_p, numbers.Real) or (
+            isinstance(top_p, torch.Tensor) and top_p.numel() == 1 and top_p.is_floating_point()
+        )
+        if isinstance(top_p, bool) or not number:
+            raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
+        if not (0.0 < float(top_p) <= 1.0):
             raise ValueError(f"top_p must be None or lie in (0, 1], got {top_p!r}")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import errno
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -266,3 +267,131 @@ def test_a_signal_during_the_two_rename_fallback_arrives_after_the_old_copy_is_g
     monkeypatch.setattr(os, "replace", real_replace)
     assert identity(folder) == 0.5
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+# ------------------------------------------- the folder changed by another program meanwhile
+
+EXCHANGES = {
+    "exchange": lambda monkeypatch: None,
+    "two renames": lambda monkeypatch: monkeypatch.setattr(
+        atomic_save, "exchange_folders", lambda a, b: False
+    ),
+}
+
+
+def _tree(folder: Path) -> dict[str, str]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_text()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _kept(target: Path) -> Path:
+    (kept,) = sorted(target.parent.glob(f"{target.name}.new-*"))
+    return kept
+
+
+def _save(target: Path, body, **kwargs) -> BaseException | None:
+    """``staged_folder(target)`` with ``body(staging)`` in the block; the error it raised."""
+    try:
+        with atomic_save.staged_folder(target, **kwargs) as staging:
+            body(staging)
+    except OSError as exc:
+        return exc
+    return None
+
+
+def _changed(err: BaseException | None, reason: str) -> None:
+    assert type(err).__name__ == "FolderChangedError", err
+    assert reason in str(err) and err.kept in str(err)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("swap", sorted(EXCHANGES))
+def test_a_folder_created_meanwhile_is_left_alone(tmp_path, monkeypatch, swap):
+    """It did not exist when the save began; another program made it, with a file, before the
+    swap: that folder stays, and the new contents are kept beside it."""
+    EXCHANGES[swap](monkeypatch)
+    target = tmp_path / "out"
+
+    def body(staging):
+        (staging / "config.json").write_text("mine")
+        target.mkdir()
+        (target / "config.json").write_text("theirs")
+
+    err = _save(target, body)
+    assert _tree(target) == {"config.json": "theirs"}
+    _changed(err, "it was created")
+    assert _tree(_kept(target)) == {"config.json": "mine"}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("swap", sorted(EXCHANGES))
+def test_a_save_that_finished_meanwhile_is_not_replaced(tmp_path, monkeypatch, swap):
+    """Two saves into one folder at once: the one that swaps second finds another folder in
+    its place and keeps its contents beside it (never two successes for one folder)."""
+    EXCHANGES[swap](monkeypatch)
+    target = tmp_path / "out"
+    assert _save(target, lambda s: (s / "config.json").write_text("first")) is None
+    results = []
+
+    def body(staging):
+        (staging / "config.json").write_text("mine")
+        results.append(_save(target, lambda s: (s / "config.json").write_text("theirs")))
+
+    err = _save(target, body)
+    assert results == [None]
+    assert _tree(target) == {"config.json": "theirs"}
+    _changed(err, "another folder took its place")
+    assert _tree(_kept(target)) == {"config.json": "mine"}
+
+
+@pytest.mark.parametrize("swap", sorted(EXCHANGES))
+def test_an_entry_written_meanwhile_is_not_replaced_and_one_added_is_kept(
+    tmp_path, monkeypatch, swap
+):
+    EXCHANGES[swap](monkeypatch)
+    target = tmp_path / "out"
+    assert _save(target, lambda s: (s / "config.json").write_text("v1")) is None
+
+    def edited(staging):  # an entry the new contents replace, rewritten by someone else
+        (staging / "config.json").write_text("v2")
+        (target / "config.json").unlink()
+        (target / "config.json").write_text("edited by hand")
+
+    err = _save(target, edited)
+    assert _tree(target) == {"config.json": "edited by hand"}
+    _changed(err, "its entry 'config.json' was written")
+    shutil.rmtree(_kept(target))
+
+    def added(staging):  # an entry the new contents do not have: kept, in the new folder
+        (staging / "config.json").write_text("v3")
+        (target / "notes.md").write_text("added meanwhile")
+
+    assert _save(target, added) is None
+    assert _tree(target) == {"config.json": "v3", "notes.md": "added meanwhile"}
+
+    def stale(staging):  # a stale entry that appeared meanwhile is someone else's
+        (staging / "config.json").write_text("v4")
+        (target / "model.bin").write_text("theirs")
+
+    err = _save(target, stale, stale=lambda name: name.endswith(".bin"))
+    assert _tree(target) == {
+        "config.json": "v3",
+        "model.bin": "theirs",
+        "notes.md": "added meanwhile",
+    }
+    _changed(err, "its entry 'model.bin' was written")
+
+
+def test_a_folder_removed_meanwhile_gets_the_new_contents_beside_it(tmp_path):
+    target = tmp_path / "out"
+    target.mkdir()
+
+    def body(staging):
+        (staging / "config.json").write_text("mine")
+        target.rmdir()
+
+    err = _save(target, body)
+    _changed(err, "it was removed")
+    assert not target.exists() and _tree(_kept(target)) == {"config.json": "mine"}

@@ -589,7 +589,8 @@ def test_a_successful_training_replaces_the_model(trained, data, tmp_path, capsy
     assert cli.main([*argv, "--max-steps", "2", "--batch-size", "4", "--no-progress"]) == 0
     assert (out / "model.safetensors").read_bytes() != before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
-    assert not (out / "stray.txt").exists()  # the new model replaces the folder whole
+    # the new model replaces the model's files; a file that is not the model's is kept
+    assert (out / "stray.txt").read_text() == "an old file the new model does not write"
     assert (out.stat().st_mode & 0o777) == 0o750  # the folder keeps its permissions
 
 

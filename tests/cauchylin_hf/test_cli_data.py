@@ -329,3 +329,48 @@ def test_build_from_config_is_seeded_and_trainable():
     assert not any(p.requires_grad for p in frozen.backbone.parameters())
     assert a.config.hidden_size == PRESETS["qwen2-tiny"]["hidden_size"]
     assert ntok.tokenizer.convert_tokens_to_ids("<NUM>") == a.config.num_token_id
+
+
+# ------------------------------------------- cells and files a user cannot act on without a hint
+
+
+@pytest.mark.parametrize(
+    "cell, reason",
+    [
+        (
+            "2e-49",
+            "is below float32's range (about ±1.4e-45), which the model reads: it would read 0",
+        ),
+        ("-1e-46", "is below float32's range"),
+        ("\u22123e-50", "is below float32's range"),
+        ("3.5e38", "is beyond float32's range"),
+        ("12,5", "has a decimal comma (write 12.5)"),
+        ("-0,75", "has a decimal comma (write -0.75)"),
+        ("1,5e3", "has a decimal comma (write 1.5e3)"),
+        ("12\u00a0500", "has a thousands separator (write 12500)"),
+        ("1\u00a0234\u00a0567,5", "has thousands separators and a decimal comma (write 1234567.5)"),
+        ("1.234.567,25", "has thousands separators and a decimal comma (write 1234567.25)"),
+    ],
+)
+def test_targets_beyond_float32_either_way_and_local_spellings_are_named(cell, reason):
+    """2e-49 read as 0 with no note while 3.5e38 was refused; a decimal comma and a no-break
+    space between thousands were "several numbers (a date, a range?)"."""
+    assert reason in (not_a_number(cell) or "")
+    assert "several numbers" not in (not_a_number(cell) or "")
+
+
+def test_the_smallest_float32_and_zero_are_still_targets():
+    assert [not_a_number(c) for c in ("0", "-0.0", "0e-99", "1.5e-45", "1e-40")] == [None] * 5
+    assert to_float32(1.5e-45) > 0  # a subnormal, read as itself
+
+
+def test_a_utf16_table_without_a_byte_order_mark_is_named(tmp_path):
+    """All-ASCII UTF-16 without a BOM: "line 32: 1 cells, but the header has 3 columns" for a
+    31-line file."""
+    rows = "".join(f"{i},{i + 1},{2 * i}\n" for i in range(30))
+    path = _write(tmp_path / "t.csv", ("a,b,target\n" + rows).encode("utf-16-le"))
+    with pytest.raises(ValueError, match=None) as info:
+        read_table(path)
+    assert "holds NUL characters (the first on line 1)" in str(info.value)
+    assert "UTF-16 or UTF-32 without a byte-order mark" in str(info.value)
+    assert "cells" not in str(info.value)

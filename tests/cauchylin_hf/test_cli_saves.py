@@ -367,3 +367,102 @@ def test_a_text_longer_than_a_learned_position_context_is_a_clear_error(tmp_path
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "prompt 1 is" in err[0] and "context of 32 positions" in err[0]
+
+
+# ------------------------------------------------ another program writing to the same folder
+
+
+def _during_training(monkeypatch, action):
+    """Run ``action()`` once, right after the next training's steps (before its save)."""
+    import cauchylin_hf.training as training
+
+    real, done = training.train, []
+
+    def train(*a, **kw):
+        result = real(*a, **kw)
+        if not done:
+            done.append(True)
+            action()
+        return result
+
+    monkeypatch.setattr(training, "train", train)
+
+
+def _kept_beside(out: Path) -> list[Path]:
+    return sorted(out.parent.glob(f"{out.name}.new-*"))
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_two_trainings_into_one_folder_never_both_save(
+    setup, tmp_path, capsys, monkeypatch, overwrite
+):
+    """A sweep that forgets to vary --output-dir: a second training finishes into the folder
+    while the first still runs. The first must not replace it: one "saved", and the first's
+    model kept beside, named in its error."""
+    out = _copy(setup, tmp_path) if overwrite else tmp_path / "model"
+    extra = ["--overwrite"] if overwrite else []
+    results = []
+
+    def other_training():
+        results.append(cli.main(_train(setup["base"], setup["data"], out, "--seed", "1", *extra)))
+
+    _during_training(monkeypatch, other_training)
+    first = cli.main(_train(setup["base"], setup["data"], out, *extra))
+    captured = capsys.readouterr()
+    assert results == [0] and first == 2
+    assert captured.out.count("saved the model") == 1
+    error = captured.err.strip().splitlines()[-1]
+    assert error.startswith("cauchylin-lm train: error: --output-dir ")
+    assert "was changed by another program during training" in error
+    other = _digest(out)  # the other training's model, whole
+    assert CauchyLMForCausalLM.from_pretrained(out) is not None
+    (kept,) = _kept_beside(out)
+    assert f"the new model was saved to {str(kept)!r} instead" in error
+    assert _digest(kept).keys() == other.keys() and _digest(kept) != other
+    assert _hidden(out) == []
+
+
+def test_a_folder_another_program_creates_during_training_is_left_alone(
+    setup, tmp_path, capsys, monkeypatch
+):
+    """`train` refuses a non-empty folder that is not a model at start; one that another
+    program makes at the path while it trains was swapped out and its file deleted."""
+    out = tmp_path / "model"
+
+    def other_program():
+        out.mkdir()
+        (out / "theirs.txt").write_text("not yours")
+
+    _during_training(monkeypatch, other_program)
+    assert cli.main(_train(setup["base"], setup["data"], out)) == 2
+    captured = capsys.readouterr()
+    assert "saved the model" not in captured.out
+    assert "(it was created)" in captured.err
+    assert sorted(p.name for p in out.iterdir()) == ["theirs.txt"]
+    assert (out / "theirs.txt").read_text() == "not yours"
+    (kept,) = _kept_beside(out)
+    assert CauchyLMForCausalLM.from_pretrained(kept).config.num_token_id is not None
+
+
+def test_overwrite_replaces_the_model_and_keeps_what_is_not_the_models(setup, tmp_path, capsys):
+    """--overwrite replaced the folder whole, a user's notes and subfolders too (Hugging Face's
+    --overwrite_output_dir, which it was said to follow, deletes nothing). Now the model's
+    files go (a stale tokenizer file of another kind too) and everything else stays, named
+    before training."""
+    out = _copy(setup, tmp_path)
+    (out / "notes.md").write_text("lr 1e-3 was too high")
+    (out / "plots").mkdir()
+    (out / "plots" / "loss.png").write_bytes(b"png")
+    (out / "vocab.json").write_text("{}")  # a tokenizer file the new save does not write
+    before = _digest(out)
+    assert cli.main(_train(out, setup["data"], out, "--overwrite")) == 0
+    after = _digest(out)
+    assert after.get("notes.md") == before["notes.md"]
+    assert after.get("plots/loss.png") == before["plots/loss.png"]
+    assert "vocab.json" not in after
+    assert after["model.safetensors"] != before["model.safetensors"]
+    assert _hidden(out) == []
+    err = capsys.readouterr().err
+    assert "--overwrite: the model's files in" in err and "(config.json, data_format.json," in err
+    assert "vocab.json) are replaced once the training succeeded" in err
+    assert "its 2 other entries (notes.md, plots) are kept" in err

@@ -259,3 +259,61 @@ def test_dataloader_round_trip(ntok):
         skip_special_tokens=True,
     )
     assert decoded == texts
+
+
+# ------------------------------------------- byte-order marks, half emoji, UTF-16 without a BOM
+
+
+@pytest.mark.parametrize("name", ["d.txt", "d.jsonl"])
+def test_a_utf8_byte_order_mark_is_dropped_as_the_csv_reader_drops_it(tmp_path, name):
+    """A .txt kept U+FEFF at the start of text 1; a .jsonl was "not valid JSON" on line 1."""
+    line = json.dumps({"text": "3 eggs."}) if name.endswith(".jsonl") else "3 eggs."
+    path = tmp_path / name
+    path.write_bytes(f"{line}\n{line}\n".encode("utf-8-sig"))
+    assert read_texts(path) == ["3 eggs.", "3 eggs."]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_utf16_and_utf32_with_a_byte_order_mark_read_like_utf8(tmp_path, encoding):
+    text = '{"text": "Zürich 382."}\n{"text": "Genève 410."}\n'
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(text.encode(encoding))
+    assert read_texts(path) == ["Zürich 382.", "Genève 410."]
+
+
+def test_utf16_without_a_byte_order_mark_is_named_not_read_as_nul_text(tmp_path):
+    """All-ASCII UTF-16 without a BOM is valid UTF-8 with a NUL after every letter: a .txt was
+    trained on as such text, a .jsonl was "not valid JSON"."""
+    for name in ("d.txt", "d.jsonl"):
+        path = tmp_path / name
+        line = json.dumps({"text": "3 eggs."}) if name.endswith(".jsonl") else "3 eggs."
+        path.write_bytes(f"{line}\n{line}\n".encode("utf-16-le"))
+        with pytest.raises(ValueError, match=None) as info:
+            read_texts(path)
+        message = str(info.value)
+        assert f"{path} holds NUL characters (the first on line 1)" in message
+        assert "UTF-16 or UTF-32 without a byte-order mark" in message
+        assert "iconv -f utf-16le -t utf-8" in message
+
+
+def test_short_utf16_text_without_a_byte_order_mark_is_named_as_such(tmp_path):
+    """A few non-ASCII letters in UTF-16: the hint said Latin-1 (it counted 20 NULs)."""
+    path = tmp_path / "d.txt"
+    path.write_bytes("Zürich 3 €\n".encode("utf-16-le"))
+    with pytest.raises(ValueError, match="it looks like UTF-16 without a byte-order mark"):
+        read_texts(path)
+
+
+@pytest.mark.parametrize(
+    "record", ['{"text": "price 3 \\ud83d"}', '"\\udce9t\\u00e9"', '{"text": "\\ude00 x"}']
+)
+def test_a_lone_surrogate_in_a_jsonl_record_names_the_file_and_line(tmp_path, record):
+    """Valid JSON, but half an emoji: train/evaluate/predict/generate ended with the
+    tokenizer's TypeError."""
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"text": "fine 1."}\n\n' + record + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{path}:3: character \d+ is a lone surrogate"):
+        read_texts(path)
+    whole = tmp_path / "ok.jsonl"
+    whole.write_text('{"text": "3 \\ud83e\\udd5a eggs"}\n', encoding="utf-8")  # a whole emoji
+    assert read_texts(whole) == ["3 \U0001f95a eggs"]

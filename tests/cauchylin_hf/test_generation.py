@@ -415,3 +415,75 @@ def test_generation_past_a_rope_context_warns_like_transformers(models, caplog):
 def test_a_generation_longer_than_memory_is_refused_up_front(models):
     with pytest.raises(ValueError, match=r"max_new_tokens=1000000000000: .* GiB .* at most about"):
         generate(models["qwen2"], torch.tensor([[5, 6, 7]]), max_new_tokens=10**12)
+
+
+# ------------------------------------------------------- refused once, before the first step
+
+
+@pytest.mark.parametrize("name", ["threshold", "b_noise"])
+def test_nan_heads_are_refused_once_before_the_first_step(ntok, monkeypatch, name):
+    """A training that diverged leaves NaN heads in memory (loading refuses them): generate
+    chose token 0 at every step."""
+    model = make_model()
+    with torch.no_grad():
+        getattr(model.action, name).fill_(float("nan"))
+    steps = []
+    real = CauchyLMForCausalLM.step
+    monkeypatch.setattr(
+        CauchyLMForCausalLM, "step", lambda *a, **k: steps.append(1) or real(*a, **k)
+    )
+    for mode in ("causal", "standard", "sampling"):
+        with pytest.raises(ValueError, match=rf"the weight action\.{name} holds NaN or inf"):
+            generate(model, "area 3", tokenizer=ntok, mode=mode, max_new_tokens=5, seed=0)
+    assert steps == []
+
+
+def test_a_temperature_whose_noise_scale_overflows_names_the_temperature(models, ntok):
+    """T = 1e39 failed at the first step with "shift must be finite" (an internal tensor)."""
+    model = models["qwen2"]
+    largest = float(model.action.b_noise.detach().abs().max())
+    refused = r"temperature=\S+ is too large: T and the noise scales it multiplies"
+    for t in (1e39, 3.4e38 / largest * 2):
+        with pytest.raises(ValueError, match=refused):
+            generate(model, "3 eggs", tokenizer=ntok, mode="sampling", temperature=t, seed=0)
+    # the causal mode and the compatible mode's softmax temperature never scale the noise
+    for mode in ("causal", "compatible"):
+        out = generate(model, "3 eggs", tokenizer=ntok, mode=mode, temperature=1e39, seed=0)
+        assert out.sequences.shape[0] == 1
+    # T |b_noise| fits, but scale_S = |W_cls| (scale_U + T |b_noise|) would not
+    wide = make_model()
+    with torch.no_grad():
+        wide.action.classifier.weight.mul_(1e6)
+    with torch.no_grad():
+        spread = float((wide.action.classifier.weight.abs() @ wide.action.b_noise.abs()).max())
+    t = 3.4e38 / spread * 4
+    assert t * largest < 3.4e38
+    with pytest.raises(ValueError, match=refused):
+        generate(wide, "3 eggs", tokenizer=ntok, mode="standard", temperature=t, seed=0)
+    ok = generate(
+        wide,
+        "3 eggs",
+        tokenizer=ntok,
+        mode="standard",
+        temperature=t / 16,
+        seed=0,
+        return_distributions=True,
+        max_new_tokens=2,
+    )
+    assert bool(ok.steps["scale_S"].isfinite().all())
+
+
+@pytest.mark.parametrize("seed", [2**64, 2**70, -1, 1.5, "1", True])
+def test_a_seed_outside_a_generators_range_names_the_seed(models, ntok, seed):
+    """2**70 was "Overflow when unpacking long long"."""
+    with pytest.raises(ValueError, match=r"seed must be an int in \[0, 2\*\*64\)"):
+        generate(models["qwen2"], "3 eggs", tokenizer=ntok, seed=seed, max_new_tokens=2)
+    out = generate(models["qwen2"], "3 eggs", tokenizer=ntok, seed=2**64 - 1, max_new_tokens=2)
+    assert out.sequences.shape[0] == 1
+
+
+@pytest.mark.parametrize("top_p", ["0.9", b"0.9", True])
+def test_a_top_p_that_is_not_a_number_is_refused_before_the_loop(models, ntok, top_p):
+    """top_p="0.9" passed the check (float("0.9") works) and failed later with a TypeError."""
+    with pytest.raises(ValueError, match=r"top_p must be None or a number in \(0, 1\]"):
+        generate(models["qwen2"], "3 eggs", tokenizer=ntok, mode="compatible", top_p=top_p)

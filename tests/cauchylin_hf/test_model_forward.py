@@ -494,3 +494,48 @@ def test_no_trainable_parameter_goes_unused(make_base, tiny_tok, frozen):
     model(ids, labels=ids).loss.backward()
     unused = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
     assert not unused, unused
+
+
+def test_ids_past_the_embedding_are_named_in_the_forward():
+    """The forward raised the embedding's IndexError (generate named such ids)."""
+    model = CauchyLMForCausalLM.from_base(
+        tiny_base_model("qwen2", vocab_size=VOCAB), num_token_id=5
+    )
+    for bad in (VOCAB, 10**6, -1):
+        ids = torch.tensor([[5, 7, bad]])
+        with pytest.raises(ValueError, match=rf"input_ids holds ids outside the model's {VOCAB} "):
+            model(ids)
+        with pytest.raises(ValueError, match=r"outside the model's"):
+            model(ids, labels=torch.tensor([[5, 7, 8]]))
+
+
+def test_a_diverged_weight_is_named_when_the_forward_meets_it():
+    """A training with --learning-rate 1e308 stopped with "loc must be finite, but it holds
+    NaN (shape (8, 28, 32) ...)", naming neither a weight nor the divergence."""
+    ids = torch.tensor([[5, 7, 9]])
+    for where in ("backbone", "heads"):
+        model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=5)
+        with torch.no_grad():
+            if where == "backbone":
+                model.backbone.layers[1].mlp.up_proj.weight.fill_(float("inf"))
+                name = r"backbone\.layers\.1\.mlp\.up_proj\.weight"
+            else:
+                model.abduction.loc_net.weight[0, 0] = float("nan")
+                name = r"abduction\.loc_net\.weight"
+        for labels in (None, ids):
+            with pytest.raises(ValueError, match=rf"the model: the weight {name} holds NaN") as e:
+                model(ids, labels=labels)
+            assert "a training that diverged: a learning rate too high" in str(e.value)
+
+
+def test_activations_that_overflow_with_finite_weights_name_the_largest_weight():
+    """--learning-rate 1e30 on a trainable backbone leaves finite but huge weights: the message
+    said the activations overflowed, naming no weight and no divergence."""
+    model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=5)
+    with torch.no_grad():
+        model.backbone.layers[0].mlp.up_proj.weight.fill_(1e30)
+        model.backbone.layers[0].mlp.gate_proj.weight.fill_(1e30)
+    with pytest.raises(ValueError, match="its activations overflowed") as e:
+        model(torch.tensor([[5, 7, 9]]))
+    assert "the largest weight, backbone.layers.0.mlp." in str(e.value)
+    assert "a training that diverged" in str(e.value)

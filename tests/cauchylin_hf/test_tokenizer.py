@@ -641,3 +641,13 @@ def test_a_broken_settings_file_is_named(tmp_path):
         with pytest.raises(ValueError, match=message) as info:
             NumericTokenizer.from_pretrained(tmp_path)
         assert NUMERIC_TOKENIZER_CONFIG in str(info.value)
+
+
+@pytest.mark.parametrize("text", ["price \ud83d", "\udcff 3", "a\udfffb"])
+def test_a_lone_surrogate_is_a_value_error_naming_the_text(text):
+    """The tokenizers library raised a TypeError ("TextEncodeInput must be ...") on it."""
+    ntok = NumericTokenizer(gpt2_style())
+    with pytest.raises(ValueError, match=r"text: character \d+ is a lone surrogate"):
+        ntok(text)
+    with pytest.raises(ValueError, match=r"text\[1\] \(text 2\): character \d+ is a lone"):
+        ntok(["fine 3", text])

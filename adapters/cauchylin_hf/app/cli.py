@@ -283,7 +283,24 @@ def _read_data(
         return _Data(tt.texts(table), tt, table, path)
     if getattr(args, "template", None):
         raise CliError(f"--template needs a table (.csv or .tsv file), got {path!r}")
-    return _Data(read_texts(p), None, None, path)
+    texts = read_texts(p)
+    _note_float32_misses(args, texts, path)
+    return _Data(texts, None, None, path)
+
+
+def _note_float32_misses(args: argparse.Namespace, texts: list[str], path: str) -> None:
+    """A note on numbers of free text that float32 cannot hold (a table refuses such targets)."""
+    from ..numbers import out_of_float32_range
+
+    misses = [(i, s) for i, text in enumerate(texts) for s in out_of_float32_range(text)]
+    if misses:
+        i, spelling = misses[0]
+        _note(
+            args,
+            f"{len(misses)} number(s) of {path} lie outside float32's range, which the model "
+            f"reads (the first: {spelling!r} in text {i + 1}): one too large stays text, one "
+            "too small reads as 0; rescale them if they matter",
+        )
 
 
 def _table_truth(data: _Data) -> list[float | None]:
@@ -382,25 +399,44 @@ def _shorten(text: str, limit: int = 200) -> str:
 # The output folder: checked first, written to a temporary folder, swapped in at the end
 
 
-def _check_output_dir(path: str, overwrite: bool) -> Path:
-    """The output folder: refused when it is a file, a non-empty folder that is not a model, or
-    a model without ``--overwrite``."""
-    out = Path(path)
+def _check_output_dir(args: argparse.Namespace) -> tuple[Path, Any]:
+    """The output folder and its state (checked again at the swap): refused when it is a file,
+    a non-empty folder that is not a model, or a model without ``--overwrite``. With
+    ``--overwrite``, a folder with entries that are not the model's gets a note naming what is
+    replaced and what is kept."""
+    from ..atomic_save import folder_state
+
+    path, out = args.output_dir, Path(args.output_dir)
     if out.exists() and not out.is_dir():
         raise CliError(f"--output-dir {path!r} is a file, not a folder")
-    if out.is_dir() and any(out.iterdir()):
+    seen = folder_state(out)
+    if seen.entries:
         if not _is_causal_folder(out):
             raise CliError(
                 f"--output-dir {path!r} is a non-empty folder that does not hold a cauchylin "
                 "model; choose a new folder"
             )
-        if not overwrite:
+        if not args.overwrite:
             raise CliError(
                 f"--output-dir {path!r} already holds a trained model; pass --overwrite to "
                 "replace it (it is replaced only once the new training succeeded), or choose "
                 "another folder"
             )
-    return out
+        replaced = sorted(name for name in seen.entries if _is_model_entry(name))
+        kept = sorted(name for name in seen.entries if not _is_model_entry(name))
+        if kept:  # a folder of the model's files alone needs no word
+            _note(
+                args,
+                f"--overwrite: the model's files in {path!r} ({_listed(replaced)}) are "
+                f"replaced once the training succeeded; its {len(kept)} other entries "
+                f"({_listed(kept)}) are kept",
+            )
+    return out, seen
+
+
+def _listed(names: list[str], shown: int = 12) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _note_leftovers(args: argparse.Namespace, out: Path) -> None:
@@ -464,25 +500,28 @@ def _signals_deferred() -> Iterator[list[int]]:
             signal.signal(sig, handler)
 
 
-def _replace_everything(name: str) -> bool:
-    """``stale`` of :func:`~cauchylin_hf.atomic_save.staged_folder`: a new model replaces the
-    whole folder (nothing of the old one is carried over)."""
-    return True
+def _is_model_entry(name: str) -> bool:
+    """``stale`` of :func:`~cauchylin_hf.atomic_save.staged_folder`: the files of the old model
+    (weights, configs, tokenizer, ``data_format.json``) go; every other entry is kept."""
+    from ..checkpoint import is_checkpoint_file
+
+    return name == DATA_FORMAT_FILE or is_checkpoint_file(name)
 
 
 @contextmanager
-def _staging(dest: Path) -> Iterator[Path]:
+def _staging(dest: Path, seen: Any) -> Iterator[Path]:
     """A hidden folder beside ``dest`` that replaces it when the block succeeds
-    (:func:`cauchylin_hf.atomic_save.staged_folder`, replacing every entry).
+    (:func:`cauchylin_hf.atomic_save.staged_folder`: the old model's files go, other entries
+    stay; ``dest`` must still be as ``seen``, else the new model is kept beside it).
 
     On any error, Ctrl-C or SIGTERM the hidden folder is removed and ``dest`` is left as it was.
     Before the swap the new files get the umask's permissions; a Ctrl-C or SIGTERM that arrives
     during the swap is held until the swap (and the removal of the old folder) is done, then
     raised, saying that the new model was saved.
     """
-    from ..atomic_save import staged_folder
+    from ..atomic_save import FolderChangedError, staged_folder
 
-    folder = staged_folder(dest, stale=_replace_everything)
+    folder = staged_folder(dest, stale=_is_model_entry, seen=seen)
     try:
         staging = folder.__enter__()
     except OSError as exc:
@@ -495,7 +534,14 @@ def _staging(dest: Path) -> Iterator[Path]:
             raise
         return
     with _signals_deferred() as received:
-        folder.__exit__(None, None, None)
+        try:
+            folder.__exit__(None, None, None)
+        except FolderChangedError as exc:
+            raise CliError(
+                f"--output-dir {str(dest)!r} was changed by another program during training "
+                f"({exc.reason}); it was left as it is, and the new model was saved to "
+                f"{exc.kept!r} instead"
+            ) from None
     if received:
         stop = _Terminated if signal.SIGTERM in received else KeyboardInterrupt
         raise stop(f"the new model was saved to {dest} before stopping")
@@ -719,7 +765,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise CliError("no training data: pass --data FILE (.jsonl, .txt, .csv)")
     if args.from_config is not None and args.tokenizer is not None:
         raise CliError("--from-config trains its own tokenizer: leave out --tokenizer")
-    out = _check_output_dir(args.output_dir, args.overwrite)
+    out, seen = _check_output_dir(args)
     _note_leftovers(args, out)
     saved = _data_format(args.model) if args.model is not None else {}
     data = _read_data(args, args.data, saved)
@@ -771,7 +817,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     precision = NumberPrecision.from_texts(data.texts)
     existed = out.exists()
     try:
-        with _staging(out) as staging:
+        with _staging(out, seen) as staging:
             result = train(
                 model,
                 ntok,
@@ -859,8 +905,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _prompts(args: argparse.Namespace, saved: dict[str, Any]) -> tuple[list[str], _Data | None]:
     from ..data import read_texts
+    from ..tokenizer import check_text
 
     prompts = list(args.prompt or [])
+    for i, prompt in enumerate(prompts):  # bytes that are not UTF-8 arrive as lone surrogates
+        check_text(prompt, f"--prompt {i + 1}")
     table: _Data | None = None
     if getattr(args, "prompts_file", None):
         prompts += read_texts(_data_path(args.prompts_file))

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from ..data import read_text_file
 from ..numbers import find_numbers, is_number, parse_number, to_float32
 
 __all__ = [
@@ -50,14 +51,11 @@ TARGET = "target"
 
 _SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 _TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}
-_THOUSANDS = re.compile(r"[+-]?[0-9]{1,3}(?:[,'\u2009\u202f ][0-9]{3})+(?:\.[0-9]+)?")
-_BOMS = (  # byte-order marks, longest first (UTF-32's starts like UTF-16's)
-    (b"\xef\xbb\xbf", "utf-8-sig"),
-    (b"\xff\xfe\x00\x00", "utf-32"),
-    (b"\x00\x00\xfe\xff", "utf-32"),
-    (b"\xff\xfe", "utf-16"),
-    (b"\xfe\xff", "utf-16"),
-)
+_SEPARATORS = ",'\u00a0\u2009\u202f "  # comma, apostrophe, no-break, thin and narrow spaces
+_THOUSANDS = re.compile(rf"[+-]?[0-9]{{1,3}}(?:[{_SEPARATORS}][0-9]{{3}})+(?:\.[0-9]+)?")
+_DECIMAL_COMMA = re.compile(r"[+-]?[0-9]+,[0-9]+(?:[eE][+-]?[0-9]+)?")
+# 1.234.567,5 and 1 234 567,5: thousands by dots or spaces, then a decimal comma
+_EUROPEAN = re.compile(r"[+-]?[0-9]{1,3}(?:[.'\u00a0\u2009\u202f ][0-9]{3})+,[0-9]+")
 
 
 class Table(NamedTuple):
@@ -118,27 +116,6 @@ def is_table_file(path: str | os.PathLike[str]) -> bool:
     return Path(path).suffix.lower() in _TABLE_SUFFIXES
 
 
-def _decode(p: Path) -> str:
-    """The text of a table file: UTF-8, or the encoding its byte-order mark names."""
-    data = p.read_bytes()
-    encoding = next((name for bom, name in _BOMS if data.startswith(bom)), "utf-8")
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        hint = (
-            "it looks like UTF-16 without a byte-order mark"
-            if data[:200].count(0) > 20
-            else "it may be Latin-1 or Windows-1252"
-        )
-        raise ValueError(
-            f"{p} is not {encoding.upper().removesuffix('-SIG')} text: byte 0x"
-            f"{data[exc.start]:02x} at line {line} ({hint}); save it as UTF-8 (e.g. "
-            f"iconv -f latin1 -t utf-8 {p.name} > {p.stem}.utf8{p.suffix})"
-        ) from None
-    return text.removeprefix("\ufeff")
-
-
 def read_table(path: str | os.PathLike[str]) -> Table:
     """Read a CSV (or, by its ``.tsv`` suffix, tab-separated) file with a header row.
 
@@ -155,8 +132,9 @@ def read_table(path: str | os.PathLike[str]) -> Table:
         FileNotFoundError: the file does not exist.
         ValueError: no header or no data row, an empty or repeated column name, a row with
             more or fewer cells than the header, a cell longer than the ``csv`` module's field
-            limit (often an unclosed quote), or bytes that are not UTF-8 (each message names the
-            file, and the line where it can).
+            limit (often an unclosed quote), or bytes that are not text
+            (:func:`cauchylin_hf.data.read_text_file`: not UTF-8, or UTF-16 without a
+            byte-order mark); each message names the file, and the line where it can.
 
     Example:
         >>> import pathlib, tempfile
@@ -170,7 +148,7 @@ def read_table(path: str | os.PathLike[str]) -> Table:
     if not p.is_file():
         raise FileNotFoundError(f"table file not found: {str(p)!r}")
     delimiter = _TABLE_SUFFIXES.get(p.suffix.lower(), ",")
-    reader = csv.reader(io.StringIO(_decode(p), newline=""), delimiter=delimiter)
+    reader = csv.reader(io.StringIO(read_text_file(p), newline=""), delimiter=delimiter)
     header: list[str] | None = None
     rows: list[dict[str, str]] = []
     lines: list[int] = []
@@ -222,26 +200,43 @@ def not_a_number(cell: str) -> str | None:
         cell: the cell as spelled in the file.
 
     Returns:
-        None for a number, else a short reason (with a hint for thousands separators, digits
-        other than 0-9, numbers beyond float32, dates and missing-value markers).
+        None for a number, else a short reason (with a hint for thousands separators, decimal
+        commas, digits other than 0-9, numbers beyond float32's range either way, dates and
+        missing-value markers).
 
     Example:
         >>> [not_a_number(c) for c in ("151", "-0.03", "1.5e3")]
         [None, None, None]
         >>> not_a_number("12,500")
         "'12,500' has a thousands separator (write 12500; or 12.500 for a decimal comma)"
+        >>> not_a_number("12,5")
+        "'12,5' has a decimal comma (write 12.5)"
+        >>> not_a_number("2e-49")  # float32 reads it as 0
+        "'2e-49' is below float32's range (about ±1.4e-45), which the model reads: it would read 0 (rescale the column)"
         >>> not_a_number("n/a")
         "'n/a' is not a number (a missing value? drop the row)"
     """
-    if is_number(cell):
-        return None
     shown = repr(cell if len(cell) <= 40 else cell[:37] + "...")
+    if is_number(cell):
+        if parse_number(cell) == 0 and float(cell.lstrip("+-\u2212\u2013")) != 0:
+            return (
+                f"{shown} is below float32's range (about ±1.4e-45), which the model reads: it "
+                "would read 0 (rescale the column)"
+            )
+        return None
     if not cell:
         return "the cell is empty"
     if _THOUSANDS.fullmatch(cell):
-        plain = re.sub(r"[,'\u2009\u202f ]", "", cell)
-        decimal = "" if "." in cell else f"; or {cell.replace(',', '.')} for a decimal comma"
+        plain = re.sub(f"[{_SEPARATORS}]", "", cell)
+        comma = cell.count(",") == 1 and "." not in cell  # 12,500 may be 12.5 written 12,500
+        decimal = f"; or {cell.replace(',', '.')} for a decimal comma" if comma else ""
         return f"{shown} has a thousands separator (write {plain}{decimal})"
+    if _DECIMAL_COMMA.fullmatch(cell):
+        return f"{shown} has a decimal comma (write {cell.replace(',', '.')})"
+    if _EUROPEAN.fullmatch(cell):
+        whole, fraction = cell.rsplit(",", 1)
+        plain = re.sub(f"[.{_SEPARATORS}]", "", whole) + "." + fraction
+        return f"{shown} has thousands separators and a decimal comma (write {plain})"
     if any(not c.isascii() and unicodedata.category(c) == "Nd" for c in cell):
         return f"{shown} uses digits other than 0-9 (the number grammar reads ASCII digits)"
     try:

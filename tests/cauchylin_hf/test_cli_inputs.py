@@ -1,0 +1,163 @@
+"""Odd input through `cauchylin-lm`: one line naming the file, line, prompt or option, exit 2,
+nothing written (half an emoji, a diverging training, a huge temperature or seed, a target
+below float32's range).
+
+Every case runs :func:`cauchylin_hf.app.cli.main` on a tiny local base or a model trained one
+step from it.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+
+import pytest
+import torch
+from cauchylin_hf.app import cli
+from cauchylin_hf.testing import save_tiny_base
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("inputs")
+    base = save_tiny_base(folder / "base", "qwen2", spare_rows=2)
+    data = folder / "flats.csv"
+    r = random.Random(0)
+    with data.open("w", newline="") as f:
+        table = csv.writer(f)
+        table.writerow(["area", "rooms", "price"])
+        for _ in range(16):
+            area = r.randint(30, 200)
+            table.writerow([area, r.randint(1, 6), 3 * area])
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert cli.main(_train(base, data, folder / "model")) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return {"base": base, "data": data, "model": folder / "model", "root": folder}
+
+
+def _train(source, data, out, *extra):
+    return [
+        "train",
+        str(source),
+        "--data",
+        str(data),
+        "--output-dir",
+        str(out),
+        "--max-steps",
+        "1",
+        "--batch-size",
+        "8",
+        "--threads",
+        "1",
+        "--no-progress",
+        *extra,
+    ]
+
+
+def _error(argv, capsys) -> str:
+    """The one error line of a command that must exit with status 2."""
+    capsys.readouterr()
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(f"cauchylin-lm {argv[0]}: error: "), err
+    return err[0]
+
+
+def test_half_an_emoji_in_a_jsonl_record_names_the_file_and_line(setup, tmp_path, capsys):
+    """`"\\ud83d"` is valid JSON (text cut by UTF-16 units): train and evaluate ended with the
+    tokenizer's uncaught TypeError."""
+    data = tmp_path / "texts.jsonl"
+    data.write_text(
+        '{"text": "area 50 -> price 150."}\n{"text": "area 60 -> price 180. \\ud83d"}\n',
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    for argv in (
+        _train(setup["base"], data, out),
+        ["evaluate", str(setup["model"]), "--data", str(data), "--threads", "1", "--no-progress"],
+    ):
+        err = _error(argv, capsys)
+        assert f"{data}:2: character 23 is a lone surrogate '\\ud83d'" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["predict", "generate"])
+def test_bytes_that_are_not_utf8_in_a_prompt_name_the_prompt(setup, capsys, command):
+    """Invalid bytes in argv reach Python as lone surrogates (U+DCxx): an uncaught TypeError."""
+    prompt = b"area \xff 3 -> price ".decode("utf-8", "surrogateescape")
+    argv = [command, str(setup["model"]), "--prompt", "area 3 ", "--prompt", prompt]
+    err = _error([*argv, "--threads", "1"], capsys)
+    assert "--prompt 2: character 6 is a lone surrogate '\\udcff'" in err
+    assert "a byte that is not UTF-8 (0xff" in err
+
+
+def test_a_diverging_training_names_the_weight_and_the_divergence(setup, tmp_path, capsys):
+    """--learning-rate 1e308: "loc must be finite, but it holds NaN (shape (8, 28, 32), ...)"."""
+    out = tmp_path / "out"
+    argv = _train(setup["base"], setup["data"], out, "--learning-rate", "1e308")
+    argv[argv.index("--max-steps") + 1] = "3"
+    err = _error(argv, capsys)
+    assert "the model: the weight " in err and "holds NaN or infinite values" in err
+    assert "a training that diverged: a learning rate too high" in err
+    assert not out.exists()
+
+
+def test_a_huge_temperature_names_the_temperature(setup, capsys):
+    """--temperature 1e39 (--mode sampling): "shift must be finite, but it holds an infinite
+    value (shape (1, 32), ...)"."""
+    argv = ["generate", str(setup["model"]), "--prompt", "area 3", "--mode", "sampling"]
+    err = _error([*argv, "--temperature", "1e39", "--threads", "1"], capsys)
+    assert "temperature=1e+39 is too large" in err
+
+
+@pytest.mark.parametrize("command", ["generate", "evaluate", "train"])
+def test_a_seed_beyond_the_generators_range_names_the_option(setup, tmp_path, capsys, command):
+    """generate --seed 2**70: "Overflow when unpacking long long"; train: numpy's "Seed must
+    be between 0 and 2**32 - 1". The parser refuses it, naming --seed."""
+    argv = {
+        "generate": ["generate", str(setup["model"]), "--prompt", "x"],
+        "evaluate": ["evaluate", str(setup["model"]), "--data", str(setup["data"])],
+        "train": _train(setup["base"], setup["data"], tmp_path / "out"),
+    }[command]
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*argv, "--seed", str(2**70)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --seed: expected an integer in [0, 2**32)" in err
+
+
+def test_a_target_below_float32s_range_is_refused_like_one_beyond_it(setup, tmp_path, capsys):
+    """2e-49 read as 0 and was scored against 0 with no note, while 3.5e38 was refused."""
+    for cell in ("2e-49", "3.5e38"):
+        table = tmp_path / "t.csv"
+        rows = f"area,rooms,price\n50,2,150\n60,3,{cell}\n70,3,210\n"
+        table.write_text(rows, encoding="utf-8")
+        for argv in (
+            _train(setup["base"], table, tmp_path / "out"),
+            ["evaluate", str(setup["model"]), "--data", str(table), "--threads", "1"],
+        ):
+            err = _error(argv, capsys)
+            assert f"target column 'price' must hold a number in every row, but {table}" in err
+            assert "data row 2 (line 3)" in err and "float32's range" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_free_text_numbers_outside_float32_get_a_note(setup, tmp_path, capsys):
+    """In a JSONL file 2e-49 reads as 0 and 1e39 stays text (the number grammar), so evaluate
+    scored another value than the text's, with no word (found by the hostile round; a table
+    refuses such targets)."""
+    data = tmp_path / "texts.jsonl"
+    data.write_text(
+        '{"text": "area 50 -> price 150."}\n{"text": "area 60 -> price 2e-49."}\n'
+        '{"text": "area 70 -> price 1e39."}\n',
+        encoding="utf-8",
+    )
+    argv = ["evaluate", str(setup["model"]), "--data", str(data), "--threads", "1"]
+    assert cli.main([*argv, "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert f"2 number(s) of {data} lie outside float32's range" in err
+    assert "(the first: '2e-49' in text 2)" in err
