@@ -847,6 +847,90 @@ def plot(rows: list[dict[str, Any]], tables: list[str], path: str, machine: str)
     _plotting.save(fig, path)
 
 
+def markdown_report(rows: list[dict[str, Any]], tables: list[str]) -> str:
+    """The grid as the benchmark page's markdown tables (medians over seeds, 1000 steps, clean)."""
+
+    def med(name: str, table: str, key: str = "mdae", steps: int = 1000) -> float:
+        sel = [
+            r
+            for r in rows
+            if r["table"] == table
+            and r["name"] == name
+            and r["corrupt"] == 0.0
+            and r["start"] == "scratch"
+            and (r["kind"] == "reference" or r["steps"] == steps)
+        ]
+        return _median([r.get(key, math.nan) for r in sel])
+
+    def seeds(name: str, table: str, steps: int = 1000) -> str:
+        sel = _sel(rows, table=table, name=name, corrupt=0.0, start="scratch", steps=steps)
+        return " / ".join(f"{r['mdae']:.3g}" for r in sorted(sel, key=lambda r: r["seed"]))
+
+    cols = [
+        ("causal, seeds", None),
+        ("ridge readout (own features)", "ridge"),
+        ("shared head alone", "shared"),
+        ("MSE head", MODELS["mse"]),
+        ("CE text", MODELS["text"]),
+        ("CE text, 32 samples", MODELS["text"] + SAMPLED),
+        ("CE + NTL", MODELS["ntl"]),
+        ("CE + NTL, 32 samples", MODELS["ntl"] + SAMPLED),
+        ("linear regression", "linear regression (features)"),
+        ("gradient boosting", "gradient boosting (features)"),
+        ("Huber", "Huber regression (features)"),
+        ("training median", "training median"),
+    ]
+    out = ["| table | " + " | ".join(c for c, _ in cols) + " |"]
+    out.append("|---" * (len(cols) + 1) + "|")
+    for table in tables:
+        cells = []
+        for _label, name in cols:
+            if name is None:
+                cells.append(seeds("causal", table))
+            elif name == "ridge":
+                cells.append(f"{med('causal', table, 'ridge_mdae'):.3g}")
+            elif name == "shared":
+                cells.append(f"{med('causal', table, 'shared_head_mdae'):.3g}")
+            else:
+                cells.append(f"{med(name, table):.3g}")
+        out.append(f"| {table} | " + " | ".join(c.replace("nan", "") for c in cells) + " |")
+    out.append("")
+    head = ["table", "held-out rows"]
+    for c in LEVELS:
+        head.append(f"causal {round(100 * c)}%")
+    head += ["causal IS90", "HGB CV+ IS90", "LR CV+ IS90", "CE samples IS90", "log score", "PIT KS"]
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|---" * len(head) + "|")
+    hgb = "gradient boosting (features)" + CONFORMAL
+    lin = "linear regression (features)" + CONFORMAL
+    for table in tables:
+        mine = _sel(rows, table=table, name="causal", corrupt=0.0, start="scratch", steps=1000)
+        if not mine:
+            continue
+        cells = [table, str(mine[0].get("count", ""))]
+        for c in LEVELS:
+            cells.append(f"{_median([_cov(r, c) for r in mine]):.2f}")
+        for name in ("causal", hgb, lin, MODELS["text"] + SAMPLED):
+            cells.append(f"{_is90(rows, name, table):.3g}")
+        cells.append(f"{med('causal', table, 'log_score'):.3g}")
+        cells.append(f"{med('causal', table, 'pit_ks'):.3g}")
+        out.append("| " + " | ".join(x.replace("nan", "") for x in cells) + " |")
+    return "\n".join(out)
+
+
+def _is90(rows: list[dict[str, Any]], name: str, table: str) -> float:
+    sel = [
+        r
+        for r in rows
+        if r["table"] == table
+        and r["name"] == name
+        and r["corrupt"] == 0.0
+        and r["start"] == "scratch"
+        and (r["kind"] == "reference" or r["steps"] == 1000)
+    ]
+    return _median([_cov(r, 0.9, "interval_score") for r in sel])
+
+
 def plot_reliability(rows: list[dict[str, Any]], path: str, machine: str) -> None:
     """Nominal against observed coverage, pooled over every held-out row of every table."""
     import _plotting
@@ -941,6 +1025,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--before", default=None, help="a previous grid's JSON: each table's change is reported"
     )
+    p.add_argument(
+        "--report",
+        action="store_true",
+        help="print the benchmark page's markdown tables of the JSON and stop (with --json)",
+    )
     args = p.parse_args(argv)
     import _machine
 
@@ -968,8 +1057,23 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--workers, --steps and --pretrain-steps must be positive")
     if not 0.0 <= args.corrupt <= 1.0:
         p.error("--corrupt must lie in [0, 1]")
-    if args.resume and not args.json:
-        p.error("--resume needs --json")
+    if (args.resume or args.report) and not args.json:
+        p.error("--resume and --report need --json")
+    if args.report:
+        with open(args.json) as f:
+            saved = json.load(f)["rows"]
+        in_file = list(dict.fromkeys(r["table"] for r in saved))
+        print(markdown_report(saved, [t for t in tables if t in in_file] or in_file))
+        before = None
+        if args.before:
+            with open(args.before) as f:
+                before = json.load(f)["rows"]
+        _print_targets(check_targets(saved, in_file, before), saved)
+        if args.reliability:
+            plot_reliability(saved, args.reliability, _machine.describe())
+        if args.plot:
+            plot(saved, in_file, args.plot, _machine.describe())
+        return 0
     corrupt_budget = FINETUNE_STEPS if FINETUNE_STEPS in budgets else budgets[0]
     corrupt_tables = tables
     if args.corrupt_tables:
