@@ -1061,7 +1061,14 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--resume and --report need --json")
     if args.report:
         with open(args.json) as f:
-            saved = json.load(f)["rows"]
+            payload = json.load(f)
+        saved = payload["rows"]
+        m = payload.get("machine", {})
+        where = (
+            f"CPU {m.get('cpu', '?')} ({m.get('cpus', '?')} visible, "
+            f"{m.get('cpu_capability', '?')}), one torch thread per training run, "
+            f"torch {m.get('torch', '?')}"
+        )
         in_file = list(dict.fromkeys(r["table"] for r in saved))
         print(markdown_report(saved, [t for t in tables if t in in_file] or in_file))
         before = None
@@ -1070,9 +1077,9 @@ def main(argv: list[str] | None = None) -> int:
                 before = json.load(f)["rows"]
         _print_targets(check_targets(saved, in_file, before), saved)
         if args.reliability:
-            plot_reliability(saved, args.reliability, _machine.describe())
+            plot_reliability(saved, args.reliability, where)
         if args.plot:
-            plot(saved, in_file, args.plot, _machine.describe())
+            plot(saved, in_file, args.plot, where)
         return 0
     corrupt_budget = FINETUNE_STEPS if FINETUNE_STEPS in budgets else budgets[0]
     corrupt_tables = tables
