@@ -36,7 +36,8 @@ the bulk of the data. Each iteration is one ``(C + 1) x (C + 1)`` solve; every f
 penalty of the cross-validation run together as one batch.
 
 **The penalty** ``lambda`` is chosen from a grid by K-fold cross-validation of the held-out
-negative log-likelihood; the readout is then refitted on every row.
+negative log-likelihood (copies of a row stay in one fold); the readout is then refitted on
+every row.
 
 Why a solve and not only gradient descent: a readout shared by every context and trained jointly
 with the features can lag far behind what the features hold; solved per context after training,
@@ -240,12 +241,20 @@ def _irls(
     return theta, sigma2.sqrt(), done
 
 
-def _folds(n: int, k: int, seed: int) -> torch.Tensor:
-    """``[k, n]`` 0/1: row ``i`` is held out in fold ``j`` when it is 1 (a seeded shuffle)."""
-    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
-    held = torch.zeros(k, n, dtype=torch.float64)
+def _folds(rows: torch.Tensor, k: int, seed: int) -> torch.Tensor:
+    """``[k, n]`` 0/1: row ``i`` is held out in fold ``j`` when it is 1 (a seeded shuffle).
+
+    Copies of a row (equal features and target: a text repeated in the data) fall in the same
+    fold, so that no fold is scored on rows it was also fitted on.
+    """
+    _, group = torch.unique(rows.cpu(), dim=0, return_inverse=True)
+    groups = int(group.max()) + 1
+    order = torch.randperm(groups, generator=torch.Generator().manual_seed(seed))
+    fold_of = torch.empty(groups, dtype=torch.long)
     for j in range(k):
-        held[j, order[j::k]] = 1.0
+        fold_of[order[j::k]] = j
+    held = torch.zeros(k, rows.shape[0], dtype=torch.float64)
+    held[fold_of[group], torch.arange(rows.shape[0])] = 1.0
     return held
 
 
@@ -344,7 +353,7 @@ def fit_cauchy_readout(
 
     best, cv = min(grid), math.nan
     if choose and n < CV_ROWS_PER_DIMENSION * (d + 1):
-        held = _folds(n, folds, seed).to(x.device)  # [k, n]
+        held = _folds(torch.cat([x, t[:, None]], 1), folds, seed).to(x.device)  # [k, n]
         rows = (1.0 - held).repeat(len(grid), 1)  # [len(grid) * k, n]: penalty-major
         lam = torch.tensor(grid, dtype=x.dtype, device=x.device).repeat_interleave(folds)
         # The choice needs the held-out likelihoods to a few digits, not the optimum to tol.

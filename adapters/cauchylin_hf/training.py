@@ -433,9 +433,36 @@ def _calibration_split(
     else:
         held = _as_dataset(calibration, tokenizer, "calibration", max_length)
         return train_ds, held
-    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
-    held_out, kept = sorted(order[:size]), sorted(order[size:])
-    return Subset(train_ds, kept), Subset(train_ds, held_out)
+    # Copies of one text go to the same side: a calibration text that training also saw would
+    # be read better than a new one, and the intervals would come out too narrow.
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i in range(n):
+        groups.setdefault(_example_key(train_ds[i]), []).append(i)
+    members = list(groups.values())
+    order = torch.randperm(len(members), generator=torch.Generator().manual_seed(seed)).tolist()
+    held_out: list[int] = []
+    for g in order:
+        if len(held_out) >= size:
+            break
+        held_out.extend(members[g])
+    if len(held_out) >= n:
+        raise ValueError(
+            f"calibration={calibration!r}: the {n} training examples are copies of "
+            f"{len(members)} texts, too few to hold some out and train on the rest"
+        )
+    chosen = set(held_out)
+    kept = [i for i in range(n) if i not in chosen]
+    return Subset(train_ds, kept), Subset(train_ds, sorted(held_out))
+
+
+def _example_key(example: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What makes two encoded examples the same text: their ids and numbers."""
+    ids = example["input_ids"]
+    values = example.get("numeric_values")
+    ids_key = tuple(ids.tolist() if isinstance(ids, torch.Tensor) else ids)
+    if values is None:
+        return ids_key
+    return ids_key, tuple(values.tolist() if isinstance(values, torch.Tensor) else values)
 
 
 def make_trainer(
@@ -845,7 +872,8 @@ def train(
     training texts (at most 2000, drawn with ``seed``) when there are at least 100 of them, and
     none otherwise (:func:`cauchylin.conformal.calibration_holdout`); a number in ``(0, 1)``
     holds out that share; texts, a file or a dataset are calibration texts of their own
-    (nothing is held out); None or 0 calibrates nothing. The
+    (nothing is held out); None or 0 calibrates nothing. Copies of one text are held out
+    together or not at all (a calibration text that training saw would be read too well). The
     model never trains on the texts it is calibrated on: that is what makes a calibrated
     interval of coverage ``c`` cover a new number with probability at least ``c``. Launched with ``torchrun --nproc_per_node N``
     (or ``accelerate launch``) the same call trains data-parallel: ``batch_size`` is per process;

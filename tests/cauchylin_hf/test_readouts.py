@@ -250,3 +250,31 @@ def test_train_holds_out_the_calibration_rows(small) -> None:
         calibration_holdout(10, 0.99)
     with pytest.raises(ValueError, match="calibration"):
         calibration_holdout(10, "half")
+
+
+def test_copies_of_a_text_stay_on_one_side_of_the_calibration_split(small) -> None:
+    """A corpus with repeats: no text is both trained on and calibrated on (a copy that training
+    saw is read better than a new text, and would make the intervals too narrow)."""
+    model, ntok = small
+    rng = random.Random(12)
+    distinct = _texts(60, seed=13)
+    texts = [rng.choice(distinct) for _ in range(150)]  # many copies
+    result = train(
+        model,
+        ntok,
+        texts,
+        None,
+        tempfile.mkdtemp(),
+        max_steps=1,
+        batch_size=8,
+        progress=False,
+        save=False,
+        evaluate=False,
+        readouts=False,
+    )
+    fit = result.trainer.train_dataset
+    assert result.calibration is not None
+    kept = {texts[i] for i in fit.indices}
+    held = set(texts) - kept
+    assert held and not (held & kept)
+    assert result.calibration_size == sum(1 for t in texts if t in held) >= 30
