@@ -28,6 +28,16 @@ Validation follows torch: ``validate_args=None`` uses the global torch/Pyro defa
 and ``log_prob`` checks its value against ``support`` (torch's ``_validate_sample``), each raising
 ``ValueError`` that names the argument. Half-precision parameters are computed in
 float32 internally and their log-probabilities are returned in float32.
+
+The distributions work under the ``torch.func`` transforms (``vmap``, ``grad``, ``jacrev``,
+``jacfwd``, ``jvp``, ``functional_call``) *with validation on*. torch's own checks branch in Python
+on a tensor of booleans, which ``vmap`` refuses (torch's distributions need
+``validate_args=False`` there); under a transform the same checks -- the parameter constraints,
+the finiteness checks and the support of a ``log_prob`` value -- run on the values underneath the
+transform's wrappers instead (:func:`cauchylin._validation.host_values`), so a bad value in any
+member of a ``vmap`` batch raises the same ``ValueError``. While a graph is captured
+(``torch.compile``, ``torch.export``, ``torch.jit.trace``) the value checks are skipped, as
+everywhere in cauchylin; the shape checks always run.
 """
 
 from __future__ import annotations
@@ -38,15 +48,17 @@ from typing import Any
 
 import torch
 from pyro.distributions.torch_distribution import TorchDistribution
-from torch.distributions import Cauchy, Independent, constraints
+from torch.distributions import Cauchy, Distribution, Independent, constraints
 from torch.distributions.kl import register_kl
 
 from cauchylin import _special
 from cauchylin._validation import (
     broadcast_shapes_or_raise,
     check_finite,
+    host_values,
     is_tracing,
     is_validating,
+    transforms_active,
 )
 
 __all__ = ["IndependentCauchy", "OvR", "OvRLabel"]
@@ -110,11 +122,50 @@ def _log_density(value: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor) ->
     return _special.log_pdf(value.to(dtype) - loc.to(dtype), scale.to(dtype))
 
 
+def _init_distribution(
+    d: TorchDistribution,
+    cls: type[TorchDistribution],
+    batch_shape: torch.Size,
+    event_shape: torch.Size,
+    validate_args: bool | None,
+) -> None:
+    """``super(cls, d).__init__(batch_shape, event_shape, validate_args)``, also under ``torch.func``.
+
+    torch checks the parameters against ``arg_constraints`` with a Python ``if`` on a tensor,
+    which ``vmap`` refuses. Under a transform the flag is set as torch sets it and the same
+    constraints are checked on the values underneath the transform's wrappers (every batch
+    member). The message names the parameter and the constraint as torch's does.
+    """
+    if not transforms_active():
+        super(cls, d).__init__(batch_shape, event_shape, validate_args=validate_args)
+        return
+    super(cls, d).__init__(batch_shape, event_shape, validate_args=False)
+    d._validate_args = Distribution._validate_args if validate_args is None else validate_args
+    if not d._validate_args:
+        return
+    for param, constraint in d.arg_constraints.items():
+        value = getattr(d, param)
+        values = host_values(value)
+        # An "all" over every value, whatever the layout of the batch dimensions underneath:
+        # the constraints here are element-wise (``independent`` only reduces with ``all``).
+        if values is not None and not bool(constraint.check(values).all()):
+            raise ValueError(
+                f"Expected parameter {param} (Tensor of shape {tuple(value.shape)}) of "
+                f"distribution {type(d).__name__} to satisfy the constraint {constraint!r}, but "
+                "found invalid values (in a member of the torch.func batch)"
+            )
+
+
 def _validate_value(d: TorchDistribution, value: torch.Tensor) -> None:
     """torch's ``_validate_sample`` (shape and support, torch's messages); for an empty ``value``
-    only the shapes, since torch's ``independent`` constraints cannot reshape an empty tensor."""
-    if not isinstance(value, torch.Tensor) or value.numel() > 0:
-        d._validate_sample(value)  # (also refuses a non-tensor, with torch's message)
+    only the shapes, since torch's ``independent`` constraints cannot reshape an empty tensor.
+    Under a ``torch.func`` transform the support is checked on the values underneath its
+    wrappers (torch's check branches on a tensor, which ``vmap`` refuses)."""
+    if isinstance(value, torch.Tensor) and value.numel() > 0 and not transforms_active():
+        d._validate_sample(value)
+        return
+    if not isinstance(value, torch.Tensor):
+        d._validate_sample(value)  # (refuses a non-tensor, with torch's message)
         return
     n = len(d.event_shape)
     if value.shape[value.dim() - n :] != d.event_shape or value.dim() < n:
@@ -123,6 +174,14 @@ def _validate_value(d: TorchDistribution, value: torch.Tensor) -> None:
             f"{tuple(d.event_shape)}."
         )
     broadcast_shapes_or_raise(value=value.shape, distribution=d.batch_shape + d.event_shape)
+    values = host_values(value) if value.numel() > 0 else None
+    support = d.support
+    if values is not None and support is not None and not bool(support.check(values).all()):
+        raise ValueError(
+            f"Expected value argument (Tensor of shape {tuple(value.shape)}) to be within the "
+            f"support ({support!r}) of the distribution {type(d).__name__}, but found invalid "
+            "values (in a member of the torch.func batch)"
+        )
 
 
 def _logits(
@@ -198,7 +257,7 @@ class IndependentCauchy(TorchDistribution):
         validate_args: bool | None = None,
     ) -> None:
         (self.loc, self.scale), shape = _broadcast_params(loc=loc, scale=scale)
-        super().__init__(shape[:-1], shape[-1:], validate_args=_resolve(validate_args))
+        _init_distribution(self, IndependentCauchy, shape[:-1], shape[-1:], _resolve(validate_args))
         if self._validate_args:
             check_finite("loc", self.loc)
             check_finite("scale", self.scale)
@@ -445,7 +504,7 @@ class OvR(TorchDistribution):
         (self.loc, self.scale, self.threshold), shape = _broadcast_params(
             loc=loc, scale=scale, threshold=threshold
         )
-        super().__init__(shape[:-1], shape[-1:], validate_args=_resolve(validate_args))
+        _init_distribution(self, OvR, shape[:-1], shape[-1:], _resolve(validate_args))
         if self._validate_args:
             check_finite("loc", self.loc)
             check_finite("scale", self.scale)
@@ -660,10 +719,11 @@ class OvR(TorchDistribution):
         if self._validate_args:
             if index.is_floating_point() or index.is_complex() or index.dtype == torch.bool:
                 raise ValueError(f"index must be an integer tensor, got dtype {index.dtype}")
-            if index.numel() and bool(((index < 0) | (index >= num_classes)).any()):
+            values = host_values(index) if index.numel() else None
+            if values is not None and bool(((values < 0) | (values >= num_classes)).any()):
                 raise ValueError(
                     f"index must lie in [0, {num_classes}) (the number of classes V), but it "
-                    f"holds {index.min().item()}..{index.max().item()} (shape {tuple(index.shape)})"
+                    f"holds {values.min().item()}..{values.max().item()} (shape {tuple(index.shape)})"
                 )
         z = self._z()
         log_pair = _special.ovr_log_probs_std(z)

@@ -40,6 +40,7 @@ from cauchylin._validation import (
     broadcast_shapes_or_raise,
     check_finite,
     check_positive_finite,
+    host_values,
     is_validating,
 )
 from cauchylin.distributions import IndependentCauchy
@@ -390,14 +391,14 @@ class CauchyVector:
             read_shape = term.view.shape if term.view is not None else term.source.batch_shape
             if read_shape != self.batch_shape:
                 return False  # broadcast: one source entry feeds several batch entries
-            if term.view is not None and term.view.unique().numel() != term.view.numel():
+            if term.view is not None and _any_value(_repeats(term.view)):
                 return False
-            if term.select is not None and term.select.unique().numel() != term.select.numel():
+            if term.select is not None and _any_value(_repeats(term.select)):
                 return False
             if term.matrix is not None:
                 # At most one non-zero per column (per batch element): each source component
                 # feeds at most one output component.
-                if int((term.matrix != 0).sum(-2).max()) > 1:
+                if _any_value((term.matrix != 0).sum(-2) > 1):
                     return False
         return True
 
@@ -731,7 +732,7 @@ class CauchyVector:
                 "has no closed form here"
             )
         d = _as_tensor(divisor, self._terms[0].source.loc, "divisor")
-        if is_validating(self._validate) and bool((d == 0).any()):
+        if is_validating(self._validate) and _any_value(d == 0, default=False):
             raise ValueError(f"divisor must be non-zero (shape {tuple(d.shape)})")
         return self * d.reciprocal()
 
@@ -1017,7 +1018,8 @@ class CauchyVector:
         x = _as_tensor(x, loc, name)
         broadcast_shapes_or_raise(**{name: x.shape, "vector": self._shape})
         # one reduction, no [..]-shaped mask: the largest entry is NaN iff some entry is NaN
-        if is_validating(self._validate) and x.numel() > 0 and math.isnan(float(x.detach().amax())):
+        values = host_values(x) if is_validating(self._validate) and x.numel() > 0 else None
+        if values is not None and math.isnan(float(values.amax())):
             raise ValueError(f"{name} holds NaN (shape {tuple(x.shape)})")
         dtype = _special.working_dtype(x, loc)
         x, loc, scale = x.to(dtype), loc.to(dtype), scale.to(dtype)
@@ -1025,11 +1027,8 @@ class CauchyVector:
 
     def _check_density(self, scale: torch.Tensor) -> None:
         # one reduction, no mask: amin is > 0 iff every scale is (and NaN, never > 0, fails)
-        if (
-            is_validating(self._validate)
-            and scale.numel() > 0
-            and not float(scale.detach().amin()) > 0
-        ):
+        values = host_values(scale) if is_validating(self._validate) and scale.numel() > 0 else None
+        if values is not None and not float(values.amin()) > 0:
             raise ValueError(
                 "log_prob of a degenerate component: some marginal scales are 0 (a point mass, "
                 f"e.g. after u.linear(W) - u.linear(W)), which has no density (vector shape "
@@ -1181,9 +1180,10 @@ class CauchyVector:
         loc = self.loc
         q = _as_tensor(q, loc, "q")
         broadcast_shapes_or_raise(q=q.shape, vector=self._shape)
-        if is_validating(self._validate) and q.numel() > 0:
+        values = host_values(q) if is_validating(self._validate) and q.numel() > 0 else None
+        if values is not None:
             # one pass; a NaN propagates to both ends (then both tests fail)
-            lo, hi = torch.aminmax(q.detach())
+            lo, hi = torch.aminmax(values)
             if not (float(lo) >= 0.0 and float(hi) <= 1.0):
                 raise ValueError(f"q must lie in [0, 1] (shape {tuple(q.shape)})")
         return _special.icdf(q, loc, self.scale)
@@ -1489,6 +1489,23 @@ def _shared_source_scale(terms: Sequence[_Term]) -> torch.Tensor:
             total = part if total is None else total + part
     assert total is not None
     return total
+
+
+def _repeats(index: torch.Tensor) -> torch.Tensor:
+    """Whether the integer tensor ``index`` holds a value twice (a 0-d bool tensor; under ``vmap``
+    one per batch member: a sort, not ``unique``, whose output size depends on the values)."""
+    flat = index.reshape(-1).sort().values
+    return (flat[1:] == flat[:-1]).any()
+
+
+def _any_value(flags: torch.Tensor, default: bool = True) -> bool:
+    """``flags.any()`` read on the host, over every member of a ``torch.func`` batch; ``default``
+    while a graph is captured (no values to read: ``True`` is the conservative answer of
+    :attr:`CauchyVector.is_independent`, ``False`` skips a value check)."""
+    values = host_values(flags)
+    if values is None:
+        return default
+    return bool(values.any())
 
 
 def _split_key(key: Any, ndim: int) -> tuple[tuple[Any, ...] | None, slice | torch.Tensor | None]:
