@@ -159,6 +159,24 @@ def _needs_function(*tensors: torch.Tensor) -> bool:
     return is_tracing() or transforms_active() or _forward_ad_active()
 
 
+def _with_jvp(fn: type[torch.autograd.Function]) -> type[torch.autograd.Function]:
+    """``fn`` with its forward-mode rule ``fn.tangent`` installed as ``jvp``.
+
+    Two classes because Dynamo refuses to trace a ``Function`` that defines ``jvp``
+    ("Unsupported custom jvp", also when nothing asks for forward mode): ``torch.compile`` sees
+    the class without it, forward-mode AD and the ``torch.func`` transforms the one with it.
+    """
+    return type(fn.__name__ + "Jvp", (fn,), {"jvp": staticmethod(fn.tangent)})  # type: ignore[attr-defined]
+
+
+def _function_for(fn: type[torch.autograd.Function]) -> type[torch.autograd.Function]:
+    """The class to apply: with ``jvp`` under forward-mode AD or a ``torch.func`` transform (not
+    while a graph is captured), else without."""
+    if not is_tracing() and (transforms_active() or _forward_ad_active()):
+        return _JVP[fn]
+    return fn
+
+
 def _apply(fn: type[torch.autograd.Function], d: torch.Tensor, s: torch.Tensor, *extra: Any) -> Any:
     """``fn.apply`` when a derivative rule may be needed (see :func:`_needs_function`), else its
     forward directly.
@@ -168,7 +186,7 @@ def _apply(fn: type[torch.autograd.Function], d: torch.Tensor, s: torch.Tensor, 
     example inputs required gradients (and its in-place ``out=`` kernels stay inside it).
     """
     if _needs_function(d, s):
-        return fn.apply(d, s, *extra)
+        return _function_for(fn).apply(d, s, *extra)
     return fn.forward(d, s, *extra)
 
 
@@ -282,7 +300,7 @@ class _LogPdf(torch.autograd.Function):
         return grad_d, grad_s
 
     @staticmethod
-    def jvp(ctx: Any, t_d: torch.Tensor | None, t_s: torch.Tensor | None) -> torch.Tensor:
+    def tangent(ctx: Any, t_d: torch.Tensor | None, t_s: torch.Tensor | None) -> torch.Tensor:
         d, s = ctx.saved_tensors
         p_d, p_s = _log_pdf_partials(d, s)
         return _tangent(p_d.shape, (t_d, p_d), (t_s, p_s))
@@ -588,7 +606,7 @@ class _LogCdfSf(torch.autograd.Function):
         return grad_d, grad_s, None
 
     @staticmethod
-    def jvp(
+    def tangent(
         ctx: Any, t_d: torch.Tensor | None, t_s: torch.Tensor | None, _: None
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         d, s = ctx.saved_tensors
@@ -710,7 +728,9 @@ class _Cdf(torch.autograd.Function):
         return grad_d, grad_s, None
 
     @staticmethod
-    def jvp(ctx: Any, t_d: torch.Tensor | None, t_s: torch.Tensor | None, _: None) -> torch.Tensor:
+    def tangent(
+        ctx: Any, t_d: torch.Tensor | None, t_s: torch.Tensor | None, _: None
+    ) -> torch.Tensor:
         d, s = ctx.saved_tensors
         p_d, p_s = _Cdf._partials(ctx, d, s)
         return _tangent(torch.broadcast_shapes(p_d.shape, p_s.shape), (t_d, p_d), (t_s, p_s))
@@ -1079,7 +1099,7 @@ class _CauchyKL(torch.autograd.Function):
         return grad_dm, grad_g1, grad_g2
 
     @staticmethod
-    def jvp(
+    def tangent(
         ctx: Any, t_dm: torch.Tensor | None, t_g1: torch.Tensor | None, t_g2: torch.Tensor | None
     ) -> torch.Tensor:
         dm, g1, g2 = ctx.saved_tensors
@@ -1125,5 +1145,11 @@ def cauchy_kl(
     dm = m1 - m2
     dm, g1, g2 = torch.broadcast_tensors(dm, g1, g2)
     if _needs_function(dm, g1, g2):
-        return _CauchyKL.apply(dm, g1, g2)
+        return _function_for(_CauchyKL).apply(dm, g1, g2)
     return _CauchyKL.forward(dm, g1, g2)
+
+
+# Each Function with its forward-mode rule installed (see _with_jvp).
+_JVP: dict[type[torch.autograd.Function], type[torch.autograd.Function]] = {
+    fn: _with_jvp(fn) for fn in (_LogPdf, _LogCdfSf, _Cdf, _CauchyKL)
+}

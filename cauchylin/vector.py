@@ -41,6 +41,7 @@ from cauchylin._validation import (
     check_finite,
     check_positive_finite,
     host_values,
+    is_tracing,
     is_validating,
 )
 from cauchylin.distributions import IndependentCauchy
@@ -122,7 +123,9 @@ class _Term:
         batch_nd = len(self.source.batch_shape)
         lead = values.shape[: values.ndim - batch_nd - 1]
         flat = values.reshape(*lead, -1, values.shape[-1])
-        return flat[..., self.view, :]
+        # index_select, not flat[..., view, :]: a 0-d view would be read as an integer there
+        picked = flat.index_select(-2, self.view.reshape(-1))
+        return picked.reshape((*lead, *self.view.shape, values.shape[-1]))
 
     def map(self, x: torch.Tensor, absolute: bool = False) -> torch.Tensor:
         """Apply the (optionally absolute) map to ``x`` of shape ``[..., in]``."""
@@ -153,8 +156,14 @@ class _Term:
     def same_view(self, other: _Term) -> bool:
         if self.view is None or other.view is None:
             return self.view is None and other.view is None
-        return self.view is other.view or (
-            self.view.shape == other.view.shape and bool(torch.equal(self.view, other.view))
+        if self.view is other.view:
+            return True
+        # Equal views are merged (one map); while a graph is captured their values cannot be
+        # compared, and the terms stay apart (the marginals are exact either way).
+        return (
+            not is_tracing()
+            and self.view.shape == other.view.shape
+            and bool(torch.equal(self.view, other.view))
         )
 
 
@@ -743,6 +752,46 @@ class CauchyVector:
             "has no closed form here"
         )
 
+    @classmethod
+    def __torch_function__(
+        cls,
+        func: Callable[..., Any],
+        types: tuple[type, ...],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        """A tensor operator that meets a vector: ``tensor * X`` is ``X.__rmul__(tensor)``.
+
+        torch asks an argument's ``__torch_function__`` before a tensor operation runs. For
+        ``+ - * /`` between a tensor and a vector it answers with the vector's own operator, so
+        ``tensor * X`` means ``X.__rmul__(tensor)`` as Python's reflected operators would, also
+        while ``torch.compile`` traces (Dynamo routes every operator with a tensor operand
+        through this protocol, ``X * tensor`` included); any other torch function refuses a
+        vector (``NotImplemented``: torch raises ``TypeError``).
+
+        Args:
+            func: the tensor operation, e.g. ``torch.Tensor.__mul__``.
+            types: the types that override ``__torch_function__``.
+            args: its arguments, ``(tensor, vector)``.
+            kwargs: its keyword arguments (none for an operator).
+
+        Returns:
+            The vector's operator applied, or ``NotImplemented``.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> (torch.tensor([2.0]) * CauchyVector(torch.ones(1), torch.ones(1))).scale
+            tensor([2.])
+        """
+        reflected = _TENSOR_OPERATORS.get(getattr(func, "__name__", ""))
+        if reflected is None or kwargs or len(args) != 2:
+            return NotImplemented
+        tensor, vector = args
+        if not isinstance(vector, CauchyVector) or isinstance(tensor, CauchyVector):
+            return NotImplemented
+        return getattr(vector, reflected)(tensor)
+
     # ------------------------------------------------------------------ views
     def _map_batch(
         self,
@@ -753,10 +802,17 @@ class CauchyVector:
         batch = self.batch_shape
         # Every batch view is a gather: where each new position reads from the old flat batch.
         positions = op(torch.arange(math.prod(batch), device=self.device).reshape(batch))
+        # (a gather of a fixed shape: a 0-d index tensor used as ``flat[i]`` would be read as an
+        # integer, which a graph capture cannot do)
+        flat_positions = positions.reshape(-1)
+
+        def gather(flat: torch.Tensor) -> torch.Tensor:
+            picked = flat.index_select(0, flat_positions)
+            return picked.reshape((*positions.shape, *flat.shape[1:]))
 
         def on_trailing(t: torch.Tensor, trailing: int) -> torch.Tensor:
             tail = t.shape[t.ndim - trailing :]
-            return t.expand(*batch, *tail).reshape(-1, *tail)[positions]
+            return gather(t.expand(*batch, *tail).reshape(-1, *tail))
 
         terms = []
         views: dict[int, torch.Tensor] = {}
@@ -769,7 +825,7 @@ class CauchyVector:
                     base = flat.reshape(term.source.batch_shape)
                 else:
                     base = term.view
-                views[key] = base.expand(batch).reshape(-1)[positions]
+                views[key] = gather(base.expand(batch).reshape(-1))
             matrix = term.matrix
             if matrix is not None and matrix.ndim > 2:
                 matrix = on_trailing(matrix, 2)
@@ -1468,8 +1524,7 @@ def _shared_source_scale(terms: Sequence[_Term]) -> torch.Tensor:
         reps.append(rep)
     total: torch.Tensor | None = None
     for j in range(k):
-        present = torch.unique(patterns[j][reps[j]])
-        for value in present.tolist():
+        for value in _patterns_of(j, k, patterns[j], reps[j]):
             members = [i for i in range(k) if (value >> i) & 1]
             mask = reps[j] & (patterns[j] == value)
             if all(terms[i].source is terms[j].source for i in members):
@@ -1491,6 +1546,23 @@ def _shared_source_scale(terms: Sequence[_Term]) -> torch.Tensor:
     return total
 
 
+# The name of ``torch.Tensor.op`` / ``torch.op`` called as ``op(tensor, vector)`` -> the vector's
+# method that computes it: ``tensor * X`` is ``X.__rmul__(tensor)``. The reflected ones arrive
+# with the tensor first too (``X - tensor`` as ``Tensor.__rsub__(tensor, X)``): that is how Dynamo
+# hands an operator over, as the plain method (``TensorBase.sub``) for ``tensor - X`` and as the
+# reflected one for ``X - tensor``; ``+`` and ``*`` commute, so either order of a vector and a
+# tensor is the vector's own ``+``/``*``. (Names, not the function objects: Dynamo passes some of
+# them as traced functions, which a dictionary lookup by identity would not find.)
+_TENSOR_OPERATORS: dict[str, str] = {
+    **dict.fromkeys(("__add__", "__radd__", "add"), "__radd__"),
+    **dict.fromkeys(("__mul__", "__rmul__", "mul", "multiply"), "__rmul__"),
+    **dict.fromkeys(("__sub__", "sub", "subtract"), "__rsub__"),
+    "__rsub__": "__sub__",
+    **dict.fromkeys(("__truediv__", "__div__", "div", "divide", "true_divide"), "__rtruediv__"),
+    **dict.fromkeys(("__rtruediv__", "__rdiv__"), "__truediv__"),
+}
+
+
 def _repeats(index: torch.Tensor) -> torch.Tensor:
     """Whether the integer tensor ``index`` holds a value twice (a 0-d bool tensor; under ``vmap``
     one per batch member: a sort, not ``unique``, whose output size depends on the values)."""
@@ -1506,6 +1578,26 @@ def _any_value(flags: torch.Tensor, default: bool = True) -> bool:
     if values is None:
         return default
     return bool(values.any())
+
+
+# The most terms on one source whose classes are all enumerated while a graph is captured (2**k - 1
+# matrix products; eager execution evaluates only the classes that occur).
+_MAX_TRACED_SHARED_TERMS = 8
+
+
+def _patterns_of(j: int, k: int, pattern: torch.Tensor, rep: torch.Tensor) -> list[int]:
+    """The class patterns (bit sets of terms) whose lowest member is term ``j``: those that occur
+    where ``j`` represents its class (eager), or every possible one while a graph is captured (no
+    values to read: each is evaluated and masked where it does not occur)."""
+    if not is_tracing():
+        return torch.unique(pattern[rep]).tolist()
+    if k > _MAX_TRACED_SHARED_TERMS:
+        raise NotImplementedError(
+            f"one source is read by {k} terms through different views; while a graph is "
+            f"captured exact marginals are supported for at most {_MAX_TRACED_SHARED_TERMS}"
+        )
+    above = k - j - 1
+    return [(1 << j) | (subset << (j + 1)) for subset in range(1 << above)]
 
 
 def _split_key(key: Any, ndim: int) -> tuple[tuple[Any, ...] | None, slice | torch.Tensor | None]:
