@@ -67,7 +67,7 @@ from typing import Any
 
 import torch
 
-from cauchylin._validation import is_tracing, transforms_active
+from cauchylin._validation import host_values, is_tracing, transforms_active
 
 __all__ = [
     "LOG_PI",
@@ -135,7 +135,8 @@ def _broadcast_shape(*shapes: Sequence[int]) -> torch.Size:
 
 def _as_working(*tensors: torch.Tensor) -> list[torch.Tensor]:
     dtype = working_dtype(*tensors)
-    return [t.to(dtype) for t in tensors]
+    # (no call where the dtype is already right: under vmap even a no-op .to costs a dispatch)
+    return [t if t.dtype == dtype else t.to(dtype) for t in tensors]
 
 
 def _fast_paths() -> bool:
@@ -150,13 +151,26 @@ def _forward_ad_active() -> bool:
     return getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0
 
 
+def _differentiating_transform() -> bool:
+    """Whether a ``torch.func`` transform other than ``vmap`` is active (``grad``, ``jvp``,
+    ``functionalize``, and those built on them: ``jacrev``, ``jacfwd``, ``hessian``)."""
+    functorch = getattr(torch._C, "_functorch", None)
+    stack = functorch.get_interpreter_stack() if functorch is not None else None
+    if not stack:
+        return False
+    batching = functorch.TransformType.Vmap
+    return any(level.key() != batching for level in stack)
+
+
 def _needs_function(*tensors: torch.Tensor) -> bool:
     """Whether the autograd ``Function`` must be applied rather than its forward called directly:
-    a gradient is wanted, a graph is captured, a ``torch.func`` transform or forward-mode AD is
-    active (their rules are the ``Function``'s ``backward``, ``jvp`` and vmap rule)."""
+    a gradient is wanted, a graph is captured, forward-mode AD or a differentiating ``torch.func``
+    transform is active (their rules are the ``Function``'s ``backward`` and ``jvp``). Under
+    ``vmap`` alone the forward runs directly on the batched tensors (its functional path): the
+    vmap rule of a ``Function`` would only add a round of Python bookkeeping per call."""
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return True
-    return is_tracing() or transforms_active() or _forward_ad_active()
+    return is_tracing() or _forward_ad_active() or _differentiating_transform()
 
 
 def _with_jvp(fn: type[torch.autograd.Function]) -> type[torch.autograd.Function]:
@@ -227,10 +241,11 @@ def _unit_ratio(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
 def _cpu_all_finite(y: torch.Tensor) -> bool:
     """True when the CPU tensor ``y`` is non-empty and finite (one reduction; CPU: no sync).
 
-    Always ``False`` while a graph is captured or under a ``torch.func`` transform (the caller
-    then takes its general path).
+    Under ``vmap`` the reduction reads every batch member's values (:func:`host_values`); always
+    ``False`` while a graph is captured (the caller then takes its general path).
     """
-    return _fast_paths() and y.numel() > 0 and math.isfinite(float(y.amax()))
+    values = host_values(y)  # (None first: under torch.jit.trace even numel() is traced)
+    return values is not None and values.numel() > 0 and math.isfinite(float(values.amax()))
 
 
 def _log_pdf_general(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
@@ -274,7 +289,7 @@ class _LogPdf(torch.autograd.Function):
 
     @staticmethod
     def forward(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-        if d.device.type == "cpu" and _fast_paths():
+        if d.device.type == "cpu":
             # s (1 + z^2) = s + (d / s) d: three cheap operations and one log. It overflows only
             # for |z| beyond ~1.8e19 / sqrt(s); a CPU reduction (no device sync) detects that
             # rare case (and inf/NaN inputs), which then takes the max/min form below.

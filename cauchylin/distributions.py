@@ -90,7 +90,9 @@ def _broadcast_params(
             dtype = t.dtype if dtype is None else torch.promote_types(dtype, t.dtype)
     dtype = dtype or torch.get_default_dtype()
     try:  # broadcast_tensors is a cheap C++ call; it only fails on incompatible shapes
-        out = torch.broadcast_tensors(*(t.to(dtype) for t in tensors.values()))
+        out = torch.broadcast_tensors(
+            *(t if t.dtype == dtype else t.to(dtype) for t in tensors.values())
+        )
     except RuntimeError:
         broadcast_shapes_or_raise(**{k: t.shape for k, t in tensors.items()})
         raise
@@ -119,7 +121,8 @@ def _log_density(value: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor) ->
     (overflow-free, finite gradients, also at ``x = +-inf``).
     """
     dtype = _special.working_dtype(value, loc, scale)
-    return _special.log_pdf(value.to(dtype) - loc.to(dtype), scale.to(dtype))
+    value, loc, scale = (t if t.dtype == dtype else t.to(dtype) for t in (value, loc, scale))
+    return _special.log_pdf(value - loc, scale)
 
 
 def _init_distribution(
@@ -129,31 +132,67 @@ def _init_distribution(
     event_shape: torch.Size,
     validate_args: bool | None,
 ) -> None:
-    """``super(cls, d).__init__(batch_shape, event_shape, validate_args)``, also under ``torch.func``.
+    """``super(cls, d).__init__(batch_shape, event_shape, validate_args)``, then the finiteness
+    of every parameter (``arg_constraints``) when validating; also under ``torch.func``.
 
     torch checks the parameters against ``arg_constraints`` with a Python ``if`` on a tensor,
     which ``vmap`` refuses. Under a transform the flag is set as torch sets it and the same
-    constraints are checked on the values underneath the transform's wrappers (every batch
-    member). The message names the parameter and the constraint as torch's does.
+    constraints, and the finiteness, are checked on the values underneath the transform's
+    wrappers (every batch member): one host read screens them all, and only when it fails do the
+    checks run one by one for the message (which names the parameter and the constraint as
+    torch's does).
     """
+    names = list(d.arg_constraints)
     if not transforms_active():
         super(cls, d).__init__(batch_shape, event_shape, validate_args=validate_args)
+        if d._validate_args:
+            for name in names:
+                check_finite(name, getattr(d, name))
         return
     super(cls, d).__init__(batch_shape, event_shape, validate_args=False)
     d._validate_args = Distribution._validate_args if validate_args is None else validate_args
     if not d._validate_args:
         return
-    for param, constraint in d.arg_constraints.items():
-        value = getattr(d, param)
-        values = host_values(value)
-        # An "all" over every value, whatever the layout of the batch dimensions underneath:
-        # the constraints here are element-wise (``independent`` only reduces with ``all``).
-        if values is not None and not bool(constraint.check(values).all()):
+    values = [host_values(getattr(d, name)) for name in names]
+    if any(v is None for v in values):
+        return  # (a graph capture: nothing to read)
+    if all(v is not None and v.numel() for v in values):
+        # One screen of every parameter's extremes (``aminmax`` propagates NaN): finite, and
+        # the smallest above 0 where the constraint is ``positive``. The constraints here are
+        # ``real`` and ``positive`` (reduced with ``all`` by ``independent``), which hold
+        # everywhere when the extremes pass; the layout of the batch dimensions underneath does
+        # not matter. Anything else is checked one by one below.
+        kinds = [_interval_kind(d.arg_constraints[name]) for name in names]
+        if None not in kinds:
+            pairs = [t for v in values if v is not None for t in torch.aminmax(v)]
+            ends = torch.stack(pairs).tolist()  # one host read for all of them
+            lows = ends[0::2]
+            if all(math.isfinite(e) for e in ends) and all(
+                lo > 0 for lo, kind in zip(lows, kinds, strict=True) if kind == "positive"
+            ):
+                return
+    for name, v in zip(names, values, strict=True):
+        assert v is not None
+        constraint = d.arg_constraints[name]
+        if not bool(constraint.check(v).all()):
             raise ValueError(
-                f"Expected parameter {param} (Tensor of shape {tuple(value.shape)}) of "
+                f"Expected parameter {name} (Tensor of shape {tuple(getattr(d, name).shape)}) of "
                 f"distribution {type(d).__name__} to satisfy the constraint {constraint!r}, but "
                 "found invalid values (in a member of the torch.func batch)"
             )
+        check_finite(name, getattr(d, name))
+
+
+def _interval_kind(constraint: constraints.Constraint) -> str | None:
+    """``"real"`` or ``"positive"`` for those constraints (also inside ``independent``), else
+    ``None``: the constraints that the extremes of a tensor decide."""
+    while isinstance(constraint, constraints.independent):
+        constraint = constraint.base_constraint
+    if constraint is constraints.real:
+        return "real"
+    if constraint is constraints.positive:
+        return "positive"
+    return None
 
 
 def _validate_value(d: TorchDistribution, value: torch.Tensor) -> None:
@@ -176,6 +215,10 @@ def _validate_value(d: TorchDistribution, value: torch.Tensor) -> None:
     broadcast_shapes_or_raise(value=value.shape, distribution=d.batch_shape + d.event_shape)
     values = host_values(value) if value.numel() > 0 else None
     support = d.support
+    if values is not None and support is constraints.real_vector:
+        # NaN, the one value real_vector refuses, propagates to the largest entry
+        if not math.isnan(float(values.amax())):
+            return
     if values is not None and support is not None and not bool(support.check(values).all()):
         raise ValueError(
             f"Expected value argument (Tensor of shape {tuple(value.shape)}) to be within the "
@@ -258,9 +301,6 @@ class IndependentCauchy(TorchDistribution):
     ) -> None:
         (self.loc, self.scale), shape = _broadcast_params(loc=loc, scale=scale)
         _init_distribution(self, IndependentCauchy, shape[:-1], shape[-1:], _resolve(validate_args))
-        if self._validate_args:
-            check_finite("loc", self.loc)
-            check_finite("scale", self.scale)
 
     @classmethod
     def from_vector(cls, vector: Any, validate_args: bool | None = None) -> IndependentCauchy:
@@ -505,10 +545,6 @@ class OvR(TorchDistribution):
             loc=loc, scale=scale, threshold=threshold
         )
         _init_distribution(self, OvR, shape[:-1], shape[-1:], _resolve(validate_args))
-        if self._validate_args:
-            check_finite("loc", self.loc)
-            check_finite("scale", self.scale)
-            check_finite("threshold", self.threshold)
 
     @classmethod
     def from_vector(
