@@ -155,7 +155,9 @@ def _differentiating_transform() -> bool:
     """Whether a ``torch.func`` transform other than ``vmap`` is active (``grad``, ``jvp``,
     ``functionalize``, and those built on them: ``jacrev``, ``jacfwd``, ``hessian``)."""
     functorch = getattr(torch._C, "_functorch", None)
-    stack = functorch.get_interpreter_stack() if functorch is not None else None
+    if functorch is None:  # pragma: no cover - a torch without torch.func
+        return False
+    stack = functorch.get_interpreter_stack()
     if not stack:
         return False
     batching = functorch.TransformType.Vmap
