@@ -202,7 +202,9 @@ def bench_ovr_loss(device: torch.device, dtype: torch.dtype, size: dict) -> dict
     return {"shape": size["ovr"], "seconds": seconds, "ratios": ratios, "note": liger_note}
 
 
-def _models(device: torch.device, dtype: torch.dtype, size: dict):
+def _models(
+    device: torch.device, dtype: torch.dtype, size: dict
+) -> tuple[torch.nn.Module, torch.nn.Module]:
     from cauchylin_hf.model import CauchyLMForCausalLM
     from transformers import AutoModelForCausalLM, Qwen2Config
 
@@ -220,7 +222,12 @@ def _models(device: torch.device, dtype: torch.dtype, size: dict):
     return base, model.to(device=device).eval()
 
 
-def bench_decode(device: torch.device, dtype: torch.dtype, size: dict, built) -> dict:
+def bench_decode(
+    device: torch.device,
+    dtype: torch.dtype,
+    size: dict,
+    built: tuple[torch.nn.Module, torch.nn.Module],
+) -> dict:
     """Tokens per second: our generate (standard, compatible) vs the base's greedy generate."""
     from cauchylin_hf.generation import generate
 
@@ -265,7 +272,12 @@ def bench_decode(device: torch.device, dtype: torch.dtype, size: dict, built) ->
     }
 
 
-def bench_train_step(device: torch.device, dtype: torch.dtype, size: dict, built) -> dict:
+def bench_train_step(
+    device: torch.device,
+    dtype: torch.dtype,
+    size: dict,
+    built: tuple[torch.nn.Module, torch.nn.Module],
+) -> dict:
     """One training step (forward + backward, backbone unfrozen) of both models, same tokens."""
     base, model = built
     batch, seq = size["train"]["batch"], size["train"]["seq"]
