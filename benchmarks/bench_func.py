@@ -2,7 +2,8 @@
 
 ``D`` small distributions (``C`` components each, one value each) scored by ``log_prob``, timed
 side by side in one process, interleaved over several rounds (the order alternating; each side
-times ``--repeat`` calls per round and the median round counts):
+times ``--repeat`` calls per round; each ratio is taken within a round, and the median of the
+rounds is printed with [min-max]):
 
 =====================  ==========================================================================
 ``loop``               ``[IndependentCauchy(loc[i], scale[i]).log_prob(x[i]) for i in range(D)]``
@@ -87,8 +88,8 @@ def sides(
 
 def measure(
     fns: dict[str, Callable[[], torch.Tensor]], rounds: int, repeat: int, device: str
-) -> dict[str, float]:
-    """Median seconds per call of each side over ``rounds`` interleaved rounds."""
+) -> dict[str, list[float]]:
+    """Seconds per call of each side in each of ``rounds`` interleaved rounds."""
     names = list(fns)
     per: dict[str, list[float]] = {n: [] for n in names}
     for fn in fns.values():  # warm up (allocator, first-call work)
@@ -102,7 +103,7 @@ def measure(
                 fns[name]()
             _sync(device)
             per[name].append((time.perf_counter() - start) / repeat)
-    return {n: statistics.median(t) for n, t in per.items()}
+    return per
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -122,21 +123,23 @@ def run(args: argparse.Namespace) -> dict:
         "vmap vs torch (float64)": float((eager_out.double() - ref).abs().max()),
     }
     agree = all(v <= tol for v in diffs.values())
-    seconds = measure(fns, args.rounds, args.repeat, args.device)
-    ratios = {
-        "loop / vmap (validation on)": seconds["loop (validation on)"]
-        / seconds["vmap (validation on)"],
-        "loop / vmap (validation off)": seconds["loop (validation off)"]
-        / seconds["vmap (validation off)"],
-        "vmap / torch vmap (validation on)": seconds["vmap (validation on)"]
-        / seconds["torch vmap"],
-        "vmap / torch vmap (validation off)": seconds["vmap (validation off)"]
-        / seconds["torch vmap"],
-        "compiled vmap / eager vmap": seconds["compiled vmap"] / seconds["vmap (validation off)"],
+    per_round = measure(fns, args.rounds, args.repeat, args.device)
+    pairs = {
+        "loop / vmap (validation on)": ("loop (validation on)", "vmap (validation on)"),
+        "loop / vmap (validation off)": ("loop (validation off)", "vmap (validation off)"),
+        "vmap / torch vmap (validation on)": ("vmap (validation on)", "torch vmap"),
+        "vmap / torch vmap (validation off)": ("vmap (validation off)", "torch vmap"),
+        "compiled vmap / eager vmap": ("compiled vmap", "vmap (validation off)"),
+    }
+    # each ratio within a round (both sides measured back to back), then the median of the rounds
+    in_round = {
+        name: [a / b for a, b in zip(per_round[top], per_round[bottom], strict=True)]
+        for name, (top, bottom) in pairs.items()
     }
     return {
-        "seconds": seconds,
-        "ratios": ratios,
+        "seconds": {n: statistics.median(t) for n, t in per_round.items()},
+        "ratios": {n: statistics.median(r) for n, r in in_round.items()},
+        "ratio_ranges": {n: [min(r), max(r)] for n, r in in_round.items()},
         "differences": diffs,
         "tolerance": tol,
         "agree": agree,
@@ -151,7 +154,11 @@ def report(out: dict, args: argparse.Namespace) -> None:
     targets = {"loop /": ">= 10", "vmap / torch": "<= 1.2"}
     for name, r in out["ratios"].items():
         target = next((t for k, t in targets.items() if name.startswith(k)), "")
-        print(f"ratio {name:<40}{r:>8.2f}  {('target ' + target) if target else ''}")
+        lo, hi = out["ratio_ranges"][name]
+        print(
+            f"ratio {name:<36}{r:>8.2f} [{lo:.2f}-{hi:.2f}]  "
+            f"{('target ' + target) if target else ''}"
+        )
     for name, d in out["differences"].items():
         print(f"max |difference| {name:<28}{d:.3g}  (tolerance {out['tolerance']:.3g})")
     print("compiled and eager agree" if out["agree"] else "MISMATCH beyond the tolerance")

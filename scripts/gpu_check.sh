@@ -23,24 +23,34 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
 fi
 nvidia-smi -L
 
-if [ "${GPU_CHECK_REUSE:-0}" = "1" ]; then
-  run_py="$PY"
-else
+fresh_venv() {
   venv="${GPU_CHECK_VENV:-$(mktemp -d)/venv}"
   echo "[gpu_check] fresh venv in $venv: the newest torch, cauchylin[hf,dev], liger-kernel"
-  "$PY" -m venv "$venv"
+  "$PY" -m venv "$venv" || return 1
   pip_q() { "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@"; }
   # (a machine-wide pip constraint may cap torch below the newest release: lifted for this venv)
   export PIP_CONSTRAINT=/dev/null
-  pip_q --upgrade pip
-  pip_q torch
-  pip_q -e ".[hf,dev]"
+  pip_q --upgrade pip || return 1
+  pip_q torch || return 1
+  pip_q -e ".[hf,dev]" || return 1
   if ! pip_q liger-kernel; then
     echo "[gpu_check] liger-kernel did not install: the fused cross-entropy baseline is skipped"
   fi
   run_py="$venv/bin/python"
-  echo "[gpu_check] environment ready after $((SECONDS - start)) s"
+}
+
+run_py="$PY"
+if [ "${GPU_CHECK_REUSE:-0}" != "1" ] && ! fresh_venv; then
+  # A GPU machine without access to the package registry: the interpreter at hand, if it has a
+  # CUDA torch and transformers (the checkout itself is put on the path by gpu_check.py).
+  echo "[gpu_check] the fresh environment could not be installed (no registry?): trying $PY"
+  if ! "$PY" -c "import torch, transformers; assert torch.cuda.is_available()"; then
+    echo "[gpu_check] $PY has no CUDA torch with transformers either: give one with PYTHON=..."
+    exit 1
+  fi
+  run_py="$PY"
 fi
+echo "[gpu_check] environment ready after $((SECONDS - start)) s"
 "$run_py" -c "import torch; print('[gpu_check] torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name())"
 status=0
 "$run_py" scripts/gpu_check.py --out "$OUT" || status=$?
