@@ -43,17 +43,21 @@ The derivatives are written by hand (``torch.autograd.Function``) because autogr
 the hand-written ones are finite and correctly signed for every finite ``d`` and ``s > 0``, and at
 ``d = +-inf`` they are the limits (``0`` in ``d``; ``0`` or ``1/s`` in ``s``). Each ``Function``
 has both modes of differentiation from the same partial derivatives: ``backward`` (reverse mode:
-``backward()``, ``torch.func.grad``, ``jacrev``) and ``jvp`` (forward mode: ``torch.func.jvp``,
-``jacfwd``, ``torch.autograd.forward_ad``), both written with differentiable torch operations, so
-higher derivatives (``hessian``) compose. Each is written in the ``setup_context`` style with
-``generate_vmap_rule = True``: ``torch.func.vmap`` runs the forward, ``backward`` and ``jvp`` on
-batched tensors, which they support because, under a ``torch.func`` transform, the forward takes
-its functional path (no in-place ``out=`` operation, no host-side reduction; see
-:func:`cauchylin._validation.transforms_active`). Without a gradient and outside any transform the
-forward runs directly (no autograd overhead); while a graph is captured (``torch.jit.trace``,
-``torch.compile``, ``torch.export``) the autograd ``Function`` is always used and the forward takes
-no branch that depends on tensor values, so the captured graph is the same with and without
-gradients.
+``backward()``, ``torch.func.grad``, ``jacrev``) and a forward rule (forward mode:
+``torch.func.jvp``, ``jacfwd``, ``torch.autograd.forward_ad``), both written with differentiable
+torch operations, so higher derivatives (``hessian``) compose. The forward rule is installed as
+``jvp`` on a subclass of each ``Function`` (:func:`_with_jvp`), which forward-mode AD and the
+``torch.func`` transforms apply; ``torch.compile`` sees the class without it, because Dynamo
+refuses to trace a ``Function`` that defines ``jvp``. Each is written in the ``setup_context``
+style with ``generate_vmap_rule = True``: under ``vmap`` with ``grad`` or ``jvp`` the forward,
+``backward`` and ``jvp`` run on batched tensors, which they support because, under a
+``torch.func`` transform, the forward takes its functional path (no in-place ``out=`` operation;
+a host-side reduction that picks a path reads every batch member through
+:func:`cauchylin._validation.host_values`). Under ``vmap`` alone, and without a gradient outside
+any transform, the forward runs directly (no autograd overhead); while a graph is captured
+(``torch.jit.trace``, ``torch.compile``, ``torch.export``) the autograd ``Function`` is always used
+and the forward takes no branch that depends on tensor values, so the captured graph is the same
+with and without gradients.
 
 The module also holds :func:`standard_cauchy` (the sampler every Cauchy draw uses) and
 :func:`cauchy_kl`, the one kernel of the Cauchy KL divergence.
