@@ -666,11 +666,13 @@ class CauchyVector:
             >>> (x[0] - x[1]).scale, (x[0] - x[0]).scale
             (tensor([3.]), tensor([0.]))
         """
-        return self + (-other)
+        # (method calls, not operators: they also run inside __torch_function__, where a
+        # tracing torch.compile does not dispatch a nested vector-tensor operator again)
+        return self.__add__(-other)
 
     def __rsub__(self, other: torch.Tensor | Number) -> CauchyVector:
         """``t - X`` for a tensor or number ``t``."""
-        return (-self) + other
+        return self.__neg__().__add__(other)
 
     def __mul__(self, factor: torch.Tensor | Number) -> CauchyVector:
         """``a * X``: locations times ``a``, scales times ``|a|`` (element-wise, broadcasting).
@@ -743,7 +745,7 @@ class CauchyVector:
         d = _as_tensor(divisor, self._terms[0].source.loc, "divisor")
         if is_validating(self._validate) and _any_value(d == 0, default=False):
             raise ValueError(f"divisor must be non-zero (shape {tuple(d.shape)})")
-        return self * d.reciprocal()
+        return self.__mul__(d.reciprocal())
 
     def __rtruediv__(self, other: torch.Tensor | Number) -> CauchyVector:
         """``a / X`` is not affine in the sources: always raises ``NotImplementedError``."""
@@ -766,13 +768,15 @@ class CauchyVector:
         ``+ - * /`` between a tensor and a vector it answers with the vector's own operator, so
         ``tensor * X`` means ``X.__rmul__(tensor)`` as Python's reflected operators would, also
         while ``torch.compile`` traces (Dynamo routes every operator with a tensor operand
-        through this protocol, ``X * tensor`` included); any other torch function refuses a
-        vector (``NotImplemented``: torch raises ``TypeError``).
+        through this protocol, ``X * tensor`` included), and so does ``torch.sub(tensor, X)``
+        (``tensor - X``) and its like; any other torch function refuses a vector
+        (``NotImplemented``: torch raises ``TypeError``). ``Tensor.sub(a, b)`` means ``a - b``
+        and ``Tensor.__rsub__(a, b)`` means ``b - a``, whichever of the two is the vector.
 
         Args:
             func: the tensor operation, e.g. ``torch.Tensor.__mul__``.
             types: the types that override ``__torch_function__``.
-            args: its arguments, ``(tensor, vector)``.
+            args: its two arguments, a tensor and a vector in either order.
             kwargs: its keyword arguments (none for an operator).
 
         Returns:
@@ -784,13 +788,18 @@ class CauchyVector:
             >>> (torch.tensor([2.0]) * CauchyVector(torch.ones(1), torch.ones(1))).scale
             tensor([2.])
         """
-        reflected = _TENSOR_OPERATORS.get(getattr(func, "__name__", ""))
-        if reflected is None or kwargs or len(args) != 2:
+        operator = next((op for f, op in _PYTHON_OPERATORS if func is f), None)
+        if operator is None:
+            operator = _TENSOR_OPERATORS.get(getattr(func, "__name__", ""))
+        if operator is None or kwargs or len(args) != 2:
             return NotImplemented
-        tensor, vector = args
-        if not isinstance(vector, CauchyVector) or isinstance(tensor, CauchyVector):
-            return NotImplemented
-        return getattr(vector, reflected)(tensor)
+        name, reflected = operator
+        left, right = (args[1], args[0]) if reflected else args  # the result is left <op> right
+        if isinstance(left, CauchyVector) and not isinstance(right, CauchyVector):
+            return getattr(left, f"__{name}__")(right)
+        if isinstance(right, CauchyVector) and not isinstance(left, CauchyVector):
+            return getattr(right, f"__r{name}__")(left)
+        return NotImplemented
 
     # ------------------------------------------------------------------ views
     def _map_batch(
@@ -1546,21 +1555,28 @@ def _shared_source_scale(terms: Sequence[_Term]) -> torch.Tensor:
     return total
 
 
-# The name of ``torch.Tensor.op`` / ``torch.op`` called as ``op(tensor, vector)`` -> the vector's
-# method that computes it: ``tensor * X`` is ``X.__rmul__(tensor)``. The reflected ones arrive
-# with the tensor first too (``X - tensor`` as ``Tensor.__rsub__(tensor, X)``): that is how Dynamo
-# hands an operator over, as the plain method (``TensorBase.sub``) for ``tensor - X`` and as the
-# reflected one for ``X - tensor``; ``+`` and ``*`` commute, so either order of a vector and a
-# tensor is the vector's own ``+``/``*``. (Names, not the function objects: Dynamo passes some of
-# them as traced functions, which a dictionary lookup by identity would not find.)
-_TENSOR_OPERATORS: dict[str, str] = {
-    **dict.fromkeys(("__add__", "__radd__", "add"), "__radd__"),
-    **dict.fromkeys(("__mul__", "__rmul__", "mul", "multiply"), "__rmul__"),
-    **dict.fromkeys(("__sub__", "sub", "subtract"), "__rsub__"),
-    "__rsub__": "__sub__",
-    **dict.fromkeys(("__truediv__", "__div__", "div", "divide", "true_divide"), "__rtruediv__"),
-    **dict.fromkeys(("__rtruediv__", "__rdiv__"), "__truediv__"),
+# The name of a tensor operator or method -> (the operator, reflected): ``Tensor.__rsub__(a, b)``
+# is ``b - a``, every other ``Tensor.sub(a, b)``-like name ``a - b``. Names, not the function
+# objects: Dynamo passes some of them as traced functions, which a lookup by identity would not
+# find; and it passes ``X - tensor`` either as ``Tensor.__rsub__(tensor, X)`` or as
+# ``Tensor.sub(X, tensor)`` (torch 2.13 and 2.15 differ), which both mean ``X - tensor`` here.
+_TENSOR_OPERATORS: dict[str, tuple[str, bool]] = {
+    **dict.fromkeys(("__add__", "add"), ("add", False)),
+    "__radd__": ("add", True),
+    **dict.fromkeys(("__sub__", "sub", "subtract"), ("sub", False)),
+    "__rsub__": ("sub", True),
+    **dict.fromkeys(("__mul__", "mul", "multiply"), ("mul", False)),
+    "__rmul__": ("mul", True),
+    **dict.fromkeys(("__truediv__", "__div__", "div", "divide", "true_divide"), ("truediv", False)),
+    **dict.fromkeys(("__rtruediv__", "__rdiv__"), ("truediv", True)),
 }
+# The reflected operators that torch writes in Python (the others are C methods): matched by
+# identity first, since Dynamo (torch 2.15) reports the name of their decorator's inner function.
+_PYTHON_OPERATORS: tuple[tuple[Callable[..., Any], tuple[str, bool]], ...] = (
+    (torch.Tensor.__rsub__, ("sub", True)),
+    (torch.Tensor.__rtruediv__, ("truediv", True)),
+    (torch.Tensor.__rdiv__, ("truediv", True)),
+)
 
 
 def _repeats(index: torch.Tensor) -> torch.Tensor:
