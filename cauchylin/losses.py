@@ -220,11 +220,13 @@ def _check_label_range(
     bad = (labels < 0) | (labels >= num_classes)
     if counted is not None:
         bad = bad & counted
-    bad_values, label_values = host_values(bad), host_values(labels)
-    if bad_values is None or label_values is None:
+    # The offending labels themselves, 0 elsewhere (0 is a valid label, so never offending); one
+    # tensor read underneath a torch.func transform, whatever its batch layout there.
+    offending = host_values(torch.where(bad, labels, torch.zeros_like(labels)))
+    if offending is None:
         return  # (a graph capture: nothing to read)
-    if bool(bad_values.any()):
-        value = int(label_values.reshape(bad_values.shape)[bad_values][0])
+    if bool((offending != 0).any()):
+        value = int(offending[offending != 0][0])
         raise ValueError(
             f"labels must lie in [0, {num_classes}) or equal ignore_index at counted positions; "
             f"found {value} (labels shape {_shape(labels)})"
