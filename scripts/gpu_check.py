@@ -411,6 +411,27 @@ def markdown(result: dict) -> str:
     return "\n".join([line for line in head if line is not None] + rows) + "\n"
 
 
+# What the check needs beside the GPU: the declared floors of pyproject.toml that matter here.
+NEEDS = {"torch": (2, 13), "transformers": (5, 23), "pyro-ppl": (1, 9)}
+
+
+def missing_requirements() -> list[str]:
+    """The packages this interpreter lacks, or has below the floors of ``NEEDS``."""
+    from importlib import metadata
+
+    problems = []
+    for name, floor in NEEDS.items():
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            problems.append(f"{name} is not installed (needs >= {'.'.join(map(str, floor))})")
+            continue
+        parts = tuple(int(p) for p in version.split("+")[0].split(".")[:2] if p.isdigit())
+        if parts < floor:
+            problems.append(f"{name} {version} is below {'.'.join(map(str, floor))}")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="gpu_check", help="folder of gpu_check.json and .md")
@@ -429,6 +450,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{torch.__version__}, CUDA build {torch.version.cuda}): nothing to measure. "
             "Run with --dry-run to check the plumbing."
         )
+        return 2
+    problems = missing_requirements()
+    if problems:
+        say("this interpreter cannot run cauchylin: " + "; ".join(problems))
         return 2
     if args.dry_run:
         device = torch.device("cpu")
