@@ -21,8 +21,10 @@ shows they still refuse a bad value in one member of a batch, as the loop does.
 Tolerances: each operation's outputs come from at most a few float32 operations per element,
 summed over at most ``TERMS`` elements; two evaluations of the same formula (fast and functional
 kernel paths, or two orders of summation) differ by a few float32 ulp per term, so both are
-compared with ``rtol = atol_scale = 16 * TERMS * eps(float32)`` relative to the largest
-magnitude of the reference (a bfloat16 *output* is compared at bfloat16's eps).
+compared with ``rtol = 16 * TERMS * eps(float32)``, plus one ``eps`` of each side that is half
+precision (one rounding of a bfloat16 result or Jacobian), relative to each entry and, as an
+absolute tolerance, to the reference's largest magnitude. The ``jvp`` check bounds the rounding of
+a bfloat16 Jacobian entry by entry (``eps(bf16) |J| |t|``).
 """
 
 from __future__ import annotations
