@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--child-json", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
-    if args.device == "cuda" and not torch.cuda.is_available():
+    if args.device == "cuda" and cauchylin.available_device().type != "cuda":
         parser.error("--device cuda: no CUDA device available")
     big = args.device == "cuda"
     if args.sweep_n:

@@ -10,7 +10,8 @@ The public API:
 * :mod:`cauchylin.metrics` — the monitoring metrics (token accuracy, `<NUM>` F1, regression
   errors, distribution statistics);
 * :func:`set_validate_args`, :func:`validation` — switch argument validation;
-  :class:`BroadcastError` — shapes that do not broadcast (a ``ValueError`` and a ``RuntimeError``).
+  :class:`BroadcastError` — shapes that do not broadcast (a ``ValueError`` and a ``RuntimeError``);
+* :func:`available_device` — the device cauchylin picks: an available accelerator, else the CPU.
 """
 
 from cauchylin import (  # noqa: F401  (submodules as attributes)
@@ -20,6 +21,7 @@ from cauchylin import (  # noqa: F401  (submodules as attributes)
     nn,
     value_space,
 )
+from cauchylin._device import available_device
 from cauchylin._validation import BroadcastError, set_validate_args, validation
 from cauchylin.vector import CauchyVector, cat, kl_divergence
 
@@ -29,6 +31,7 @@ __all__ = [
     "BroadcastError",
     "CauchyVector",
     "__version__",
+    "available_device",
     "cat",
     "kl_divergence",
     "set_validate_args",

@@ -33,6 +33,14 @@ When gradients are wanted the forward pass computes them at once for the loss *m
 is recomputed; the backward pass only rescales them by the incoming gradient). If the per-position
 losses themselves are differentiated, or the graph is walked a second time, the backward pass
 recomputes the tiles with the incoming per-row weights instead: same numbers, two more GEMMs.
+
+The kernel is for eager execution only: it groups the rows by the labels on the host and writes
+into preallocated tile buffers, which neither ``torch.func.vmap`` nor a graph capture can do, and
+it computes the gradients in the forward (it reads ``needs_input_grad`` there, which a
+``setup_context``-style ``Function`` cannot). So its ``Function`` keeps the classic style without
+a vmap rule, and :func:`cauchylin.losses.ovr_bce_fused` never calls it under a ``torch.func``
+transform or while a graph is captured: there it evaluates the same loss from ``loc_S`` and
+``scale_S`` with fixed shapes (see :mod:`cauchylin.losses`).
 """
 
 from __future__ import annotations

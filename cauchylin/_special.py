@@ -41,11 +41,23 @@ dominated by its transcendental calls and the number of fresh full-size tensors.
 The derivatives are written by hand (``torch.autograd.Function``) because autograd through
 ``abs`` would give a zero gradient at ``d = 0`` and through ``s^2 + d^2`` an overflow in the tails;
 the hand-written ones are finite and correctly signed for every finite ``d`` and ``s > 0``, and at
-``d = +-inf`` they are the limits (``0`` in ``d``; ``0`` or ``1/s`` in ``s``). Without a gradient
-the forward runs directly (no autograd overhead); while a graph is captured (``torch.jit.trace``,
-``torch.compile``, ``torch.export``) the autograd ``Function`` is always used and the forward takes
-no branch that depends on tensor values, so the captured graph is the same with and without
-gradients.
+``d = +-inf`` they are the limits (``0`` in ``d``; ``0`` or ``1/s`` in ``s``). Each ``Function``
+has both modes of differentiation from the same partial derivatives: ``backward`` (reverse mode:
+``backward()``, ``torch.func.grad``, ``jacrev``) and a forward rule (forward mode:
+``torch.func.jvp``, ``jacfwd``, ``torch.autograd.forward_ad``), both written with differentiable
+torch operations, so higher derivatives (``hessian``) compose. The forward rule is installed as
+``jvp`` on a subclass of each ``Function`` (:func:`_with_jvp`), which forward-mode AD and the
+``torch.func`` transforms apply; ``torch.compile`` sees the class without it, because Dynamo
+refuses to trace a ``Function`` that defines ``jvp``. Each is written in the ``setup_context``
+style with ``generate_vmap_rule = True``: under ``vmap`` with ``grad`` or ``jvp`` the forward,
+``backward`` and ``jvp`` run on batched tensors, which they support because, under a
+``torch.func`` transform, the forward takes its functional path (no in-place ``out=`` operation;
+a host-side reduction that picks a path reads every batch member through
+:func:`cauchylin._validation.host_values`). Under ``vmap`` alone, and without a gradient outside
+any transform, the forward runs directly (no autograd overhead); while a graph is captured
+(``torch.jit.trace``, ``torch.compile``, ``torch.export``) the autograd ``Function`` is always used
+and the forward takes no branch that depends on tensor values, so the captured graph is the same
+with and without gradients.
 
 The module also holds :func:`standard_cauchy` (the sampler every Cauchy draw uses) and
 :func:`cauchy_kl`, the one kernel of the Cauchy KL divergence.
@@ -59,7 +71,7 @@ from typing import Any
 
 import torch
 
-from cauchylin._validation import is_tracing
+from cauchylin._validation import host_values, is_tracing, transforms_active
 
 __all__ = [
     "LOG_PI",
@@ -127,32 +139,90 @@ def _broadcast_shape(*shapes: Sequence[int]) -> torch.Size:
 
 def _as_working(*tensors: torch.Tensor) -> list[torch.Tensor]:
     dtype = working_dtype(*tensors)
-    return [t.to(dtype) for t in tensors]
+    # (no call where the dtype is already right: under vmap even a no-op .to costs a dispatch)
+    return [t if t.dtype == dtype else t.to(dtype) for t in tensors]
+
+
+def _fast_paths() -> bool:
+    """Whether the in-place ``out=`` kernels and the host-side reductions that pick a path may run:
+    in eager execution only, not while a graph is captured nor under a ``torch.func`` transform
+    (whose batched tensors support neither)."""
+    return not is_tracing() and not transforms_active()
+
+
+def _forward_ad_active() -> bool:
+    """Whether a forward-mode AD level is open (``torch.autograd.forward_ad.dual_level``)."""
+    return getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0
+
+
+def _differentiating_transform() -> bool:
+    """Whether a ``torch.func`` transform other than ``vmap`` is active (``grad``, ``jvp``,
+    ``functionalize``, and those built on them: ``jacrev``, ``jacfwd``, ``hessian``)."""
+    functorch = getattr(torch._C, "_functorch", None)
+    if functorch is None:  # pragma: no cover - a torch without torch.func
+        return False
+    stack = functorch.get_interpreter_stack()
+    if not stack:
+        return False
+    batching = functorch.TransformType.Vmap
+    return any(level.key() != batching for level in stack)
+
+
+def _needs_function(*tensors: torch.Tensor) -> bool:
+    """Whether the autograd ``Function`` must be applied rather than its forward called directly:
+    a gradient is wanted, a graph is captured, forward-mode AD or a differentiating ``torch.func``
+    transform is active (their rules are the ``Function``'s ``backward`` and ``jvp``). Under
+    ``vmap`` alone the forward runs directly on the batched tensors (its functional path): the
+    vmap rule of a ``Function`` would only add a round of Python bookkeeping per call."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return True
+    return is_tracing() or _forward_ad_active() or _differentiating_transform()
+
+
+def _with_jvp(fn: type[torch.autograd.Function]) -> type[torch.autograd.Function]:
+    """``fn`` with its forward-mode rule ``fn.tangent`` installed as ``jvp``.
+
+    Two classes because Dynamo refuses to trace a ``Function`` that defines ``jvp``
+    ("Unsupported custom jvp", also when nothing asks for forward mode): ``torch.compile`` sees
+    the class without it, forward-mode AD and the ``torch.func`` transforms the one with it.
+    """
+    return type(fn.__name__ + "Jvp", (fn,), {"jvp": staticmethod(fn.tangent)})  # type: ignore[attr-defined]
+
+
+def _function_for(fn: type[torch.autograd.Function]) -> type[torch.autograd.Function]:
+    """The class to apply: with ``jvp`` under forward-mode AD or a ``torch.func`` transform (not
+    while a graph is captured), else without."""
+    if not is_tracing() and (transforms_active() or _forward_ad_active()):
+        return _JVP[fn]
+    return fn
 
 
 def _apply(fn: type[torch.autograd.Function], d: torch.Tensor, s: torch.Tensor, *extra: Any) -> Any:
-    """``fn.apply`` when a gradient is needed or a graph is captured, else its forward directly.
+    """``fn.apply`` when a derivative rule may be needed (see :func:`_needs_function`), else its
+    forward directly.
 
     The direct call saves the autograd overhead in eager execution. While tracing or compiling
     the ``Function`` is always applied, so the captured graph does not depend on whether the
     example inputs required gradients (and its in-place ``out=`` kernels stay inside it).
     """
-    if is_tracing() or (torch.is_grad_enabled() and (d.requires_grad or s.requires_grad)):
-        return fn.apply(d, s, *extra)
-    return fn.forward(_NO_CTX, d, s, *extra)
+    if _needs_function(d, s):
+        return _function_for(fn).apply(d, s, *extra)
+    return fn.forward(d, s, *extra)
 
 
-class _NoCtx:
-    """Stands in for the autograd context when only the forward runs."""
-
-    def save_for_backward(self, *tensors: torch.Tensor) -> None:
-        pass
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        pass
-
-
-_NO_CTX = _NoCtx()
+def _tangent(
+    out_shape: torch.Size, *pairs: tuple[torch.Tensor | None, torch.Tensor]
+) -> torch.Tensor:
+    """``sum_i tangent_i * partial_i`` over the pairs whose tangent is given, of ``out_shape``."""
+    total: torch.Tensor | None = None
+    for tangent, partial in pairs:
+        if tangent is None:
+            continue
+        term = tangent * partial
+        total = term if total is None else total + term
+    if total is None:  # (no input carried a tangent)
+        return pairs[0][1].new_zeros(out_shape)
+    return total.expand(out_shape) if total.shape != out_shape else total
 
 
 def _reduce_to(grad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -177,9 +247,11 @@ def _unit_ratio(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
 def _cpu_all_finite(y: torch.Tensor) -> bool:
     """True when the CPU tensor ``y`` is non-empty and finite (one reduction; CPU: no sync).
 
-    Always ``False`` while a graph is captured (the caller then takes its general path).
+    Under ``vmap`` the reduction reads every batch member's values (:func:`host_values`); always
+    ``False`` while a graph is captured (the caller then takes its general path).
     """
-    return not is_tracing() and y.numel() > 0 and math.isfinite(float(y.amax()))
+    values = host_values(y)  # (None first: under torch.jit.trace even numel() is traced)
+    return values is not None and values.numel() > 0 and math.isfinite(float(values.amax()))
 
 
 def _log_pdf_general(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
@@ -200,17 +272,29 @@ def _log_pdf_general(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     over = torch.isinf(h)
     m = torch.maximum(a, s)
     n = torch.minimum(a, s)
-    tail = n.div_(m).square_().log1p_().neg_()  # full (broadcast) shape, like m
+    ratio = n.div_(m)
+    tail = ratio.mul_(ratio).log1p_().neg_()  # full (broadcast) shape, like m
     tail.sub_(m.log_().mul_(2.0)).add_(torch.log(s)).sub_(LOG_PI)
     return torch.where(over, tail, out)
+
+
+def _log_pdf_partials(d: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(d log p / dd, d log p / ds) = (-2 d / (s^2 + d^2), (d^2 - s^2) / (s (s^2 + d^2)))``,
+    written with the bounded ratios ``d / h`` and ``s / h`` (``h = hypot(d, s)``): no overflow,
+    and the limits at ``d = +-inf``."""
+    h = torch.hypot(d, s)
+    u = torch.copysign(_unit_ratio(d.abs(), h), d)  # d / h in [-1, 1]; +-1 at d = +-inf
+    v = s / h  # in [0, 1]
+    return -2.0 * u / h, (u - v) * (u + v) / s
 
 
 class _LogPdf(torch.autograd.Function):
     """``log p(x) = -log(pi) + log(s) - log(s^2 + d^2)`` as a function of ``(d, s)``."""
 
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx: Any, d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(d, s)
+    def forward(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         if d.device.type == "cpu":
             # s (1 + z^2) = s + (d / s) d: three cheap operations and one log. It overflows only
             # for |z| beyond ~1.8e19 / sqrt(s); a CPU reduction (no device sync) detects that
@@ -221,17 +305,26 @@ class _LogPdf(torch.autograd.Function):
         return _log_pdf_general(d, s)
 
     @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        ctx.save_for_backward(*inputs)
+        ctx.save_for_forward(*inputs)
+
+    @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         d, s = ctx.saved_tensors
-        h = torch.hypot(d, s)
-        u = torch.copysign(_unit_ratio(d.abs(), h), d)  # d / h in [-1, 1]; +-1 at d = +-inf
-        v = s / h  # in [0, 1]
+        p_d, p_s = _log_pdf_partials(d, s)
         grad_d = grad_s = None
         if ctx.needs_input_grad[0]:
-            grad_d = _reduce_to(grad * (-2.0 * u / h), d)  # -2 d / (s^2 + d^2)
+            grad_d = _reduce_to(grad * p_d, d)
         if ctx.needs_input_grad[1]:
-            grad_s = _reduce_to(grad * ((u - v) * (u + v) / s), s)  # (d^2 - s^2) / (s (s^2 + d^2))
+            grad_s = _reduce_to(grad * p_s, s)
         return grad_d, grad_s
+
+    @staticmethod
+    def tangent(ctx: Any, t_d: torch.Tensor | None, t_s: torch.Tensor | None) -> torch.Tensor:
+        d, s = ctx.saved_tensors
+        p_d, p_s = _log_pdf_partials(d, s)
+        return _tangent(p_d.shape, (t_d, p_d), (t_s, p_s))
 
 
 def log_pdf(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
@@ -306,6 +399,8 @@ def log_pdf_std(z: torch.Tensor) -> torch.Tensor:
 
 def _small_tail(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """``t = atan2(s, |d|) / pi <= 1/2``, the smaller tail probability (a fresh tensor)."""
+    if not _fast_paths():  # (out= and a batched s on an unbatched |d|: not under vmap)
+        return torch.atan2(s, torch.abs(d)).mul_(_INV_PI)
     t = torch.abs(d.expand(_broadcast_shape(d.shape, s.shape)))
     torch.atan2(s, t, out=t)
     return t.mul_(_INV_PI)
@@ -322,10 +417,11 @@ def _cpu_all_normal(t: torch.Tensor) -> bool:
 
     Then ``log t`` is accurate everywhere and the logs themselves can be selected by an exact 0/1
     ``lerp``; a subnormal or zero tail (point mass, infinite ``x``, ``|z| > 2.7e37`` in float32)
-    or a NaN takes the general path. Always ``False`` while a graph is captured.
+    or a NaN takes the general path. Always ``False`` while a graph is captured or under a
+    ``torch.func`` transform.
     """
     return (
-        not is_tracing()
+        _fast_paths()
         and t.device.type == "cpu"
         and t.numel() > 0
         and float(t.amin()) >= torch.finfo(t.dtype).tiny
@@ -366,7 +462,7 @@ def _log_cdf_forward(d: torch.Tensor, s: torch.Tensor, flip: bool = False) -> to
         if flip:
             return torch.lerp(large, small, m, out=small)
         return torch.lerp(small, large, m, out=small)
-    torch.copysign(u, d, out=u)
+    u.copysign_(d)  # (in place on u, which carries d's batch dimensions under vmap)
     if flip:
         u.neg_()  # +0 becomes -0: a point mass has sf(loc) = 0 exactly
     half = torch.full((), 0.5, dtype=u.dtype, device=u.device)
@@ -456,7 +552,7 @@ def _log_cdf_sf_blocks(
     few ulp either way; each block picks its path (the lerp of two logs, or the compensated
     single log where a tail probability is 0) from its own elements.
     """
-    if is_tracing() or d.device.type != "cpu":
+    if not _fast_paths() or d.device.type != "cpu":
         return _log_cdf_sf_whole(d, s, which)
     shape = _broadcast_shape(d.shape, s.shape)
     rows = _block_rows(shape)
@@ -474,28 +570,42 @@ def _log_cdf_sf_blocks(
     return (outs[0], outs[1]) if which == "both" else outs[0]
 
 
+def _log_cdf_sf_partials(
+    d: torch.Tensor, s: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(d log cdf / dd, d log cdf / ds, d log sf / dd, d log sf / ds)`` from :func:`_tail_grads`."""
+    small_a, small_s, large_a, large_s = _tail_grads(d, s)
+    # m = 1 where d >= +0 (the cdf is the large side); exact 0/1 lerps select the branch.
+    m = _upper_mask(d, small_a.shape)
+    # d log cdf / dd = pdf / cdf > 0 and d log sf / dd = -pdf / sf < 0.
+    cdf_d = torch.lerp(-small_a, large_a, m)
+    cdf_s = torch.lerp(small_s, large_s, m)
+    sf_d = torch.lerp(-large_a, small_a, m)
+    sf_s = torch.lerp(large_s, small_s, m)
+    return cdf_d, cdf_s, sf_d, sf_s
+
+
 class _LogCdfSf(torch.autograd.Function):
     """``(log cdf, log sf)`` of ``Cauchy(loc, s)`` at ``x = loc + d``, or one of them."""
 
+    generate_vmap_rule = True
+
     @staticmethod
     def forward(
-        ctx: Any, d: torch.Tensor, s: torch.Tensor, which: str
+        d: torch.Tensor, s: torch.Tensor, which: str
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        ctx.which = which
-        ctx.save_for_backward(d, s)
         return _log_cdf_sf_blocks(d, s, which)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        d, s, ctx.which = inputs
+        ctx.save_for_backward(d, s)
+        ctx.save_for_forward(d, s)
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
         d, s = ctx.saved_tensors
-        small_a, small_s, large_a, large_s = _tail_grads(d, s)
-        # m = 1 where d >= +0 (the cdf is the large side); exact 0/1 lerps select the branch.
-        m = _upper_mask(d, small_a.shape)
-        # d log cdf / dd = pdf / cdf > 0 and d log sf / dd = -pdf / sf < 0.
-        cdf_d = torch.lerp(-small_a, large_a, m)
-        cdf_s = torch.lerp(small_s, large_s, m)
-        sf_d = torch.lerp(-large_a, small_a, m)
-        sf_s = torch.lerp(large_s, small_s, m)
+        cdf_d, cdf_s, sf_d, sf_s = _log_cdf_sf_partials(d, s)
         if ctx.which == "cdf":
             pairs = [(grads[0], cdf_d, cdf_s)]
         elif ctx.which == "sf":
@@ -515,6 +625,21 @@ class _LogCdfSf(torch.autograd.Function):
         if grad_s is not None:
             grad_s = _reduce_to(grad_s, s)
         return grad_d, grad_s, None
+
+    @staticmethod
+    def tangent(
+        ctx: Any, t_d: torch.Tensor | None, t_s: torch.Tensor | None, _: None
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        d, s = ctx.saved_tensors
+        cdf_d, cdf_s, sf_d, sf_s = _log_cdf_sf_partials(d, s)
+        shape = cdf_d.shape
+        if ctx.which == "cdf":
+            return _tangent(shape, (t_d, cdf_d), (t_s, cdf_s))
+        if ctx.which == "sf":
+            return _tangent(shape, (t_d, sf_d), (t_s, sf_s))
+        return _tangent(shape, (t_d, cdf_d), (t_s, cdf_s)), _tangent(
+            shape, (t_d, sf_d), (t_s, sf_s)
+        )
 
 
 def log_cdf_sf(d: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -588,27 +713,48 @@ class _Cdf(torch.autograd.Function):
     autograd through ``atan2`` (``inf / inf``).
     """
 
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx: Any, d: torch.Tensor, s: torch.Tensor, upper: bool) -> torch.Tensor:
-        ctx.upper = upper
-        ctx.save_for_backward(d, s)
+    def forward(d: torch.Tensor, s: torch.Tensor, upper: bool) -> torch.Tensor:
         if upper:
             return torch.atan2(s, d).mul_(_INV_PI)
+        if not _fast_paths():
+            return torch.atan2(s, -d).mul_(_INV_PI)
         out = torch.neg(d.expand(_broadcast_shape(d.shape, s.shape)))  # one fresh tensor
         return torch.atan2(s, out, out=out).mul_(_INV_PI)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        d, s = ctx.saved_tensors
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        d, s, ctx.upper = inputs
+        ctx.save_for_backward(d, s)
+        ctx.save_for_forward(d, s)
+
+    @staticmethod
+    def _partials(ctx: Any, d: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = torch.hypot(d, s)
         sign = -_INV_PI if ctx.upper else _INV_PI
+        u = torch.copysign(_unit_ratio(d.abs(), h), d)
+        return (s / h) / h * sign, u / h * -sign
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        d, s = ctx.saved_tensors
+        p_d, p_s = _Cdf._partials(ctx, d, s)
         grad_d = grad_s = None
         if ctx.needs_input_grad[0]:
-            grad_d = _reduce_to(grad * ((s / h) / h * sign), d)
+            grad_d = _reduce_to(grad * p_d, d)
         if ctx.needs_input_grad[1]:
-            u = torch.copysign(_unit_ratio(d.abs(), h), d)
-            grad_s = _reduce_to(grad * (u / h * -sign), s)
+            grad_s = _reduce_to(grad * p_s, s)
         return grad_d, grad_s, None
+
+    @staticmethod
+    def tangent(
+        ctx: Any, t_d: torch.Tensor | None, t_s: torch.Tensor | None, _: None
+    ) -> torch.Tensor:
+        d, s = ctx.saved_tensors
+        p_d, p_s = _Cdf._partials(ctx, d, s)
+        return _tangent(torch.broadcast_shapes(p_d.shape, p_s.shape), (t_d, p_d), (t_s, p_s))
 
 
 def cdf(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
@@ -788,8 +934,8 @@ def _quantile_block(
 def _quantile_fast_ok(q: torch.Tensor, scale: torch.Tensor | None) -> bool:
     """CPU eager only: every ``q`` in ``[0, 1]`` (no NaN) and every ``scale > 0`` (one reduction
     each, no device sync); then no NaN and no ``0 * inf`` needs fixing and the blocked in-place
-    kernel runs. Always False while a graph is captured."""
-    if is_tracing() or q.device.type != "cpu" or q.numel() == 0:
+    kernel runs. Always False while a graph is captured or under a ``torch.func`` transform."""
+    if not _fast_paths() or q.device.type != "cpu" or q.numel() == 0:
         return False
     lo, hi = torch.aminmax(q.detach())
     if not (float(lo) >= 0.0 and float(hi) <= 1.0):  # False for NaN
@@ -843,7 +989,7 @@ def icdf(
         tensors = [q, loc, scale]
         shape = _broadcast_shape(q.shape, loc.shape, scale.shape)
     wants_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-    if wants_grad or len(shape) == 0 or not _quantile_fast_ok(q, scale):
+    if wants_grad or len(shape) == 0 or _forward_ad_active() or not _quantile_fast_ok(q, scale):
         z = _quantile_general(q)
         if loc is None or scale is None:
             return z
@@ -920,9 +1066,10 @@ def standard_cauchy(
 class _CauchyKL(torch.autograd.Function):
     """``KL(C(m1, g1) || C(m2, g2))`` of ``(dm = m1 - m2, g1, g2)``; see :func:`cauchy_kl`."""
 
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx: Any, dm: torch.Tensor, g1: torch.Tensor, g2: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(dm, g1, g2)
+    def forward(dm: torch.Tensor, g1: torch.Tensor, g2: torch.Tensor) -> torch.Tensor:
         # r^2 = ((g1 - g2)^2 + dm^2) / (4 g1 g2); r itself from hypot (no overflow of squares).
         den = torch.sqrt(g1).mul(torch.sqrt(g2)).mul_(2.0)
         h = torch.hypot(g1 - g2, dm)
@@ -940,8 +1087,14 @@ class _CauchyKL(torch.autograd.Function):
         return torch.where(r > 1.0, large, small)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        dm, g1, g2 = ctx.saved_tensors
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        ctx.save_for_backward(*inputs)
+        ctx.save_for_forward(*inputs)
+
+    @staticmethod
+    def _partials(
+        dm: torch.Tensor, g1: torch.Tensor, g2: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         # With D = (g1 + g2)^2 + dm^2 = h^2 and a = (g1 - g2)/h, b = dm/h, c = (g1 + g2)/h (all in
         # [-1, 1]): dKL/ddm = 2 b / h, dKL/dg1 = (a c - b^2) / g1, dKL/dg2 = (-a c - b^2) / g2.
         # Every one is 0 at p == q (a = b = 0), where autograd through hypot would give 0/0.
@@ -951,14 +1104,28 @@ class _CauchyKL(torch.autograd.Function):
         c = (g1 + g2) / h
         ac = a * c
         bb = b * b
+        return 2.0 * b / h, (ac - bb) / g1, (-ac - bb) / g2
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        dm, g1, g2 = ctx.saved_tensors
+        p_dm, p_g1, p_g2 = _CauchyKL._partials(dm, g1, g2)
         grad_dm = grad_g1 = grad_g2 = None
         if ctx.needs_input_grad[0]:
-            grad_dm = _reduce_to(grad * (2.0 * b / h), dm)
+            grad_dm = _reduce_to(grad * p_dm, dm)
         if ctx.needs_input_grad[1]:
-            grad_g1 = _reduce_to(grad * ((ac - bb) / g1), g1)
+            grad_g1 = _reduce_to(grad * p_g1, g1)
         if ctx.needs_input_grad[2]:
-            grad_g2 = _reduce_to(grad * ((-ac - bb) / g2), g2)
+            grad_g2 = _reduce_to(grad * p_g2, g2)
         return grad_dm, grad_g1, grad_g2
+
+    @staticmethod
+    def tangent(
+        ctx: Any, t_dm: torch.Tensor | None, t_g1: torch.Tensor | None, t_g2: torch.Tensor | None
+    ) -> torch.Tensor:
+        dm, g1, g2 = ctx.saved_tensors
+        p_dm, p_g1, p_g2 = _CauchyKL._partials(dm, g1, g2)
+        return _tangent(p_dm.shape, (t_dm, p_dm), (t_g1, p_g1), (t_g2, p_g2))
 
 
 def cauchy_kl(
@@ -998,6 +1165,12 @@ def cauchy_kl(
     m1, g1, m2, g2 = _as_working(m1, g1, m2, g2)
     dm = m1 - m2
     dm, g1, g2 = torch.broadcast_tensors(dm, g1, g2)
-    if is_tracing() or (torch.is_grad_enabled() and any(t.requires_grad for t in (dm, g1, g2))):
-        return _CauchyKL.apply(dm, g1, g2)
-    return _CauchyKL.forward(_NO_CTX, dm, g1, g2)
+    if _needs_function(dm, g1, g2):
+        return _function_for(_CauchyKL).apply(dm, g1, g2)
+    return _CauchyKL.forward(dm, g1, g2)
+
+
+# Each Function with its forward-mode rule installed (see _with_jvp).
+_JVP: dict[type[torch.autograd.Function], type[torch.autograd.Function]] = {
+    fn: _with_jvp(fn) for fn in (_LogPdf, _LogCdfSf, _Cdf, _CauchyKL)
+}

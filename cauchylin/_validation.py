@@ -15,6 +15,15 @@ Value checks read tensor *data* on the host (one ``torch.aminmax`` pass per tens
 being captured -- ``torch.jit.trace``, ``torch.compile`` (Dynamo), ``torch.export`` -- there is no
 data to read, so the value checks are skipped there (:func:`is_tracing`); shape checks still run.
 Validate the data at the boundary (before the traced or compiled call) when it matters.
+
+Under the ``torch.func`` transforms (``vmap``, ``grad``, ``jacrev``, ``jacfwd``, ``jvp``,
+``functionalize``) the value checks *do* run: a tensor seen inside a transform is a wrapper (a
+batched tensor of ``vmap``, a gradient-tracking tensor of ``grad``) whose ``.item()`` or Python
+``bool`` is refused (``vmap``: "data-dependent control flow"), so the checks read the plain tensor
+underneath instead (:func:`host_values`): every value of every batch member, detached. A check
+then fails when any member of the ``vmap`` batch holds a bad value, with the same message as the
+loop over the members would give for the first bad one. Nothing is read while a graph is
+captured, also under a transform inside ``torch.compile``.
 """
 
 from __future__ import annotations
@@ -33,12 +42,14 @@ __all__ = [
     "check_finite",
     "check_positive_finite",
     "finite_number",
+    "host_values",
     "is_tracing",
     "is_validating",
     "one_of",
     "positive_int",
     "require_tensor",
     "set_validate_args",
+    "transforms_active",
     "validation",
 ]
 
@@ -96,6 +107,69 @@ def is_tracing() -> bool:
         return True
     is_exporting = getattr(compiler, "is_exporting", None)
     return bool(is_exporting is not None and is_exporting())
+
+
+def transforms_active() -> bool:
+    """Whether a ``torch.func`` transform (``vmap``, ``grad``, ``jvp``, ...) is running.
+
+    Kernels that take a fast path with in-place ``out=`` operations or a host-side reduction
+    (neither works on a batched tensor) take their functional path then.
+
+    Returns:
+        ``True`` inside ``torch.func.vmap``, ``grad``, ``jacrev``, ``jacfwd``, ``jvp``,
+        ``hessian`` and ``functionalize`` (and the ``torch.vmap`` alias); ``False`` otherwise.
+
+    Example:
+        >>> import torch
+        >>> transforms_active()
+        False
+        >>> torch.func.vmap(lambda x: torch.tensor(transforms_active()))(torch.zeros(2))
+        tensor([True, True])
+    """
+    functorch = getattr(torch._C, "_functorch", None)
+    peek = getattr(functorch, "peek_interpreter_stack", None)
+    return peek is not None and peek() is not None
+
+
+def host_values(t: torch.Tensor) -> torch.Tensor | None:
+    """Every value ``t`` holds, as a plain detached tensor that can be read on the host.
+
+    Outside ``torch.func`` this is ``t.detach()``. Inside a transform ``t`` may be a wrapper:
+    a batched tensor of ``vmap`` (its values are those of all batch members), a gradient-tracking
+    tensor of ``grad``/``jvp`` or a functional tensor of ``functionalize``. Each layer is
+    unwrapped, so the result holds the values of every batch member. Only the *values* are
+    meant to be read (a reduction such as ``aminmax``, ``all``): the batch dimensions of the
+    layers are not in any particular place, so the result's shape is not ``t``'s.
+
+    Args:
+        t: any tensor.
+
+    Returns:
+        The plain tensor of ``t``'s values (``t.numel()`` of them times the batch sizes of the
+        ``vmap`` levels around it), or ``None`` while a graph is captured (:func:`is_tracing`),
+        where there are no values to read.
+
+    Example:
+        >>> import torch
+        >>> def smallest(x):
+        ...     print(host_values(x).amin().item())
+        ...     return x
+        >>> _ = torch.func.vmap(smallest)(torch.tensor([[3.0, 2.0], [5.0, -1.0]]))  # both rows
+        -1.0
+    """
+    if is_tracing():
+        return None
+    functorch = getattr(torch._C, "_functorch", None)
+    if functorch is None:  # pragma: no cover - a torch without torch.func
+        return t.detach()
+    for _ in range(64):  # one pass per transform level (far fewer in practice)
+        if functorch.is_batchedtensor(t) or functorch.is_gradtrackingtensor(t):
+            t = functorch.get_unwrapped(t)
+        elif functorch.is_functionaltensor(t):
+            t = torch._from_functional_tensor(t)
+        else:
+            break
+    return t.detach()
 
 
 def is_validating(validate_args: bool | None = None) -> bool:
@@ -300,10 +374,11 @@ def check_finite(name: str, t: torch.Tensor) -> None:
         ...
         ValueError: loc must be finite, but it holds NaN (shape (2,), dtype torch.float32)
     """
-    if is_tracing():
+    values = host_values(t)
+    if values is None:
         return
-    if not _all_finite(t):
-        bad = "NaN" if bool(torch.isnan(t).any()) else "an infinite value"
+    if not _all_finite(values):
+        bad = "NaN" if bool(torch.isnan(values).any()) else "an infinite value"
         raise ValueError(f"{name} must be finite, but it holds {bad} ({_describe(t)})")
 
 
@@ -317,7 +392,7 @@ def _extremes(t: torch.Tensor) -> tuple[float, float] | None:
     """
     if not t.is_floating_point() or t.numel() == 0:
         return None
-    lo, hi = torch.stack(torch.aminmax(t.detach())).tolist()  # one device synchronisation
+    lo, hi = torch.stack(torch.aminmax(t)).tolist()  # one device synchronisation
     return lo, hi
 
 
@@ -348,14 +423,15 @@ def check_positive_finite(name: str, t: torch.Tensor) -> None:
         ...
         ValueError: scale must be strictly positive, but its smallest entry is 0.0 (shape (2,), dtype torch.float32)
     """
-    if is_tracing():
+    values = host_values(t)
+    if values is None:
         return
-    extremes = _extremes(t)
+    extremes = _extremes(values)
     if extremes is not None and 0.0 < extremes[0] and extremes[1] < math.inf:
         return  # one pass decided it; the slower checks below only build the message
     check_finite(name, t)
-    if not bool((t > 0).all()):
-        smallest = t.min().item()
+    if not bool((values > 0).all()):
+        smallest = values.min().item()
         raise ValueError(
             f"{name} must be strictly positive, but its smallest entry is {smallest!r} ({_describe(t)})"
         )
@@ -384,13 +460,16 @@ def check_binary_mask(name: str, mask: torch.Tensor) -> None:
         ...
         ValueError: attention_mask must hold only 0 and 1 (or be a bool tensor), but it holds nan (shape (2,), dtype torch.float32)
     """
-    if mask.dtype == torch.bool or is_tracing() or mask.numel() == 0:
+    if mask.dtype == torch.bool or mask.numel() == 0:
         return
     if mask.is_complex():
         raise ValueError(f"{name} must be a real 0/1 or bool tensor ({_describe(mask)})")
-    ok = (mask == 0) | (mask == 1)
+    values = host_values(mask)
+    if values is None:
+        return
+    ok = (values == 0) | (values == 1)
     if not bool(ok.all()):
-        bad = mask.detach()[~ok].flatten()[0].item()
+        bad = values[~ok].flatten()[0].item()
         raise ValueError(
             f"{name} must hold only 0 and 1 (or be a bool tensor), but it holds {bad!r} "
             f"({_describe(mask)})"

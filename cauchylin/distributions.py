@@ -28,6 +28,16 @@ Validation follows torch: ``validate_args=None`` uses the global torch/Pyro defa
 and ``log_prob`` checks its value against ``support`` (torch's ``_validate_sample``), each raising
 ``ValueError`` that names the argument. Half-precision parameters are computed in
 float32 internally and their log-probabilities are returned in float32.
+
+The distributions work under the ``torch.func`` transforms (``vmap``, ``grad``, ``jacrev``,
+``jacfwd``, ``jvp``, ``functional_call``) *with validation on*. torch's own checks branch in Python
+on a tensor of booleans, which ``vmap`` refuses (torch's distributions need
+``validate_args=False`` there); under a transform the same checks -- the parameter constraints,
+the finiteness checks and the support of a ``log_prob`` value -- run on the values underneath the
+transform's wrappers instead (:func:`cauchylin._validation.host_values`), so a bad value in any
+member of a ``vmap`` batch raises the same ``ValueError``. While a graph is captured
+(``torch.compile``, ``torch.export``, ``torch.jit.trace``) the value checks are skipped, as
+everywhere in cauchylin; the shape checks always run.
 """
 
 from __future__ import annotations
@@ -38,15 +48,17 @@ from typing import Any
 
 import torch
 from pyro.distributions.torch_distribution import TorchDistribution
-from torch.distributions import Cauchy, Independent, constraints
+from torch.distributions import Cauchy, Distribution, Independent, constraints
 from torch.distributions.kl import register_kl
 
 from cauchylin import _special
 from cauchylin._validation import (
     broadcast_shapes_or_raise,
     check_finite,
+    host_values,
     is_tracing,
     is_validating,
+    transforms_active,
 )
 
 __all__ = ["IndependentCauchy", "OvR", "OvRLabel"]
@@ -78,7 +90,9 @@ def _broadcast_params(
             dtype = t.dtype if dtype is None else torch.promote_types(dtype, t.dtype)
     dtype = dtype or torch.get_default_dtype()
     try:  # broadcast_tensors is a cheap C++ call; it only fails on incompatible shapes
-        out = torch.broadcast_tensors(*(t.to(dtype) for t in tensors.values()))
+        out = torch.broadcast_tensors(
+            *(t if t.dtype == dtype else t.to(dtype) for t in tensors.values())
+        )
     except RuntimeError:
         broadcast_shapes_or_raise(**{k: t.shape for k, t in tensors.items()})
         raise
@@ -107,14 +121,90 @@ def _log_density(value: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor) ->
     (overflow-free, finite gradients, also at ``x = +-inf``).
     """
     dtype = _special.working_dtype(value, loc, scale)
-    return _special.log_pdf(value.to(dtype) - loc.to(dtype), scale.to(dtype))
+    value, loc, scale = (t if t.dtype == dtype else t.to(dtype) for t in (value, loc, scale))
+    return _special.log_pdf(value - loc, scale)
+
+
+def _init_distribution(
+    d: TorchDistribution,
+    cls: type[TorchDistribution],
+    batch_shape: torch.Size,
+    event_shape: torch.Size,
+    validate_args: bool | None,
+) -> None:
+    """``super(cls, d).__init__(batch_shape, event_shape, validate_args)``, then the finiteness
+    of every parameter (``arg_constraints``) when validating; also under ``torch.func``.
+
+    torch checks the parameters against ``arg_constraints`` with a Python ``if`` on a tensor,
+    which ``vmap`` refuses. Under a transform the flag is set as torch sets it and the same
+    constraints, and the finiteness, are checked on the values underneath the transform's
+    wrappers (every batch member): one host read screens them all, and only when it fails do the
+    checks run one by one for the message (which names the parameter and the constraint as
+    torch's does).
+    """
+    names = list(d.arg_constraints)
+    if not transforms_active():
+        super(cls, d).__init__(batch_shape, event_shape, validate_args=validate_args)
+        if d._validate_args:
+            for name in names:
+                check_finite(name, getattr(d, name))
+        return
+    super(cls, d).__init__(batch_shape, event_shape, validate_args=False)
+    d._validate_args = Distribution._validate_args if validate_args is None else validate_args
+    if not d._validate_args:
+        return
+    values = [host_values(getattr(d, name)) for name in names]
+    if any(v is None for v in values):
+        return  # (a graph capture: nothing to read)
+    if all(v is not None and v.numel() for v in values):
+        # One screen of every parameter's extremes (``aminmax`` propagates NaN): finite, and
+        # the smallest above 0 where the constraint is ``positive``. The constraints here are
+        # ``real`` and ``positive`` (reduced with ``all`` by ``independent``), which hold
+        # everywhere when the extremes pass; the layout of the batch dimensions underneath does
+        # not matter. Anything else is checked one by one below.
+        kinds = [_interval_kind(d.arg_constraints[name]) for name in names]
+        if None not in kinds:
+            pairs = [t for v in values if v is not None for t in torch.aminmax(v)]
+            ends = torch.stack(pairs).tolist()  # one host read for all of them
+            lows = ends[0::2]
+            if all(math.isfinite(e) for e in ends) and all(
+                lo > 0 for lo, kind in zip(lows, kinds, strict=True) if kind == "positive"
+            ):
+                return
+    for name, v in zip(names, values, strict=True):
+        assert v is not None
+        constraint = d.arg_constraints[name]
+        if not bool(constraint.check(v).all()):
+            raise ValueError(
+                f"Expected parameter {name} (Tensor of shape {tuple(getattr(d, name).shape)}) of "
+                f"distribution {type(d).__name__} to satisfy the constraint {constraint!r}, but "
+                "found invalid values (in a member of the torch.func batch)"
+            )
+        check_finite(name, getattr(d, name))
+
+
+def _interval_kind(constraint: constraints.Constraint) -> str | None:
+    """``"real"`` or ``"positive"`` for those constraints (also inside ``independent``), else
+    ``None``: the constraints that the extremes of a tensor decide."""
+    while isinstance(constraint, constraints.independent):
+        constraint = constraint.base_constraint
+    if constraint is constraints.real:
+        return "real"
+    if constraint is constraints.positive:
+        return "positive"
+    return None
 
 
 def _validate_value(d: TorchDistribution, value: torch.Tensor) -> None:
     """torch's ``_validate_sample`` (shape and support, torch's messages); for an empty ``value``
-    only the shapes, since torch's ``independent`` constraints cannot reshape an empty tensor."""
-    if not isinstance(value, torch.Tensor) or value.numel() > 0:
-        d._validate_sample(value)  # (also refuses a non-tensor, with torch's message)
+    only the shapes, since torch's ``independent`` constraints cannot reshape an empty tensor.
+    Under a ``torch.func`` transform the support is checked on the values underneath its
+    wrappers (torch's check branches on a tensor, which ``vmap`` refuses)."""
+    if isinstance(value, torch.Tensor) and value.numel() > 0 and not transforms_active():
+        d._validate_sample(value)
+        return
+    if not isinstance(value, torch.Tensor):
+        d._validate_sample(value)  # (refuses a non-tensor, with torch's message)
         return
     n = len(d.event_shape)
     if value.shape[value.dim() - n :] != d.event_shape or value.dim() < n:
@@ -123,6 +213,18 @@ def _validate_value(d: TorchDistribution, value: torch.Tensor) -> None:
             f"{tuple(d.event_shape)}."
         )
     broadcast_shapes_or_raise(value=value.shape, distribution=d.batch_shape + d.event_shape)
+    values = host_values(value) if value.numel() > 0 else None
+    support = d.support
+    if values is not None and support is constraints.real_vector:
+        # NaN, the one value real_vector refuses, propagates to the largest entry
+        if not math.isnan(float(values.amax())):
+            return
+    if values is not None and support is not None and not bool(support.check(values).all()):
+        raise ValueError(
+            f"Expected value argument (Tensor of shape {tuple(value.shape)}) to be within the "
+            f"support ({support!r}) of the distribution {type(d).__name__}, but found invalid "
+            "values (in a member of the torch.func batch)"
+        )
 
 
 def _logits(
@@ -198,10 +300,7 @@ class IndependentCauchy(TorchDistribution):
         validate_args: bool | None = None,
     ) -> None:
         (self.loc, self.scale), shape = _broadcast_params(loc=loc, scale=scale)
-        super().__init__(shape[:-1], shape[-1:], validate_args=_resolve(validate_args))
-        if self._validate_args:
-            check_finite("loc", self.loc)
-            check_finite("scale", self.scale)
+        _init_distribution(self, IndependentCauchy, shape[:-1], shape[-1:], _resolve(validate_args))
 
     @classmethod
     def from_vector(cls, vector: Any, validate_args: bool | None = None) -> IndependentCauchy:
@@ -445,11 +544,7 @@ class OvR(TorchDistribution):
         (self.loc, self.scale, self.threshold), shape = _broadcast_params(
             loc=loc, scale=scale, threshold=threshold
         )
-        super().__init__(shape[:-1], shape[-1:], validate_args=_resolve(validate_args))
-        if self._validate_args:
-            check_finite("loc", self.loc)
-            check_finite("scale", self.scale)
-            check_finite("threshold", self.threshold)
+        _init_distribution(self, OvR, shape[:-1], shape[-1:], _resolve(validate_args))
 
     @classmethod
     def from_vector(
@@ -660,10 +755,11 @@ class OvR(TorchDistribution):
         if self._validate_args:
             if index.is_floating_point() or index.is_complex() or index.dtype == torch.bool:
                 raise ValueError(f"index must be an integer tensor, got dtype {index.dtype}")
-            if index.numel() and bool(((index < 0) | (index >= num_classes)).any()):
+            values = host_values(index) if index.numel() else None
+            if values is not None and bool(((values < 0) | (values >= num_classes)).any()):
                 raise ValueError(
                     f"index must lie in [0, {num_classes}) (the number of classes V), but it "
-                    f"holds {index.min().item()}..{index.max().item()} (shape {tuple(index.shape)})"
+                    f"holds {values.min().item()}..{values.max().item()} (shape {tuple(index.shape)})"
                 )
         z = self._z()
         log_pair = _special.ovr_log_probs_std(z)

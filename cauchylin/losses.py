@@ -25,6 +25,18 @@ an ulp for ``|z|`` up to ``1e30`` and beyond, with finite derivatives.
 
 Half-precision inputs (``float16``, ``bfloat16``) are computed in ``float32`` and the losses are
 returned in ``float32``; ``float64`` inputs give ``float64`` losses.
+
+In eager execution the OvR losses gather the counted positions (a data-dependent number of rows)
+and :func:`ovr_bce_fused` runs its chunked kernel. Under a ``torch.func`` transform (``vmap``,
+``grad``, ``jacrev``, ``jacfwd``, ``jvp``) and while a graph is captured (``torch.compile``,
+``torch.export``) neither can run -- a gather of a data-dependent size has no fixed shape, and the
+kernel reads the labels on the host and writes into tile buffers -- so the same losses are
+computed with fixed shapes: every row is evaluated on a stand-in (label 0, the threshold as
+location, scale 1) where it does not count, and masked out of the sum (``torch.where``: no value
+and no gradient leaks from a position that does not count). :func:`ovr_bce_fused` then forms
+``loc_S``/``scale_S`` (``[N, V]``) like :func:`ovr_bce`. The value checks and the label range check
+read the values underneath a transform's wrappers
+(:func:`cauchylin._validation.host_values`) and are skipped while a graph is captured.
 """
 
 from __future__ import annotations
@@ -40,7 +52,10 @@ from cauchylin._validation import (
     check_binary_mask,
     check_finite,
     check_positive_finite,
+    host_values,
+    is_tracing,
     is_validating,
+    transforms_active,
 )
 
 __all__ = [
@@ -190,12 +205,28 @@ def _counted_positions(
     return counted.reshape(-1)
 
 
-def _check_label_range(labels: torch.Tensor, num_classes: int) -> None:
+def _static_shapes() -> bool:
+    """Whether the losses must keep fixed shapes (no gather of the counted rows, no fused
+    kernel): under a ``torch.func`` transform or while a graph is captured."""
+    return is_tracing() or transforms_active()
+
+
+def _check_label_range(
+    labels: torch.Tensor, num_classes: int, counted: torch.Tensor | None = None
+) -> None:
+    """Refuse a label outside ``[0, V)`` (at a counted position when ``counted`` is given)."""
     if labels.numel() == 0:
         return
     bad = (labels < 0) | (labels >= num_classes)
-    if bool(bad.any()):
-        value = int(labels[bad][0])
+    if counted is not None:
+        bad = bad & counted
+    # The offending labels themselves, 0 elsewhere (0 is a valid label, so never offending); one
+    # tensor read underneath a torch.func transform, whatever its batch layout there.
+    offending = host_values(torch.where(bad, labels, torch.zeros_like(labels)))
+    if offending is None:
+        return  # (a graph capture: nothing to read)
+    if bool((offending != 0).any()):
+        value = int(offending[offending != 0][0])
         raise ValueError(
             f"labels must lie in [0, {num_classes}) or equal ignore_index at counted positions; "
             f"found {value} (labels shape {_shape(labels)})"
@@ -225,9 +256,10 @@ def _screen_finite(name: str, t: torch.Tensor, *, positive: bool = False) -> Non
     ``aminmax`` propagates NaN, so finite extremes mean every entry is finite; only when the
     screen fails does the precise (allocating) check run to produce the message.
     """
-    if t.numel() == 0:
+    values = host_values(t) if t.numel() > 0 else None
+    if values is None:
         return
-    lo, hi = torch.aminmax(t.detach())
+    lo, hi = torch.aminmax(values)
     ok = torch.isfinite(lo) & torch.isfinite(hi)
     if positive:
         ok = ok & (lo > 0)
@@ -236,6 +268,14 @@ def _screen_finite(name: str, t: torch.Tensor, *, positive: bool = False) -> Non
             check_positive_finite(name, t.detach())
         else:
             check_finite(name, t.detach())
+
+
+def _any_zero_row(weight: torch.Tensor) -> bool | None:
+    """Whether some row of ``weight`` is all zero (over every member of a ``torch.func`` batch);
+    ``None`` while a graph is captured."""
+    row_min, row_max = torch.aminmax(weight, dim=-1)
+    values = host_values((row_min == 0) & (row_max == 0))
+    return None if values is None else bool(values.any())
 
 
 def _scatter_rows(
@@ -262,6 +302,41 @@ def _mean(rows: torch.Tensor, n: int) -> torch.Tensor:
     # sum() of an empty tensor is 0 and keeps the graph, so an all-ignored batch gives 0.0
     # with zero gradients instead of 0/0.
     return rows.sum() / max(n, 1)
+
+
+def _ovr_rows_static(
+    loc: torch.Tensor,
+    scale: torch.Tensor,
+    lab: torch.Tensor,
+    counted: torch.Tensor,
+    thr: torch.Tensor,
+    dt: torch.dtype,
+    validate: bool,
+    names: tuple[str, str],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The OvR loss of ``[N, V]`` scores with fixed shapes: ``(mean, rows [N], count)``.
+
+    Rows that do not count are evaluated on a stand-in (label 0, ``loc = threshold``,
+    ``scale = 1``) and set to 0; the label's ``log(1 - P)`` is swapped for ``log P`` with a
+    ``scatter`` (functional, no in-place write into a batched tensor).
+    """
+    keep = counted.unsqueeze(-1)
+    _check_label_range(lab, loc.shape[-1], counted)
+    if validate:
+        zero = torch.zeros((), dtype=loc.dtype, device=loc.device)
+        one = torch.ones((), dtype=scale.dtype, device=scale.device)
+        _screen_finite(names[0], torch.where(keep, loc, zero))
+        _screen_finite(names[1], torch.where(keep, scale, one), positive=True)
+        _screen_finite("threshold", thr)
+    safe_lab = torch.where(counted, lab, torch.zeros_like(lab)).to(torch.long).unsqueeze(-1)
+    z = torch.where(
+        keep, (loc.to(dt) - thr) / scale.to(dt), torch.zeros((), dtype=dt, device=loc.device)
+    )
+    log_p, log_1mp = ovr_log_probs_std(z)
+    terms = log_1mp.scatter(-1, safe_lab, log_p.gather(-1, safe_lab))
+    rows = torch.where(counted, -terms.sum(-1), torch.zeros((), dtype=dt, device=loc.device))
+    count = counted.sum()
+    return rows.sum() / count.clamp_min(1).to(dt), rows, count
 
 
 # --------------------------------------------------------------------------------------------
@@ -344,12 +419,17 @@ def ovr_bce(
     thr = _threshold_tensor(threshold, V, dt, loc_S.device)
 
     flat_labels = labels.reshape(-1)
-    all_counted = bool(counted.all())
-    index = None if all_counted else counted.nonzero().squeeze(1)
     rows_total = counted.shape[0]
     loc = loc_S.reshape(rows_total, V)
     scale = scale_S.reshape(rows_total, V)
     lab = flat_labels
+    if _static_shapes():
+        mean, rows, count = _ovr_rows_static(
+            loc, scale, lab, counted, thr, dt, validate, ("loc_S", "scale_S")
+        )
+        return OvRLoss(mean, rows.reshape(batch_shape), count)
+    all_counted = bool(counted.all())
+    index = None if all_counted else counted.nonzero().squeeze(1)
     if index is not None:
         loc, scale, lab = loc[index], scale[index], lab[index]
     _check_label_range(lab, V)
@@ -518,12 +598,31 @@ def ovr_bce_fused(
     device = loc_U.device
     thr = _threshold_tensor(threshold, V, dt, device)
 
-    all_counted = bool(counted.all())
-    index = None if all_counted else counted.nonzero().squeeze(1)
     rows_total = counted.shape[0]
     x = loc_U.reshape(rows_total, C)
     s = scale_U.reshape(rows_total, C)
     lab = labels.reshape(-1)
+    if _static_shapes():
+        # The chunked kernel cannot run here (see the module docstring): the scores themselves.
+        if validate:
+            _screen_finite("weight", weight)
+            if bias is not None:
+                _screen_finite("bias", bias)
+            zero_row = _any_zero_row(weight)
+            if zero_row is not None and zero_row:
+                raise ValueError(
+                    f"weight has an all-zero row (weight shape {_shape(weight)}): that class "
+                    "would have scale_S = 0"
+                )
+        w = weight.to(dt)
+        loc_S = torch.nn.functional.linear(x.to(dt), w, None if bias is None else bias.to(dt))
+        scale_S = torch.nn.functional.linear(s.to(dt), w.abs())
+        mean, rows, count = _ovr_rows_static(
+            loc_S, scale_S, lab, counted, thr, dt, validate, ("loc_U", "scale_U")
+        )
+        return OvRLoss(mean, rows.reshape(batch_shape), count)
+    all_counted = bool(counted.all())
+    index = None if all_counted else counted.nonzero().squeeze(1)
     if index is not None:
         x, s, lab = x[index], s[index], lab[index]
     _check_label_range(lab, V)
@@ -712,15 +811,16 @@ def gated_regression_loss(
         safe_lp = torch.where(m, log_p_num.to(dt), torch.zeros((), dtype=dt, device=loc.device))
         if is_validating(validate_args):
             check_finite("log_p_num", safe_lp)
-            if bool((safe_lp > 0).any()):
+            positive = host_values(safe_lp > 0)
+            if positive is not None and bool(positive.any()):
                 raise ValueError(
                     f"log_p_num must be <= 0 (a log-probability) at <NUM> positions "
                     f"(shape {_shape(log_p_num)})"
                 )
         gate = m.to(dt) * (alpha + (1.0 - alpha) * torch.exp(safe_lp))
     per_position = torch.where(m, gate * nll, torch.zeros((), dtype=dt, device=loc.device))
-    n = int(count)
-    mean = per_position.sum() / max(n, 1)
+    # (a tensor division, no host read of the count: the same value, also under torch.func)
+    mean = per_position.sum() / count.clamp_min(1).to(dt)
     return RegLoss(mean, per_position, count.to(torch.long))
 
 

@@ -40,6 +40,8 @@ from cauchylin._validation import (
     broadcast_shapes_or_raise,
     check_finite,
     check_positive_finite,
+    host_values,
+    is_tracing,
     is_validating,
 )
 from cauchylin.distributions import IndependentCauchy
@@ -121,7 +123,9 @@ class _Term:
         batch_nd = len(self.source.batch_shape)
         lead = values.shape[: values.ndim - batch_nd - 1]
         flat = values.reshape(*lead, -1, values.shape[-1])
-        return flat[..., self.view, :]
+        # index_select, not flat[..., view, :]: a 0-d view would be read as an integer there
+        picked = flat.index_select(-2, self.view.reshape(-1))
+        return picked.reshape((*lead, *self.view.shape, values.shape[-1]))
 
     def map(self, x: torch.Tensor, absolute: bool = False) -> torch.Tensor:
         """Apply the (optionally absolute) map to ``x`` of shape ``[..., in]``."""
@@ -152,8 +156,14 @@ class _Term:
     def same_view(self, other: _Term) -> bool:
         if self.view is None or other.view is None:
             return self.view is None and other.view is None
-        return self.view is other.view or (
-            self.view.shape == other.view.shape and bool(torch.equal(self.view, other.view))
+        if self.view is other.view:
+            return True
+        # Equal views are merged (one map); while a graph is captured their values cannot be
+        # compared, and the terms stay apart (the marginals are exact either way).
+        return (
+            not is_tracing()
+            and self.view.shape == other.view.shape
+            and bool(torch.equal(self.view, other.view))
         )
 
 
@@ -390,14 +400,14 @@ class CauchyVector:
             read_shape = term.view.shape if term.view is not None else term.source.batch_shape
             if read_shape != self.batch_shape:
                 return False  # broadcast: one source entry feeds several batch entries
-            if term.view is not None and term.view.unique().numel() != term.view.numel():
+            if term.view is not None and _any_value(_repeats(term.view)):
                 return False
-            if term.select is not None and term.select.unique().numel() != term.select.numel():
+            if term.select is not None and _any_value(_repeats(term.select)):
                 return False
             if term.matrix is not None:
                 # At most one non-zero per column (per batch element): each source component
                 # feeds at most one output component.
-                if int((term.matrix != 0).sum(-2).max()) > 1:
+                if _any_value((term.matrix != 0).sum(-2) > 1):
                     return False
         return True
 
@@ -656,11 +666,13 @@ class CauchyVector:
             >>> (x[0] - x[1]).scale, (x[0] - x[0]).scale
             (tensor([3.]), tensor([0.]))
         """
-        return self + (-other)
+        # (method calls, not operators: they also run inside __torch_function__, where a
+        # tracing torch.compile does not dispatch a nested vector-tensor operator again)
+        return self.__add__(-other)
 
     def __rsub__(self, other: torch.Tensor | Number) -> CauchyVector:
         """``t - X`` for a tensor or number ``t``."""
-        return (-self) + other
+        return self.__neg__().__add__(other)
 
     def __mul__(self, factor: torch.Tensor | Number) -> CauchyVector:
         """``a * X``: locations times ``a``, scales times ``|a|`` (element-wise, broadcasting).
@@ -731,9 +743,9 @@ class CauchyVector:
                 "has no closed form here"
             )
         d = _as_tensor(divisor, self._terms[0].source.loc, "divisor")
-        if is_validating(self._validate) and bool((d == 0).any()):
+        if is_validating(self._validate) and _any_value(d == 0, default=False):
             raise ValueError(f"divisor must be non-zero (shape {tuple(d.shape)})")
-        return self * d.reciprocal()
+        return self.__mul__(d.reciprocal())
 
     def __rtruediv__(self, other: torch.Tensor | Number) -> CauchyVector:
         """``a / X`` is not affine in the sources: always raises ``NotImplementedError``."""
@@ -741,6 +753,53 @@ class CauchyVector:
             "a / X for a Cauchy vector X is not an affine function of its sources; the joint law "
             "has no closed form here"
         )
+
+    @classmethod
+    def __torch_function__(
+        cls,
+        func: Callable[..., Any],
+        types: tuple[type, ...],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        """A tensor operator that meets a vector: ``tensor * X`` is ``X.__rmul__(tensor)``.
+
+        torch asks an argument's ``__torch_function__`` before a tensor operation runs. For
+        ``+ - * /`` between a tensor and a vector it answers with the vector's own operator, so
+        ``tensor * X`` means ``X.__rmul__(tensor)`` as Python's reflected operators would, also
+        while ``torch.compile`` traces (Dynamo routes every operator with a tensor operand
+        through this protocol, ``X * tensor`` included), and so does ``torch.sub(tensor, X)``
+        (``tensor - X``) and its like; any other torch function refuses a vector
+        (``NotImplemented``: torch raises ``TypeError``). ``Tensor.sub(a, b)`` means ``a - b``
+        and ``Tensor.__rsub__(a, b)`` means ``b - a``, whichever of the two is the vector.
+
+        Args:
+            func: the tensor operation, e.g. ``torch.Tensor.__mul__``.
+            types: the types that override ``__torch_function__``.
+            args: its two arguments, a tensor and a vector in either order.
+            kwargs: its keyword arguments (none for an operator).
+
+        Returns:
+            The vector's operator applied, or ``NotImplemented``.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin import CauchyVector
+            >>> (torch.tensor([2.0]) * CauchyVector(torch.ones(1), torch.ones(1))).scale
+            tensor([2.])
+        """
+        operator = next((op for f, op in _PYTHON_OPERATORS if func is f), None)
+        if operator is None:
+            operator = _TENSOR_OPERATORS.get(getattr(func, "__name__", ""))
+        if operator is None or kwargs or len(args) != 2:
+            return NotImplemented
+        name, reflected = operator
+        left, right = (args[1], args[0]) if reflected else args  # the result is left <op> right
+        if isinstance(left, CauchyVector) and not isinstance(right, CauchyVector):
+            return getattr(left, f"__{name}__")(right)
+        if isinstance(right, CauchyVector) and not isinstance(left, CauchyVector):
+            return getattr(right, f"__r{name}__")(left)
+        return NotImplemented
 
     # ------------------------------------------------------------------ views
     def _map_batch(
@@ -752,10 +811,17 @@ class CauchyVector:
         batch = self.batch_shape
         # Every batch view is a gather: where each new position reads from the old flat batch.
         positions = op(torch.arange(math.prod(batch), device=self.device).reshape(batch))
+        # (a gather of a fixed shape: a 0-d index tensor used as ``flat[i]`` would be read as an
+        # integer, which a graph capture cannot do)
+        flat_positions = positions.reshape(-1)
+
+        def gather(flat: torch.Tensor) -> torch.Tensor:
+            picked = flat.index_select(0, flat_positions)
+            return picked.reshape((*positions.shape, *flat.shape[1:]))
 
         def on_trailing(t: torch.Tensor, trailing: int) -> torch.Tensor:
             tail = t.shape[t.ndim - trailing :]
-            return t.expand(*batch, *tail).reshape(-1, *tail)[positions]
+            return gather(t.expand(*batch, *tail).reshape(-1, *tail))
 
         terms = []
         views: dict[int, torch.Tensor] = {}
@@ -768,7 +834,7 @@ class CauchyVector:
                     base = flat.reshape(term.source.batch_shape)
                 else:
                     base = term.view
-                views[key] = base.expand(batch).reshape(-1)[positions]
+                views[key] = gather(base.expand(batch).reshape(-1))
             matrix = term.matrix
             if matrix is not None and matrix.ndim > 2:
                 matrix = on_trailing(matrix, 2)
@@ -1017,7 +1083,8 @@ class CauchyVector:
         x = _as_tensor(x, loc, name)
         broadcast_shapes_or_raise(**{name: x.shape, "vector": self._shape})
         # one reduction, no [..]-shaped mask: the largest entry is NaN iff some entry is NaN
-        if is_validating(self._validate) and x.numel() > 0 and math.isnan(float(x.detach().amax())):
+        values = host_values(x) if is_validating(self._validate) and x.numel() > 0 else None
+        if values is not None and math.isnan(float(values.amax())):
             raise ValueError(f"{name} holds NaN (shape {tuple(x.shape)})")
         dtype = _special.working_dtype(x, loc)
         x, loc, scale = x.to(dtype), loc.to(dtype), scale.to(dtype)
@@ -1025,11 +1092,8 @@ class CauchyVector:
 
     def _check_density(self, scale: torch.Tensor) -> None:
         # one reduction, no mask: amin is > 0 iff every scale is (and NaN, never > 0, fails)
-        if (
-            is_validating(self._validate)
-            and scale.numel() > 0
-            and not float(scale.detach().amin()) > 0
-        ):
+        values = host_values(scale) if is_validating(self._validate) and scale.numel() > 0 else None
+        if values is not None and not float(values.amin()) > 0:
             raise ValueError(
                 "log_prob of a degenerate component: some marginal scales are 0 (a point mass, "
                 f"e.g. after u.linear(W) - u.linear(W)), which has no density (vector shape "
@@ -1181,9 +1245,10 @@ class CauchyVector:
         loc = self.loc
         q = _as_tensor(q, loc, "q")
         broadcast_shapes_or_raise(q=q.shape, vector=self._shape)
-        if is_validating(self._validate) and q.numel() > 0:
+        values = host_values(q) if is_validating(self._validate) and q.numel() > 0 else None
+        if values is not None:
             # one pass; a NaN propagates to both ends (then both tests fail)
-            lo, hi = torch.aminmax(q.detach())
+            lo, hi = torch.aminmax(values)
             if not (float(lo) >= 0.0 and float(hi) <= 1.0):
                 raise ValueError(f"q must lie in [0, 1] (shape {tuple(q.shape)})")
         return _special.icdf(q, loc, self.scale)
@@ -1468,8 +1533,7 @@ def _shared_source_scale(terms: Sequence[_Term]) -> torch.Tensor:
         reps.append(rep)
     total: torch.Tensor | None = None
     for j in range(k):
-        present = torch.unique(patterns[j][reps[j]])
-        for value in present.tolist():
+        for value in _patterns_of(j, k, patterns[j], reps[j]):
             members = [i for i in range(k) if (value >> i) & 1]
             mask = reps[j] & (patterns[j] == value)
             if all(terms[i].source is terms[j].source for i in members):
@@ -1489,6 +1553,67 @@ def _shared_source_scale(terms: Sequence[_Term]) -> torch.Tensor:
             total = part if total is None else total + part
     assert total is not None
     return total
+
+
+# The name of a tensor operator or method -> (the operator, reflected): ``Tensor.__rsub__(a, b)``
+# is ``b - a``, every other ``Tensor.sub(a, b)``-like name ``a - b``. Names, not the function
+# objects: Dynamo passes some of them as traced functions, which a lookup by identity would not
+# find; and it passes ``X - tensor`` either as ``Tensor.__rsub__(tensor, X)`` or as
+# ``Tensor.sub(X, tensor)`` (torch 2.13 and 2.15 differ), which both mean ``X - tensor`` here.
+_TENSOR_OPERATORS: dict[str, tuple[str, bool]] = {
+    **dict.fromkeys(("__add__", "add"), ("add", False)),
+    "__radd__": ("add", True),
+    **dict.fromkeys(("__sub__", "sub", "subtract"), ("sub", False)),
+    "__rsub__": ("sub", True),
+    **dict.fromkeys(("__mul__", "mul", "multiply"), ("mul", False)),
+    "__rmul__": ("mul", True),
+    **dict.fromkeys(("__truediv__", "__div__", "div", "divide", "true_divide"), ("truediv", False)),
+    **dict.fromkeys(("__rtruediv__", "__rdiv__"), ("truediv", True)),
+}
+# The reflected operators that torch writes in Python (the others are C methods): matched by
+# identity first, since Dynamo (torch 2.15) reports the name of their decorator's inner function.
+_PYTHON_OPERATORS: tuple[tuple[Callable[..., Any], tuple[str, bool]], ...] = (
+    (torch.Tensor.__rsub__, ("sub", True)),
+    (torch.Tensor.__rtruediv__, ("truediv", True)),
+    (torch.Tensor.__rdiv__, ("truediv", True)),
+)
+
+
+def _repeats(index: torch.Tensor) -> torch.Tensor:
+    """Whether the integer tensor ``index`` holds a value twice (a 0-d bool tensor; under ``vmap``
+    one per batch member: a sort, not ``unique``, whose output size depends on the values)."""
+    flat = index.reshape(-1).sort().values
+    return (flat[1:] == flat[:-1]).any()
+
+
+def _any_value(flags: torch.Tensor, default: bool = True) -> bool:
+    """``flags.any()`` read on the host, over every member of a ``torch.func`` batch; ``default``
+    while a graph is captured (no values to read: ``True`` is the conservative answer of
+    :attr:`CauchyVector.is_independent`, ``False`` skips a value check)."""
+    values = host_values(flags)
+    if values is None:
+        return default
+    return bool(values.any())
+
+
+# The most terms on one source whose classes are all enumerated while a graph is captured (2**k - 1
+# matrix products; eager execution evaluates only the classes that occur).
+_MAX_TRACED_SHARED_TERMS = 8
+
+
+def _patterns_of(j: int, k: int, pattern: torch.Tensor, rep: torch.Tensor) -> list[int]:
+    """The class patterns (bit sets of terms) whose lowest member is term ``j``: those that occur
+    where ``j`` represents its class (eager), or every possible one while a graph is captured (no
+    values to read: each is evaluated and masked where it does not occur)."""
+    if not is_tracing():
+        return torch.unique(pattern[rep]).tolist()
+    if k > _MAX_TRACED_SHARED_TERMS:
+        raise NotImplementedError(
+            f"one source is read by {k} terms through different views; while a graph is "
+            f"captured exact marginals are supported for at most {_MAX_TRACED_SHARED_TERMS}"
+        )
+    above = k - j - 1
+    return [(1 << j) | (subset << (j + 1)) for subset in range(1 << above)]
 
 
 def _split_key(key: Any, ndim: int) -> tuple[tuple[Any, ...] | None, slice | torch.Tensor | None]:

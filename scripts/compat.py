@@ -6,19 +6,26 @@ checks that both ends of that range work:
 * ``floor``: every floor of the core requirements and of the ``hf``, ``sklearn`` and ``dev``
   extras installed *together*, exactly (``name==X``, a constraints file generated from
   pyproject.toml); what those packages need in turn resolves to its newest release;
-* ``latest``: the newest release of everything.
+* ``latest``: the newest release of everything but torch;
+* ``newest-torch``: the newest release of everything, torch included: the build the registry
+  serves by default, which is what ``pip install torch`` gives users (on PyPI a CUDA build, also
+  on machines without a GPU, several GB with its CUDA libraries).
 
-Each environment is a fresh virtual environment (made with uv) with the same torch build as the
-interpreter that runs this script (default; ``--torch``), the checkout installed editable, and
-then three steps: ``mypy`` (the type check of the library against that environment's
+Each environment is a fresh virtual environment (made with uv) and the checkout installed
+editable, then three steps: ``mypy`` (the type check of the library against that environment's
 transformers and torch), ``pytest tests/cauchylin tests/cauchylin_hf`` (the core and adapter
-tests) and ``cauchylin-lm demo --quick``. Torch is pinned in both: the only torch this project's
-machines install without several GB of CUDA packages is the CPU build they carry (see
+tests) and ``cauchylin-lm demo --quick``. ``floor`` and ``latest`` pin the torch build of the
+interpreter that runs this script (default; ``--torch``) and refuse CUDA packages: on the
+project's CPU machines that is the local CPU build, installed in seconds. ``newest-torch`` lets
+torch resolve freely; uv's cache (``~/.cache/uv``, or ``UV_CACHE_DIR``) keeps its download, so
+only the first run on a machine (or the first after a new torch release) downloads it (see
 docs/installation.md, "Supported versions").
 
 Commands::
 
-    python scripts/compat.py                    # floor and latest (what `run.sh test` runs)
+    python scripts/compat.py                    # floor, latest and newest-torch (what
+                                                # `run.sh test` runs)
+    python scripts/compat.py --env newest-torch # the newest torch the registry serves
     python scripts/compat.py run --env floor --set peft==0.17.0   # one package moved
     python scripts/compat.py bisect accelerate  # the lowest release that passes with the
                                                 # other floors (binary search over the releases)
@@ -70,6 +77,9 @@ DOCS_TABLE = ("<!-- compat-floors:start -->", "<!-- compat-floors:end -->")
 EXTRAS = ("hf", "sklearn", "dev")
 TEST_PATHS = ("tests/cauchylin", "tests/cauchylin_hf")
 STEPS = ("mypy", "pytest", "demo")
+ENVS = ("floor", "latest", "newest-torch")
+# The environment in which torch itself resolves to the newest release (any build).
+FREE_TORCH = "newest-torch"
 # Printed for each environment besides the declared floors: what they pull in that matters most.
 ALSO_SHOWN = ("huggingface-hub", "numpy")
 
@@ -203,6 +213,7 @@ class Env:
 
     name: str
     pins: dict[str, str] = field(default_factory=dict)
+    free_torch: bool = False  # torch not pinned: the newest release the registry serves
 
 
 @dataclass
@@ -298,9 +309,10 @@ def build_and_test(
     home.mkdir(parents=True)
     python = venv / "bin" / "python"
     constraints = home / "constraints.txt"
-    pins = {"torch": torch, **env.pins}
+    pins = dict(env.pins) if env.free_torch else {"torch": torch, **env.pins}
     constraints.write_text("".join(f"{n}=={v}\n" for n, v in pins.items()))
     uv = uv_command()
+    # (uv's cache is left on: it keeps the newest-torch environment's multi-GB download)
     environ = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "PYTHONNOUSERSITE": "1"}
     environ.pop("PYTHONPATH", None)
     install = [
@@ -341,8 +353,10 @@ def build_and_test(
     result.versions = installed_versions(python)
     say(env.name, f"install: done in {result.times['install']:.0f} s")
     say(env.name, "versions: " + ", ".join(f"{n} {v}" for n, v in result.versions.items()))
+    result.versions["torch build"] = torch_build(python)
+    say(env.name, f"torch build: {result.versions['torch build']}")
     cuda = [n for n in installed_names(python) if n.startswith("nvidia-")]
-    if cuda:  # never several GB of CUDA libraries on a CPU machine
+    if cuda and not env.free_torch:  # floor, latest: no CUDA libraries on a CPU machine
         say(env.name, f"install: FAIL: CUDA packages were pulled in: {cuda[:4]}")
         result.failed.append("install")
         return result
@@ -400,6 +414,19 @@ def installed_names(python: Path) -> list[str]:
     return [canonicalize_name(n) for n in out.stdout.split()]
 
 
+def torch_build(python: Path) -> str:
+    """The environment's torch: its version, CUDA build or not, and whether a GPU is usable."""
+    code = (
+        "import torch\n"
+        "cuda = torch.version.cuda\n"
+        "kind = f'CUDA {cuda} build' if cuda else 'CPU build'\n"
+        "gpu = ', a GPU available' if torch.cuda.is_available() else ', no GPU' if cuda else ''\n"
+        "print(f'{torch.__version__} ({kind}{gpu})')\n"
+    )
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False)
+    return out.stdout.strip() or "torch does not import"
+
+
 def installed_versions(python: Path) -> dict[str, str]:
     code = (
         "import sys\nfrom importlib import metadata as m\n"
@@ -435,12 +462,13 @@ def make_env(name: str, sets: dict[str, str]) -> Env:
         pins = {n: v for n, v in floors().items() if n != "torch"}
     else:
         pins = {}
-    return Env(name, {**pins, **sets})
+    return Env(name, {**pins, **sets}, free_torch=name == FREE_TORCH and "torch" not in sets)
 
 
 def print_summary(results: list[Result], torch: str, total: float) -> None:
     print(
-        f"== compat summary (python {sys.version.split()[0]}, torch {torch}, {total / 60:.1f} min)"
+        f"== compat summary (python {sys.version.split()[0]}, torch {torch} where pinned, "
+        f"{total / 60:.1f} min)"
     )
     header = ["env", "result", "install", *STEPS, "total"]
     rows = []
@@ -477,11 +505,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     results = []
     try:
-        for name in args.env or ["floor", "latest"]:
+        for name in args.env or list(ENVS):
             env = make_env(name, sets)
+            pinned = ", ".join(f"{n}=={v}" for n, v in env.pins.items())
+            what = pinned or "the latest releases"
             print(
-                f"== compat env {name}: "
-                + (", ".join(f"{n}=={v}" for n, v in env.pins.items()) or "the latest releases"),
+                f"== compat env {name}: {what}, torch "
+                + ("unpinned (the newest release)" if env.free_torch else f"=={torch}"),
                 flush=True,
             )
             results.append(build_and_test(env, workdir, torch, steps, pytest_args, args.workers))
@@ -587,7 +617,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         p.add_argument(
             "--torch",
-            help="the torch version both environments pin (default: the installed build, e.g. 2.13.0+cpu)",
+            help="the torch version floor and latest pin (default: the installed build, e.g. "
+            "2.13.0+cpu); newest-torch takes the newest release unless --set torch==X",
         )
         p.add_argument("--steps", help=f"comma-separated steps to run (default: {','.join(STEPS)})")
         p.add_argument("--workers", default="2", help="pytest-xdist workers (default 2)")
@@ -606,8 +637,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument(
         "--env",
         action="append",
-        choices=("floor", "latest"),
-        help="floor, latest (repeatable; default both)",
+        choices=ENVS,
+        help=f"{', '.join(ENVS)} (repeatable; default all three)",
     )
     env_options(run)
     run.set_defaults(func=cmd_run)

@@ -3,7 +3,7 @@
 #   bash scripts/run.sh demo   -> installs what is missing, runs the main job
 #   bash scripts/run.sh test   -> installs what is missing, runs lint, the type check, the test suite
 #                                 (numerics twice, on two CPU kernel settings), the wheel check,
-#                                 the docs build, then the floor and latest environments
+#                                 the docs build, then the floor, latest and newest-torch environments
 #                                 (scripts/compat.py); prints the wall time of each part
 # Both work with the system interpreter, in an activated venv, or with PYTHON=/path/to/python.
 # Torch: an installed torch (CPU or CUDA) is used as it is; without one, torch==2.13.0 is installed
@@ -124,15 +124,16 @@ case "$cmd" in
       part "mkdocs build --strict"
       "$PY" -m mkdocs build --strict -d "$(mktemp -d)/site"
     fi
-    # The declared dependency range: a fresh venv at the floors of every dependency and one at
-    # the latest releases, each running mypy, the core and adapter tests and the quick demo
-    # (scripts/compat.py; about 15 minutes). Skipped when pytest arguments narrow the run, or
+    # The declared dependency range: a fresh venv at the floors of every dependency, one at the
+    # latest releases (both with this interpreter's torch build) and one with the newest torch the
+    # registry serves (a CUDA build, several GB, kept in uv's cache), each running mypy, the core
+    # and adapter tests and the quick demo (scripts/compat.py; about 20 minutes). Skipped when pytest arguments narrow the run, or
     # with CAUCHYLIN_COMPAT=0.
     if [ "$#" -gt 0 ] || [ "${CAUCHYLIN_COMPAT:-1}" = "0" ]; then
       echo "== compat: skipped (pytest arguments given or CAUCHYLIN_COMPAT=0); run it alone" \
         "with: $PY scripts/compat.py"
     else
-      part "compat: the floor and the latest environments"
+      part "compat: the floor, latest and newest-torch environments"
       "$PY" scripts/compat.py
     fi
     ;;

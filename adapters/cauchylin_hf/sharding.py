@@ -54,6 +54,8 @@ from torch.distributed.fsdp import (
     register_fsdp_forward_method,
 )
 
+from cauchylin import available_device
+
 from .heads_io import HEAD_MODULES
 from .model import CauchyLMForCausalLM
 
@@ -116,7 +118,8 @@ def shard_model(
     Args:
         model: the :class:`~cauchylin_hf.model.CauchyLMForCausalLM` (not yet sharded).
         mesh: the 1-D device mesh to shard over; default every process of the default group on
-            the current accelerator (the CPU without one). A 2-D mesh gives HSDP.
+            :func:`cauchylin.available_device` (an accelerator only when one is present: the
+            CPU for a CUDA build of torch on a machine without a GPU). A 2-D mesh gives HSDP.
         mp_policy: FSDP2's ``MixedPrecisionPolicy`` of the decoder layers and the root (the root
             never casts the inputs); default none. The heads keep their own dtype.
         reshard_after_forward: free the decoder layers' (and ``numeric_embedding``'s) gathered
@@ -170,7 +173,8 @@ def shard_model(
                 "no mesh and no default process group: call "
                 "torch.distributed.init_process_group() first (torchrun sets its environment)"
             )
-        device = torch.accelerator.current_accelerator() or torch.device("cpu")
+        # an accelerator only when one is present: a CUDA build on a CPU machine shards on the CPU
+        device = available_device()
         mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     _check_replicas(model, mesh)
     policy = mp_policy if mp_policy is not None else MixedPrecisionPolicy()

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from cauchylin import _special
-from cauchylin._validation import check_finite, is_validating, require_tensor
+from cauchylin._validation import check_finite, host_values, is_validating, require_tensor
 from cauchylin.nn.mode_names import (
     CAUSAL,
     COMPATIBLE,
@@ -214,7 +214,8 @@ def draw_eps_noise(
 
 
 def _check_open_interval(name: str, eps: torch.Tensor) -> None:
-    if not bool(((eps > 0) & (eps < 1)).all()):
+    values = host_values(eps)  # (every member under vmap; nothing to read while tracing)
+    if values is not None and not bool(((values > 0) & (values < 1)).all()):
         raise ValueError(f"{name} must lie in the open interval (0, 1) (shape {tuple(eps.shape)})")
 
 

@@ -157,3 +157,22 @@ def test_probe_adam_memory_reads_the_optimizers_own_state(tmp_path):
     first = [run["rows"][0]["adam_step"] for run in data["runs"]]
     assert first[0] == pytest.approx(first[1], rel=1e-5)
     assert "adam_beta2=0.5" in stdout
+
+
+@pytest.mark.slow
+def test_bench_func_vmap_against_the_loop_and_torch(tmp_path):
+    data, stdout = _run(
+        "bench_func.py",
+        *("--d", "40", "--c", "4", "--rounds", "1", "--repeat", "1", "--backend", "eager"),
+        tmp_path=tmp_path,
+    )
+    assert data["agree"] and "compiled and eager agree" in stdout
+    assert set(data["ratios"]) == {
+        "loop / vmap (validation on)",
+        "loop / vmap (validation off)",
+        "vmap / torch vmap (validation on)",
+        "vmap / torch vmap (validation off)",
+        "compiled vmap / eager vmap",
+    }
+    assert all(_positive(r) for r in data["ratios"].values())
+    assert max(data["differences"].values()) <= data["tolerance"]

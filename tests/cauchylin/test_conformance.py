@@ -440,7 +440,7 @@ def _traceable_outputs(case: Case) -> dict[str, Callable[..., torch.Tensor]]:
     return outputs
 
 
-@pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated")  # both categories
 @pytest.mark.parametrize("requires_grad", [False, True])
 def test_jit_trace(case, requires_grad):
     """torch's TestJit recipe: trace a function of the parameters and a value (validation off

@@ -9,13 +9,7 @@ from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from cauchylin.losses import ovr_bce, ovr_bce_fused
-
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-    ),
-]
+from tests.devices import DEVICES
 
 
 def _inputs(N, C, V, dtype, device="cpu", seed=0, per_class=False, with_bias=True):

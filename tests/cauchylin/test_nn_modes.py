@@ -33,6 +33,7 @@ from cauchylin.nn import (
     effective_mode,
     sample_compatible,
 )
+from tests.devices import HAS_CUDA
 from tests.stats import FALSE_FAILURE_RATE, binomial_epsilon, dkw_epsilon, split_delta
 
 C, V = 3, 4
@@ -596,7 +597,8 @@ def test_sample_compatible_greedy_shapes_and_errors():
             sample_compatible(logits, **kwargs)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 def test_every_mode_runs_on_cuda_and_matches_the_cpu():
     dev = torch.device("cuda")
     act_cpu, U_cpu = make_action(), make_U()

@@ -684,7 +684,7 @@ def test_cauchy_kl_gradcheck_and_broadcasting():
 # ------------------------------------------------------------------------------ tracing
 
 
-@pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated")  # both categories
 def test_traced_kernels_are_the_same_graph_with_and_without_gradients():
     """torch.jit.trace (with its check) of every Function-backed kernel; values and gradients
     of the traced function equal eager ones, for inputs that do and do not need gradients."""

@@ -312,7 +312,7 @@ def test_value_checks_do_not_break_full_graph_compile():
     )
 
 
-@pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated")  # both categories
 @pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
 def test_value_checks_are_skipped_inside_torch_jit_trace():
     """The trace holds no host read of the data: it runs on other inputs like eager does."""

@@ -1,0 +1,144 @@
+"""The causal model on every device: forward, generate, a training step and single-process FSDP2.
+
+Each case runs on ``device`` (``tests.devices.DEVICES``: the CPU always; the CUDA case carries
+the ``cuda`` marker that ``scripts/gpu_check.sh`` selects and is skipped without a GPU) and is
+compared with the same model in float64 on the CPU: the outputs, the loss and every gradient of
+a training step (the float64 CPU forward is itself checked against independent references in
+``test_model_forward.py``). Greedy generation (the ``causal`` mode at temperature 0, no draw) must
+give the same tokens on the device as on the CPU, except where two classes tie to rounding.
+
+Tolerances: a float32 forward of the tiny model accumulates a few float32 ulp per term of its
+matrix products (hidden size 32, 2 layers, softmax attention over 10 positions), far below
+``TOL = 1e-3`` relative to the largest magnitude (about 1e4 ulp), and bfloat16 is not used here:
+the model's dtype is the base's (float32).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.distributed as dist
+from cauchylin_hf import CauchyLMForCausalLM
+from cauchylin_hf.generation import generate
+from cauchylin_hf.sharding import shard_model
+
+from tests.devices import DEVICES
+
+from .conftest import VOCAB
+
+NUM = VOCAB
+TOL = 1e-3
+
+
+@pytest.fixture
+def pair(make_base, tiny_tok):
+    """``(model in float64 on the CPU, a float32 copy)``: the same weights."""
+    torch.manual_seed(0)
+    model = CauchyLMForCausalLM.from_base(make_base("qwen2", spare_rows=3), tiny_tok)
+    return copy.deepcopy(model).double(), model
+
+
+def _batch():
+    ids = torch.tensor([[5, 17, NUM, 40, 41, NUM, 9, 12], [7, NUM, 33, 34, 60, 61, 62, 63]])
+    values = torch.zeros(ids.shape)
+    values[ids == NUM] = torch.tensor([3.5, -120.0, 0.25])
+    return ids, values, torch.ones_like(ids)
+
+
+def _close(got: torch.Tensor, want: torch.Tensor) -> None:
+    scale = max(1.0, float(want.detach().abs().max()))
+    torch.testing.assert_close(
+        got.detach().double().cpu(), want.detach().double(), rtol=TOL, atol=TOL * scale
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_forward_and_training_step_match_float64_on_the_cpu(pair, device):
+    ref, model = pair
+    model = model.to(device)
+    ids, values, mask = _batch()
+    for net in (ref, model):
+        net.backbone.requires_grad_(True)  # the whole model trains in this step
+        net.train()
+    out = model(
+        ids.to(device),
+        numeric_values=values.to(device),
+        attention_mask=mask.to(device),
+        labels=ids.to(device),
+        return_distributions=True,
+    )
+    want = ref(
+        ids,
+        numeric_values=values.double(),
+        attention_mask=mask,
+        labels=ids,
+        return_distributions=True,
+    )
+    for name in ("loc_S", "scale_S", "loc_Y", "scale_Y", "loss", "cls_loss", "reg_loss"):
+        _close(getattr(out, name), getattr(want, name))
+    out.loss.backward()
+    want.loss.backward()
+    grads = dict(ref.named_parameters())
+    for name, p in model.named_parameters():
+        if p.grad is None:
+            assert grads[name].grad is None, name
+            continue
+        _close(p.grad, grads[name].grad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_greedy_generation_matches_the_cpu(pair, device):
+    ref, model = pair
+    model = model.to(device).eval()
+    ref.eval()
+    ids, values, mask = _batch()
+    kw = dict(mode="causal", max_new_tokens=6, eos_token_id=[], seed=0)
+    got = generate(model, ids.to(device), values.to(device), mask.to(device), **kw)
+    want = generate(ref, ids, values.double(), mask, **kw)
+    assert got.new_tokens.device.type == torch.device(device).type
+    assert torch.equal(got.new_tokens.cpu(), want.new_tokens)
+    _close(got.new_values, want.new_values)
+
+
+@pytest.mark.skipif(
+    not (dist.is_available() and dist.is_gloo_available()),
+    reason="torch.distributed with gloo is not available",
+)
+@pytest.mark.parametrize("device", DEVICES)
+def test_fsdp2_in_one_process_matches_the_unsharded_model(pair, device):
+    """FSDP2 over one process (gloo on the CPU, NCCL on a GPU): the forward, the loss and the
+    gradients equal the unsharded model's."""
+    _, model = pair
+    model = model.float().to(device)
+    plain = copy.deepcopy(model)
+    ids, values, mask = _batch()
+    batch = dict(
+        input_ids=ids.to(device),
+        numeric_values=values.to(device),
+        attention_mask=mask.to(device),
+        labels=ids.to(device),
+        return_distributions=True,
+    )
+    backend = "nccl" if torch.device(device).type == "cuda" else "gloo"
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        sharded = shard_model(model)
+        out = sharded(**batch)
+        out.loss.backward()
+        grads = {
+            name: p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad
+            for name, p in sharded.named_parameters()
+            if p.grad is not None
+        }
+    finally:
+        dist.destroy_process_group()
+    want = plain(**batch)
+    want.loss.backward()
+    _close(out.loss, want.loss)
+    _close(out.loc_S, want.loc_S)
+    expected = {name: p.grad for name, p in plain.named_parameters() if p.grad is not None}
+    assert grads.keys() == expected.keys()
+    for name, g in grads.items():
+        _close(g, expected[name])
