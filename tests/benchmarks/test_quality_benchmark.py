@@ -86,10 +86,27 @@ def test_bench_quality_toy_run(tmp_path):
             assert 0.0 <= c <= 1.0
         if r["kind"] in ("causal", "text", "ntl"):
             assert 0.0 <= r["text_accuracy"] <= 1.0
+        every = {"0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9", "0.95", "0.99"}
         if r["name"].endswith("samples"):
-            assert set(r["coverage"]) == {"0.5", "0.8", "0.9"} and 0.0 <= r["parsed"] <= 1.0
+            assert set(r["coverage"]) == every and 0.0 <= r["parsed"] <= 1.0
+            assert set(r["interval_score"]) == every
+        if r["kind"] == "causal":  # calibrated and raw intervals, proper scores, the ceiling
+            assert set(r["coverage"]) == set(r["coverage_raw"]) == every
+            assert all(v >= 0 for v in r["interval_score"].values())
+            assert 0.0 <= r["pit_ks"] <= 1.0 and math.isfinite(r["log_score"])
+            assert r["ridge_mdae"] >= 0 and r["shared_head_mdae"] >= 0
+    names = {r["name"] for r in rows if r["table"] == "cancer" and r["kind"] == "reference"}
+    for ref in ("linear regression", "gradient boosting", "Huber regression"):
+        assert f"{ref} (features)" in names
+    if importlib.util.find_spec("mapie") is not None:  # the coverage references
+        conformal = [r for r in rows if r["name"].endswith("cross-conformal intervals")]
+        assert conformal and all(set(r["coverage"]) == every for r in conformal)
     assert out_png.read_bytes()[:8] == PNG_MAGIC
     assert "targets of the causal model" in proc.stdout
+    report = run("--json", str(out_json), "--report", "--reliability", str(tmp_path / "r.png"))
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert "| cancer |" in report.stdout and "pooled coverage" in report.stdout
+    assert (tmp_path / "r.png").read_bytes()[:8] == PNG_MAGIC
     again = run(*args, "--resume")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "0 training runs to do" in again.stdout
