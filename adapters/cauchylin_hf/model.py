@@ -767,9 +767,9 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             >>> bool(codes[0, 3] == codes[1, 2])  # the tokens 5, 6, 7 end both positions
             True
         """
-        rows = int(self.get_input_embeddings().weight.shape[0])
+        weight = cast(torch.Tensor, self.get_input_embeddings().weight)
         k = int(self.config.readout_context_tokens)
-        return context_codes(input_ids, k, rows, attention_mask)
+        return context_codes(input_ids, k, int(weight.shape[0]), attention_mask)
 
     def _forward_context(
         self, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None, past: Any

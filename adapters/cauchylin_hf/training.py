@@ -427,7 +427,7 @@ def _calibration_split(
             raise ValueError(
                 "a share of an iterable dataset cannot be held out: pass calibration texts or None"
             ) from None
-        size = calibration_holdout(n, calibration)  # type: ignore[arg-type]
+        size = calibration_holdout(n, calibration)
         if size == 0:
             return train_ds, None
     else:

@@ -403,12 +403,13 @@ class CausalRegressor(RegressorMixin, CausalEstimatorBase):
             raise ValueError(f"coverage must lie in (0, 1), got {coverage!r}")
         d = self.predict_distribution(X, mode=mode, temperature=temperature)
         same = mode in (None, self.mode) and temperature in (None, self.temperature)
-        if calibrated and same and getattr(self, "conformal_", None) is not None:
+        conformal = getattr(self, "conformal_", None)
+        if calibrated and same and conformal is not None:
             import warnings
 
             with warnings.catch_warnings():  # crepes warns before giving infinite bounds
                 warnings.simplefilter("ignore", UserWarning)
-                bounds = self.conformal_.predict_int(
+                bounds = conformal.predict_int(
                     y_hat=d.loc.cpu().numpy(), sigmas=d.scale.cpu().numpy(), confidence=c
                 )
             if bool(np.isfinite(bounds).all()):
