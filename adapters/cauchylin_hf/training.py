@@ -706,13 +706,17 @@ def evaluate_model(
             assert pair is not None and shifted.target_values is not None
             loc_u = shifted.positions(out.loc_U)[pair]
             scale_u = shifted.positions(out.scale_U)[pair]
+            # the numbers are read as everywhere else: with the per-context readouts
+            codes = shifted.positions(
+                inner.context_codes(batch["input_ids"], batch["attention_mask"])
+            )[pair]
             keep["labels"].append(shifted.labels[pair].cpu())
             keep["target_values"].append(shifted.target_values[pair].cpu())
             keep["loc_U"].append(loc_u.float().cpu())
             keep["scale_U"].append(scale_u.float().cpu())
             for start in range(0, loc_u.shape[0], chunk):
                 U = CauchyVector(loc_u[start : start + chunk], scale_u[start : start + chunk])
-                act = action(U, STANDARD, temperature)
+                act = action(U, STANDARD, temperature, context=codes[start : start + chunk])
                 keep["predictions"].append(act.predict().cpu())
                 keep["pred_values"].append(act.value_median().float().cpu())
         cat = {k: torch.cat(v) for k, v in keep.items()}
