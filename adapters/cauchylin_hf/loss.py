@@ -22,7 +22,12 @@ from cauchylin.nn import Action
 from .batch import IGNORE_INDEX, regression_targets
 from .config import CauchyLMConfig
 
-__all__ = ["NextTokenTargets", "next_token_targets", "shifted_causal_loss"]
+__all__ = [
+    "NextTokenTargets",
+    "before_numbers",
+    "next_token_targets",
+    "shifted_causal_loss",
+]
 
 
 @dataclass
@@ -111,6 +116,34 @@ def next_token_targets(
         mask = m[:, 1:] & m[:, :-1]
     targets = target_values[:, 1:] if target_values is not None else None
     return NextTokenTargets(labels[:, 1:], targets, mask)
+
+
+def before_numbers(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, num_token_id: int
+) -> torch.Tensor:
+    """The positions that predict a number: position ``i`` where token ``i + 1`` is ``<NUM>``.
+
+    Both positions must be real tokens (``attention_mask`` 1): a number that is a row's first
+    token has no position before it.
+
+    Args:
+        input_ids: ``[B, L]`` token ids.
+        attention_mask: ``[B, L]``, 0 at padding.
+        num_token_id: the ``<NUM>`` id.
+
+    Returns:
+        ``[B, L]`` bool (the last column is always False).
+
+    Example:
+        >>> import torch
+        >>> ids = torch.tensor([[7, 3, 8, 3], [3, 8, 3, 0]])
+        >>> before_numbers(ids, torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]), 3).long().tolist()
+        [[1, 0, 1, 0], [0, 1, 0, 0]]
+    """
+    real = attention_mask != 0
+    out = torch.zeros_like(real)
+    out[:, :-1] = (input_ids[:, 1:] == num_token_id) & real[:, 1:] & real[:, :-1]
+    return out
 
 
 def shifted_causal_loss(

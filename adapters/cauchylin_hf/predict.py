@@ -48,6 +48,7 @@ from cauchylin.value_space import (
 )
 
 from .generation import position_ids_from_mask
+from .loss import before_numbers
 from .numbers import find_numbers
 from .tokenizer import NumericTokenizer
 
@@ -472,10 +473,8 @@ def number_predictions(
         chunk = items[start : start + batch_size]
         enc = tokenizer(chunk, padding=True, return_tensors="pt")
         ids, mask = enc["input_ids"], enc["attention_mask"].bool()
-        # position i predicts the token at i + 1: select i where i + 1 is a real <NUM>
-        at_num = (ids[:, 1:] == num) & mask[:, 1:] & mask[:, :-1]
-        select = torch.zeros_like(mask)
-        select[:, :-1] = at_num
+        select = before_numbers(ids, mask, num)
+        at_num = select[:, :-1]  # aligned with the numbers themselves, ids[:, 1:]
         if not bool(select.any()):
             continue
         parts.append(_heads_at(model, enc, select, mode, temperature, num))

@@ -43,6 +43,7 @@ from cauchylin.readout import DEFAULT_PENALTIES, CauchyReadout, cauchy_nll, fit_
 from cauchylin.value_space import to_value_space
 
 from .data import NumericDataCollator, NumericDataset
+from .loss import before_numbers
 from .tokenizer import NumericTokenizer
 
 __all__ = [
@@ -159,9 +160,7 @@ def number_features(
             values = batch["numeric_values"].to(device)
             hidden, _ = model.encode(ids, values, mask, use_cache=False)
             codes = model.context_codes(ids, mask)
-            # position i predicts the token at i + 1: a real <NUM> after a real token
-            select = torch.zeros_like(mask, dtype=torch.bool)
-            select[:, :-1] = (ids[:, 1:] == num) & (mask[:, 1:] != 0) & (mask[:, :-1] != 0)
+            select = before_numbers(ids, mask, num)
             if bool(select.any()):
                 _, act = model.heads(hidden[select], STANDARD, temperature, context=codes[select])
                 parts["codes"].append(codes[select].cpu())
