@@ -188,13 +188,9 @@ class ValuePrediction:
             >>> p.interval(0.9)
             (tensor([-1.3000]), tensor([11.3000]))
         """
-        j = self._level(level)
-        return self.lower[:, j], self.upper[:, j]
-
-    def _level(self, level: float) -> int:
         for j, c in enumerate(self.levels):
             if math.isclose(c, float(level)):
-                return j
+                return self.lower[:, j], self.upper[:, j]
         raise ValueError(f"level {level!r} is not among the predicted levels {self.levels}")
 
     def rows(self) -> list[dict[str, Any]]:

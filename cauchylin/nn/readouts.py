@@ -3,21 +3,20 @@ r"""Per-context readouts of the regression value, and their conformal interval w
 A language model reads every number through one regression head ``Y = W_reg U' + b_reg``. The
 numbers of one *context* (the ``k`` tokens that end at the position predicting the number, coded
 by :func:`context_codes`: ``"..., price "`` in a table) often need a readout of their own, and
-their intervals a calibration of their own. A :class:`ContextReadouts` table holds, per context:
+their intervals a calibration of their own. A :class:`ContextReadouts` table holds, per context,
+optionally a **solved readout** (:func:`cauchylin.readout.fit_cauchy_readout`), which replaces
+the shared head there,
 
-* optionally a **solved readout** (:func:`cauchylin.readout.fit_cauchy_readout`), which replaces
-  the shared head there:
+.. math::
 
-  .. math::
+    Y = w_k^\top \mathrm{loc}_{U'} + b_k + N, \qquad N \sim \mathrm{Cauchy}(0, \sigma_k),
 
-      Y = w_k^\top \mathrm{loc}_{U'} + b_k + N, \qquad N \sim \mathrm{Cauchy}(0, \sigma_k),
-
-  so ``loc_Y = w_k . loc_U' + b_k`` and ``scale_Y = sigma_k`` (the readout reads the location of
-  ``U'`` and carries its own noise; the scale of ``U'`` was trained for the class scores, and
-  adding ``|w_k| . scale_U'`` made held-out likelihoods worse on the benchmark tables);
-* optionally **conformal widths** ``q_k(c)`` for the calibrated coverages ``c``
-  (:mod:`cauchylin.conformal`): the central interval of coverage ``c`` is
-  ``loc_Y ± q_k(c) scale_Y`` instead of the Cauchy ``loc_Y ± tan(pi c / 2) scale_Y``.
+so ``loc_Y = w_k . loc_U' + b_k`` and ``scale_Y = sigma_k`` (the readout reads the location of
+``U'`` and carries its own noise; the scale of ``U'`` was trained for the class scores, and
+adding ``|w_k| . scale_U'`` made held-out likelihoods worse on the benchmark tables), and
+optionally **conformal widths** ``q_k(c)`` for the calibrated coverages ``c``
+(:mod:`cauchylin.conformal`): the central interval of coverage ``c`` is
+``loc_Y ± q_k(c) scale_Y`` instead of the Cauchy ``loc_Y ± tan(pi c / 2) scale_Y``.
 
 A row with code :data:`OTHER` holds the widths of numbers whose context has no row of its own.
 Positions of any other context keep the shared head and the Cauchy intervals. Everything is
@@ -218,10 +217,7 @@ class ContextReadouts(nn.Module):
         self.register_buffer("bias", torch.zeros(k, device=device))
         self.register_buffer("noise", torch.zeros(k, device=device))
         self.register_buffer("solved", torch.zeros(k, device=device))
-        self.register_buffer(
-            "widths",
-            torch.full((k, n_levels), NOT_CALIBRATED, dtype=torch.float64, device=device),
-        )
+        self.register_buffer("widths", torch.full((k, n_levels), NOT_CALIBRATED, device=device))
         self.register_buffer("counts", torch.zeros(k, 2, device=device))
 
     @property
