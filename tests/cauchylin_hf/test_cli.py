@@ -173,6 +173,11 @@ def test_evaluate_json(trained, data, capsys):
     assert code == 0
     metrics = json.loads(capsys.readouterr().out)
     assert {"eval/num_f1", "eval/reg_mdae", "eval/accuracy", "target/mae"} <= set(metrics)
+    # the proper scores of the predictions, per level where they are per level
+    scores = {"target/log_score", "target/pit_ks", "all/log_score"}
+    scores |= {f"target/{k}_{c}" for k in ("interval_score", "calibrated") for c in (50, 80, 90)}
+    assert scores <= set(metrics)
+    assert 0.0 <= metrics["target/pit_ks"] <= 1.0 and metrics["target/interval_score_90"] >= 0
     assert metrics["target/count"] == 4  # one target number per text
 
 
