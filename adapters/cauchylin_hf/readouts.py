@@ -372,8 +372,10 @@ def calibrate(
     Reads every number of ``data`` with the model as it is (its solved readouts included); each
     context with at least ``min_count`` numbers (the ``max_contexts`` most frequent) gets the
     widths :func:`cauchylin.conformal.conformal_widths` of its numbers at every level of
-    ``config.calibration_levels``, and the numbers of all other contexts together (when at least
-    ``min_count``) the widths of the :data:`~cauchylin.nn.readouts.OTHER` row. A level the count
+    ``config.calibration_levels``, and the other numbers that the shared head reads (contexts
+    without a solved readout), together and when at least ``min_count``, the widths of the
+    :data:`~cauchylin.nn.readouts.OTHER` row; the numbers of a solved context without enough
+    calibration numbers of its own keep the readout's Cauchy intervals. A level the count
     is too small for (``ceil((n + 1) c) > n``) stays uncalibrated there. Earlier widths are
     replaced; solved readouts are kept.
 
@@ -418,7 +420,15 @@ def calibrate(
             continue
         taken[rows] = True
         calibrated[code] = (_widths(feats, rows, levels), int(rows.numel()))
-    rest = (~taken).nonzero().flatten()
+    # The pool: the other numbers that the shared head reads. Errors in units of the model's
+    # scale are comparable across the contexts of one head; a solved readout's are not (a
+    # context read almost exactly has a tiny scale: pooled with the shared head's numbers, its
+    # errors made the pooled 95% width a thousand scales on the demo corpus).
+    solved = torch.zeros(len(feats), dtype=torch.bool)
+    if table.num_contexts:
+        where = table.lookup(feats.codes.to(table.contexts.device))
+        solved = ((where >= 0) & table.is_solved[where.clamp(min=0)]).cpu()
+    rest = (~taken & ~solved).nonzero().flatten()
     if rest.numel() >= min_count:
         calibrated[OTHER] = (_widths(feats, rest, levels), int(rest.numel()))
     for code, (w, n) in calibrated.items():

@@ -18,7 +18,8 @@ optionally **conformal widths** ``q_k(c)`` for the calibrated coverages ``c``
 (:mod:`cauchylin.conformal`): the central interval of coverage ``c`` is
 ``loc_Y ± q_k(c) scale_Y`` instead of the Cauchy ``loc_Y ± tan(pi c / 2) scale_Y``.
 
-A row with code :data:`OTHER` holds the widths of numbers whose context has no row of its own.
+A row with code :data:`OTHER` holds the widths of the numbers the shared head reads whose context
+has no calibration of its own (pooled: the errors of one head, in units of its own scales).
 Positions of any other context keep the shared head and the Cauchy intervals. Everything is
 stored in buffers, so a model saves, loads and moves the table with its weights.
 """
@@ -390,7 +391,8 @@ class ContextReadouts(nn.Module):
         """The conformal width of each position at ``level`` (NaN where none is calibrated).
 
         A position whose context has no row (or whose row has no width at that level) takes
-        the :data:`OTHER` row's width when there is one.
+        the :data:`OTHER` row's width when there is one, unless its context has a solved
+        readout: the pooled widths belong to the numbers the shared head reads.
 
         Args:
             rows: ``[...]`` from :meth:`lookup`.
@@ -414,8 +416,14 @@ class ContextReadouts(nn.Module):
         own = torch.where(rows >= 0, widths[rows.clamp(min=0)], torch.nan)
         other = self.lookup(torch.tensor([OTHER], device=rows.device))[0]
         if int(other) >= 0:
-            own = torch.where(torch.isnan(own), widths[other], own)
+            pooled = torch.isnan(own) & ~self._solved_rows(rows)
+            own = torch.where(pooled, widths[other], own)
         return own
+
+    def _solved_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        """``[...]`` bool: the position's context has a solved readout."""
+        solved = self.is_solved.to(rows.device)
+        return (rows >= 0) & solved[rows.clamp(min=0)]
 
     def calibrated_on(self, rows: torch.Tensor) -> torch.Tensor:
         """How many numbers the widths of each position were calibrated on (0: none).
@@ -438,7 +446,8 @@ class ContextReadouts(nn.Module):
         own = torch.where((rows >= 0) & has[safe], counts[safe], zero)
         other = int(self.lookup(torch.tensor([OTHER], device=rows.device))[0])
         if other >= 0 and bool(has[other]):
-            own = torch.where(own == 0, counts[other], own)
+            pooled = (own == 0) & ~self._solved_rows(rows)
+            own = torch.where(pooled, counts[other], own)
         return own
 
     def level_index(self, level: float) -> int | None:

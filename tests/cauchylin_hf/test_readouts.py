@@ -283,3 +283,37 @@ def test_copies_of_a_text_stay_on_one_side_of_the_calibration_split(small) -> No
     # each held-out text is calibrated on once, its copies left out of training
     assert result.calibration_size == len(held) and sum(t in held for t in texts) >= 30
     assert len(fit) == sum(t in kept for t in texts)
+
+
+def test_the_pool_holds_only_the_shared_heads_numbers(small) -> None:
+    """A context with a solved readout but too few calibration numbers of its own keeps its
+    readout's Cauchy intervals: the pooled widths are fitted on the shared head's errors, in
+    units of its scales, and would not fit a readout's (far smaller) scale."""
+    model, ntok = small
+    solve_readouts(model, ntok, _texts(80, seed=14))  # "width " and "area " get readouts
+    table = model.action.readouts
+    assert int(table.is_solved.sum()) >= 1
+    rng = random.Random(15)
+    held = [
+        f"{thing} {rng.randint(1, 90)}." for thing in ("box", "crate", "tray") for _ in range(15)
+    ]
+    held += _texts(5, seed=16)  # 5 numbers of each solved context: below min_count
+    report = calibrate(model, ntok, held, min_count=20)
+    (row,) = report.contexts
+    assert (
+        row["code"] == OTHER
+        and row["count"]
+        == 45 + sum(1 for c in ("width", "area") if not _is_solved(model, ntok, c)) * 5
+    )
+    for field in ("width", "area"):
+        prompt = "width 4, area " if field == "area" else "width "
+        pred = predict_values(model, ntok, [prompt], levels=(0.5,))
+        assert bool(pred.calibrated.all()) == (not _is_solved(model, ntok, field))
+
+
+def _is_solved(model: CauchyLMForCausalLM, ntok: NumericTokenizer, field: str) -> bool:
+    prompt = "width 4, area " if field == "area" else "width "
+    enc = ntok([prompt], return_tensors="pt")
+    code = model.context_codes(enc["input_ids"], enc["attention_mask"])[0, -1]
+    row = model.action.readouts.lookup(code[None])
+    return bool(row[0] >= 0 and model.action.readouts.is_solved[row[0]])
