@@ -27,9 +27,12 @@ import importlib
 import inspect
 import re
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
+
+ROOT = Path(__file__).resolve().parents[1]
 
 MODULES = [
     "cauchylin",
@@ -372,3 +375,63 @@ def test_docstring_examples_run(module_name):
     assert result.failed == 0, (
         f"{result.failed} of {result.attempted} examples failed in {module_name}"
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Links to the documentation
+
+# A Markdown link whose target is a path (``](../modes.md)``, ``](concepts.md#x)``): it resolves
+# only from a page at the right depth of the site, and nowhere in ``help()``. Docstrings link to
+# the site's headings instead (``[Inference modes][inference-modes-page]``, resolved by
+# mkdocs-autorefs wherever the docstring is rendered) or to a full ``https://`` address.
+RELATIVE_LINK = re.compile(r"\]\((?!https?://|mailto:)[^)\s]+\)")
+PACKAGE_FILES = [
+    *sorted((ROOT / "cauchylin").rglob("*.py")),
+    *sorted((ROOT / "adapters").rglob("*.py")),
+]
+
+
+def _docstrings(source: str):
+    """``(line, docstring)`` for the module, every class and every function of ``source``."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node, clean=False)
+            if doc:
+                yield getattr(node, "lineno", 1), doc
+
+
+def _relative_links(source: str) -> list[str]:
+    return [
+        f"line {line}: {match}"
+        for line, doc in _docstrings(source)
+        for match in RELATIVE_LINK.findall(doc)
+    ]
+
+
+def test_no_docstring_links_the_docs_by_a_relative_path():
+    assert len(PACKAGE_FILES) > 40  # both packages were found
+    found = [
+        f"{path.relative_to(ROOT)} {hit}"
+        for path in PACKAGE_FILES
+        for hit in _relative_links(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, "relative documentation links in docstrings:\n" + "\n".join(found)
+
+
+def test_the_link_checker_finds_relative_links():
+    source = textwrap.dedent(
+        '''
+        """See the [modes](../modes.md) page."""
+
+        class A:
+            """See [the loss](concepts.md#the-total-loss), [site][the-total-loss]."""
+
+            def f(self):
+                """[torch](https://pytorch.org/docs) and [a mail](mailto:x@y.z) are fine."""
+        '''
+    )
+    assert _relative_links(source) == [
+        "line 1: ](../modes.md)",
+        "line 4: ](concepts.md#the-total-loss)",
+    ]

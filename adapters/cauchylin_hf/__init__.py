@@ -11,7 +11,8 @@ The public API (names from other submodules load on first use):
 
 * :class:`CauchyLMConfig`, :class:`CauchyLMForCausalLM`, :class:`CauchyLMOutput` — the model;
   ``CauchyLMForCausalLM.from_base(path_or_model, tokenizer)`` attaches the heads to a base,
-  ``save_heads``/``from_heads`` keep only the new layers;
+  ``model.save_heads(folder)``/``CauchyLMForCausalLM.from_heads(folder)`` keep only the new
+  layers;
 * :func:`verify`, :class:`VerifyReport` — the initialisation-equivalence report;
 * :class:`NumericTokenizer` — numbers become ``<NUM>`` plus ``numeric_values``;
 * :class:`NumericDataset`, :class:`NumericDataCollator` — training data;
@@ -25,9 +26,7 @@ from typing import Any
 
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
-from .attach import load_heads
 from .config import CauchyLMConfig
-from .heads_io import save_heads
 from .model import CauchyLMForCausalLM
 from .outputs import CauchyLMOutput
 
@@ -55,8 +54,6 @@ __all__ = [
     "NumericDataset",
     "NumericTokenizer",
     "VerifyReport",
-    "load_heads",
-    "save_heads",
     "verify",
 ]
 

@@ -1,7 +1,7 @@
 """Saving a folder atomically: the new contents appear whole, or the old ones stay.
 
 Every writer of the adapter that saves a folder (:meth:`CauchyLMForCausalLM.save_pretrained
-<cauchylin_hf.model.CauchyLMForCausalLM.save_pretrained>`, :func:`cauchylin_hf.heads_io.save_heads`)
+<cauchylin_hf.model.CauchyLMForCausalLM.save_pretrained>`, :func:`cauchylin_hf.heads_io.write_heads`)
 goes through :func:`staged_folder`: the files are written into a new hidden folder beside the
 target, ``.<name>.<random>.tmp``; only when every write succeeded does that folder take the
 target's place, so an error, a full disk, Ctrl-C, SIGTERM or SIGKILL while writing leaves the

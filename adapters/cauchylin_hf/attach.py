@@ -1,6 +1,6 @@
 r"""Attaching the causal heads to a base decoder: from the base itself, or from a heads-only folder.
 
-Both routes run the same sequence (:func:`from_base`, :func:`load_heads`):
+Both routes run the same sequence (:func:`from_base`, :func:`from_heads`):
 
 1. **The decoder.** Load the base (a folder through ``AutoModelForCausalLM``, or a loaded causal
    LM, taken over rather than copied), split it into its decoder and its language-model head
@@ -11,7 +11,7 @@ Both routes run the same sequence (:func:`from_base`, :func:`load_heads`):
 3. **The model.** Build the model class on the decoder with a
    :class:`~cauchylin_hf.config.CauchyLMConfig`, then fill the heads: from the base head
    (``W_cls``, ``b_cls``; ``loc_S`` equals the base logits, see
-   [Initialisation](../../concepts.md#initialisation-that-reproduces-the-base-model)) or from the
+   [Initialisation][initialisation-that-reproduces-the-base-model]) or from the
    heads file (after checking that the base is the one the heads were saved with,
    :func:`cauchylin_hf.heads_io.base_mismatches`).
 4. **The finish.** The base's generation config, the heads on the input embedding's device, eval
@@ -53,7 +53,7 @@ from .config import CAUSAL_SETTINGS, CauchyLMConfig
 from .heads_io import HEADS_CONFIG_NAME, HEADS_WEIGHTS_NAME, base_mismatches, read_heads
 from .tokenizer import NumericTokenizer
 
-__all__ = ["from_base", "init_heads", "load_heads", "resize_rows"]
+__all__ = ["from_base", "from_heads", "init_heads", "resize_rows"]
 
 logger = logging.getLogger(__name__)
 
@@ -251,7 +251,7 @@ def from_base(
     return (model, numeric_tok) if return_tokenizer else model
 
 
-def load_heads(
+def from_heads(
     heads_directory: str | os.PathLike,
     base: str | os.PathLike | PreTrainedModel | None = None,
     *,
@@ -259,7 +259,7 @@ def load_heads(
     model_class: type | None = None,
     strict_base: bool = True,
 ) -> Any:
-    """Load a heads-only folder (:func:`cauchylin_hf.heads_io.save_heads`) on an unchanged base.
+    """Load a heads-only folder (:func:`cauchylin_hf.heads_io.write_heads`) on an unchanged base.
 
     Args:
         heads_directory: the folder.
@@ -290,7 +290,7 @@ def load_heads(
         >>> model = CauchyLMForCausalLM.from_base(base, num_token_id=299)
         >>> folder = tempfile.mkdtemp()
         >>> _ = model.save_heads(folder)
-        >>> load_heads(folder, base).config.num_token_id
+        >>> from_heads(folder, base).config.num_token_id
         299
     """
     cls: Any = model_class or MODEL_FOR_CAUSAL_LM_MAPPING[CauchyLMConfig]

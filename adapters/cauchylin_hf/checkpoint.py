@@ -4,7 +4,7 @@
 as PEFT keeps saving and loading apart from its models: ``save_pretrained`` writes atomically
 (:mod:`cauchylin_hf.atomic_save`), ``from_pretrained`` refuses a missing local folder at once and
 corrupt head tensors, and ``save_heads``/``from_heads`` read and write the heads-only format
-(:mod:`cauchylin_hf.heads_io`, :func:`cauchylin_hf.attach.load_heads`).
+(:mod:`cauchylin_hf.heads_io`, :func:`cauchylin_hf.attach.from_heads`).
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ class CheckpointMixin(PreTrainedModel):
     def save_heads(self, save_directory: str | os.PathLike) -> dict[str, int]:
         """Save only the new layers (plus ``<NUM>`` row changes and the base's name/path).
 
-        See :func:`cauchylin_hf.heads_io.save_heads`.
+        See :func:`cauchylin_hf.heads_io.write_heads`.
 
         Args:
             save_directory: folder to write (created if needed).
@@ -222,7 +222,7 @@ class CheckpointMixin(PreTrainedModel):
             ``{file name: size in bytes}`` of the files written.
 
         Raises:
-            ValueError: as :func:`~cauchylin_hf.heads_io.save_heads` (a PEFT-wrapped head, a
+            ValueError: as :func:`~cauchylin_hf.heads_io.write_heads` (a PEFT-wrapped head, a
                 file in the way).
 
         Example:
@@ -234,7 +234,7 @@ class CheckpointMixin(PreTrainedModel):
             >>> sorted(sizes), sizes["cauchy_heads.safetensors"] > 300 * 32 * 4  # W_cls in float32
             (['cauchy_heads.safetensors', 'cauchy_heads_config.json'], True)
         """
-        return heads_io.save_heads(self, save_directory)
+        return heads_io.write_heads(self, save_directory)
 
     @classmethod
     def from_heads(
@@ -247,7 +247,7 @@ class CheckpointMixin(PreTrainedModel):
     ) -> Any:
         """Load heads-only files on top of an unchanged base.
 
-        See :func:`cauchylin_hf.attach.load_heads`.
+        See :func:`cauchylin_hf.attach.from_heads`.
 
         Args:
             heads_directory: a folder written by :meth:`save_heads`.
@@ -261,7 +261,7 @@ class CheckpointMixin(PreTrainedModel):
             The model in eval mode.
 
         Raises:
-            ValueError: as :func:`~cauchylin_hf.attach.load_heads` (not a heads folder, a
+            ValueError: as :func:`~cauchylin_hf.attach.from_heads` (not a heads folder, a
                 broken heads file, no base, a base that does not match).
 
         Example:
@@ -276,6 +276,6 @@ class CheckpointMixin(PreTrainedModel):
             >>> again.config.vocab_size, bool(torch.equal(again(ids).loc_S, model(ids).loc_S))
             (301, True)
         """
-        return attach.load_heads(
+        return attach.from_heads(
             heads_directory, base, base_kwargs=base_kwargs, model_class=cls, strict_base=strict_base
         )

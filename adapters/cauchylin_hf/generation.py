@@ -17,7 +17,7 @@ One step, for a batch of ``B`` rows:
    on the last position: ``U = Abduction(z_t)``, then :meth:`cauchylin.nn.Action.step`, the
    same code path as the layer's own outputs: the mode's decision input ``U'`` (its rule in
    :data:`cauchylin.nn.modes.MODE_TABLE`; the modes are described on the
-   [Inference modes](../../modes.md) page), the exact marginals ``loc_S = W_cls loc_U' + b_cls``,
+   [Inference modes][inference-modes-page] page), the exact marginals ``loc_S = W_cls loc_U' + b_cls``,
    ``scale_S = |W_cls| scale_U'`` (``|W_cls|`` cached while the weights are unchanged) and
    ``loc_Y = W_reg loc_U' + b_reg``, and the mode's token rule: compatible mode samples
    ``softmax(loc_S / T)`` with ``top_k`` / ``top_p`` (greedy at ``T = 0``); every other mode

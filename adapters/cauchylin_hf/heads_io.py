@@ -1,7 +1,7 @@
 """Heads-only checkpoints: the file format of the new layers saved apart from an unchanged base.
 
 This module writes and reads the files; building a model from a base and a heads folder is
-:func:`cauchylin_hf.attach.load_heads`.
+:func:`cauchylin_hf.attach.from_heads`.
 
 A heads-only folder holds two files:
 
@@ -20,14 +20,14 @@ is never mistaken for a full checkpoint by ``from_pretrained``.
 
 **The base check.** Heads only make sense on the base they were trained on.
 :func:`base_mismatches` compares the fingerprint of a base with the recorded one, and
-:func:`cauchylin_hf.attach.load_heads` refuses a mismatch (``strict_base=False`` turns the
+:func:`cauchylin_hf.attach.from_heads` refuses a mismatch (``strict_base=False`` turns the
 refusal into a warning): a tensor of the same dtype must have the same bytes (SHA-256);
 a tensor loaded in another dtype (a float32 base loaded in bfloat16) must have the same norm up
 to the rounding of the coarser dtype (relative ``eps`` of that dtype). Files of format version 1
 hold only the norm of all backbone weights; they still load, checked against that norm at the
 bfloat16 rounding bound (``2**-8`` relative).
 
-**Atomic saves.** :func:`save_heads` writes both files into a new folder next to the target, which
+**Atomic saves.** :func:`write_heads` writes both files into a new folder next to the target, which
 then takes the target's place (other files of an existing target are carried over), so an error or
 a crash while writing leaves the previous heads in place, loadable (see
 :mod:`cauchylin_hf.atomic_save`).
@@ -68,7 +68,7 @@ __all__ = [
     "check_head_tensors",
     "head_tensors",
     "read_heads",
-    "save_heads",
+    "write_heads",
 ]
 
 HEAD_MODULES = ("numeric_embedding", "abduction", "action")
@@ -250,7 +250,7 @@ def _head_state(model: PreTrainedModel) -> dict[str, torch.Tensor]:
     return {k: v.detach().contiguous().cpu() for k, v in head_tensors(model).items()}
 
 
-def save_heads(model: PreTrainedModel, save_directory: str | os.PathLike) -> dict[str, int]:
+def write_heads(model: PreTrainedModel, save_directory: str | os.PathLike) -> dict[str, int]:
     """Save the new layers of ``model`` (not the backbone) into ``save_directory``, atomically.
 
     Both files are written into a new folder next to ``save_directory``, which then replaces it
@@ -273,7 +273,7 @@ def save_heads(model: PreTrainedModel, save_directory: str | os.PathLike) -> dic
         >>> from cauchylin_hf import CauchyLMForCausalLM
         >>> from cauchylin_hf.testing import tiny_base_model
         >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
-        >>> sorted(save_heads(model, tempfile.mkdtemp()))
+        >>> sorted(write_heads(model, tempfile.mkdtemp()))
         ['cauchy_heads.safetensors', 'cauchy_heads_config.json']
     """
     path = Path(os.fspath(save_directory))
@@ -346,7 +346,7 @@ class HeadsFile:
 
 
 def read_heads(heads_directory: str | os.PathLike) -> HeadsFile:
-    """Read and check a heads-only folder written by :func:`save_heads` (any format version).
+    """Read and check a heads-only folder written by :func:`write_heads` (any format version).
 
     Args:
         heads_directory: the folder.

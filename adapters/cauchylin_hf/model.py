@@ -1,7 +1,7 @@
 r"""``CauchyLMForCausalLM``: any Hugging Face decoder turned into a causal language model.
 
 Four submodules with fixed names (the pipeline: [The causal decision
-model](../../concepts.md#the-pipeline-at-a-glance)):
+model][the-pipeline-at-a-glance]):
 
 * ``backbone`` — the base decoder *without* its language-model head (whatever ``AutoModel``
   builds from the base config); its last hidden state is ``z``. The base logits are never
@@ -850,7 +850,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         transformers' ``shift_labels``; :func:`cauchylin_hf.loss.shifted_causal_loss` shifts them
         (position ``i`` predicts ``labels[:, i + 1]``) and computes ``cls_loss + lambda *
         reg_loss``, :meth:`cauchylin.nn.Action.loss` with the config's settings
-        ([The total loss](../../concepts.md#the-total-loss)). No ``[N, V]`` tensor is formed: the
+        ([The total loss][the-total-loss]). No ``[N, V]`` tensor is formed: the
         class-score fields of the output stay None unless ``return_distributions=True``.
 
         Args:

@@ -17,7 +17,7 @@ across the processes of a mesh (a ``DTensor`` with placement ``Shard(0)``) and g
 Why the heads get units of their own (FSDP2 refuses a unit of bfloat16 and float32 trainable
 parameters; ``W_cls`` is the largest tensor of a small model), the mixed-precision set-ups, the
 launch commands, the pitfalls and what the tests measured:
-[Scaling out](../../scaling.md#sharded-training-with-fsdp2).
+[Scaling out][sharded-training-with-fsdp2].
 
 :func:`full_state_dict` gathers the whole state dict on rank 0 and :func:`save_full_checkpoint`
 writes it as an ordinary ``save_pretrained`` folder, which

@@ -2,7 +2,7 @@
 
 ``from_base`` initialises the heads so that ``loc_S`` equals the base logits (Abduction the
 identity, ``W_cls`` the base head; see
-[Initialisation that reproduces the base model](../../concepts.md#initialisation-that-reproduces-the-base-model)).
+[Initialisation that reproduces the base model][initialisation-that-reproduces-the-base-model]).
 
 :func:`verify` runs a base causal LM and its causal model on the same text and reports:
 

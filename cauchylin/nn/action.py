@@ -352,7 +352,7 @@ class Action(nn.Module):
         {\mathrm{scale}_{S_k}}
 
     where the decision input ``U'`` depends on the inference mode (see
-    :mod:`cauchylin.nn.modes`; the formulas: the documentation's [Inference modes](../modes.md)
+    :mod:`cauchylin.nn.modes`; the formulas: the documentation's [Inference modes][inference-modes-page]
     page). Each marginal of ``S`` is a single GEMM (``scale_S = scale_U' @ |W_cls|.T``).
 
     Initialisation: ``W_cls`` the default ``nn.Linear`` init (copy a base
@@ -651,7 +651,7 @@ class Action(nn.Module):
         r"""The decision input ``U'`` of a mode (before the linear heads).
 
         The rule of every mode (with temperature ``T`` and noise ``|b_noise|``) is written out
-        on the documentation's [Inference modes](../modes.md) page and coded once, in
+        on the documentation's [Inference modes][inference-modes-page] page and coded once, in
         :data:`~cauchylin.nn.modes.MODE_TABLE`; every mode but ``compatible`` is ``causal`` at
         ``T = 0``.
 

@@ -2,7 +2,7 @@
 
 The one place where the names are spelled. :mod:`cauchylin.nn.modes` gives each its record
 (:data:`cauchylin.nn.modes.MODE_TABLE`), in the order of :data:`MODE_NAMES`; the formulas are on
-the documentation's [Inference modes](../modes.md) page. This file imports nothing, so that a
+the documentation's [Inference modes][inference-modes-page] page. This file imports nothing, so that a
 command line can list and check the names before it loads torch.
 
 Example:

@@ -6,7 +6,7 @@ whole sequence, whether it draws anew at every call, and how a generation step p
 token. :data:`MODES`, :func:`effective_mode`, :class:`~cauchylin.nn.Action` and the Hugging Face
 generation loop all read this table, so a change to a mode is made here once.
 
-The modes' formulas are written out on the documentation's [Inference modes](../modes.md) page
+The modes' formulas are written out on the documentation's [Inference modes][inference-modes-page] page
 (each with a worked example on a toy model); here each rule is code, once.
 
 The two shared modes take their draw (``eps_seed`` or ``eps_noise``, from :func:`draw_eps_seed`
@@ -147,7 +147,7 @@ def draw_eps_seed(
     r"""Draw the individual-selection factor ``eps_seed ~ Uniform(0, 1)^C`` on the open interval.
 
     For the ``shared_individual`` mode: drawn once per sequence and reused at every step (its
-    rule: the documentation's [Inference modes](../modes.md) page).
+    rule: the documentation's [Inference modes][inference-modes-page] page).
 
     The uniform is drawn in float64 and cast; the result is then clamped into the open interval
     of ``dtype`` (``[tiny, 1 - ulp/2]``), so ``tan(pi (eps - 1/2))`` is always finite.
@@ -610,7 +610,7 @@ class Decoding:
     step); :meth:`cauchylin.nn.Action.step`, :meth:`~cauchylin.nn.Action.forward` and
     :meth:`~cauchylin.nn.Action.decision_input` take it in place of their separate arguments and
     trust it. The modes themselves are described on the documentation's
-    [Inference modes](../modes.md) page.
+    [Inference modes][inference-modes-page] page.
 
     Attributes:
         mode: the requested mode's :class:`InferenceMode`.
