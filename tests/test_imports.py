@@ -10,7 +10,10 @@ A small ``ast`` walk over every ``.py`` file of ``cauchylin/`` and ``adapters/ca
 * no cycle may exist in that graph (a package ``__init__`` importing its submodules included);
 * no module imports a private name (``_name``) from another module of the packages, or reads
   one as an attribute of an imported module (``module._name``). Private *modules*
-  (``cauchylin._special``) may be imported; their public names may be used.
+  (``cauchylin._special``) may be imported; their public names may be used;
+* no module imports a name that the other module does not export: where a module of the
+  packages declares ``__all__``, ``from module import name`` and ``module.name`` use only names
+  it lists (a public name left out of ``__all__`` is an implementation detail, not API).
 
 The checker itself is tested on planted cycles and private imports, so it can fail.
 """
@@ -32,6 +35,17 @@ class ImportGraph:
 
     edges: dict[str, set[str]] = field(default_factory=dict)
     private: list[str] = field(default_factory=list)
+    unexported: list[str] = field(default_factory=list)
+
+
+def _exports(tree: ast.Module) -> set[str] | None:
+    """The names a module lists in a literal ``__all__``, or None without one."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return set(ast.literal_eval(node.value))
+    return None
 
 
 def module_files() -> dict[str, Path]:
@@ -80,8 +94,15 @@ def analyse(sources: dict[str, tuple[str, bool]]) -> ImportGraph:
     """The import graph of ``{module: (source text, is a package __init__)}``."""
     known = set(sources)
     graph = ImportGraph(edges={name: set() for name in sources})
-    for module, (text, is_package) in sources.items():
-        tree = ast.parse(text)
+    trees = {module: ast.parse(text) for module, (text, _) in sources.items()}
+    exports = {module: _exports(tree) for module, tree in trees.items()}
+
+    def unexported(name: str, source: str) -> bool:
+        listed = exports.get(source)
+        return listed is not None and not name.startswith("_") and name not in listed
+
+    for module, (_, is_package) in sources.items():
+        tree = trees[module]
         aliases: dict[str, str] = {}  # local name -> project module it is bound to
         nodes = list(_runtime_nodes(tree))
         for node in nodes:
@@ -106,6 +127,11 @@ def analyse(sources: dict[str, tuple[str, bool]]) -> ImportGraph:
                             graph.private.append(
                                 f"{module}:{node.lineno} imports {alias.name} from {source}"
                             )
+                        elif source != module and unexported(alias.name, source):
+                            graph.unexported.append(
+                                f"{module}:{node.lineno} imports {alias.name}, which {source} "
+                                "does not export"
+                            )
         for node in nodes:
             if (
                 isinstance(node, ast.Attribute)
@@ -119,8 +145,21 @@ def analyse(sources: dict[str, tuple[str, bool]]) -> ImportGraph:
                 graph.private.append(
                     f"{module}:{node.lineno} reads {node.attr} of {aliases[node.value.id]}"
                 )
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+                and aliases[node.value.id] != module
+                and f"{aliases[node.value.id]}.{node.attr}" not in known
+                and unexported(node.attr, aliases[node.value.id])
+            ):
+                graph.unexported.append(
+                    f"{module}:{node.lineno} reads {node.attr}, which "
+                    f"{aliases[node.value.id]} does not export"
+                )
         graph.edges[module].discard(module)
     graph.private.sort()
+    graph.unexported.sort()
     return graph
 
 
@@ -193,6 +232,11 @@ def test_no_private_name_crosses_a_module():
     assert not private, "private names used across modules:\n" + "\n".join(private)
 
 
+def test_no_module_uses_a_name_another_does_not_export():
+    unexported = project_graph().unexported
+    assert not unexported, "names used that their module does not export:\n" + "\n".join(unexported)
+
+
 def test_the_core_never_imports_the_adapter_or_optional_libraries():
     files = module_files()
     for name, path in files.items():
@@ -261,4 +305,20 @@ def test_the_checker_finds_private_names():
     assert graph.private == [
         "pkg.a:1 imports _hidden from pkg._impl",
         "pkg.b:3 reads _hidden of pkg._impl",
+    ]
+
+
+def test_the_checker_finds_names_a_module_does_not_export():
+    graph = analyse(
+        _planted(
+            pkg="",
+            pkg__modes='__all__ = ["CAUSAL"]\nCAUSAL = 1\nhelper = 2\n',
+            pkg__free="helper = 3\n",
+            pkg__a="from pkg.modes import CAUSAL, helper\nfrom pkg.free import helper as h\n",
+            pkg__b="from pkg import modes\nmodes.CAUSAL\nmodes.helper\n",
+        )
+    )
+    assert graph.unexported == [
+        "pkg.a:1 imports helper, which pkg.modes does not export",
+        "pkg.b:3 reads helper, which pkg.modes does not export",
     ]

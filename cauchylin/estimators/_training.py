@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-__all__ = ["TrainResult", "train"]
+__all__ = ["LossFn", "TrainResult", "train"]
 
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
 

@@ -41,7 +41,7 @@ from cauchylin.nn.mode_names import (
     SHARED_NOISE,
     STANDARD,
 )
-from cauchylin.vector import CauchyVector, standard_cauchy
+from cauchylin.vector import CauchyVector
 
 __all__ = [
     "CAUSAL",
@@ -210,7 +210,7 @@ def draw_eps_noise(
     """
     dtype = torch.get_default_dtype() if dtype is None else dtype
     like = torch.empty(0, dtype=dtype, device=device)
-    return standard_cauchy(torch.Size(shape), like, generator)
+    return _special.standard_cauchy(torch.Size(shape), like, generator)
 
 
 def _check_open_interval(name: str, eps: torch.Tensor) -> None:

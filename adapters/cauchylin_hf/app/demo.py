@@ -51,6 +51,7 @@ __all__ = [
     "compare_with_text_model",
     "comparison_table",
     "run_demo",
+    "with_overrides",
 ]
 
 
@@ -695,5 +696,9 @@ def with_overrides(settings: DemoSettings, **overrides: Any) -> DemoSettings:
 
     Returns:
         The new settings.
+
+    Example:
+        >>> with_overrides(QUICK, max_steps=7, seed=None).max_steps
+        7
     """
     return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
