@@ -3,7 +3,7 @@
 Each check raises ``ValueError`` (a :class:`BroadcastError` for shapes that do not broadcast)
 with a message that names the offending argument, and its shape for tensors, so a user can tell
 at once which input was wrong. The type and size checks (:func:`require_tensor`,
-:func:`positive_int`, :func:`finite_number`, :func:`one_of`) run at a public entry point; code
+:func:`positive_int`, :func:`integer`, :func:`finite_number`, :func:`one_of`, :func:`flag`) run at a public entry point; code
 below it trusts what was checked. Errors that belong to one operation rather than to an argument
 (an exact law with no closed form, an index that would drop the component dimension) are raised
 where the operation is. Value checks (finite, positive) need a
@@ -42,7 +42,9 @@ __all__ = [
     "check_finite",
     "check_positive_finite",
     "finite_number",
+    "flag",
     "host_values",
+    "integer",
     "is_tracing",
     "is_validating",
     "one_of",
@@ -285,22 +287,72 @@ def positive_int(name: str, value: object) -> int:
     return int(value)
 
 
+def integer(
+    name: str, value: object, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """``value`` if it is an ``int`` (not a bool) in ``[minimum, maximum]`` (each bound optional).
+
+    Args:
+        name: the argument name used in the message.
+        value: the argument (a Python or NumPy integer).
+        minimum: the smallest value allowed, or None.
+        maximum: the largest value allowed, or None.
+
+    Returns:
+        ``value`` as an ``int``.
+
+    Raises:
+        ValueError: not an integer, a bool, or outside the bounds.
+
+    Example:
+        >>> integer("readout_contexts", 0, minimum=0)
+        0
+        >>> integer("reg_context_tokens", 4, minimum=0, maximum=3)
+        Traceback (most recent call last):
+        ...
+        ValueError: reg_context_tokens must be an int in [0, 3], got 4
+    """
+    if minimum is not None and maximum is not None:
+        bound = f" in [{minimum}, {maximum}]"
+    elif minimum is not None:
+        bound = f" >= {minimum}"
+    elif maximum is not None:
+        bound = f" <= {maximum}"
+    else:
+        bound = ""
+    if (
+        not isinstance(value, numbers.Integral)
+        or isinstance(value, bool)
+        or (minimum is not None and value < minimum)
+        or (maximum is not None and value > maximum)
+    ):
+        raise ValueError(f"{name} must be an int{bound}, got {value!r}")
+    return int(value)
+
+
 def finite_number(
-    name: str, value: object, *, minimum: float | None = None, exclusive: bool = False
+    name: str,
+    value: object,
+    *,
+    minimum: float | None = None,
+    exclusive: bool = False,
+    maximum: float | None = None,
 ) -> float:
-    """``float(value)`` for a finite real number (not a bool), above ``minimum`` if given.
+    """``float(value)`` for a finite real number (not a bool), within the bounds if given.
 
     Args:
         name: the argument name used in the message.
         value: the argument (a Python or NumPy real number).
         minimum: the smallest value allowed, or None.
         exclusive: ``minimum`` itself is not allowed (``> minimum`` instead of ``>=``).
+        maximum: the largest value allowed (inclusive), or None.
 
     Returns:
         The number as a ``float``.
 
     Raises:
-        ValueError: not a real number, a bool, NaN, infinite, or below ``minimum``.
+        ValueError: not a real number, a bool, NaN, infinite, below ``minimum`` or above
+            ``maximum``.
 
     Example:
         >>> finite_number("threshold", 2)
@@ -309,16 +361,52 @@ def finite_number(
         Traceback (most recent call last):
         ...
         ValueError: reg_weight must be a finite number >= 0, got -1
+        >>> finite_number("alpha", 1.5, minimum=0, maximum=1)
+        Traceback (most recent call last):
+        ...
+        ValueError: alpha must be a finite number in [0, 1], got 1.5
     """
-    bound = "" if minimum is None else f" {'>' if exclusive else '>='} {minimum:g}"
+    if minimum is not None and maximum is not None:
+        bound = f" in {'(' if exclusive else '['}{minimum:g}, {maximum:g}]"
+    elif minimum is not None:
+        bound = f" {'>' if exclusive else '>='} {minimum:g}"
+    elif maximum is not None:
+        bound = f" <= {maximum:g}"
+    else:
+        bound = ""
     message = f"{name} must be a finite number{bound}, got {value!r}"
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
         raise ValueError(message)
     v = float(value)
     low = minimum is not None and (v <= minimum if exclusive else v < minimum)
-    if not math.isfinite(v) or low:
+    high = maximum is not None and v > maximum
+    if not math.isfinite(v) or low or high:
         raise ValueError(message)
     return v
+
+
+def flag(name: str, value: object) -> bool:
+    """``value`` if it is a ``bool`` (``True``/``False``, not 0/1 or a string).
+
+    Args:
+        name: the argument name used in the message.
+        value: the argument.
+
+    Returns:
+        ``value``.
+
+    Raises:
+        ValueError: anything but a bool.
+
+    Example:
+        >>> flag("freeze_backbone", "yes")
+        Traceback (most recent call last):
+        ...
+        ValueError: freeze_backbone must be a bool, got 'yes'
+    """
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be a bool, got {value!r}")
+    return value
 
 
 def one_of(name: str, value: object, choices: Sequence[object]) -> object:

@@ -36,6 +36,8 @@ from transformers import (
 )
 from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
+from cauchylin._validation import integer
+
 from .config import CauchyLMConfig
 from .hf_compat import CONFIG_ERRORS
 from .tokenizer import NumericTokenizer, load_tokenizer_folder
@@ -695,8 +697,7 @@ def resolve_num_token(
         ValueError: a bad explicit id, or one that leaves a gap after the embedding rows.
     """
     if num_token_id is not None:
-        if isinstance(num_token_id, bool) or not isinstance(num_token_id, int) or num_token_id < 0:
-            raise ValueError(f"num_token_id must be a non-negative int, got {num_token_id!r}")
+        num_token_id = integer("num_token_id", num_token_id, minimum=0)
         if num_token_id > rows:
             raise ValueError(
                 f"num_token_id={num_token_id} leaves a gap after the {rows} embedding rows; use an "

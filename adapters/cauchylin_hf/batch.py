@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from cauchylin._validation import positive_int
+
 __all__ = [
     "BATCH_FIELDS",
     "IGNORE_INDEX",
@@ -152,13 +154,11 @@ def check_size(name: str, value: Any) -> int | None:
         >>> check_size("pad_to_multiple_of", 2.5)
         Traceback (most recent call last):
         ...
-        ValueError: pad_to_multiple_of must be a positive int or None, got 2.5
+        ValueError: pad_to_multiple_of must be a positive int, got 2.5
     """
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int or None, got {value!r}")
-    return value
+    return positive_int(name, value)
 
 
 def padded_length(

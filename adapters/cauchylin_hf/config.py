@@ -21,12 +21,13 @@ import dataclasses
 import json
 import math
 import os
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Final, cast
 
 import torch
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
+from cauchylin._validation import finite_number, flag, integer, one_of
 from cauchylin.nn.embedding import W_NUM_INITS
 from cauchylin.nn.modes import CAUSAL, STANDARD
 from cauchylin.nn.readouts import CALIBRATION_LEVELS, MAX_CONTEXT_TOKENS
@@ -114,6 +115,43 @@ def read_json_object(path: str | os.PathLike) -> dict[str, Any]:
 
 def _is_real(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _keep_python(value: Any, checked: float) -> Any:
+    """``value`` itself if it is a Python number, else (a NumPy number) the checked float."""
+    return value if isinstance(value, (int, float)) else checked
+
+
+# (name, bounds) of the real-valued and integer settings, checked by cauchylin._validation.
+_REAL_SETTINGS: Final[tuple[tuple[str, dict[str, Any]], ...]] = (
+    ("gamma_init", {"minimum": 0.0, "exclusive": True}),
+    ("b_noise_init", {}),
+    ("threshold", {}),
+    ("alpha", {"minimum": 0.0, "maximum": 1.0}),
+    ("reg_weight", {"minimum": 0.0}),
+    ("reg_scale_power", {"minimum": 0.0}),
+    ("temperature", {"minimum": 0.0}),
+    ("classifier_lr_scale", {"minimum": 0.0, "exclusive": True}),
+    ("w_num_scale", {"minimum": 0.0, "exclusive": True}),
+)
+_INT_SETTINGS: Final[tuple[tuple[str, dict[str, Any]], ...]] = (
+    ("reg_context_tokens", {"minimum": 0, "maximum": 3}),
+    ("readout_context_tokens", {"minimum": 1, "maximum": MAX_CONTEXT_TOKENS}),
+    ("readout_contexts", {"minimum": 0}),
+    ("causal_size", {"minimum": 1}),
+    ("tokenizer_size", {"minimum": 1}),
+    ("base_vocab_size", {"minimum": 1}),
+    ("num_token_id", {"minimum": 0}),
+)
+# Settings that may also be None (a default chosen elsewhere).
+_OPTIONAL = ("w_num_scale", "causal_size", "tokenizer_size", "base_vocab_size", "num_token_id")
+_CHOICES: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
+    ("ovr_classes", OVR_CLASS_SETS),
+    ("training_mode", TRAINING_MODES),
+    ("w_num_init", tuple(W_NUM_INITS)),
+    ("value_space", tuple(VALUE_SPACES)),
+    ("head_dtype", tuple(HEAD_DTYPES)),
+)
 
 
 class CauchyLMConfig(PreTrainedConfig):
@@ -296,63 +334,26 @@ class CauchyLMConfig(PreTrainedConfig):
     # ------------------------------------------------------------------ validation
 
     def _validate_settings(self) -> None:
-        def positive_int_or_none(name: str) -> None:
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
-                raise ValueError(f"{name} must be a positive int or None, got {v!r}")
-
-        def real(name: str, low: float | None = None, high: float | None = None) -> None:
-            v = getattr(self, name)
-            if not _is_real(v):
-                raise ValueError(f"{name} must be a finite real number, got {v!r}")
-            if (low is not None and v < low) or (high is not None and v > high):
-                lo = "-inf" if low is None else low
-                hi = "inf" if high is None else high
-                raise ValueError(f"{name} must lie in [{lo}, {hi}], got {v!r}")
-
-        def choice(name: str, allowed: tuple[str, ...] | dict[str, Any]) -> None:
-            v = getattr(self, name)
-            if v not in allowed:
-                raise ValueError(f"{name} must be one of {sorted(allowed)}, got {v!r}")
-
-        def flag(name: str) -> None:
-            v = getattr(self, name)
-            if not isinstance(v, bool):
-                raise ValueError(f"{name} must be a bool, got {v!r}")
-
-        positive_int_or_none("causal_size")
-        positive_int_or_none("tokenizer_size")
-        positive_int_or_none("base_vocab_size")
-        real("gamma_init")
-        if self.gamma_init <= 0:
-            raise ValueError(f"gamma_init must be > 0, got {self.gamma_init!r}")
-        real("b_noise_init")
-        real("threshold")
-        real("alpha", 0.0, 1.0)
-        real("reg_weight", 0.0)
-        real("reg_scale_power", 0.0)
-        v = self.reg_context_tokens
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 3:
-            raise ValueError(f"reg_context_tokens must be an int in [0, 3], got {v!r}")
-        real("temperature", 0.0)
+        # A NumPy number passes the checks and is stored as the Python number it equals, so the
+        # config still saves as JSON.
+        for name, bounds in _REAL_SETTINGS:
+            value = getattr(self, name)
+            if value is None and name in _OPTIONAL:
+                continue
+            checked = finite_number(name, value, **bounds)
+            if not isinstance(value, (int, float)):
+                setattr(self, name, checked)
+        for name, int_bounds in _INT_SETTINGS:
+            value = getattr(self, name)
+            if value is None and name in _OPTIONAL:
+                continue
+            checked_int = integer(name, value, **int_bounds)
+            if not isinstance(value, int):
+                setattr(self, name, checked_int)
         for name in ("threshold_per_class", "learnable_threshold", "freeze_backbone"):
-            flag(name)
-        choice("ovr_classes", OVR_CLASS_SETS)
-        choice("training_mode", TRAINING_MODES)
-        choice("w_num_init", W_NUM_INITS)
-        choice("value_space", VALUE_SPACES)
-        if self.w_num_scale is not None:
-            real("w_num_scale")
-            if self.w_num_scale <= 0:
-                raise ValueError(f"w_num_scale must be > 0 or None, got {self.w_num_scale!r}")
-        v = self.readout_context_tokens
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_CONTEXT_TOKENS:
-            raise ValueError(
-                f"readout_context_tokens must be an int in [1, {MAX_CONTEXT_TOKENS}], got {v!r}"
-            )
-        v = self.readout_contexts
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ValueError(f"readout_contexts must be an int >= 0, got {v!r}")
+            flag(name, getattr(self, name))
+        for name, allowed in _CHOICES:
+            one_of(name, getattr(self, name), allowed)
         levels = self.calibration_levels
         if (
             not isinstance(levels, (list, tuple))
@@ -364,15 +365,9 @@ class CauchyLMConfig(PreTrainedConfig):
                 f"calibration_levels must be increasing coverages in (0, 1), got {levels!r}"
             )
         self.calibration_levels = tuple(float(c) for c in levels)
-        real("classifier_lr_scale")
-        if self.classifier_lr_scale <= 0:
-            raise ValueError(f"classifier_lr_scale must be > 0, got {self.classifier_lr_scale!r}")
-        choice("head_dtype", HEAD_DTYPES)
         if not isinstance(self.num_token, str) or not self.num_token:
             raise ValueError(f"num_token must be a non-empty str, got {self.num_token!r}")
         k = self.num_token_id
-        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 0):
-            raise ValueError(f"num_token_id must be a non-negative int or None, got {k!r}")
         if self.ovr_classes == "tokenizer" and self.tokenizer_size is None:
             raise ValueError("ovr_classes='tokenizer' needs tokenizer_size (len of the tokenizer)")
         if self.base_config is None:

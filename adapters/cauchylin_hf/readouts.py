@@ -36,6 +36,7 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
+from cauchylin._validation import positive_int
 from cauchylin.conformal import conformal_widths
 from cauchylin.nn.modes import STANDARD
 from cauchylin.nn.readouts import OTHER
@@ -137,8 +138,7 @@ def number_features(
     Raises:
         ValueError: empty data or a bad batch size.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    batch_size = positive_int("batch_size", batch_size)
     dataset = _dataset(data, tokenizer, "data")
     loader = torch.utils.data.DataLoader(
         dataset,
@@ -326,9 +326,8 @@ def _in_sample_nll(fit: CauchyReadout, feats: NumberFeatures, rows: torch.Tensor
 def _check_counts(model: Any, min_count: int, max_contexts: int) -> None:
     if getattr(getattr(model, "config", None), "num_token_id", None) is None:
         raise ValueError("the model has no <NUM> token (config.num_token_id is None)")
-    for name, v in (("min_count", min_count), ("max_contexts", max_contexts)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    min_count = positive_int("min_count", min_count)
+    max_contexts = positive_int("max_contexts", max_contexts)
 
 
 @dataclass

@@ -40,6 +40,8 @@ from transformers import (
 )
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
+from cauchylin._validation import integer
+
 __all__ = [
     "ARCHITECTURES",
     "DEFAULT_TIED",
@@ -87,8 +89,7 @@ def tiny_tokenizer(
 
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
     need = len(_SPECIALS) + len(alphabet)
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < need:
-        raise ValueError(f"vocab_size must be an int >= {need}, got {vocab_size!r}")
+    vocab_size = integer("vocab_size", vocab_size, minimum=need)
     vocab = {t: i for i, t in enumerate(_SPECIALS)}
     for ch in alphabet:
         vocab[ch] = len(vocab)
@@ -460,8 +461,7 @@ def tiny_base_config(
             f"arch must be one of {ARCHITECTURES} or a model type of the causal-LM mapping "
             f"(causal_lm_model_types()), got {arch!r}"
         )
-    if isinstance(spare_rows, bool) or not isinstance(spare_rows, int) or spare_rows < 0:
-        raise ValueError(f"spare_rows must be an int >= 0, got {spare_rows!r}")
+    spare_rows = integer("spare_rows", spare_rows, minimum=0)
     rows = vocab_size + spare_rows
     if arch not in ARCHITECTURES:
         return _generic_tiny_config(

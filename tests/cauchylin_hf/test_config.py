@@ -171,3 +171,18 @@ def test_the_layers_say_why_their_defaults_differ_from_the_language_models():
             assert f"{name}={shown}".replace("'", '"') in doc, (layer.__name__, name, shown)
             checked += 1
     assert checked >= 4  # threshold, b_noise_init, value_space, gamma_init
+
+
+def test_numpy_numbers_are_checked_and_stored_as_python_numbers():
+    import json
+
+    import numpy as np
+
+    cfg = make(gamma_init=np.float32(2.5), readout_contexts=np.int64(3), num_token_id=np.int64(7))
+    assert type(cfg.gamma_init) is float and cfg.gamma_init == 2.5
+    assert type(cfg.readout_contexts) is int and type(cfg.num_token_id) is int
+    assert json.loads(cfg.to_json_string())["gamma_init"] == 2.5  # the config still saves
+    with pytest.raises(ValueError, match="readout_contexts"):
+        make(readout_contexts=np.int64(-1))
+    with pytest.raises(ValueError, match="alpha"):
+        make(alpha=np.float64(1.5))

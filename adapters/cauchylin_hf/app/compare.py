@@ -42,6 +42,7 @@ from typing import Any
 
 import torch
 
+from cauchylin._validation import positive_int
 from cauchylin.metrics import interval_coverage, rank_correlation
 
 from ..model import CauchyLMForCausalLM
@@ -731,8 +732,7 @@ def sampled_predictions(
         >>> out["median"].shape, out["lower"].shape, 0.0 <= out["parsed"] <= 1.0
         (torch.Size([1]), torch.Size([1, 1]), True)
     """
-    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-        raise ValueError(f"samples must be a positive int, got {samples!r}")
+    samples = positive_int("samples", samples)
     lv = [float(c) for c in levels]
     if any(not 0.0 < c < 1.0 for c in lv):
         raise ValueError(f"levels must lie in (0, 1), got {levels!r}")

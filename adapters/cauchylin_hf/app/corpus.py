@@ -21,6 +21,8 @@ from typing import NamedTuple
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from cauchylin._validation import integer
+
 from ..numbers import format_number, split_numbers
 
 __all__ = [
@@ -166,8 +168,7 @@ def _template_list(templates: Sequence[str] | None) -> list[Callable[[random.Ran
 
 
 def _check_count(n: int, name: str, minimum: int) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {n!r}")
+    integer(name, n, minimum=minimum)
 
 
 def generate_sentences(n: int, seed: int = 0, templates: Sequence[str] | None = None) -> list[str]:
@@ -316,8 +317,7 @@ def train_corpus_tokenizer(
     """
     specials = ["<pad>", "<bos>", "<eos>"] + ([num_token] if num_token is not None else [])
     alphabet = pre_tokenizers.ByteLevel.alphabet()
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
-        raise ValueError(f"vocab_size must be an int, got {vocab_size!r}")
+    vocab_size = integer("vocab_size", vocab_size)
     if vocab_size < len(alphabet) + len(specials):
         raise ValueError(
             f"vocab_size must be >= {len(alphabet) + len(specials)} (256 bytes + special tokens), "
