@@ -7,8 +7,8 @@ The public API:
 * :mod:`cauchylin.nn` — ``NumericEmbedding``, ``Abduction``, ``Action`` and the inference modes;
 * :mod:`cauchylin.losses` — the OvR loss (plain and memory-efficient) and the gated regression;
 * :mod:`cauchylin.value_space` — the space in which the regression value is Cauchy, and back;
-* :mod:`cauchylin.metrics` — the monitoring metrics (token accuracy, `<NUM>` F1, regression
-  errors, distribution statistics);
+* :mod:`cauchylin.metrics` — the monitoring metrics (statistics of ``U``, the OvR probability
+  sums, rank correlation, interval coverage, the PIT's distance from uniform);
 * :func:`set_validate_args`, :func:`validation` — switch argument validation;
   :class:`BroadcastError` — shapes that do not broadcast (a ``ValueError`` and a ``RuntimeError``);
 * :func:`available_device` — the device cauchylin picks: an available accelerator, else the CPU.

@@ -41,6 +41,7 @@ __all__ = [
     "check_binary_mask",
     "check_finite",
     "check_positive_finite",
+    "check_same_shape",
     "finite_number",
     "flag",
     "host_values",
@@ -576,6 +577,32 @@ class BroadcastError(ValueError, RuntimeError):
 
 
 BroadcastError.__module__ = "cauchylin"  # its public home (``cauchylin.BroadcastError``)
+
+
+def check_same_shape(**named: torch.Tensor | None) -> None:
+    """Check that the given tensors (None entries skipped) all have the first one's shape.
+
+    Args:
+        **named: tensors by argument name, the first given one the reference.
+
+    Raises:
+        ValueError: a tensor whose shape differs from the first one's; the message names both.
+
+    Example:
+        >>> check_same_shape(labels=torch.zeros(3), mask=None, predictions=torch.zeros(4))
+        Traceback (most recent call last):
+        ...
+        ValueError: predictions shape (4,) must equal labels shape (3,)
+    """
+    items = [(k, v) for k, v in named.items() if v is not None]
+    if not items:
+        return
+    first_name, first = items[0]
+    for name, t in items[1:]:
+        if tuple(t.shape) != tuple(first.shape):
+            raise ValueError(
+                f"{name} shape {tuple(t.shape)} must equal {first_name} shape {tuple(first.shape)}"
+            )
 
 
 def broadcast_shapes_or_raise(**named: Sequence[int] | torch.Size) -> torch.Size:

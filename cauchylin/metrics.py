@@ -1,33 +1,21 @@
-"""Training and evaluation metrics of the causal language model (``docs/training.md#evaluation``).
+"""Monitoring metrics of the layers and of predicted numbers, as plain functions over tensors.
 
-Plain functions over tensors, each returning Python floats, plus :func:`compute_metrics`, which
-gathers them under these logging names:
+* the individual representation ``U`` and the class scores: :func:`distribution_stats` (mean,
+  median, standard deviation, IQR of ``loc_U`` or ``scale_U`` over the valid positions),
+  :func:`ovr_prob_sums` and :func:`ovr_prob_sum_median` (how far ``sum_k P_k`` is from 1);
+* predicted numbers against the truth: :func:`rank_correlation` (Spearman),
+  :func:`interval_coverage`, :func:`ks_uniform` (the PIT's distance from uniform);
+* the helpers they share: :func:`valid_positions`, :func:`quantiles`.
 
-======================================= =======================================================
-name                                    what
-======================================= =======================================================
-``train/accuracy``                      token accuracy on a training batch
-``eval/accuracy``                       token accuracy on an evaluation batch
-``eval/num_precision``                  precision of predicting ``<NUM>``
-``eval/num_recall``                     recall of ``<NUM>``
-``eval/num_f1``                         F1 of ``<NUM>``
-``eval/reg_mae``                        mean absolute error of ``loc_Y`` at ``<NUM>`` targets
-``eval/reg_mdae``                       median absolute error of ``loc_Y`` at ``<NUM>`` targets
-``dist/U_loc_{mean,median,std,iqr}``    statistics of ``loc_U`` over valid positions
-``dist/U_scale_{mean,median,std,iqr}``  statistics of ``scale_U`` over valid positions
-``dist/ovr_prob_sum_median_standard``   median over positions of ``sum_k P_k`` (standard mode)
-``dist/ovr_prob_sum_median_causal``     the same in individual (causal) sampling
-======================================= =======================================================
+Each returns Python floats. The metrics of a language model's tokens (token accuracy, the
+``<NUM>`` decision, errors at ``<NUM>`` targets) and their logging names are the adapter's
+(:mod:`cauchylin_hf.evaluation`).
 
-Conventions: *counted* positions are those whose label is not ``ignore_index`` and whose
-``attention_mask`` (if given, a bool or 0/1 tensor: other values such as NaN are refused while
-validation is on, see :func:`cauchylin.set_validate_args`) is 1; *valid* positions (for the ``dist/`` statistics) are
-those whose ``attention_mask`` is non-zero (all positions without a mask). Predictions and labels
-are aligned: ``predictions[i]`` is the model's guess for ``labels[i]``. Medians and quantiles
-interpolate linearly (as ``numpy.percentile``'s default); the standard deviation is the
-population one (``ddof = 0``). A metric with no data is ``nan``, except precision / recall / F1,
-which are ``0.0`` when their denominator is 0 (the usual ``zero_division = 0`` convention: a model
-that never predicts ``<NUM>`` has precision 0).
+Conventions: *valid* positions are those whose ``attention_mask`` (if given, a bool or 0/1
+tensor: other values such as NaN are refused while validation is on, see
+:func:`cauchylin.set_validate_args`) is non-zero, all positions without a mask. Medians and
+quantiles interpolate linearly (as ``numpy.percentile``'s default); the standard deviation is the
+population one (``ddof = 0``). A metric with no data is ``nan``.
 """
 
 from __future__ import annotations
@@ -37,163 +25,52 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from cauchylin._validation import check_binary_mask, is_validating, positive_int, require_tensor
-from cauchylin.nn.modes import INDIVIDUAL, STANDARD, get_mode
+from cauchylin._validation import (
+    check_binary_mask,
+    check_same_shape,
+    is_validating,
+    positive_int,
+    require_tensor,
+)
+from cauchylin.nn.modes import STANDARD, get_mode
 from cauchylin.vector import CauchyVector
 
 if TYPE_CHECKING:  # pragma: no cover
     from cauchylin.nn import Action
 
 __all__ = [
-    "compute_metrics",
-    "counted_positions",
     "distribution_stats",
     "interval_coverage",
     "ks_uniform",
-    "num_precision_recall_f1",
     "ovr_prob_sum_median",
     "ovr_prob_sums",
     "quantiles",
     "rank_correlation",
-    "regression_errors",
-    "token_accuracy",
+    "valid_positions",
 ]
 
 
-def _valid_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """``attention_mask != 0`` after checking (while validating) that it holds only 0/1."""
+def valid_positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """The positions that hold a token: ``attention_mask != 0``, after checking the mask.
+
+    Args:
+        attention_mask: ``[...]`` a bool or 0/1 tensor; 0 marks padding.
+
+    Returns:
+        ``BoolTensor`` of the mask's shape.
+
+    Raises:
+        ValueError: not a tensor, or (while validating) values other than 0/1, NaN included.
+
+    Example:
+        >>> import torch
+        >>> valid_positions(torch.tensor([1.0, 0.0, 1.0]))
+        tensor([ True, False,  True])
+    """
     require_tensor("attention_mask", attention_mask)
     if is_validating(None):
         check_binary_mask("attention_mask", attention_mask)
     return attention_mask != 0
-
-
-def _same_shape(**named: torch.Tensor | None) -> None:
-    items = [(k, v) for k, v in named.items() if v is not None]
-    first_name, first = items[0]
-    for name, t in items[1:]:
-        if tuple(t.shape) != tuple(first.shape):
-            raise ValueError(
-                f"{name} shape {tuple(t.shape)} must equal {first_name} shape {tuple(first.shape)}"
-            )
-
-
-def counted_positions(
-    labels: torch.Tensor,
-    attention_mask: torch.Tensor | None = None,
-    *,
-    ignore_index: int = -100,
-) -> torch.Tensor:
-    """Boolean ``[...]`` mask of the positions that count: ``labels != ignore_index`` and mask on.
-
-    Args:
-        labels: ``[...]`` integer labels.
-        attention_mask: optional ``[...]``; 0 marks padding.
-        ignore_index: the label of positions without a target.
-
-    Returns:
-        ``BoolTensor`` of ``labels``' shape.
-
-    Raises:
-        ValueError: mismatched shapes, a non-tensor argument, or (while validating) an
-            ``attention_mask`` holding values other than 0/1, NaN included.
-
-    Example:
-        >>> import torch
-        >>> counted_positions(torch.tensor([3, -100, 5]), torch.tensor([1, 1, 0]))
-        tensor([ True, False, False])
-    """
-    require_tensor("labels", labels)
-    counted = labels != ignore_index
-    if attention_mask is not None:
-        require_tensor("attention_mask", attention_mask)
-        _same_shape(labels=labels, attention_mask=attention_mask)
-        counted = counted & _valid_mask(attention_mask)
-    return counted
-
-
-def token_accuracy(
-    predictions: torch.Tensor,
-    labels: torch.Tensor,
-    *,
-    attention_mask: torch.Tensor | None = None,
-    ignore_index: int = -100,
-) -> float:
-    """Fraction of counted positions where ``predictions == labels``.
-
-    Args:
-        predictions: ``[...]`` predicted token ids (e.g. ``ActionOutput.predict()``).
-        labels: ``[...]`` true token ids, ``ignore_index`` where there is none.
-        attention_mask: optional ``[...]``.
-        ignore_index: label of positions that do not count.
-
-    Returns:
-        ``#correct / #counted``; ``nan`` when nothing is counted.
-
-    Raises:
-        ValueError: mismatched shapes, or an ``attention_mask`` other than 0/1 (see
-            :func:`counted_positions`).
-
-    Example:
-        >>> import torch
-        >>> token_accuracy(torch.tensor([1, 2, 3, 4]), torch.tensor([1, 0, 3, -100]))
-        0.6666666666666666
-    """
-    require_tensor("predictions", predictions)
-    _same_shape(labels=labels, predictions=predictions)
-    counted = counted_positions(labels, attention_mask, ignore_index=ignore_index)
-    n = int(counted.sum())
-    if n == 0:
-        return math.nan
-    correct = int(((predictions == labels) & counted).sum())
-    return correct / n
-
-
-def num_precision_recall_f1(
-    predictions: torch.Tensor,
-    labels: torch.Tensor,
-    num_token_id: int,
-    *,
-    attention_mask: torch.Tensor | None = None,
-    ignore_index: int = -100,
-) -> tuple[float, float, float]:
-    """Precision, recall and F1 of the ``<NUM>`` decision over counted positions.
-
-    With ``tp = #(pred = NUM and label = NUM)``: precision ``= tp / #(pred = NUM)``,
-    recall ``= tp / #(label = NUM)``, F1 ``= 2 P R / (P + R)`` (each 0 when its denominator is 0).
-
-    Args:
-        predictions: ``[...]`` predicted ids.
-        labels: ``[...]`` true ids.
-        num_token_id: the id of ``<NUM>``.
-        attention_mask: optional ``[...]``.
-        ignore_index: label of positions that do not count.
-
-    Returns:
-        ``(precision, recall, f1)``.
-
-    Raises:
-        ValueError: mismatched shapes, or an ``attention_mask`` other than 0/1 (see
-            :func:`counted_positions`).
-
-    Example:
-        >>> import torch
-        >>> pred = torch.tensor([9, 9, 1, 9])
-        >>> lab = torch.tensor([9, 2, 9, 9])
-        >>> num_precision_recall_f1(pred, lab, 9)  # tp 2, predicted 3, true 3
-        (0.6666666666666666, 0.6666666666666666, 0.6666666666666666)
-    """
-    require_tensor("predictions", predictions)
-    _same_shape(labels=labels, predictions=predictions)
-    counted = counted_positions(labels, attention_mask, ignore_index=ignore_index)
-    pred_num = (predictions == num_token_id) & counted
-    true_num = (labels == num_token_id) & counted
-    tp = int((pred_num & true_num).sum())
-    n_pred, n_true = int(pred_num.sum()), int(true_num.sum())
-    precision = tp / n_pred if n_pred else 0.0
-    recall = tp / n_true if n_true else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    return precision, recall, f1
 
 
 def quantiles(values: torch.Tensor, qs: tuple[float, ...]) -> list[float]:
@@ -234,51 +111,6 @@ def quantiles(values: torch.Tensor, qs: tuple[float, ...]) -> list[float]:
         a, b = float(x[lo]), float(x[hi])
         out.append(a + (h - lo) * (b - a))
     return out
-
-
-def regression_errors(
-    pred_values: torch.Tensor,
-    target_values: torch.Tensor,
-    labels: torch.Tensor,
-    num_token_id: int,
-    *,
-    attention_mask: torch.Tensor | None = None,
-    ignore_index: int = -100,
-) -> tuple[float, float]:
-    """Mean and median absolute error of the regression prediction at ``<NUM>`` targets.
-
-    Args:
-        pred_values: ``[...]`` predicted values (``loc_Y``, the Cauchy median).
-        target_values: ``[...]`` true values (read only at ``<NUM>`` targets).
-        labels: ``[...]`` true ids; the positions with ``labels == num_token_id`` (and counted)
-            are scored.
-        num_token_id: the id of ``<NUM>``.
-        attention_mask: optional ``[...]``.
-        ignore_index: label of positions that do not count.
-
-    Returns:
-        ``(mae, mdae)``; ``(nan, nan)`` without ``<NUM>`` targets.
-
-    Raises:
-        ValueError: mismatched shapes, or an ``attention_mask`` other than 0/1 (see
-            :func:`counted_positions`).
-
-    Example:
-        >>> import torch
-        >>> regression_errors(torch.tensor([1.0, 5.0, 0.0]), torch.tensor([2.0, 0.0, 4.0]),
-        ...                   torch.tensor([7, 3, 7]), 7)
-        (2.5, 2.5)
-    """
-    require_tensor("pred_values", pred_values)
-    require_tensor("target_values", target_values)
-    _same_shape(labels=labels, pred_values=pred_values, target_values=target_values)
-    m = counted_positions(labels, attention_mask, ignore_index=ignore_index) & (
-        labels == num_token_id
-    )
-    err = (pred_values.detach().double()[m] - target_values.detach().double()[m]).abs()
-    if err.numel() == 0:
-        return math.nan, math.nan
-    return float(err.mean()), quantiles(err, (0.5,))[0]
 
 
 def _average_ranks(x: torch.Tensor) -> torch.Tensor:
@@ -355,7 +187,7 @@ def interval_coverage(target: torch.Tensor, lower: torch.Tensor, upper: torch.Te
     """
     for name, t in (("target", target), ("lower", lower), ("upper", upper)):
         require_tensor(name, t)
-    _same_shape(target=target, lower=lower, upper=upper)
+    check_same_shape(target=target, lower=lower, upper=upper)
     lo, hi = lower.detach().double(), upper.detach().double()
     if bool((torch.isnan(lo) | torch.isnan(hi) | (lo > hi)).any()):
         raise ValueError("every interval needs lower <= upper and no NaN ends")
@@ -434,7 +266,7 @@ def distribution_stats(
                 f"attention_mask shape {tuple(attention_mask.shape)} must equal values' shape "
                 f"without its last dimension, {tuple(values.shape[:-1])}"
             )
-        x = x[_valid_mask(attention_mask).to(values.device)]
+        x = x[valid_positions(attention_mask).to(values.device)]
     x = x.reshape(-1)
     if x.numel() == 0:
         return {"mean": math.nan, "median": math.nan, "std": math.nan, "iqr": math.nan}
@@ -527,128 +359,6 @@ def ovr_prob_sum_median(sums: torch.Tensor, attention_mask: torch.Tensor | None 
     require_tensor("sums", sums)
     x = sums.detach()
     if attention_mask is not None:
-        _same_shape(sums=sums, attention_mask=attention_mask)
-        x = x[_valid_mask(attention_mask)]
+        check_same_shape(sums=sums, attention_mask=attention_mask)
+        x = x[valid_positions(attention_mask)]
     return quantiles(x, (0.5,))[0]
-
-
-def compute_metrics(
-    *,
-    labels: torch.Tensor | None = None,
-    predictions: torch.Tensor | None = None,
-    attention_mask: torch.Tensor | None = None,
-    ignore_index: int = -100,
-    num_token_id: int | None = None,
-    pred_values: torch.Tensor | None = None,
-    target_values: torch.Tensor | None = None,
-    loc_U: torch.Tensor | None = None,
-    scale_U: torch.Tensor | None = None,
-    action: Action | None = None,
-    temperature: float = 1.0,
-    generator: torch.Generator | None = None,
-    chunk_size: int | None = None,
-    train_predictions: torch.Tensor | None = None,
-    train_labels: torch.Tensor | None = None,
-    train_attention_mask: torch.Tensor | None = None,
-) -> dict[str, float]:
-    """All metrics that the given inputs allow, under their logging names (the module's table).
-
-    The ``eval/`` metrics should come from deterministic inference (standard mode,
-    ``predictions = ActionOutput.predict()``, ``pred_values = loc_Y``).
-
-    * ``train/accuracy`` — needs ``train_predictions`` and ``train_labels``
-      (``train_attention_mask`` optional);
-    * ``eval/accuracy`` — needs ``predictions`` and ``labels``;
-    * ``eval/num_precision``, ``eval/num_recall``, ``eval/num_f1`` — also ``num_token_id``;
-    * ``eval/reg_mae``, ``eval/reg_mdae`` — also ``pred_values`` and ``target_values``;
-    * ``dist/U_loc_*`` / ``dist/U_scale_*`` (``mean``, ``median``, ``std``, ``iqr``) — ``loc_U`` /
-      ``scale_U`` (``[..., C]``) over positions with ``attention_mask != 0``;
-    * ``dist/ovr_prob_sum_median_standard`` and ``dist/ovr_prob_sum_median_causal`` — also
-      ``action`` (standard mode at ``temperature``; individual sampling at ``temperature`` with
-      ``generator``).
-
-    Args:
-        labels: ``[...]`` evaluation labels (``ignore_index`` where none).
-        predictions: ``[...]`` predicted ids aligned with ``labels``.
-        attention_mask: optional ``[...]`` of the evaluation batch.
-        ignore_index: label of positions that do not count.
-        num_token_id: id of ``<NUM>``.
-        pred_values: ``[...]`` regression predictions (``loc_Y``).
-        target_values: ``[...]`` true values.
-        loc_U: ``[..., C]``.
-        scale_U: ``[..., C]``.
-        action: the Action layer, for the OvR probability sums.
-        temperature: temperature of those modes.
-        generator: generator of the individual draws.
-        chunk_size: positions per chunk for the probability sums.
-        train_predictions: ``[...]`` predictions on a training batch.
-        train_labels: ``[...]`` its labels.
-        train_attention_mask: its optional mask.
-
-    Returns:
-        ``dict`` from metric name to float.
-
-    Raises:
-        ValueError: mismatched shapes, or an ``attention_mask`` other than 0/1 (see
-            :func:`counted_positions`).
-
-    Example:
-        >>> import torch
-        >>> m = compute_metrics(labels=torch.tensor([5, 7, 7]), predictions=torch.tensor([5, 7, 1]),
-        ...                     num_token_id=7)
-        >>> m["eval/accuracy"], m["eval/num_recall"]
-        (0.6666666666666666, 0.5)
-    """
-    out: dict[str, float] = {}
-    if train_predictions is not None and train_labels is not None:
-        out["train/accuracy"] = token_accuracy(
-            train_predictions,
-            train_labels,
-            attention_mask=train_attention_mask,
-            ignore_index=ignore_index,
-        )
-    if predictions is not None and labels is not None:
-        out["eval/accuracy"] = token_accuracy(
-            predictions, labels, attention_mask=attention_mask, ignore_index=ignore_index
-        )
-        if num_token_id is not None:
-            p, r, f = num_precision_recall_f1(
-                predictions,
-                labels,
-                num_token_id,
-                attention_mask=attention_mask,
-                ignore_index=ignore_index,
-            )
-            out["eval/num_precision"], out["eval/num_recall"], out["eval/num_f1"] = p, r, f
-    if (
-        labels is not None
-        and num_token_id is not None
-        and pred_values is not None
-        and target_values is not None
-    ):
-        mae, mdae = regression_errors(
-            pred_values,
-            target_values,
-            labels,
-            num_token_id,
-            attention_mask=attention_mask,
-            ignore_index=ignore_index,
-        )
-        out["eval/reg_mae"], out["eval/reg_mdae"] = mae, mdae
-    for name, values in (("U_loc", loc_U), ("U_scale", scale_U)):
-        if values is not None:
-            for stat, v in distribution_stats(values, attention_mask).items():
-                out[f"dist/{name}_{stat}"] = v
-    if action is not None and loc_U is not None and scale_U is not None:
-        U = CauchyVector(loc_U.detach(), scale_U.detach())
-        for key, mode in (("standard", STANDARD), ("causal", INDIVIDUAL)):
-            sums = ovr_prob_sums(
-                action,
-                U,
-                mode=mode,
-                temperature=temperature,
-                generator=generator,
-                chunk_size=chunk_size,
-            )
-            out[f"dist/ovr_prob_sum_median_{key}"] = ovr_prob_sum_median(sums, attention_mask)
-    return out

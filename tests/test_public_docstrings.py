@@ -64,6 +64,7 @@ MODULES = [
     "cauchylin_hf.batch",
     "cauchylin_hf.data",
     "cauchylin_hf.training",
+    "cauchylin_hf.evaluation",
     "cauchylin_hf.generation",
     "cauchylin_hf.testing",
     "cauchylin_hf.predict",

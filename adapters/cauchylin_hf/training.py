@@ -10,9 +10,6 @@ The plain ``transformers.Trainer`` does the work; this module supplies what it n
   Trainer averages ``loss``, and adds them to the Trainer's logs (progress bar, ``log_history``).
 * :func:`make_trainer`: a ``Trainer`` with the :class:`~cauchylin_hf.data.NumericDataCollator` and
   the callback.
-* :func:`evaluate_model`: the held-out metrics of :func:`cauchylin.metrics.compute_metrics`
-  (token accuracy, ``<NUM>`` precision/recall/F1, regression errors, distribution statistics),
-  plus the mean loss parts.
 * :func:`train`: texts in, trained model, loss history and metrics out (the CLI and the demo call
   it). Under ``torchrun`` / ``accelerate launch`` it trains data-parallel without changes.
 
@@ -38,11 +35,9 @@ from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArgu
 from transformers.trainer_callback import TrainerControl, TrainerState
 
 from cauchylin.conformal import calibration_holdout
-from cauchylin.nn.modes import STANDARD
 
-from .batch import IGNORE_INDEX
 from .data import NumericDataCollator, NumericDataset
-from .loss import next_token_targets
+from .evaluation import evaluate_model
 from .readouts import CalibrationReport, ReadoutReport, calibrate, solve_readouts
 from .tokenizer import NumericTokenizer
 
@@ -50,7 +45,6 @@ __all__ = [
     "DataSource",
     "LossPartsCallback",
     "TrainResult",
-    "evaluate_model",
     "make_trainer",
     "make_training_arguments",
     "train",
@@ -591,181 +585,6 @@ def _declare_mean_loss(trainer: Trainer) -> None:
         inner = base()
     if not hasattr(inner, "accepts_loss_kwargs"):
         trainer.model_accepts_loss_kwargs = False
-
-
-# --------------------------------------------------------------------------------------------
-# Evaluation
-
-
-@torch.no_grad()
-def evaluate_model(
-    model: nn.Module,
-    tokenizer: NumericTokenizer,
-    data: DataSource,
-    *,
-    batch_size: int = 16,
-    max_length: int | None = None,
-    seed: int = 0,
-    progress: bool = False,
-) -> dict[str, float]:
-    """Held-out metrics (:func:`cauchylin.metrics.compute_metrics`) and the mean loss parts.
-
-    One forward pass per batch (eval mode, no gradients) gives the loss parts and the individual
-    representation U at every position. Position ``i`` is scored against token ``i + 1`` (the
-    model's shift) where both positions are real tokens. Predictions are ``argmax_k P_k`` in
-    standard mode at the model's temperature and the regression prediction is the median number
-    ``g^{-1}(loc_Y)`` of the model's value space (``loc_Y`` itself for ``"identity"``),
-    computed in chunks of positions so that no ``[batch, seq, vocab]`` tensor is formed.
-    :func:`cauchylin.metrics.compute_metrics` then gives token accuracy, ``<NUM>``
-    precision / recall / F1, regression MAE and median absolute error, statistics of ``loc_U``
-    and ``scale_U``, and the median OvR probability sums (standard and causal sampling, the latter
-    drawn with a generator seeded by ``seed``).
-
-    Args:
-        model: the causal language model (a ``CauchyLMForCausalLM``).
-        tokenizer: the numeric tokenizer (pad id).
-        data: held-out texts, a dataset file (a ``Path``: JSONL with a ``"text"`` field or one
-            text per line), or an encoded dataset.
-        batch_size: examples per forward pass.
-        max_length: cut texts to this many tokens (texts only).
-        seed: seed of the causal-sampling draws of the probability sums.
-        progress: show a tqdm bar.
-
-    Returns:
-        A dict of floats: the ``eval/...`` and ``dist/...`` metrics of ``compute_metrics``, plus
-        ``eval/loss``, ``eval/cls_loss``, ``eval/reg_loss`` (weighted by the counted positions and
-        ``<NUM>`` targets of each batch, i.e. the loss of the whole set), ``eval/positions``
-        (counted positions) and ``eval/num_targets`` (``<NUM>`` targets).
-
-    Raises:
-        ValueError: for empty data or a bad batch size.
-
-    Example:
-        >>> import tempfile
-        >>> from cauchylin_hf.model import CauchyLMForCausalLM
-        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
-        >>> model, ntok = CauchyLMForCausalLM.from_base(
-        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
-        >>> metrics = evaluate_model(model, ntok, ["2 boxes of 6 eggs hold 12 eggs."])
-        >>> metrics["eval/positions"], metrics["eval/num_targets"]  # 31 ids (with eos), 2 <NUM> next
-        (30.0, 2.0)
-        >>> metrics["eval/loss"] == metrics["eval/cls_loss"] + metrics["eval/reg_loss"]
-        True
-        >>> 0.0 <= metrics["eval/accuracy"] <= 1.0, "eval/num_f1" in metrics
-        (True, True)
-    """
-    from cauchylin.metrics import compute_metrics
-    from cauchylin.vector import CauchyVector
-
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    dataset = _as_dataset(data, tokenizer, "data", max_length)
-    assert dataset is not None  # data is given
-    loader = torch.utils.data.DataLoader(
-        dataset,
-        batch_size=batch_size,
-        shuffle=False,
-        collate_fn=NumericDataCollator(tokenizer, padding_side="right"),
-    )
-    get_base_model = getattr(model, "get_base_model", None)  # a PEFT wrapper
-    inner: Any = get_base_model() if callable(get_base_model) else model
-    config = inner.config
-    action = inner.action
-    temperature = float(config.temperature)
-    num_token_id = config.num_token_id
-    device = next(model.parameters()).device
-    chunk = max(1, 2**22 // max(int(action.num_classes), 1))
-
-    was_training = model.training
-    model.eval()
-    keep: dict[str, list[torch.Tensor]] = {
-        k: [] for k in ("labels", "predictions", "pred_values", "target_values", "loc_U", "scale_U")
-    }
-    cls_sum = reg_sum = 0.0
-    cls_n = reg_n = 0
-    try:
-        iterator: Iterable[dict[str, torch.Tensor]] = loader
-        if progress:
-            from tqdm.auto import tqdm
-
-            iterator = tqdm(loader, desc="evaluate", leave=False)
-        for batch in iterator:
-            batch = {k: v.to(device) for k, v in batch.items()}
-            out = model(**batch)
-            n_cls = _count(out, "cls_count", batch, num_token_id)
-            n_reg = _count(out, "reg_count", batch, num_token_id)
-            cls_sum += float(out.cls_loss) * n_cls
-            reg_sum += float(out.reg_loss) * n_reg
-            cls_n += n_cls
-            reg_n += n_reg
-            # position i predicts token i + 1: the model's shift; keep the real pairs
-            shifted = next_token_targets(
-                batch["labels"], batch["target_values"], batch["attention_mask"]
-            )
-            pair = shifted.mask
-            assert pair is not None and shifted.target_values is not None
-            loc_u = shifted.positions(out.loc_U)[pair]
-            scale_u = shifted.positions(out.scale_U)[pair]
-            # the numbers are read as everywhere else: with the per-context readouts
-            codes = shifted.positions(
-                inner.context_codes(batch["input_ids"], batch["attention_mask"])
-            )[pair]
-            keep["labels"].append(shifted.labels[pair].cpu())
-            keep["target_values"].append(shifted.target_values[pair].cpu())
-            keep["loc_U"].append(loc_u.float().cpu())
-            keep["scale_U"].append(scale_u.float().cpu())
-            for start in range(0, loc_u.shape[0], chunk):
-                U = CauchyVector(loc_u[start : start + chunk], scale_u[start : start + chunk])
-                act = action(U, STANDARD, temperature, context=codes[start : start + chunk])
-                keep["predictions"].append(act.predict().cpu())
-                keep["pred_values"].append(act.value_median().float().cpu())
-        cat = {k: torch.cat(v) for k, v in keep.items()}
-        generator = torch.Generator(device=device).manual_seed(seed)
-        metrics = compute_metrics(
-            labels=cat["labels"],
-            predictions=cat["predictions"],
-            num_token_id=num_token_id,
-            pred_values=cat["pred_values"],
-            target_values=cat["target_values"],
-            loc_U=cat["loc_U"].to(device),
-            scale_U=cat["scale_U"].to(device),
-            action=action,
-            temperature=temperature,
-            generator=generator,
-        )
-    finally:
-        model.train(was_training)
-    cls_mean = cls_sum / cls_n if cls_n else math.nan
-    reg_mean = reg_sum / reg_n if reg_n else 0.0
-    reg_weight = float(getattr(config, "reg_weight", 1.0))
-    metrics.update(
-        {
-            "eval/loss": cls_mean + reg_weight * reg_mean,
-            "eval/cls_loss": cls_mean,
-            "eval/reg_loss": reg_mean,
-            "eval/positions": float(cls_n),
-            "eval/num_targets": float(reg_n),
-        }
-    )
-    return metrics
-
-
-def _count(
-    out: Any,
-    name: str,
-    batch: Mapping[str, torch.Tensor],
-    num_token_id: int | None,
-) -> int:
-    """A loss count of the model output (``cls_count`` / ``reg_count``), else from the batch."""
-    value = getattr(out, name, None)
-    if value is not None:
-        return int(value)
-    shifted = next_token_targets(batch["labels"], None, batch["attention_mask"])
-    assert shifted.mask is not None
-    counted = (shifted.labels != IGNORE_INDEX) & shifted.mask
-    if name == "reg_count":
-        counted = counted & (shifted.labels == num_token_id)
-    return int(counted.sum())
 
 
 # --------------------------------------------------------------------------------------------

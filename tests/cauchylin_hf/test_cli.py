@@ -770,16 +770,16 @@ def test_a_huge_decimals_count_in_data_format_is_refused_at_once(table_model, tm
 
 
 def test_nan_and_a_negative_loss_are_explained(table_model, capsys, monkeypatch):
-    from cauchylin_hf import training
+    from cauchylin_hf import evaluation
 
-    real = training.evaluate_model
+    real = evaluation.evaluate_model
 
     def sharp(*a, **kw):  # what a sharp model reports: a negative regression log-density
         metrics = real(*a, **kw)
         metrics["eval/loss"] = -1.25
         return metrics
 
-    monkeypatch.setattr(training, "evaluate_model", sharp)
+    monkeypatch.setattr(evaluation, "evaluate_model", sharp)
     one = table_model["test"].read_text().splitlines()[:2]  # one row: no rank correlation
     path = table_model["test"].with_name("one.csv")
     path.write_text("\n".join(one) + "\n")

@@ -14,11 +14,11 @@ import pytest
 import torch
 from cauchylin_hf.app.corpus import generate_sentences, make_splits, train_corpus_tokenizer
 from cauchylin_hf.data import NumericDataCollator, NumericDataset
+from cauchylin_hf.evaluation import evaluate_model
 from cauchylin_hf.tokenizer import NumericTokenizer
 from cauchylin_hf.training import (
     LossPartsCallback,
     TrainResult,
-    evaluate_model,
     make_trainer,
     make_training_arguments,
     train,

@@ -22,7 +22,7 @@ files:
   temporary folder that replaces ``--output-dir`` only once everything succeeded; a folder that
   already holds a model is replaced only with ``--overwrite``.
 * ``evaluate MODEL --data F`` — the held-out metrics (token accuracy, ``<NUM>`` F1, regression
-  errors; :func:`cauchylin_hf.training.evaluate_model`), the errors of the predicted target
+  errors; :func:`cauchylin_hf.evaluation.evaluate_model`), the errors of the predicted target
   numbers (:func:`cauchylin_hf.predict.number_metrics`) and the same learning check.
 * ``predict MODEL --prompt TEXT`` (or ``--data table.csv``) — the next number after each prompt:
   median, central intervals and ``P(<NUM>)`` (:func:`cauchylin_hf.predict.predict_values`). A
@@ -875,7 +875,7 @@ def _format_record(tt: Any, precision: Any, median: float | None) -> dict[str, A
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``evaluate``: held-out metrics and target-number errors of a model on a dataset file."""
-    from ..training import evaluate_model
+    from ..evaluation import evaluate_model
 
     saved = _data_format(args.model)
     median = _saved_median(args.model)

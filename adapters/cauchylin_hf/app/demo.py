@@ -14,7 +14,7 @@ No download and no network: everything is built locally.
 3. **Training** with :func:`cauchylin_hf.training.train` (the HF ``Trainer``, a tqdm progress
    bar), loss ``L_cls + L_reg`` in standard mode at ``T = 1``.
 4. **Evaluation** on the held-out sentences: token accuracy, ``<NUM>`` precision/recall/F1,
-   regression errors and distribution statistics (:func:`~cauchylin_hf.training.evaluate_model`) in a table next to two baselines, the same
+   regression errors and distribution statistics (:func:`~cauchylin_hf.evaluation.evaluate_model`) in a table next to two baselines, the same
    model before training and "predict the training mean" for every number.
 5. **Generation** (:func:`cauchylin_hf.generation.generate`) from a few prompts in every mode,
    and one counterfactual: the same shared individual (one ``eps_seed``) on two prompts.

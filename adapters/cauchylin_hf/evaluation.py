@@ -1,0 +1,563 @@
+"""Held-out metrics of the causal language model: the token and number metrics, evaluate_model.
+
+The documentation's page [Training][evaluation] shows them in use. Plain functions over tensors, each returning Python floats; :func:`compute_metrics` gathers
+them, with the layer statistics of :mod:`cauchylin.metrics`, under these logging names, and
+:func:`evaluate_model` computes them for a model on held-out texts:
+
+======================================= =======================================================
+name                                    what
+======================================= =======================================================
+``train/accuracy``                      token accuracy on a training batch
+``eval/accuracy``                       token accuracy on an evaluation batch
+``eval/num_precision``                  precision of predicting ``<NUM>``
+``eval/num_recall``                     recall of ``<NUM>``
+``eval/num_f1``                         F1 of ``<NUM>``
+``eval/reg_mae``                        mean absolute error of ``loc_Y`` at ``<NUM>`` targets
+``eval/reg_mdae``                       median absolute error of ``loc_Y`` at ``<NUM>`` targets
+``dist/U_loc_{mean,median,std,iqr}``    statistics of ``loc_U`` over valid positions
+``dist/U_scale_{mean,median,std,iqr}``  statistics of ``scale_U`` over valid positions
+``dist/ovr_prob_sum_median_standard``   median over positions of ``sum_k P_k`` (standard mode)
+``dist/ovr_prob_sum_median_causal``     the same in individual (causal) sampling
+======================================= =======================================================
+
+Conventions: *counted* positions are those whose label is not ``ignore_index`` and whose
+``attention_mask`` (if given, a bool or 0/1 tensor: other values such as NaN are refused while
+validation is on, see :func:`cauchylin.set_validate_args`) is 1; *valid* positions (for the
+``dist/`` statistics) are those whose ``attention_mask`` is non-zero (all positions without a
+mask). Predictions and labels are aligned: ``predictions[i]`` is the model's guess for
+``labels[i]``. Medians interpolate linearly (as ``numpy.percentile``'s default). A metric with no
+data is ``nan``, except precision / recall / F1, which are ``0.0`` when their denominator is 0
+(the usual ``zero_division = 0`` convention: a model that never predicts ``<NUM>`` has
+precision 0).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from cauchylin._validation import check_same_shape, positive_int, require_tensor
+from cauchylin.metrics import (
+    distribution_stats,
+    ovr_prob_sum_median,
+    ovr_prob_sums,
+    quantiles,
+    valid_positions,
+)
+from cauchylin.nn.modes import INDIVIDUAL, STANDARD
+from cauchylin.vector import CauchyVector
+
+from .batch import IGNORE_INDEX
+from .data import NumericDataCollator, NumericDataset
+from .loss import next_token_targets
+from .tokenizer import NumericTokenizer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cauchylin.nn import Action
+
+__all__ = [
+    "compute_metrics",
+    "counted_positions",
+    "evaluate_model",
+    "num_precision_recall_f1",
+    "regression_errors",
+    "token_accuracy",
+]
+
+
+def counted_positions(
+    labels: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    ignore_index: int = IGNORE_INDEX,
+) -> torch.Tensor:
+    """Boolean ``[...]`` mask of the positions that count: ``labels != ignore_index`` and mask on.
+
+    Args:
+        labels: ``[...]`` integer labels.
+        attention_mask: optional ``[...]``; 0 marks padding.
+        ignore_index: the label of positions without a target.
+
+    Returns:
+        ``BoolTensor`` of ``labels``' shape.
+
+    Raises:
+        ValueError: mismatched shapes, a non-tensor argument, or (while validating) an
+            ``attention_mask`` holding values other than 0/1, NaN included.
+
+    Example:
+        >>> import torch
+        >>> counted_positions(torch.tensor([3, -100, 5]), torch.tensor([1, 1, 0]))
+        tensor([ True, False, False])
+    """
+    require_tensor("labels", labels)
+    counted = labels != ignore_index
+    if attention_mask is not None:
+        require_tensor("attention_mask", attention_mask)
+        check_same_shape(labels=labels, attention_mask=attention_mask)
+        counted = counted & valid_positions(attention_mask)
+    return counted
+
+
+def token_accuracy(
+    predictions: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    attention_mask: torch.Tensor | None = None,
+    ignore_index: int = IGNORE_INDEX,
+) -> float:
+    """Fraction of counted positions where ``predictions == labels``.
+
+    Args:
+        predictions: ``[...]`` predicted token ids (e.g. ``ActionOutput.predict()``).
+        labels: ``[...]`` true token ids, ``ignore_index`` where there is none.
+        attention_mask: optional ``[...]``.
+        ignore_index: label of positions that do not count.
+
+    Returns:
+        ``#correct / #counted``; ``nan`` when nothing is counted.
+
+    Raises:
+        ValueError: mismatched shapes, or an ``attention_mask`` other than 0/1 (see
+            :func:`counted_positions`).
+
+    Example:
+        >>> import torch
+        >>> token_accuracy(torch.tensor([1, 2, 3, 4]), torch.tensor([1, 0, 3, -100]))
+        0.6666666666666666
+    """
+    require_tensor("predictions", predictions)
+    check_same_shape(labels=labels, predictions=predictions)
+    counted = counted_positions(labels, attention_mask, ignore_index=ignore_index)
+    n = int(counted.sum())
+    if n == 0:
+        return math.nan
+    correct = int(((predictions == labels) & counted).sum())
+    return correct / n
+
+
+def num_precision_recall_f1(
+    predictions: torch.Tensor,
+    labels: torch.Tensor,
+    num_token_id: int,
+    *,
+    attention_mask: torch.Tensor | None = None,
+    ignore_index: int = IGNORE_INDEX,
+) -> tuple[float, float, float]:
+    """Precision, recall and F1 of the ``<NUM>`` decision over counted positions.
+
+    With ``tp = #(pred = NUM and label = NUM)``: precision ``= tp / #(pred = NUM)``,
+    recall ``= tp / #(label = NUM)``, F1 ``= 2 P R / (P + R)`` (each 0 when its denominator is 0).
+
+    Args:
+        predictions: ``[...]`` predicted ids.
+        labels: ``[...]`` true ids.
+        num_token_id: the id of ``<NUM>``.
+        attention_mask: optional ``[...]``.
+        ignore_index: label of positions that do not count.
+
+    Returns:
+        ``(precision, recall, f1)``.
+
+    Raises:
+        ValueError: mismatched shapes, or an ``attention_mask`` other than 0/1 (see
+            :func:`counted_positions`).
+
+    Example:
+        >>> import torch
+        >>> pred = torch.tensor([9, 9, 1, 9])
+        >>> lab = torch.tensor([9, 2, 9, 9])
+        >>> num_precision_recall_f1(pred, lab, 9)  # tp 2, predicted 3, true 3
+        (0.6666666666666666, 0.6666666666666666, 0.6666666666666666)
+    """
+    require_tensor("predictions", predictions)
+    check_same_shape(labels=labels, predictions=predictions)
+    counted = counted_positions(labels, attention_mask, ignore_index=ignore_index)
+    pred_num = (predictions == num_token_id) & counted
+    true_num = (labels == num_token_id) & counted
+    tp = int((pred_num & true_num).sum())
+    n_pred, n_true = int(pred_num.sum()), int(true_num.sum())
+    precision = tp / n_pred if n_pred else 0.0
+    recall = tp / n_true if n_true else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    return precision, recall, f1
+
+
+def regression_errors(
+    pred_values: torch.Tensor,
+    target_values: torch.Tensor,
+    labels: torch.Tensor,
+    num_token_id: int,
+    *,
+    attention_mask: torch.Tensor | None = None,
+    ignore_index: int = IGNORE_INDEX,
+) -> tuple[float, float]:
+    """Mean and median absolute error of the regression prediction at ``<NUM>`` targets.
+
+    Args:
+        pred_values: ``[...]`` predicted values (``loc_Y``, the Cauchy median).
+        target_values: ``[...]`` true values (read only at ``<NUM>`` targets).
+        labels: ``[...]`` true ids; the positions with ``labels == num_token_id`` (and counted)
+            are scored.
+        num_token_id: the id of ``<NUM>``.
+        attention_mask: optional ``[...]``.
+        ignore_index: label of positions that do not count.
+
+    Returns:
+        ``(mae, mdae)``; ``(nan, nan)`` without ``<NUM>`` targets.
+
+    Raises:
+        ValueError: mismatched shapes, or an ``attention_mask`` other than 0/1 (see
+            :func:`counted_positions`).
+
+    Example:
+        >>> import torch
+        >>> regression_errors(torch.tensor([1.0, 5.0, 0.0]), torch.tensor([2.0, 0.0, 4.0]),
+        ...                   torch.tensor([7, 3, 7]), 7)
+        (2.5, 2.5)
+    """
+    require_tensor("pred_values", pred_values)
+    require_tensor("target_values", target_values)
+    check_same_shape(labels=labels, pred_values=pred_values, target_values=target_values)
+    m = counted_positions(labels, attention_mask, ignore_index=ignore_index) & (
+        labels == num_token_id
+    )
+    err = (pred_values.detach().double()[m] - target_values.detach().double()[m]).abs()
+    if err.numel() == 0:
+        return math.nan, math.nan
+    return float(err.mean()), quantiles(err, (0.5,))[0]
+
+
+def compute_metrics(
+    *,
+    labels: torch.Tensor | None = None,
+    predictions: torch.Tensor | None = None,
+    attention_mask: torch.Tensor | None = None,
+    ignore_index: int = IGNORE_INDEX,
+    num_token_id: int | None = None,
+    pred_values: torch.Tensor | None = None,
+    target_values: torch.Tensor | None = None,
+    loc_U: torch.Tensor | None = None,
+    scale_U: torch.Tensor | None = None,
+    action: Action | None = None,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+    chunk_size: int | None = None,
+    train_predictions: torch.Tensor | None = None,
+    train_labels: torch.Tensor | None = None,
+    train_attention_mask: torch.Tensor | None = None,
+) -> dict[str, float]:
+    """All metrics that the given inputs allow, under their logging names (the module's table).
+
+    The ``eval/`` metrics should come from deterministic inference (standard mode,
+    ``predictions = ActionOutput.predict()``, ``pred_values = loc_Y``).
+
+    * ``train/accuracy`` — needs ``train_predictions`` and ``train_labels``
+      (``train_attention_mask`` optional);
+    * ``eval/accuracy`` — needs ``predictions`` and ``labels``;
+    * ``eval/num_precision``, ``eval/num_recall``, ``eval/num_f1`` — also ``num_token_id``;
+    * ``eval/reg_mae``, ``eval/reg_mdae`` — also ``pred_values`` and ``target_values``;
+    * ``dist/U_loc_*`` / ``dist/U_scale_*`` (``mean``, ``median``, ``std``, ``iqr``) — ``loc_U`` /
+      ``scale_U`` (``[..., C]``) over positions with ``attention_mask != 0``;
+    * ``dist/ovr_prob_sum_median_standard`` and ``dist/ovr_prob_sum_median_causal`` — also
+      ``action`` (standard mode at ``temperature``; individual sampling at ``temperature`` with
+      ``generator``).
+
+    Args:
+        labels: ``[...]`` evaluation labels (``ignore_index`` where none).
+        predictions: ``[...]`` predicted ids aligned with ``labels``.
+        attention_mask: optional ``[...]`` of the evaluation batch.
+        ignore_index: label of positions that do not count.
+        num_token_id: id of ``<NUM>``.
+        pred_values: ``[...]`` regression predictions (``loc_Y``).
+        target_values: ``[...]`` true values.
+        loc_U: ``[..., C]``.
+        scale_U: ``[..., C]``.
+        action: the Action layer, for the OvR probability sums.
+        temperature: temperature of those modes.
+        generator: generator of the individual draws.
+        chunk_size: positions per chunk for the probability sums.
+        train_predictions: ``[...]`` predictions on a training batch.
+        train_labels: ``[...]`` its labels.
+        train_attention_mask: its optional mask.
+
+    Returns:
+        ``dict`` from metric name to float.
+
+    Raises:
+        ValueError: mismatched shapes, or an ``attention_mask`` other than 0/1 (see
+            :func:`counted_positions`).
+
+    Example:
+        >>> import torch
+        >>> m = compute_metrics(labels=torch.tensor([5, 7, 7]), predictions=torch.tensor([5, 7, 1]),
+        ...                     num_token_id=7)
+        >>> m["eval/accuracy"], m["eval/num_recall"]
+        (0.6666666666666666, 0.5)
+    """
+    out: dict[str, float] = {}
+    if train_predictions is not None and train_labels is not None:
+        out["train/accuracy"] = token_accuracy(
+            train_predictions,
+            train_labels,
+            attention_mask=train_attention_mask,
+            ignore_index=ignore_index,
+        )
+    if predictions is not None and labels is not None:
+        out["eval/accuracy"] = token_accuracy(
+            predictions, labels, attention_mask=attention_mask, ignore_index=ignore_index
+        )
+        if num_token_id is not None:
+            p, r, f = num_precision_recall_f1(
+                predictions,
+                labels,
+                num_token_id,
+                attention_mask=attention_mask,
+                ignore_index=ignore_index,
+            )
+            out["eval/num_precision"], out["eval/num_recall"], out["eval/num_f1"] = p, r, f
+    if (
+        labels is not None
+        and num_token_id is not None
+        and pred_values is not None
+        and target_values is not None
+    ):
+        mae, mdae = regression_errors(
+            pred_values,
+            target_values,
+            labels,
+            num_token_id,
+            attention_mask=attention_mask,
+            ignore_index=ignore_index,
+        )
+        out["eval/reg_mae"], out["eval/reg_mdae"] = mae, mdae
+    for name, values in (("U_loc", loc_U), ("U_scale", scale_U)):
+        if values is not None:
+            for stat, v in distribution_stats(values, attention_mask).items():
+                out[f"dist/{name}_{stat}"] = v
+    if action is not None and loc_U is not None and scale_U is not None:
+        U = CauchyVector(loc_U.detach(), scale_U.detach())
+        for key, mode in (("standard", STANDARD), ("causal", INDIVIDUAL)):
+            sums = ovr_prob_sums(
+                action,
+                U,
+                mode=mode,
+                temperature=temperature,
+                generator=generator,
+                chunk_size=chunk_size,
+            )
+            out[f"dist/ovr_prob_sum_median_{key}"] = ovr_prob_sum_median(sums, attention_mask)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# A model on held-out texts
+
+
+@torch.no_grad()
+def evaluate_model(
+    model: nn.Module,
+    tokenizer: NumericTokenizer,
+    data: Dataset | Iterable[str] | os.PathLike[str],
+    *,
+    batch_size: int = 16,
+    max_length: int | None = None,
+    seed: int = 0,
+    progress: bool = False,
+) -> dict[str, float]:
+    """Held-out metrics (:func:`compute_metrics`) and the mean loss parts.
+
+    One forward pass per batch (eval mode, no gradients) gives the loss parts and the individual
+    representation U at every position. Position ``i`` is scored against token ``i + 1`` (the
+    model's shift) where both positions are real tokens. Predictions are ``argmax_k P_k`` in
+    standard mode at the model's temperature and the regression prediction is the median number
+    ``g^{-1}(loc_Y)`` of the model's value space (``loc_Y`` itself for ``"identity"``),
+    computed in chunks of positions so that no ``[batch, seq, vocab]`` tensor is formed.
+    :func:`compute_metrics` then gives token accuracy, ``<NUM>`` precision / recall / F1,
+    regression MAE and median absolute error, statistics of ``loc_U`` and ``scale_U``, and the
+    median OvR probability sums (standard and causal sampling, the latter drawn with a generator
+    seeded by ``seed``).
+
+    Args:
+        model: the causal language model (a ``CauchyLMForCausalLM``).
+        tokenizer: the numeric tokenizer (pad id).
+        data: held-out texts, a dataset file (a ``Path``: JSONL with a ``"text"`` field or one
+            text per line), or an encoded dataset.
+        batch_size: examples per forward pass.
+        max_length: cut texts to this many tokens (texts only).
+        seed: seed of the causal-sampling draws of the probability sums.
+        progress: show a tqdm bar.
+
+    Returns:
+        A dict of floats: the ``eval/...`` and ``dist/...`` metrics of ``compute_metrics``, plus
+        ``eval/loss``, ``eval/cls_loss``, ``eval/reg_loss`` (weighted by the counted positions and
+        ``<NUM>`` targets of each batch, i.e. the loss of the whole set), ``eval/positions``
+        (counted positions) and ``eval/num_targets`` (``<NUM>`` targets).
+
+    Raises:
+        ValueError: for empty data or a bad batch size.
+
+    Example:
+        >>> import tempfile
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> metrics = evaluate_model(model, ntok, ["2 boxes of 6 eggs hold 12 eggs."])
+        >>> metrics["eval/positions"], metrics["eval/num_targets"]  # 31 ids (with eos), 2 <NUM> next
+        (30.0, 2.0)
+        >>> metrics["eval/loss"] == metrics["eval/cls_loss"] + metrics["eval/reg_loss"]
+        True
+        >>> 0.0 <= metrics["eval/accuracy"] <= 1.0, "eval/num_f1" in metrics
+        (True, True)
+    """
+    batch_size = positive_int("batch_size", batch_size)
+    loader = DataLoader(
+        _dataset(data, tokenizer, max_length),
+        batch_size=batch_size,
+        shuffle=False,
+        collate_fn=NumericDataCollator(tokenizer, padding_side="right"),
+    )
+    batches: Iterable[dict[str, torch.Tensor]] = loader
+    if progress:
+        from tqdm.auto import tqdm
+
+        batches = tqdm(loader, desc="evaluate", leave=False)
+    get_base_model = getattr(model, "get_base_model", None)  # a PEFT wrapper
+    inner: Any = get_base_model() if callable(get_base_model) else model
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        kept, losses = _predict_positions(model, inner, batches, device)
+        metrics = compute_metrics(
+            labels=kept["labels"],
+            predictions=kept["predictions"],
+            num_token_id=inner.config.num_token_id,
+            pred_values=kept["pred_values"],
+            target_values=kept["target_values"],
+            loc_U=kept["loc_U"].to(device),
+            scale_U=kept["scale_U"].to(device),
+            action=inner.action,
+            temperature=float(inner.config.temperature),
+            generator=torch.Generator(device=device).manual_seed(seed),
+        )
+    finally:
+        model.train(was_training)
+    metrics.update(losses.metrics(float(getattr(inner.config, "reg_weight", 1.0))))
+    return metrics
+
+
+def _dataset(
+    data: Dataset | Iterable[str] | os.PathLike[str],
+    tokenizer: NumericTokenizer,
+    max_length: int | None,
+) -> Dataset:
+    """An encoded dataset from texts or a file, or a given dataset checked non-empty."""
+    if isinstance(data, os.PathLike):
+        return NumericDataset.from_jsonl(data, tokenizer, max_length=max_length, name=str(data))
+    if isinstance(data, Dataset):
+        try:
+            n = len(data)  # type: ignore[arg-type]
+        except TypeError:
+            return data  # an IterableDataset: its length is unknown
+        if n == 0:
+            raise ValueError("data is empty: the dataset needs at least one example")
+        return data
+    return NumericDataset.from_texts(data, tokenizer, max_length=max_length, name="data")
+
+
+@dataclass
+class _LossSums:
+    """The loss of the whole set: each batch's mean loss parts weighted by what they counted."""
+
+    cls_sum: float = 0.0
+    reg_sum: float = 0.0
+    cls_n: int = 0
+    reg_n: int = 0
+
+    def add(self, out: Any, batch: Mapping[str, torch.Tensor], num_token_id: int | None) -> None:
+        n_cls = _count(out, "cls_count", batch, num_token_id)
+        n_reg = _count(out, "reg_count", batch, num_token_id)
+        self.cls_sum += float(out.cls_loss) * n_cls
+        self.reg_sum += float(out.reg_loss) * n_reg
+        self.cls_n += n_cls
+        self.reg_n += n_reg
+
+    def metrics(self, reg_weight: float) -> dict[str, float]:
+        cls_mean = self.cls_sum / self.cls_n if self.cls_n else math.nan
+        reg_mean = self.reg_sum / self.reg_n if self.reg_n else 0.0
+        return {
+            "eval/loss": cls_mean + reg_weight * reg_mean,
+            "eval/cls_loss": cls_mean,
+            "eval/reg_loss": reg_mean,
+            "eval/positions": float(self.cls_n),
+            "eval/num_targets": float(self.reg_n),
+        }
+
+
+def _count(
+    out: Any,
+    name: str,
+    batch: Mapping[str, torch.Tensor],
+    num_token_id: int | None,
+) -> int:
+    """A loss count of the model output (``cls_count`` / ``reg_count``), else from the batch."""
+    value = getattr(out, name, None)
+    if value is not None:
+        return int(value)
+    shifted = next_token_targets(batch["labels"], None, batch["attention_mask"])
+    assert shifted.mask is not None
+    counted = (shifted.labels != IGNORE_INDEX) & shifted.mask
+    if name == "reg_count":
+        counted = counted & (shifted.labels == num_token_id)
+    return int(counted.sum())
+
+
+def _predict_positions(
+    model: nn.Module,
+    inner: Any,
+    batches: Iterable[dict[str, torch.Tensor]],
+    device: torch.device,
+) -> tuple[dict[str, torch.Tensor], _LossSums]:
+    """Every scored position of every batch (labels, predictions, U, ...) and the loss sums."""
+    action = inner.action
+    temperature = float(inner.config.temperature)
+    chunk = max(1, 2**22 // max(int(action.num_classes), 1))
+    keep: dict[str, list[torch.Tensor]] = {
+        k: [] for k in ("labels", "predictions", "pred_values", "target_values", "loc_U", "scale_U")
+    }
+    losses = _LossSums()
+    for batch in batches:
+        batch = {k: v.to(device) for k, v in batch.items()}
+        out = model(**batch)
+        losses.add(out, batch, inner.config.num_token_id)
+        # position i predicts token i + 1: the model's shift; keep the real pairs
+        shifted = next_token_targets(
+            batch["labels"], batch["target_values"], batch["attention_mask"]
+        )
+        pair = shifted.mask
+        assert pair is not None and shifted.target_values is not None
+        loc_u = shifted.positions(out.loc_U)[pair]
+        scale_u = shifted.positions(out.scale_U)[pair]
+        # the numbers are read as everywhere else: with the per-context readouts
+        codes = shifted.positions(inner.context_codes(batch["input_ids"], batch["attention_mask"]))[
+            pair
+        ]
+        keep["labels"].append(shifted.labels[pair].cpu())
+        keep["target_values"].append(shifted.target_values[pair].cpu())
+        keep["loc_U"].append(loc_u.float().cpu())
+        keep["scale_U"].append(scale_u.float().cpu())
+        for start in range(0, loc_u.shape[0], chunk):
+            U = CauchyVector(loc_u[start : start + chunk], scale_u[start : start + chunk])
+            act = action(U, STANDARD, temperature, context=codes[start : start + chunk])
+            keep["predictions"].append(act.predict().cpu())
+            keep["pred_values"].append(act.value_median().float().cpu())
+    return {k: torch.cat(v) for k, v in keep.items()}, losses
