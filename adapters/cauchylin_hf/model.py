@@ -923,54 +923,36 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         fields: dict[str, Any] = {}
         want_dists = loss_labels is None or bool(return_distributions)
         if loss_labels is not None:
-            U_all = self._individual(hidden)
-            loss = shifted_causal_loss(
-                self.action,
-                self.config,
-                U_all,
-                loss_labels,
-                target_values,
-                numeric_values,
-                attention_mask,
-                pre_shifted=pre_shifted,
-            )
             fields.update(
-                loss=loss.total,
-                cls_loss=loss.cls.mean,
-                reg_loss=loss.reg.mean,
-                cls_count=loss.cls.count,
-                reg_count=loss.reg.count,
+                self._loss_fields(
+                    hidden,
+                    loss_labels,
+                    target_values,
+                    numeric_values,
+                    attention_mask,
+                    pre_shifted=pre_shifted,
+                    keep_U=not want_dists,
+                )
             )
-            if not want_dists:
-                fields.update(loc_U=U_all.loc, scale_U=U_all.scale)
         if want_dists:
-            kept = _slice_positions(hidden, logits_to_keep)
-            past = resolve_cache(cache, past_key_values)
             codes = (
                 context
                 if context is not None
-                else self._forward_context(input_ids, attention_mask, past)
+                else self._forward_context(
+                    input_ids, attention_mask, resolve_cache(cache, past_key_values)
+                )
             )
-            if codes is not None:
-                codes = _slice_positions(codes[..., None], logits_to_keep)[..., 0]
-            U, act = self.heads(
-                kept,
-                mode or STANDARD,
-                temperature,
-                generator=generator,
-                eps_seed=eps_seed,
-                eps_noise=eps_noise,
-                context=codes,
-            )
-            loc_S = act.loc_S
             fields.update(
-                logits=loc_S,
-                loc_S=loc_S,
-                scale_S=act.scale_S,
-                loc_Y=act.loc_Y,
-                scale_Y=act.scale_Y,
-                loc_U=U.loc,
-                scale_U=U.scale,
+                self._distribution_fields(
+                    hidden,
+                    logits_to_keep,
+                    codes,
+                    mode or STANDARD,
+                    temperature,
+                    generator=generator,
+                    eps_seed=eps_seed,
+                    eps_noise=eps_noise,
+                )
             )
         # Built once, so that the tuple form follows the field order (loss, ..., logits, ...).
         fields[CACHE_NAME] = getattr(bb, CACHE_NAME, None)
@@ -980,6 +962,66 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             attentions=getattr(bb, "attentions", None),
         )
         return out if return_dict else out.to_tuple()
+
+    def _loss_fields(
+        self,
+        hidden: torch.Tensor,
+        labels: torch.Tensor,
+        target_values: torch.Tensor | None,
+        numeric_values: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        *,
+        pre_shifted: bool,
+        keep_U: bool,
+    ) -> dict[str, Any]:
+        """The training loss and its parts at every position (and ``U`` when no distributions
+        are returned), as output fields."""
+        U_all = self._individual(hidden)
+        loss = shifted_causal_loss(
+            self.action,
+            self.config,
+            U_all,
+            labels,
+            target_values,
+            numeric_values,
+            attention_mask,
+            pre_shifted=pre_shifted,
+        )
+        fields: dict[str, Any] = {
+            "loss": loss.total,
+            "cls_loss": loss.cls.mean,
+            "reg_loss": loss.reg.mean,
+            "cls_count": loss.cls.count,
+            "reg_count": loss.reg.count,
+        }
+        if keep_U:
+            fields.update(loc_U=U_all.loc, scale_U=U_all.scale)
+        return fields
+
+    def _distribution_fields(
+        self,
+        hidden: torch.Tensor,
+        logits_to_keep: int | torch.Tensor,
+        codes: torch.Tensor | None,
+        mode: str,
+        temperature: float | None,
+        **draws: Any,
+    ) -> dict[str, Any]:
+        """The distributions of the kept positions (``logits_to_keep``) in ``mode``, as output
+        fields; ``codes`` are the positions' context codes (before keeping)."""
+        kept = _slice_positions(hidden, logits_to_keep)
+        if codes is not None:
+            codes = _slice_positions(codes[..., None], logits_to_keep)[..., 0]
+        U, act = self.heads(kept, mode, temperature, context=codes, **draws)
+        return {
+            "logits": act.loc_S,
+            "loc_S": act.loc_S,
+            "scale_S": act.scale_S,
+            "loc_Y": act.loc_Y,
+            "scale_Y": act.scale_Y,
+            "loc_U": U.loc,
+            "scale_U": U.scale,
+        }
 
 
 # ============================================================================================

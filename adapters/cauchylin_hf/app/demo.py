@@ -32,6 +32,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -525,10 +526,6 @@ def run_demo(
         >>> log.getvalue().splitlines()[0]
         '== cauchylin demo: a causal language model learns numbers in text'
     """
-    from cauchylin.nn import draw_eps_seed
-
-    from ..generation import generate
-    from ..training import train
     from .corpus import make_splits
 
     out = stream or sys.stdout
@@ -542,6 +539,69 @@ def run_demo(
 
     say("== cauchylin demo: a causal language model learns numbers in text")
     splits = make_splits(s.n_train, s.n_heldout, seed=s.seed)
+    model, ntok, result = _train_model(s, splits, folder, progress, say)
+    metrics = dict(result.metrics or {})
+    untrained = dict(result.initial_metrics or {})
+    baseline = mean_baseline(splits.train, splits.heldout)
+    say("== held-out metrics")
+    say(
+        metrics_table(
+            {
+                "trained": metrics,
+                "untrained": untrained,
+                f"train mean ({baseline['train_mean']:.4g})": baseline,
+            }
+        )
+    )
+    say("")
+
+    comparison = compare_with_text_model(model, ntok, splits.train, splits.heldout, s, say)
+    comparison["causal LM"]["train_seconds"] = float(result.train_runtime)
+    say(comparison_table(comparison))
+    say("")
+
+    # Generated numbers are written with the decimals their field had in the training text.
+    precision = NumberPrecision.from_texts(splits.train)
+    generations = _generate_in_every_mode(model, ntok, s, precision, say)
+    counterfactual = _counterfactual(model, ntok, s, precision, say)
+
+    files: list[str] = []
+    if plots:
+        preds = heldout_predictions(model, ntok, splits.heldout, seed=s.seed)
+        files = [str(p) for p in write_plots(folder, result.history, preds)]
+    summary = {
+        "metrics": metrics,
+        "untrained": untrained,
+        "mean_baseline": baseline,
+        "comparison": comparison,
+        "generations": generations,
+        "counterfactual": counterfactual,
+        "files": files,
+        "seconds": time.perf_counter() - start,
+        "settings": asdict(s),
+    }
+    summary["files"] = files + _write_results(folder, summary)
+    say("== files")
+    for f in summary["files"]:
+        say(f"  {f}")
+    causal_row, text_row = comparison["causal LM"], comparison["CE text LM"]
+    say(
+        f"held-out target number: median abs. error {causal_row['mdae']:.4g} (plain CE language "
+        f"model {text_row['mdae']:.4g}, training median "
+        f"{comparison['training median']['mdae']:.4g}); 50% interval coverage "
+        f"{causal_row['coverage_50']:.2f}; text-token accuracy "
+        f"{causal_row['text_accuracy']:.3f} (plain CE {text_row['text_accuracy']:.3f})"
+    )
+    say(f"demo finished in {summary['seconds']:.1f} s")
+    return summary
+
+
+def _train_model(
+    s: DemoSettings, splits: Any, folder: Path, progress: bool, say: Callable[[str], None]
+) -> tuple[Any, Any, Any]:
+    """The demo's first section: the corpus, the model built on it, and its training."""
+    from ..training import train
+
     say(f"corpus: {len(splits.train)} training / {len(splits.heldout)} held-out sentences, e.g.")
     for text in splits.train[:3]:
         say(f"  {text}")
@@ -570,31 +630,18 @@ def run_demo(
         warmup_steps=max(1, s.max_steps // 20),
         lr_scheduler_type="cosine",
     )
-    metrics = dict(result.metrics or {})
-    untrained = dict(result.initial_metrics or {})
-    baseline = mean_baseline(splits.train, splits.heldout)
     say(f"trained in {result.train_runtime:.1f} s")
     say("")
-    say("== held-out metrics")
-    say(
-        metrics_table(
-            {
-                "trained": metrics,
-                "untrained": untrained,
-                f"train mean ({baseline['train_mean']:.4g})": baseline,
-            }
-        )
-    )
-    say("")
+    return model, ntok, result
 
-    comparison = compare_with_text_model(model, ntok, splits.train, splits.heldout, s, say)
-    comparison["causal LM"]["train_seconds"] = float(result.train_runtime)
-    say(comparison_table(comparison))
-    say("")
+
+def _generate_in_every_mode(
+    model: Any, ntok: Any, s: DemoSettings, precision: NumberPrecision, say: Callable[[str], None]
+) -> dict[str, list[str]]:
+    """The same prompts continued in every inference mode (:data:`MODE_SETTINGS`), by mode."""
+    from ..generation import generate
 
     generations: dict[str, list[str]] = {}
-    # Generated numbers are written with the decimals their field had in the training text.
-    precision = NumberPrecision.from_texts(splits.train)
     say("== generation from the same prompts in every mode (seed 0)")
     model.eval()
     for mode, kw in MODE_SETTINGS:
@@ -614,6 +661,16 @@ def run_demo(
         for text in generations[mode]:
             say(f"  {text}")
     say("")
+    return generations
+
+
+def _counterfactual(
+    model: Any, ntok: Any, s: DemoSettings, precision: NumberPrecision, say: Callable[[str], None]
+) -> dict[str, Any]:
+    """One shared individual (one ``eps_seed``) on two prompts: its draw and the two texts."""
+    from cauchylin.nn import draw_eps_seed
+
+    from ..generation import generate
 
     say("== counterfactual: one shared individual (the same eps_seed) on two prompts")
     eps = draw_eps_seed(
@@ -638,24 +695,12 @@ def run_demo(
     cf_texts = [precision.write_generation(cf, i, prompt, ntok)[0] for i, prompt in enumerate(pair)]
     for text in cf_texts:
         say(f"  {text}")
-    counterfactual = {"eps_seed_head": eps[:4].tolist(), "texts": cf_texts}
     say("")
+    return {"eps_seed_head": eps[:4].tolist(), "texts": cf_texts}
 
-    files: list[str] = []
-    if plots:
-        preds = heldout_predictions(model, ntok, splits.heldout, seed=s.seed)
-        files = [str(p) for p in write_plots(folder, result.history, preds)]
-    summary = {
-        "metrics": metrics,
-        "untrained": untrained,
-        "mean_baseline": baseline,
-        "comparison": comparison,
-        "generations": generations,
-        "counterfactual": counterfactual,
-        "files": files,
-        "seconds": time.perf_counter() - start,
-        "settings": asdict(s),
-    }
+
+def _write_results(folder: Path, summary: dict[str, Any]) -> list[str]:
+    """Write ``metrics.json`` and ``samples.txt`` into ``folder``; return their paths."""
     (folder / "metrics.json").write_text(
         json.dumps(
             {
@@ -666,25 +711,11 @@ def run_demo(
         )
     )
     with (folder / "samples.txt").open("w", encoding="utf-8") as fh:
-        for mode, texts in generations.items():
+        for mode, texts in summary["generations"].items():
             fh.write(f"[{mode}]\n" + "".join(f"{t}\n" for t in texts))
         fh.write("[counterfactual shared_individual]\n")
-        fh.write("".join(f"{t}\n" for t in counterfactual["texts"]))
-    files += [str(folder / "metrics.json"), str(folder / "samples.txt")]
-    summary["files"] = files
-    say("== files")
-    for f in files:
-        say(f"  {f}")
-    causal_row, text_row = comparison["causal LM"], comparison["CE text LM"]
-    say(
-        f"held-out target number: median abs. error {causal_row['mdae']:.4g} (plain CE language "
-        f"model {text_row['mdae']:.4g}, training median "
-        f"{comparison['training median']['mdae']:.4g}); 50% interval coverage "
-        f"{causal_row['coverage_50']:.2f}; text-token accuracy "
-        f"{causal_row['text_accuracy']:.3f} (plain CE {text_row['text_accuracy']:.3f})"
-    )
-    say(f"demo finished in {summary['seconds']:.1f} s")
-    return summary
+        fh.write("".join(f"{t}\n" for t in summary["counterfactual"]["texts"]))
+    return [str(folder / "metrics.json"), str(folder / "samples.txt")]
 
 
 def with_overrides(settings: DemoSettings, **overrides: Any) -> DemoSettings:
