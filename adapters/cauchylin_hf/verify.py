@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from cauchylin.nn.modes import STANDARD
+from cauchylin.vector import CauchyVector
 
 from ._backbone import input_embedding_weight, load_base, load_tokenizer
 from .batch import IGNORE_INDEX
@@ -264,37 +265,14 @@ def verify(
             f"causal_model (H={cfg.hidden_size}) was not built on this base "
             f"(H={model.config.hidden_size})"
         )
-    device = input_embedding_weight(model).device
-    if input_ids is None:
-        if plain_tok is not None:
-            input_ids, attention_mask = _encode_texts(
-                plain_tok, list(texts or DEFAULT_TEXTS), max_length
-            )
-        else:
-            high = min(input_embedding_weight(model).shape[0], causal_model.action.num_classes)
-            gen = torch.Generator().manual_seed(0)
-            input_ids = torch.randint(0, high, (4, 32), generator=gen)
-    if attention_mask is None:
-        attention_mask = torch.ones_like(input_ids)
-    input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-    was_training = (model.training, causal_model.training)
-    model.eval()
-    causal_model.eval()
-    try:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
-        dtype = str(logits.dtype).removeprefix("torch.")
-        logits = logits.float()
-        hidden, _ = causal_model.encode(
-            cast(torch.LongTensor, input_ids), attention_mask=attention_mask
-        )
-        U, act = causal_model.heads(hidden, STANDARD, 1.0)
-        loc_S = act.loc_S.float()
-        log_p = act.ovr_log_probs()[0].float()
-        labels = input_ids.masked_fill(attention_mask == 0, IGNORE_INDEX)
-        train_out = causal_model(input_ids, attention_mask=attention_mask, labels=labels)
-    finally:
-        model.train(was_training[0])
-        causal_model.train(was_training[1])
+    input_ids, attention_mask = _probe_ids(
+        model, causal_model, plain_tok, texts, max_length, input_ids, attention_mask
+    )
+    logits, U, loc_S, log_p, train_out = _read_with_both(
+        model, causal_model, input_ids, attention_mask
+    )
+    dtype = str(logits.dtype).removeprefix("torch.")
+    logits = logits.float()
 
     valid = attention_mask.bool()
     k = min(loc_S.shape[-1], logits.shape[-1])
@@ -337,3 +315,55 @@ def verify(
         tolerance=float(tolerance),
         dtype=dtype,
     )
+
+
+def _probe_ids(
+    model: PreTrainedModel,
+    causal_model: CauchyLMForCausalLM,
+    plain_tok: Any,
+    texts: Sequence[str] | None,
+    max_length: int,
+    input_ids: torch.Tensor | None,
+    attention_mask: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ids both models read, on the base's device: the given ids, the encoded texts, or
+    (without a tokenizer) 4 x 32 random ids of seed 0; and their attention mask."""
+    device = input_embedding_weight(model).device
+    if input_ids is None:
+        if plain_tok is not None:
+            input_ids, attention_mask = _encode_texts(
+                plain_tok, list(texts or DEFAULT_TEXTS), max_length
+            )
+        else:
+            high = min(input_embedding_weight(model).shape[0], causal_model.action.num_classes)
+            gen = torch.Generator().manual_seed(0)
+            input_ids = torch.randint(0, high, (4, 32), generator=gen)
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    return input_ids.to(device), attention_mask.to(device)
+
+
+def _read_with_both(
+    model: PreTrainedModel,
+    causal_model: CauchyLMForCausalLM,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+) -> tuple[torch.Tensor, CauchyVector, torch.Tensor, torch.Tensor, Any]:
+    """Both models on the same ids in eval mode (each left in the mode it was in): the base's
+    logits; the causal model's ``U``, ``loc_S`` and OvR log-probabilities in standard mode; and
+    its training output (the OvR loss) on the ids as labels."""
+    was_training = (model.training, causal_model.training)
+    model.eval()
+    causal_model.eval()
+    try:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        hidden, _ = causal_model.encode(
+            cast(torch.LongTensor, input_ids), attention_mask=attention_mask
+        )
+        U, act = causal_model.heads(hidden, STANDARD, 1.0)
+        labels = input_ids.masked_fill(attention_mask == 0, IGNORE_INDEX)
+        train_out = causal_model(input_ids, attention_mask=attention_mask, labels=labels)
+        return logits, U, act.loc_S.float(), act.ovr_log_probs()[0].float(), train_out
+    finally:
+        model.train(was_training[0])
+        causal_model.train(was_training[1])
