@@ -321,14 +321,13 @@ def integer(
         bound = f" <= {maximum}"
     else:
         bound = ""
-    if (
-        not isinstance(value, numbers.Integral)
-        or isinstance(value, bool)
-        or (minimum is not None and value < minimum)
-        or (maximum is not None and value > maximum)
-    ):
-        raise ValueError(f"{name} must be an int{bound}, got {value!r}")
-    return int(value)
+    message = f"{name} must be an int{bound}, got {value!r}"
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise ValueError(message)
+    v = int(value)
+    if (minimum is not None and v < minimum) or (maximum is not None and v > maximum):
+        raise ValueError(message)
+    return v
 
 
 def finite_number(

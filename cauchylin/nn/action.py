@@ -21,7 +21,7 @@ from torch.nn import functional as F
 from cauchylin import losses
 from cauchylin._fused_heads import head_scores
 from cauchylin._special import working_dtype
-from cauchylin._validation import finite_number, positive_int
+from cauchylin._validation import finite_number, integer, positive_int
 from cauchylin.nn.modes import (
     STANDARD,
     Decoding,
@@ -987,21 +987,8 @@ class Action(nn.Module):
             (9, 3, torch.Size([8]))
         """
         t = check_temperature(temperature)
-        if (
-            isinstance(reg_context_tokens, bool)
-            or not isinstance(reg_context_tokens, int)
-            or not 0 <= reg_context_tokens <= MAX_CONTEXT_TOKENS
-        ):
-            raise ValueError(
-                f"reg_context_tokens must be an int in [0, {MAX_CONTEXT_TOKENS}], "
-                f"got {reg_context_tokens!r}"
-            )
+        integer("reg_context_tokens", reg_context_tokens, minimum=0, maximum=MAX_CONTEXT_TOKENS)
         U = self._check_input(U)
-        W, b = (
-            self.classifier.weight,
-            self.classifier.bias,
-        )  # the fused path reads half tiles itself
-        _, _, w_reg, b_reg = self._heads()
         if not isinstance(labels, torch.Tensor):
             raise ValueError(f"labels must be a torch.Tensor, got {type(labels).__name__}")
         if tuple(labels.shape) != tuple(U.batch_shape):
@@ -1010,60 +997,18 @@ class Action(nn.Module):
                 f"{tuple(U.batch_shape)}"
             )
         u_prime = self.decision_input(U, STANDARD, t)
-        if U.is_independent:
-            total_scale = U.scale + t * self.b_noise.abs().to(U.dtype)
-            cls = losses.ovr_bce_fused(
-                U.loc,
-                total_scale,
-                W,
-                b,
-                self.threshold,
-                labels,
-                ignore_index=ignore_index,
-                attention_mask=attention_mask,
-                chunk_size=chunk_size,
-            )
-        else:
-            S = u_prime.linear(W.to(U.dtype), b.to(U.dtype))
-            cls = losses.ovr_bce(
-                S.loc,
-                S.scale,
-                labels,
-                self.threshold,
-                ignore_index=ignore_index,
-                attention_mask=attention_mask,
-            )
+        cls = self._classification_loss(
+            U, u_prime, t, labels, ignore_index, attention_mask, chunk_size
+        )
+        _, _, w_reg, b_reg = self._heads()
         Y = u_prime.linear(w_reg, b_reg)
         loc_Y, scale_Y = Y.loc[..., 0], Y.scale[..., 0]
         counted = labels != ignore_index
         if attention_mask is not None:
             counted = counted & (attention_mask != 0)
-        log_p_num = None
-        if num_token_id is None or target_values is None:
-            num_mask = torch.zeros_like(counted)
-            targets = torch.zeros_like(loc_Y)
-        else:
-            if not 0 <= int(num_token_id) < self.num_classes:
-                raise ValueError(
-                    f"num_token_id must lie in [0, {self.num_classes}), got {num_token_id!r}"
-                )
-            num_mask = counted & (labels == num_token_id)
-            if not isinstance(target_values, torch.Tensor):
-                raise ValueError(
-                    f"target_values must be a torch.Tensor, got {type(target_values).__name__}"
-                )
-            if tuple(target_values.shape) != tuple(labels.shape):
-                raise ValueError(
-                    f"target_values shape {tuple(target_values.shape)} must equal the labels "
-                    f"shape {tuple(labels.shape)}"
-                )
-            targets = to_value_space(target_values.to(loc_Y.device), self.value_space)
-            targets = torch.where(num_mask, targets.to(loc_Y.dtype), torch.zeros_like(loc_Y))
-            if float(alpha) < 1.0:
-                k = int(num_token_id)
-                s_num = u_prime.linear(W[k : k + 1].to(U.dtype), b[k : k + 1].to(U.dtype))
-                thr = self.threshold if self.threshold.ndim == 0 else self.threshold[k : k + 1]
-                log_p_num = s_num.ovr_log_prob(thr)[0][..., 0]
+        num_mask, targets, log_p_num = self._regression_targets(
+            U.dtype, u_prime, labels, counted, loc_Y, target_values, num_token_id, alpha
+        )
         context = None
         if reg_context_tokens:
             context = context_codes(_previous_tokens(labels), reg_context_tokens, self.num_classes)
@@ -1078,6 +1023,84 @@ class Action(nn.Module):
             context=context,
         )
         return losses.causal_lm_loss(cls, reg, reg_weight=reg_weight)
+
+    def _classification_loss(
+        self,
+        U: CauchyVector,
+        u_prime: CauchyVector,
+        t: float,
+        labels: torch.Tensor,
+        ignore_index: int,
+        attention_mask: torch.Tensor | None,
+        chunk_size: int | tuple[int, int] | None,
+    ) -> losses.OvRLoss:
+        """The OvR loss of the class scores of ``u_prime``: through the fused kernel when ``U``'s
+        components are independent (no ``[..., V]`` tensor is kept), else exactly from ``S``."""
+        W, b = self.classifier.weight, self.classifier.bias  # the fused path reads half tiles
+        if U.is_independent:
+            total_scale = U.scale + t * self.b_noise.abs().to(U.dtype)
+            return losses.ovr_bce_fused(
+                U.loc,
+                total_scale,
+                W,
+                b,
+                self.threshold,
+                labels,
+                ignore_index=ignore_index,
+                attention_mask=attention_mask,
+                chunk_size=chunk_size,
+            )
+        S = u_prime.linear(W.to(U.dtype), b.to(U.dtype))
+        return losses.ovr_bce(
+            S.loc,
+            S.scale,
+            labels,
+            self.threshold,
+            ignore_index=ignore_index,
+            attention_mask=attention_mask,
+        )
+
+    def _regression_targets(
+        self,
+        dtype: torch.dtype,
+        u_prime: CauchyVector,
+        labels: torch.Tensor,
+        counted: torch.Tensor,
+        loc_Y: torch.Tensor,
+        target_values: torch.Tensor | None,
+        num_token_id: int | None,
+        alpha: float,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """``(num_mask, targets, log_p_num)`` of the gated regression loss: the counted ``<NUM>``
+        positions, their targets in the value space (0 elsewhere), and ``log P(<NUM>)`` of the
+        gate (None when ``alpha = 1`` leaves the gate out, or without ``<NUM>`` targets);
+        ``dtype`` is the one of ``U``, in which the ``<NUM>`` row is read."""
+        if num_token_id is None or target_values is None:
+            return torch.zeros_like(counted), torch.zeros_like(loc_Y), None
+        if not 0 <= int(num_token_id) < self.num_classes:
+            raise ValueError(
+                f"num_token_id must lie in [0, {self.num_classes}), got {num_token_id!r}"
+            )
+        num_mask = counted & (labels == num_token_id)
+        if not isinstance(target_values, torch.Tensor):
+            raise ValueError(
+                f"target_values must be a torch.Tensor, got {type(target_values).__name__}"
+            )
+        if tuple(target_values.shape) != tuple(labels.shape):
+            raise ValueError(
+                f"target_values shape {tuple(target_values.shape)} must equal the labels "
+                f"shape {tuple(labels.shape)}"
+            )
+        targets = to_value_space(target_values.to(loc_Y.device), self.value_space)
+        targets = torch.where(num_mask, targets.to(loc_Y.dtype), torch.zeros_like(loc_Y))
+        log_p_num = None
+        if float(alpha) < 1.0:
+            k = int(num_token_id)
+            W, b = self.classifier.weight, self.classifier.bias
+            s_num = u_prime.linear(W[k : k + 1].to(dtype), b[k : k + 1].to(dtype))
+            thr = self.threshold if self.threshold.ndim == 0 else self.threshold[k : k + 1]
+            log_p_num = s_num.ovr_log_prob(thr)[0][..., 0]
+        return num_mask, targets, log_p_num
 
     def extra_repr(self) -> str:
         """The settings shown in the module's ``repr``.

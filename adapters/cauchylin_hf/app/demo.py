@@ -569,7 +569,7 @@ def run_demo(
     if plots:
         preds = heldout_predictions(model, ntok, splits.heldout, seed=s.seed)
         files = [str(p) for p in write_plots(folder, result.history, preds)]
-    summary = {
+    summary: dict[str, Any] = {
         "metrics": metrics,
         "untrained": untrained,
         "mean_baseline": baseline,
@@ -580,9 +580,10 @@ def run_demo(
         "seconds": time.perf_counter() - start,
         "settings": asdict(s),
     }
-    summary["files"] = files + _write_results(folder, summary)
+    files += _write_results(folder, summary)
+    summary["files"] = files
     say("== files")
-    for f in summary["files"]:
+    for f in files:
         say(f"  {f}")
     causal_row, text_row = comparison["causal LM"], comparison["CE text LM"]
     say(
