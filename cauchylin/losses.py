@@ -53,6 +53,7 @@ from cauchylin._validation import (
     check_finite,
     check_positive_finite,
     host_values,
+    integer,
     is_tracing,
     is_validating,
     transforms_active,
@@ -561,34 +562,7 @@ def ovr_bce_fused(
         >>> bool(torch.allclose(fused.mean, plain.mean))
         True
     """
-    for name, t in (("loc_U", loc_U), ("scale_U", scale_U), ("weight", weight)):
-        _require_tensor(name, t)
-        _require_float(name, t)
-    if loc_U.dim() < 1:
-        raise ValueError(f"loc_U must have a feature dimension [..., C], got shape {_shape(loc_U)}")
-    if _shape(scale_U) != _shape(loc_U):
-        raise ValueError(f"scale_U shape {_shape(scale_U)} must equal loc_U shape {_shape(loc_U)}")
-    C = loc_U.shape[-1]
-    if C < 1:
-        raise ValueError(
-            f"loc_U has C = 0 features (shape {_shape(loc_U)}): every class would have "
-            "scale_S = |W_k| . scale_U = 0"
-        )
-    if weight.dim() != 2 or weight.shape[1] != C:
-        raise ValueError(
-            f"weight must have shape [V, C] with C = {C} (the last dimension of loc_U "
-            f"{_shape(loc_U)}), got shape {_shape(weight)}"
-        )
-    V = weight.shape[0]
-    _require_classes("weight", V, _shape(weight))
-    if bias is not None:
-        _require_tensor("bias", bias)
-        _require_float("bias", bias)
-        if _shape(bias) != (V,):
-            raise ValueError(
-                f"bias must have shape ({V},) to match weight {_shape(weight)}, "
-                f"got shape {_shape(bias)}"
-            )
+    C, V = _fused_shapes(loc_U, scale_U, weight, bias)
     batch_shape = _shape(loc_U)[:-1]
     validate = is_validating(validate_args)
     counted = _counted_positions(
@@ -604,22 +578,7 @@ def ovr_bce_fused(
     lab = labels.reshape(-1)
     if _static_shapes():
         # The chunked kernel cannot run here (see the module docstring): the scores themselves.
-        if validate:
-            _screen_finite("weight", weight)
-            if bias is not None:
-                _screen_finite("bias", bias)
-            zero_row = _any_zero_row(weight)
-            if zero_row is not None and zero_row:
-                raise ValueError(
-                    f"weight has an all-zero row (weight shape {_shape(weight)}): that class "
-                    "would have scale_S = 0"
-                )
-        w = weight.to(dt)
-        loc_S = torch.nn.functional.linear(x.to(dt), w, None if bias is None else bias.to(dt))
-        scale_S = torch.nn.functional.linear(s.to(dt), w.abs())
-        mean, rows, count = _ovr_rows_static(
-            loc_S, scale_S, lab, counted, thr, dt, validate, ("loc_U", "scale_U")
-        )
+        mean, rows, count = _fused_static(x, s, weight, bias, lab, counted, thr, dt, validate)
         return OvRLoss(mean, rows.reshape(batch_shape), count)
     all_counted = bool(counted.all())
     index = None if all_counted else counted.nonzero().squeeze(1)
@@ -659,6 +618,70 @@ def ovr_bce_fused(
     per_position = _scatter_rows(rows, index, batch_shape)
     count = torch.tensor(n, dtype=torch.long, device=device)
     return OvRLoss(mean, per_position, count)
+
+
+def _fused_shapes(
+    loc_U: torch.Tensor, scale_U: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> tuple[int, int]:
+    """``(C, V)`` after checking the types and shapes of the fused loss's tensors."""
+    for name, t in (("loc_U", loc_U), ("scale_U", scale_U), ("weight", weight)):
+        _require_tensor(name, t)
+        _require_float(name, t)
+    if loc_U.dim() < 1:
+        raise ValueError(f"loc_U must have a feature dimension [..., C], got shape {_shape(loc_U)}")
+    if _shape(scale_U) != _shape(loc_U):
+        raise ValueError(f"scale_U shape {_shape(scale_U)} must equal loc_U shape {_shape(loc_U)}")
+    C = loc_U.shape[-1]
+    if C < 1:
+        raise ValueError(
+            f"loc_U has C = 0 features (shape {_shape(loc_U)}): every class would have "
+            "scale_S = |W_k| . scale_U = 0"
+        )
+    if weight.dim() != 2 or weight.shape[1] != C:
+        raise ValueError(
+            f"weight must have shape [V, C] with C = {C} (the last dimension of loc_U "
+            f"{_shape(loc_U)}), got shape {_shape(weight)}"
+        )
+    V = weight.shape[0]
+    _require_classes("weight", V, _shape(weight))
+    if bias is not None:
+        _require_tensor("bias", bias)
+        _require_float("bias", bias)
+        if _shape(bias) != (V,):
+            raise ValueError(
+                f"bias must have shape ({V},) to match weight {_shape(weight)}, "
+                f"got shape {_shape(bias)}"
+            )
+    return C, V
+
+
+def _fused_static(
+    x: torch.Tensor,
+    s: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    lab: torch.Tensor,
+    counted: torch.Tensor,
+    thr: torch.Tensor,
+    dt: torch.dtype,
+    validate: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The fused loss where the chunked kernel cannot run (static shapes): the rows' scores
+    ``loc_S``, ``scale_S`` formed in full, then the plain rows; ``(mean, rows, count)``."""
+    if validate:
+        _screen_finite("weight", weight)
+        if bias is not None:
+            _screen_finite("bias", bias)
+        zero_row = _any_zero_row(weight)
+        if zero_row is not None and zero_row:
+            raise ValueError(
+                f"weight has an all-zero row (weight shape {_shape(weight)}): that class "
+                "would have scale_S = 0"
+            )
+    w = weight.to(dt)
+    loc_S = torch.nn.functional.linear(x.to(dt), w, None if bias is None else bias.to(dt))
+    scale_S = torch.nn.functional.linear(s.to(dt), w.abs())
+    return _ovr_rows_static(loc_S, scale_S, lab, counted, thr, dt, validate, ("loc_U", "scale_U"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -760,32 +783,12 @@ def gated_regression_loss(
         >>> round((loc.grad[2] / plain[2]).item(), 4)  # weights 2 s^2 / (1 + 9): 0.2 and 1.8
         1.8
     """
-    for name, t in (("loc_Y", loc_Y), ("scale_Y", scale_Y), ("target_values", target_values)):
-        _require_tensor(name, t)
-        _require_float(name, t)
-    _require_tensor("num_mask", num_mask)
-    shape = _shape(loc_Y)
-    named = {"scale_Y": scale_Y, "target_values": target_values, "num_mask": num_mask}
-    if log_p_num is not None:
-        _require_tensor("log_p_num", log_p_num)
-        _require_float("log_p_num", log_p_num)
-        named["log_p_num"] = log_p_num
-    if context is not None:
-        _require_tensor("context", context)
-        if context.is_floating_point() or context.is_complex() or context.dtype == torch.bool:
-            raise ValueError(f"context must be an integer tensor, got dtype {context.dtype}")
-        named["context"] = context
-    for name, t in named.items():
-        if _shape(t) != shape:
-            raise ValueError(f"{name} shape {_shape(t)} must equal loc_Y shape {shape}")
+    _check_regression_tensors(loc_Y, scale_Y, target_values, num_mask, log_p_num, context)
     alpha = float(alpha)
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
     beta = _scale_power(scale_power)
-    if isinstance(min_context_count, bool) or not isinstance(min_context_count, int):
-        raise ValueError(f"min_context_count must be an int >= 2, got {min_context_count!r}")
-    if min_context_count < 2:
-        raise ValueError(f"min_context_count must be an int >= 2, got {min_context_count!r}")
+    integer("min_context_count", min_context_count, minimum=2)
     if is_validating(validate_args):
         check_binary_mask("num_mask", num_mask)
 
@@ -805,23 +808,59 @@ def gated_regression_loss(
         # the same value as loc; its gradient is w times the NLL's
         loc = loc.detach() + w * (loc - loc.detach())
     nll = LOG_PI + torch.log(safe_scale) + log1p_square((safe_y - loc) / safe_scale)
-    if log_p_num is None or alpha == 1.0:
-        gate = m.to(dt)
-    else:
-        safe_lp = torch.where(m, log_p_num.to(dt), torch.zeros((), dtype=dt, device=loc.device))
-        if is_validating(validate_args):
-            check_finite("log_p_num", safe_lp)
-            positive = host_values(safe_lp > 0)
-            if positive is not None and bool(positive.any()):
-                raise ValueError(
-                    f"log_p_num must be <= 0 (a log-probability) at <NUM> positions "
-                    f"(shape {_shape(log_p_num)})"
-                )
-        gate = m.to(dt) * (alpha + (1.0 - alpha) * torch.exp(safe_lp))
+    gate = _gate(m, log_p_num, alpha, dt, is_validating(validate_args))
     per_position = torch.where(m, gate * nll, torch.zeros((), dtype=dt, device=loc.device))
     # (a tensor division, no host read of the count: the same value, also under torch.func)
     mean = per_position.sum() / count.clamp_min(1).to(dt)
     return RegLoss(mean, per_position, count.to(torch.long))
+
+
+def _check_regression_tensors(
+    loc_Y: torch.Tensor,
+    scale_Y: torch.Tensor,
+    target_values: torch.Tensor,
+    num_mask: torch.Tensor,
+    log_p_num: torch.Tensor | None,
+    context: torch.Tensor | None,
+) -> None:
+    """The types and shapes of the regression loss's tensors: all of ``loc_Y``'s shape."""
+    for name, t in (("loc_Y", loc_Y), ("scale_Y", scale_Y), ("target_values", target_values)):
+        _require_tensor(name, t)
+        _require_float(name, t)
+    _require_tensor("num_mask", num_mask)
+    shape = _shape(loc_Y)
+    named = {"scale_Y": scale_Y, "target_values": target_values, "num_mask": num_mask}
+    if log_p_num is not None:
+        _require_tensor("log_p_num", log_p_num)
+        _require_float("log_p_num", log_p_num)
+        named["log_p_num"] = log_p_num
+    if context is not None:
+        _require_tensor("context", context)
+        if context.is_floating_point() or context.is_complex() or context.dtype == torch.bool:
+            raise ValueError(f"context must be an integer tensor, got dtype {context.dtype}")
+        named["context"] = context
+    for name, t in named.items():
+        if _shape(t) != shape:
+            raise ValueError(f"{name} shape {_shape(t)} must equal loc_Y shape {shape}")
+
+
+def _gate(
+    m: torch.Tensor, log_p_num: torch.Tensor | None, alpha: float, dt: torch.dtype, validate: bool
+) -> torch.Tensor:
+    """The weight of each position's NLL: ``alpha + (1 - alpha) P(<NUM>)`` at ``<NUM>`` targets
+    (1 without ``log_p_num`` or with ``alpha = 1``), 0 elsewhere."""
+    if log_p_num is None or alpha == 1.0:
+        return m.to(dt)
+    safe_lp = torch.where(m, log_p_num.to(dt), torch.zeros((), dtype=dt, device=m.device))
+    if validate:
+        check_finite("log_p_num", safe_lp)
+        positive = host_values(safe_lp > 0)
+        if positive is not None and bool(positive.any()):
+            raise ValueError(
+                f"log_p_num must be <= 0 (a log-probability) at <NUM> positions "
+                f"(shape {_shape(log_p_num)})"
+            )
+    return m.to(dt) * (alpha + (1.0 - alpha) * torch.exp(safe_lp))
 
 
 def _scale_power(scale_power: float) -> float:
