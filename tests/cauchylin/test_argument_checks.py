@@ -57,5 +57,5 @@ def test_finite_number_upper_bound_is_inclusive():
 @pytest.mark.parametrize("bad", [0, 1, "yes", None, np.bool_(True)])
 def test_flag_accepts_only_python_bools(bad):
     assert flag("f", True) is True and flag("f", False) is False
-    with pytest.raises(ValueError, match="^f must be a bool, got "):
+    with pytest.raises(ValueError, match=r"^f must be a bool, got "):
         flag("f", bad)
