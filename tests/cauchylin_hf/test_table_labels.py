@@ -106,3 +106,26 @@ def test_renamed_columns_are_said_once() -> None:
 def test_names_that_cannot_be_placeholders_are_refused_with_the_names() -> None:
     with pytest.raises(ValueError, match=r"':' or '!' cannot be template placeholders: \['a:b'\]"):
         TableTemplate.default(["a:b", "y"])
+
+
+def test_a_bad_placeholder_is_a_template_error_that_says_how_to_fix_the_template() -> None:
+    """The fix of a bad placeholder is in the template, not in ``--target``: the error is a
+    ``TemplateError`` (the command line adds no ``--target`` hint to it) naming the placeholder,
+    the closest column and the columns."""
+    from cauchylin_hf.app.tables import TemplateError
+
+    columns = ["age", "bmi", "price"]
+    with pytest.raises(TemplateError) as exc:
+        TableTemplate("age {agee}, bmi {bmi} -> price {target}.", "price").check(columns)
+    message = str(exc.value)
+    assert "{agee} is not a column" in message and "did you mean {age}?" in message
+    assert "{target} for the target column" in message and "--target" not in message
+    with pytest.raises(TemplateError, match=r"write \{target\} once, where the number"):
+        TableTemplate("age {age} -> price {price} or {target}", "price").check(columns)
+    for malformed in ("age {age -> {target}", "age {age:.1f} -> {target}", "{} {target}"):
+        with pytest.raises(TemplateError):
+            TableTemplate(malformed, "price").check(columns)
+    # a missing target column is not a template error: --target is the fix there
+    with pytest.raises(ValueError) as missing:
+        TableTemplate("age {age} -> {target}", "cost").check(columns)
+    assert not isinstance(missing.value, TemplateError)

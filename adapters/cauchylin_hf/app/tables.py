@@ -28,6 +28,7 @@ text, which the model would read as values (the command line warns about them).
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import math
 import os
@@ -46,6 +47,7 @@ __all__ = [
     "TARGET",
     "Table",
     "TableTemplate",
+    "TemplateError",
     "column_labels",
     "is_table_file",
     "label_of",
@@ -67,6 +69,22 @@ _THOUSANDS = re.compile(rf"[+-]?[0-9]{{1,3}}(?:[{_SEPARATORS}][0-9]{{3}})+(?:\.[
 _DECIMAL_COMMA = re.compile(r"[+-]?[0-9]+,[0-9]+(?:[eE][+-]?[0-9]+)?")
 # 1.234.567,5 and 1 234 567,5: thousands by dots or spaces, then a decimal comma
 _EUROPEAN = re.compile(r"[+-]?[0-9]{1,3}(?:[.'\u00a0\u2009\u202f ][0-9]{3})+,[0-9]+")
+
+
+class TemplateError(ValueError):
+    """A template that cannot write a table's rows: malformed, a placeholder that is not a
+    column, or the target placeholder missing or repeated.
+
+    The fix is in the template (its message says which placeholder and the columns there are),
+    not in the choice of the target column.
+
+    Example:
+        >>> try:
+        ...     TableTemplate("age {agee} -> y {target}", "y").check(["age", "y"])
+        ... except TemplateError as exc:
+        ...     print(exc)
+        template placeholder {agee} is not a column of the table (did you mean {age}?); write each placeholder as a column's name, or {target} for the target column; columns: ['age', 'y']
+    """
 
 
 class Table(NamedTuple):
@@ -405,17 +423,17 @@ class TableTemplate:
         try:
             parsed = list(string.Formatter().parse(self.template))
         except ValueError as exc:
-            raise ValueError(f"template {self.template!r} is malformed: {exc}") from None
+            raise TemplateError(f"template {self.template!r} is malformed: {exc}") from None
         out: list[tuple[str, str | None]] = []
         for literal, name, spec, conversion in parsed:
             if name is not None and (spec or conversion):
-                raise ValueError(
+                raise TemplateError(
                     f"template placeholder {{{name}{'!' + conversion if conversion else ''}"
                     f"{':' + spec if spec else ''}}} has a format; write {{{name}}}: cells are "
                     "written as the table spells them"
                 )
             if name == "":
-                raise ValueError("template has an empty placeholder {}: name a column")
+                raise TemplateError("template has an empty placeholder {}: name a column")
             out.append((literal, name))
         return out
 
@@ -447,28 +465,39 @@ class TableTemplate:
                 prompts).
 
         Raises:
-            ValueError: a malformed template, a placeholder that is not a column, no target
-                placeholder or more than one, or (with ``need_target``) a table without the
-                target column.
+            TemplateError: a malformed template, a placeholder that is not a column, no target
+                placeholder or more than one.
+            ValueError: (with ``need_target``) a table without the target column.
 
         Example:
             >>> TableTemplate("a {x} b {target}", "y").check(["x", "y"])
             >>> TableTemplate("a {z} b {target}", "y").check(["x", "y"])
             Traceback (most recent call last):
             ...
-            ValueError: template placeholders ['z'] are not columns of the table; columns: ['x', 'y']
+            cauchylin_hf.app.tables.TemplateError: template placeholder {z} is not a column of the table; write each placeholder as a column's name, or {target} for the target column; columns: ['x', 'y']
         """
         names = self.placeholders()
         cols = list(columns)
         unknown = [n for n in dict.fromkeys(names) if n not in cols and n != self.target]
         if unknown:
-            raise ValueError(
-                f"template placeholders {unknown} are not columns of the table; columns: {cols}"
+            listed = ", ".join(f"{{{n}}}" for n in unknown)
+            guesses = [
+                f"{{{close[0]}}}"
+                for n in unknown
+                if (close := difflib.get_close_matches(n, cols, n=1, cutoff=0.6))
+            ]
+            guess = f" (did you mean {', '.join(guesses)}?)" if guesses else ""
+            are = "is not a column" if len(unknown) == 1 else "are not columns"
+            raise TemplateError(
+                f"template placeholder{'s' if len(unknown) > 1 else ''} {listed} {are} of the "
+                f"table{guess}; write each placeholder as a column's name, or {{{TARGET}}} for "
+                f"the target column; columns: {cols}"
             )
         if names.count(self.target) != 1:
-            raise ValueError(
+            raise TemplateError(
                 f"the template must hold the target ({{{TARGET}}} or {{{self.target}}}) exactly "
-                f"once, found {names.count(self.target)} times: {self.template!r}"
+                f"once, found {names.count(self.target)} times: {self.template!r}; write "
+                f"{{{TARGET}}} once, where the number to predict goes"
             )
         if need_target and self.target not in cols:
             raise ValueError(f"target column {self.target!r} is not in the table; columns: {cols}")
