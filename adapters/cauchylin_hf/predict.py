@@ -72,6 +72,7 @@ MIN_SPREAD = 0.1
 """Predictions whose interquartile range is below this share of the true targets' are flat
 (:func:`learning_check`)."""
 
+
 def _sig(x: torch.Tensor | float) -> float:
     """A float to 7 significant digits (float32 precision), for printing and JSON."""
     return float(f"{float(x):.7g}")
