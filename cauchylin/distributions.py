@@ -144,10 +144,15 @@ def _init_distribution(
     """
     names = list(d.arg_constraints)
     if not transforms_active():
-        super(cls, d).__init__(batch_shape, event_shape, validate_args=validate_args)
+        # torch's own check would put the whole tensor in its message (a 150-row dump for a
+        # batch of 150): the same check here says the shape and how many values fail instead.
+        super(cls, d).__init__(batch_shape, event_shape, validate_args=False)
+        d._validate_args = Distribution._validate_args if validate_args is None else validate_args
         if d._validate_args:
             for name in names:
-                check_finite(name, getattr(d, name))
+                value = getattr(d, name)
+                _check_constraint(d, name, value, d.arg_constraints[name], "")
+                check_finite(name, value)
         return
     super(cls, d).__init__(batch_shape, event_shape, validate_args=False)
     d._validate_args = Distribution._validate_args if validate_args is None else validate_args
@@ -173,14 +178,36 @@ def _init_distribution(
                 return
     for name, v in zip(names, values, strict=True):
         assert v is not None
-        constraint = d.arg_constraints[name]
-        if not bool(constraint.check(v).all()):
-            raise ValueError(
-                f"Expected parameter {name} (Tensor of shape {tuple(getattr(d, name).shape)}) of "
-                f"distribution {type(d).__name__} to satisfy the constraint {constraint!r}, but "
-                "found invalid values (in a member of the torch.func batch)"
-            )
+        _check_constraint(
+            d, name, v, d.arg_constraints[name], " (in a member of the torch.func batch)"
+        )
         check_finite(name, getattr(d, name))
+
+
+def _check_constraint(
+    d: TorchDistribution,
+    name: str,
+    value: torch.Tensor,
+    constraint: constraints.Constraint,
+    where: str,
+) -> None:
+    """torch's parameter check, with a message that says the parameter's shape, how many of its
+    values fail the constraint and the first of them, instead of printing the whole tensor."""
+    if bool(constraint.check(value).all()):
+        return
+    base = constraint
+    while isinstance(base, constraints.independent):
+        base = base.base_constraint
+    bad = ~base.check(value)  # per value (per event for a constraint that reduces itself)
+    first = tuple(int(i) for i in bad.nonzero()[0].tolist()) if bad.dim() else ()
+    at = value[first] if first else value
+    example = f"; the first, at index {first}, is {at.item()!r}" if at.numel() == 1 else ""
+    shape = tuple(getattr(d, name).shape)
+    raise ValueError(
+        f"Expected parameter {name} (Tensor of shape {shape}) of distribution "
+        f"{type(d).__name__} to satisfy the constraint {constraint!r}, but {int(bad.sum())} of "
+        f"{bad.numel()} values do not{example}{where}"
+    )
 
 
 def _interval_kind(constraint: constraints.Constraint) -> str | None:

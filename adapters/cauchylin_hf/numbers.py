@@ -52,6 +52,7 @@ from typing import NamedTuple
 
 __all__ = [
     "NumberSpan",
+    "field_of",
     "find_numbers",
     "format_number",
     "is_number",
@@ -352,3 +353,28 @@ def format_number(value: float) -> str:
         mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
         body = f"{mantissa}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
     return sign + body
+
+
+# What ends the words of a field: punctuation that separates the parts of a text.
+_FIELD_BREAK = re.compile(r"[,;:.!?()\[\]{}=\n\t]")
+
+
+def field_of(prefix: str) -> str:
+    """The field a number belongs to: the words just before it, after the last punctuation.
+
+    ``"radius 17.99, mean area "`` gives ``"mean area"`` (at most the last three words); a number
+    with no words before it since the last break gets ``""``.
+
+    Args:
+        prefix: the text before the number (from the previous number or the start).
+
+    Returns:
+        The field name (lower-case words joined by single spaces).
+
+    Example:
+        >>> field_of("radius 17.99, mean area "), field_of("3 boxes of "), field_of(", ")
+        ('mean area', 'boxes of', '')
+    """
+    tail = _FIELD_BREAK.split(prefix)[-1]
+    words = [w for w in re.findall(r"[^\W\d_]+", tail.lower())]
+    return " ".join(words[-3:])

@@ -72,7 +72,13 @@ class CausalClassifier(ClassifierMixin, CausalEstimatorBase):
             has two rows), stop when their loss stops improving and keep the best weights.
         validation_fraction: share of rows held out, in ``(0, 1)``.
         n_iter_no_change: epochs without an improvement of ``tol`` that stop training.
-        tol: minimal decrease of the monitored mean loss that counts as an improvement.
+        tol: minimal decrease of the monitored mean loss that counts as an improvement. The
+            default, ``1e-3``, is ten times the regressor's: where the classes are separable the
+            one-vs-rest loss keeps falling towards 0 without a minimum, about like ``1/epoch``
+            as the margins grow (Adam's step size does not shrink with the gradient), and with ``1e-4`` it still fell by more than that every 20 epochs after 500 epochs
+            on scikit-learn's wine data (3 of 8 train/test splits hit ``max_iter`` and warned)
+            while no test prediction changed: over 8 splits each of wine, iris and breast
+            cancer, ``1e-3`` gave the same test accuracy in fewer epochs, without a warning.
         mode: default inference mode of the predict methods.
         temperature: default temperature ``T >= 0`` of the predict methods.
         dtype: ``"float32"`` or ``"float64"``, the dtype of the parameters and of training.
@@ -126,7 +132,7 @@ class CausalClassifier(ClassifierMixin, CausalEstimatorBase):
         early_stopping: bool = True,
         validation_fraction: float = 0.1,
         n_iter_no_change: int = 20,
-        tol: float = 1e-4,
+        tol: float = 1e-3,
         mode: str = "standard",
         temperature: float = 1.0,
         dtype: str = "float32",

@@ -2,8 +2,12 @@
 //   inline:  <span class="arithmatex">\( ... \)</span>
 //   display: <div class="arithmatex">\[ ... \]</div>
 // KaTeX is bundled under docs/javascripts/katex/, so no network access is needed.
-// `document$` is mkdocs-material's observable: it fires on the first load and after every
-// instant-navigation page switch, so math on pages reached by a link is rendered too.
+// Two triggers, both always armed (a formula is rendered once; the second trigger skips it):
+// - the page's own load (DOMContentLoaded, or at once when the page has already loaded): a page
+//   opened from disk (file://) gets no event from mkdocs-material's instant navigation, which
+//   does not run there, so this is what renders its math;
+// - `document$`, mkdocs-material's observable, which fires after every instant-navigation page
+//   switch, so math on pages reached by a link is rendered too.
 (function () {
   function renderArithmatex(root) {
     if (typeof katex === "undefined") return;
@@ -28,13 +32,15 @@
       el.dataset.katexDone = "1";
     });
   }
-  if (typeof document$ !== "undefined") {
-    document$.subscribe(function () {
-      renderArithmatex(document);
-    });
+  function renderPage() {
+    renderArithmatex(document);
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", renderPage);
   } else {
-    document.addEventListener("DOMContentLoaded", function () {
-      renderArithmatex(document);
-    });
+    renderPage();
+  }
+  if (typeof document$ !== "undefined") {
+    document$.subscribe(renderPage);
   }
 })();

@@ -583,3 +583,19 @@ def test_targets_the_training_dtype_cannot_hold_are_refused_by_name():
         warnings.simplefilter("ignore", ConvergenceWarning)
         reg = CausalRegressor((8,), max_iter=5, random_state=0, dtype="float64").fit(X, y)
     assert np.isfinite(reg.predict(X)).all()
+
+
+def test_classifier_defaults_converge_on_wine_without_a_warning():
+    """scikit-learn's wine data (178 rows, 3 separable classes), a split on which the one-vs-rest
+    loss kept falling by more than the old ``tol=1e-4`` per 20 epochs until ``max_iter=500``:
+    the defaults stop by their own rule, warn of nothing, and classify the held-out rows."""
+    from sklearn.datasets import load_wine
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_wine(return_X_y=True)
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        clf = CausalClassifier(random_state=2).fit(X_train, y_train)
+    assert clf.n_iter_ < clf.max_iter
+    assert clf.score(X_test, y_test) >= 0.9

@@ -162,7 +162,7 @@ def test_template_prompts_texts_and_their_checks():
     assert tt.text_before_target() == " -> progression "
     assert TableTemplate("{{x}} {x} -> {y}", "y").text({"x": "1", "y": "2"}) == "{x} 1 -> 2"
     cases = [
-        (TableTemplate("a {z} -> {target}", "y"), "placeholders ['z'] are not columns"),
+        (TableTemplate("a {z} -> {target}", "y"), "placeholder {z} is not a column"),
         (TableTemplate("a {x}", "y"), "exactly once, found 0 times"),
         (TableTemplate("{target} {y}", "y"), "exactly once, found 2 times"),
         (TableTemplate("a {x:.2f} {target}", "y"), "has a format"),

@@ -11,17 +11,24 @@ target placeholder; when the template writes it last, it is the last number of e
 :func:`cauchylin_hf.predict.number_predictions` takes as the target by default).
 
 Without a template, :meth:`TableTemplate.default` writes every other column as ``name value``,
-separated by commas, then ``-> target value.``. Column names are written as they are, except that
-their ASCII digits become subscript digits (``s1`` -> ``s₁``): the number grammar
-(:mod:`cauchylin_hf.numbers`) reads ASCII digits as numbers, so ``s1 0.5`` would be the word ``s``
-and two numbers, while ``s₁ 0.5`` is the feature ``s₁`` and one number. In a template of your own,
-write the names as you like; :meth:`TableTemplate.literal_numbers` lists numbers in the template's
-own text, which the model would read as values (the command line warns about them).
+separated by commas, then ``-> target value.``. Each column is one field of the text, named after
+the column (:func:`cauchylin_hf.numbers.field_of` reads it back: the metric group
+``field/<name>``). Column names are written as they are, except what cannot be written safely
+(:func:`column_labels`, :func:`renamed_columns`): ASCII digits become subscript digits
+(``s1`` -> ``s₁``: the number grammar of :mod:`cauchylin_hf.numbers` reads ASCII digits as
+numbers, so ``s1 0.5`` would be the word ``s`` and two numbers); punctuation that separates the
+parts of a text (``, ; : . ! ? ( ) [ ] { } =``) becomes a space (``Age (years)`` -> ``Age
+years``: a comma in a name would make the row ambiguous, and a bracket would cut the field short);
+and names that would still read as the same field as another column, or as no field, get the
+column's position (``age`` and ``Age`` -> ``age``, ``Age ₃``). In a template of your own, write
+the names as you like; :meth:`TableTemplate.literal_numbers` lists numbers in the template's own
+text, which the model would read as values (the command line warns about them).
 """
 
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import math
 import os
@@ -34,28 +41,50 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..data import read_text_file
-from ..numbers import find_numbers, is_number, parse_number, to_float32
+from ..numbers import field_of, find_numbers, is_number, parse_number, to_float32
 
 __all__ = [
     "TARGET",
     "Table",
     "TableTemplate",
+    "TemplateError",
+    "column_labels",
     "is_table_file",
     "label_of",
     "not_a_number",
     "read_table",
+    "renamed_columns",
 ]
 
 TARGET = "target"
 """The placeholder name that stands for the target column in a template."""
 
 _SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+# What a label cannot hold: the punctuation that ends a field (cauchylin_hf.numbers.field_of) and
+# separates the parts of a row's text, and line breaks.
+_UNSAFE = re.compile(r"[,;:.!?()\[\]{}=\s]+")
 _TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}
 _SEPARATORS = ",'\u00a0\u2009\u202f "  # comma, apostrophe, no-break, thin and narrow spaces
 _THOUSANDS = re.compile(rf"[+-]?[0-9]{{1,3}}(?:[{_SEPARATORS}][0-9]{{3}})+(?:\.[0-9]+)?")
 _DECIMAL_COMMA = re.compile(r"[+-]?[0-9]+,[0-9]+(?:[eE][+-]?[0-9]+)?")
 # 1.234.567,5 and 1 234 567,5: thousands by dots or spaces, then a decimal comma
 _EUROPEAN = re.compile(r"[+-]?[0-9]{1,3}(?:[.'\u00a0\u2009\u202f ][0-9]{3})+,[0-9]+")
+
+
+class TemplateError(ValueError):
+    """A template that cannot write a table's rows: malformed, a placeholder that is not a
+    column, or the target placeholder missing or repeated.
+
+    The fix is in the template (its message says which placeholder and the columns there are),
+    not in the choice of the target column.
+
+    Example:
+        >>> try:
+        ...     TableTemplate("age {agee} -> y {target}", "y").check(["age", "y"])
+        ... except TemplateError as exc:
+        ...     print(exc)
+        template placeholder {agee} is not a column of the table (did you mean {age}?); write each placeholder as a column's name, or {target} for the target column; columns: ['age', 'y']
+    """
 
 
 class Table(NamedTuple):
@@ -257,19 +286,73 @@ def not_a_number(cell: str) -> str | None:
 
 
 def label_of(column: str) -> str:
-    """How the default template writes a column name: ASCII digits as subscript digits.
+    """How the default template writes a column name, on its own: ASCII digits as subscript
+    digits, punctuation that separates the parts of a text as a space.
+
+    :func:`column_labels` adds what a whole table needs (one distinct field per column).
 
     Args:
         column: the column name.
 
     Returns:
-        The name with ``0-9`` replaced by ``₀-₉`` (never read as a number).
+        The name with ``0-9`` replaced by ``₀-₉`` (never read as a number), each run of
+        ``, ; : . ! ? ( ) [ ] { } =`` and white space replaced by one space, stripped.
 
     Example:
-        >>> label_of("s1"), label_of("bmi")
-        ('s₁', 'bmi')
+        >>> label_of("s1"), label_of("bmi"), label_of("Age (years)"), label_of("log(TG)")
+        ('s₁', 'bmi', 'Age years', 'log TG')
     """
-    return column.translate(_SUBSCRIPTS)
+    return _UNSAFE.sub(" ", column.translate(_SUBSCRIPTS)).strip()
+
+
+def column_labels(columns: Sequence[str]) -> dict[str, str]:
+    """How the default template writes each column's name: one distinct field per column.
+
+    Each name becomes :func:`label_of` of it. A label whose field
+    (:func:`cauchylin_hf.numbers.field_of`: its last three words, in lower case) would be empty
+    (a name without letters, such as ``%``) or the same as an earlier column's (``age`` and
+    ``Age``; ``log(TG)`` and ``log TG``) gets the column's position in subscript digits
+    (``Age ₃``), so that every column is its own field, and so its own metric group.
+
+    Args:
+        columns: the table's columns.
+
+    Returns:
+        ``{column: label}`` for every column, in order.
+
+    Example:
+        >>> column_labels(["age", "Age", "%", "progression 1y"])
+        {'age': 'age', 'Age': 'Age ₂', '%': 'column ₃', 'progression 1y': 'progression ₁y'}
+    """
+    labels: dict[str, str] = {}
+    fields: set[str] = set()
+    for position, column in enumerate(columns, start=1):
+        label = label_of(column)
+        field = field_of(f", {label} ")
+        if not field or field in fields:
+            label = f"{label or 'column'} {str(position).translate(_SUBSCRIPTS)}"
+            if not field_of(f", {label} ").strip("₀₁₂₃₄₅₆₇₈₉ "):  # no letters: say "column"
+                label = f"column {str(position).translate(_SUBSCRIPTS)}"
+        labels[column] = label
+        fields.add(field_of(f", {label} "))
+    return labels
+
+
+def renamed_columns(columns: Sequence[str]) -> dict[str, str]:
+    """The columns that the default template writes under another name (say so once).
+
+    Args:
+        columns: the table's columns.
+
+    Returns:
+        ``{column: label}`` for the columns whose label (:func:`column_labels`) differs from the
+        name; empty when every name is written as it is.
+
+    Example:
+        >>> renamed_columns(["age", "Age (years)", "s1", "y"])
+        {'Age (years)': 'Age years', 's1': 's₁'}
+    """
+    return {c: label for c, label in column_labels(columns).items() if label != c}
 
 
 @dataclass(frozen=True)
@@ -298,9 +381,9 @@ class TableTemplate:
     def default(cls, columns: Sequence[str], target: str | None = None) -> TableTemplate:
         """The default template: ``name value`` for every other column, then the target.
 
-        ``"age {age}, s₁ {s1} -> target {target}."``: names as in :func:`label_of`, features in
-        the table's order, the target last after ``->``, and a full stop (where generation
-        stops).
+        ``"age {age}, s₁ {s1} -> target {target}."``: names as in :func:`column_labels` (one
+        field per column), features in the table's order, the target last after ``->``, and a
+        full stop (where generation stops).
 
         Args:
             columns: the table's columns.
@@ -311,7 +394,7 @@ class TableTemplate:
 
         Raises:
             ValueError: an unknown target, a table with only the target column, or a column name
-                with a brace (it cannot be a placeholder).
+                with a brace, ``:`` or ``!`` (it cannot be a placeholder).
 
         Example:
             >>> TableTemplate.default(["age", "s1", "progression"]).template
@@ -321,31 +404,36 @@ class TableTemplate:
         name = _default_target(cols) if target is None else target
         if name not in cols:
             raise ValueError(f"target column {name!r} is not in the table; columns: {cols}")
-        braces = [c for c in cols if "{" in c or "}" in c]
-        if braces:
-            raise ValueError(f"column names with braces cannot be placeholders: {braces}")
+        # A placeholder names its column: braces would end it, ":" and "!" start a format.
+        unfit = [c for c in cols if any(ch in c for ch in "{}:!")]
+        if unfit:
+            raise ValueError(
+                f"column names with braces, ':' or '!' cannot be template placeholders: {unfit}; "
+                "rename those columns in the file"
+            )
         features = [c for c in cols if c != name]
         if not features:
             raise ValueError(f"the table has only the target column {name!r}: nothing to read")
-        parts = ", ".join(f"{label_of(c)} {{{c}}}" for c in features)
-        return cls(f"{parts} -> {label_of(name)} {{{TARGET}}}.", name)
+        labels = column_labels(cols)
+        parts = ", ".join(f"{labels[c]} {{{c}}}" for c in features)
+        return cls(f"{parts} -> {labels[name]} {{{TARGET}}}.", name)
 
     def _pieces(self) -> list[tuple[str, str | None]]:
         """``(literal text, placeholder or None)`` pairs; raises on a malformed template."""
         try:
             parsed = list(string.Formatter().parse(self.template))
         except ValueError as exc:
-            raise ValueError(f"template {self.template!r} is malformed: {exc}") from None
+            raise TemplateError(f"template {self.template!r} is malformed: {exc}") from None
         out: list[tuple[str, str | None]] = []
         for literal, name, spec, conversion in parsed:
             if name is not None and (spec or conversion):
-                raise ValueError(
+                raise TemplateError(
                     f"template placeholder {{{name}{'!' + conversion if conversion else ''}"
                     f"{':' + spec if spec else ''}}} has a format; write {{{name}}}: cells are "
                     "written as the table spells them"
                 )
             if name == "":
-                raise ValueError("template has an empty placeholder {}: name a column")
+                raise TemplateError("template has an empty placeholder {}: name a column")
             out.append((literal, name))
         return out
 
@@ -377,28 +465,39 @@ class TableTemplate:
                 prompts).
 
         Raises:
-            ValueError: a malformed template, a placeholder that is not a column, no target
-                placeholder or more than one, or (with ``need_target``) a table without the
-                target column.
+            TemplateError: a malformed template, a placeholder that is not a column, no target
+                placeholder or more than one.
+            ValueError: (with ``need_target``) a table without the target column.
 
         Example:
             >>> TableTemplate("a {x} b {target}", "y").check(["x", "y"])
             >>> TableTemplate("a {z} b {target}", "y").check(["x", "y"])
             Traceback (most recent call last):
             ...
-            ValueError: template placeholders ['z'] are not columns of the table; columns: ['x', 'y']
+            cauchylin_hf.app.tables.TemplateError: template placeholder {z} is not a column of the table; write each placeholder as a column's name, or {target} for the target column; columns: ['x', 'y']
         """
         names = self.placeholders()
         cols = list(columns)
         unknown = [n for n in dict.fromkeys(names) if n not in cols and n != self.target]
         if unknown:
-            raise ValueError(
-                f"template placeholders {unknown} are not columns of the table; columns: {cols}"
+            listed = ", ".join(f"{{{n}}}" for n in unknown)
+            guesses = [
+                f"{{{close[0]}}}"
+                for n in unknown
+                if (close := difflib.get_close_matches(n, cols, n=1, cutoff=0.6))
+            ]
+            guess = f" (did you mean {', '.join(guesses)}?)" if guesses else ""
+            are = "is not a column" if len(unknown) == 1 else "are not columns"
+            raise TemplateError(
+                f"template placeholder{'s' if len(unknown) > 1 else ''} {listed} {are} of the "
+                f"table{guess}; write each placeholder as a column's name, or {{{TARGET}}} for "
+                f"the target column; columns: {cols}"
             )
         if names.count(self.target) != 1:
-            raise ValueError(
+            raise TemplateError(
                 f"the template must hold the target ({{{TARGET}}} or {{{self.target}}}) exactly "
-                f"once, found {names.count(self.target)} times: {self.template!r}"
+                f"once, found {names.count(self.target)} times: {self.template!r}; write "
+                f"{{{TARGET}}} once, where the number to predict goes"
             )
         if need_target and self.target not in cols:
             raise ValueError(f"target column {self.target!r} is not in the table; columns: {cols}")
