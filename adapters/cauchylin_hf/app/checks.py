@@ -259,6 +259,19 @@ def read_table_data(
     Raises:
         CliError: a target column that is missing or holds a cell that is not a number.
         ValueError: a table or template that cannot be read (the message names the file).
+
+    Example:
+        >>> import tempfile
+        >>> table = Path(tempfile.mkdtemp()) / "t.csv"
+        >>> _ = table.write_text("age,price\\n59,151\\n48,n/a\\n")
+        >>> args = argparse.Namespace(command="train", template=None, target="age")
+        >>> read_table_data(args, table, {}, prompts=False)[0].template
+        'price {price} -> age {target}.'
+        >>> read_table_data(argparse.Namespace(command="train", template=None, target=None),
+        ...                 table, {}, prompts=False)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        cauchylin_hf.app.checks.CliError: ...'n/a'...; pick the target with --target COLUMN
     """
     table = read_table(path)
     target = getattr(args, "target", None) or saved.get("target")
@@ -297,6 +310,16 @@ def check_output_dir(args: argparse.Namespace) -> FolderState:
 
     Raises:
         CliError: the folder must not be replaced.
+
+    Example:
+        >>> import tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> _ = (Path(folder) / "notes.txt").write_text("mine")
+        >>> check_output_dir(argparse.Namespace(output_dir=folder, overwrite=True))
+        ... # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        cauchylin_hf.app.checks.CliError: --output-dir '...' is a non-empty folder that does not hold a cauchylin model; choose a new folder
     """
     path, out = args.output_dir, Path(args.output_dir)
     if out.exists() and not out.is_dir():

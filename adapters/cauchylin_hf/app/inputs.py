@@ -64,6 +64,10 @@ class Data(NamedTuple):
 
         Returns:
             A place a user can find.
+
+        Example:
+            >>> Data(["a 1", "b 2"], None, None, "t.txt").where(1)
+            't.txt, text 2'
         """
         if self.table is not None:
             return cast(str, self.table.where(i))
@@ -376,8 +380,8 @@ def load_precision(folder: str | os.PathLike[str]) -> Any:
         CliError: the recorded decimals cannot be read.
 
     Example:
-        >>> load_precision("/no/such/model").to_dict()["fields"]
-        {}
+        >>> load_precision("/no/such/model").to_dict()
+        {'decimals': {}, 'default': None}
     """
     from .precision import NumberPrecision
 

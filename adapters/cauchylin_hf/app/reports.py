@@ -202,9 +202,9 @@ def target_report(
         >>> import tempfile
         >>> model, ntok = load_causal_model(save_tiny_base(tempfile.mkdtemp(), "qwen2", spare_rows=1))
         >>> args = argparse.Namespace(command="evaluate", batch_size=2, json=False)
-        >>> metrics = target_report(args, model, ntok, Data(["3 eggs."], None, None, "t"), 3.0, "texts")
-        ... # doctest: +ELLIPSIS
-        target on 1 texts: median absolute error ...
+        >>> data = Data(["eggs 3.", "pens 4."], None, None, "t")
+        >>> metrics = target_report(args, model, ntok, data, 3.0, "texts")  # doctest: +ELLIPSIS
+        target on 2 texts: median absolute error ...
         >>> "target/mdae_baseline" in metrics
         True
     """
