@@ -522,7 +522,7 @@ def replace_folder(
     stale: Callable[[str], bool] | None = None,
     seen: FolderState | None = None,
     note: Callable[[str], None] | None = None,
-    contents: str = "the new contents",
+    contents: str = "the new folder",
 ) -> Iterator[Path]:
     """:func:`staged_folder` for a program's output folder, as a command-line tool needs it.
 
