@@ -26,6 +26,11 @@ the new contents are kept beside it, under a name :class:`FolderChangedError` gi
 programs saving into one folder at once never both succeed, and neither deletes what the other
 wrote. Entries that another program adds without clashing (a note beside a model) are kept.
 
+A program that replaces its output folder (``cauchylin-lm train``) uses :func:`replace_folder`:
+the same swap, with the new files given the umask's permissions, SIGINT and SIGTERM held from the
+end of the block until the old contents are gone, and the folders a killed run left beside the
+target named first (:func:`leftovers`).
+
 Example:
     >>> import tempfile
     >>> from pathlib import Path
