@@ -69,6 +69,8 @@ __all__ = [
 ]
 
 _SENTENCE_ENDS = (".", "!", "?")
+# the per-prompt fields of predict_values' result (what a re-read prompt replaces)
+_PREDICTION_FIELDS = "median loc scale p_num lower upper calibrated calibration_count".split()
 _CHECK_TEXTS = 256  # training texts the learning check reads when there is no --eval-file
 
 
@@ -291,6 +293,8 @@ def _train_and_save(
 
 def cmd_train(args: argparse.Namespace) -> int:
     """``train``: a model from a config or a checkpoint, trained on a dataset file, saved."""
+    import torch
+
     from cauchylin.conformal import calibration_holdout
     from cauchylin.metrics import quantiles
 
@@ -320,18 +324,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     field = target_field(data.template, args)
     targets = target_numbers(data.texts, target_field=field)
     describe(data, field, targets)
-    median = quantiles(_tensor(targets), (0.5,))[0] if targets else None
+    median = quantiles(torch.tensor(targets, dtype=torch.float64), (0.5,))[0] if targets else None
     metrics = _train_and_save(args, model, ntok, data, held, median, seen)
     print(f"saved the model, its tokenizer and {DATA_FORMAT_FILE} to {args.output_dir}")
     if metrics and held is not None:
         print_metrics(metrics)
     return 0
-
-
-def _tensor(values: list[float]) -> Any:
-    import torch
-
-    return torch.tensor(values, dtype=torch.float64)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -390,16 +388,7 @@ def _read_on(
     for j, i in enumerate(doubtful):
         if float(spaced.p_num[j]) <= float(pred.p_num[i]):
             continue
-        for name in (
-            "median",
-            "loc",
-            "scale",
-            "p_num",
-            "lower",
-            "upper",
-            "calibrated",
-            "calibration_count",
-        ):
+        for name in _PREDICTION_FIELDS:
             getattr(pred, name)[i] = getattr(spaced, name)[j]
         prefixes[i] = prompts[i] + " "
         fixed.append((i, float(spaced.p_num[j])))
