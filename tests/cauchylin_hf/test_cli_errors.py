@@ -104,6 +104,9 @@ def _no_model_cases(f):
         (["train", table, "--data", table, "--output-dir", out], 2, "train",
          r"'.*diab\.csv' is a file, not a model folder: MODEL is a folder .*pass "
          r"--from-config PRESET\|config\.json"),
+        (["predict", table, "--prompt", "x "], 2, "predict",
+         r"^'.*diab\.csv' is a file, not a model folder: MODEL is a folder \(a local checkpoint "
+         r"or a model saved by train\)$"),
         (["evaluate", folder, "--data", str(f["utf16"])], 2, "evaluate",
          r"wide\.txt holds NUL characters \(the first on line 1\): it looks like UTF-16"),
         ([*new, str(f["words"]), "--target", "firm", "--output-dir", out], 2, "train",

@@ -115,12 +115,13 @@ def is_causal_folder(path: str | os.PathLike[str]) -> bool:
     return isinstance(data, dict) and data.get("model_type") == "cauchy_lm"
 
 
-def model_folder(path: str, what: str = "model") -> Path:
+def model_folder(path: str, what: str = "model", *, hint: str = "") -> Path:
     """The folder a ``MODEL`` (or ``BASE``) argument names, refused when it is not a folder.
 
     Args:
         path: the argument.
         what: its name in the message (``model``, ``base``, ``tokenizer``).
+        hint: what to do instead, added to the message when ``path`` is a file.
 
     Returns:
         The folder.
@@ -138,12 +139,6 @@ def model_folder(path: str, what: str = "model") -> Path:
     if folder.is_dir():
         return folder
     if folder.exists():
-        hint = (
-            "; to build a new model from a config, pass --from-config PRESET|config.json and the "
-            "data with --data FILE"
-            if what == "model"
-            else ""
-        )
         raise CliError(
             f"{path!r} is a file, not a {what} folder: {what.upper()} is a folder (a local "
             f"checkpoint or a model saved by train){hint}"
@@ -339,6 +334,12 @@ def check_output_dir(args: argparse.Namespace) -> FolderState:
     return seen
 
 
+_NEW_MODEL = (
+    "; to build a new model from a config, pass --from-config PRESET|config.json and the data "
+    "with --data FILE"
+)
+
+
 def _check_train(args: argparse.Namespace) -> None:
     if (args.model is None) == (args.from_config is None):
         raise CliError("pass a MODEL folder or --from-config PRESET|config.json (one of them)")
@@ -384,7 +385,7 @@ def preflight(args: argparse.Namespace) -> None:
         if path is not None:
             _check_file(args, path, saved, table=name == "data")
     if model is not None:
-        model_folder(model)
+        model_folder(model, hint=_NEW_MODEL if args.command == "train" else "")
     if args.command == "verify":
         model_folder(args.base, "base")
     if getattr(args, "tokenizer", None) is not None:
