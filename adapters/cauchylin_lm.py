@@ -17,8 +17,12 @@ import importlib
 import importlib.util
 import math
 import os
+import signal
+import sys
+import types
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NoReturn
+from types import ModuleType
+from typing import Any, NamedTuple, NoReturn
 
 __all__ = ["PROG", "SCHEDULERS", "build_parser", "main"]
 
@@ -36,8 +40,6 @@ SCHEDULERS = (
 )
 """Learning-rate schedules of ``train --lr-scheduler`` (transformers' ``lr_scheduler_type``)."""
 
-_COMMANDS_MODULE = "cauchylin_hf.app.cli"
-
 
 class _Parser(argparse.ArgumentParser):
     """argparse, with a bad option reported in one line (no usage block) and exit status 2."""
@@ -47,22 +49,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Modes(Sequence[str]):
-    """The inference modes' names, read from :mod:`cauchylin.nn.mode_names` on first use.
-
-    That file imports nothing; it is loaded by its path, without running ``cauchylin``'s package
-    ``__init__`` (which imports torch), so listing or checking a mode takes no time.
-    """
+    """The inference modes' names, read from :mod:`cauchylin.nn.mode_names` (through
+    :func:`_light`) on first use, so listing or checking a mode takes no time."""
 
     def _names(self) -> tuple[str, ...]:
-        spec = importlib.util.find_spec("cauchylin")  # finds the package without importing it
-        if spec is None or not spec.submodule_search_locations:
-            raise ImportError("cauchylin is not installed")
-        path = os.path.join(next(iter(spec.submodule_search_locations)), "nn", "mode_names.py")
-        file_spec = importlib.util.spec_from_file_location("_cauchylin_mode_names", path)
-        assert file_spec is not None and file_spec.loader is not None
-        module = importlib.util.module_from_spec(file_spec)
-        file_spec.loader.exec_module(module)
-        return tuple(module.MODE_NAMES)
+        return tuple(_light("cauchylin.nn.mode_names").MODE_NAMES)
 
     def __getitem__(self, index: Any) -> Any:
         return self._names()[index]
@@ -130,13 +121,318 @@ def _calibration(text: str) -> str | float:
         ) from None
 
 
+_positive = _real(0.0, math.inf, closed_low=False)
+_share = _real(0.0, 1.0, closed_low=True)
+
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": (
+        "train and evaluate the embedded small model on a synthetic numeric corpus",
+        "Build a small Qwen2-architecture model from a config and a synthetic numeric corpus (no "
+        "download), train it, evaluate it against two baselines, generate in every mode and "
+        "write plots.",
+    ),
+    "train": (
+        "train a model from a config, or the causal heads on a local checkpoint",
+        "Train on a dataset file (JSONL with a 'text' field, plain text with one example per "
+        "line, or a CSV table written as text by --template) and save the model, its tokenizer "
+        "and data_format.json to --output-dir (a folder that already holds a model is replaced "
+        "only with --overwrite, and only when training succeeded). Either build a new model with "
+        "--from-config (a byte-level BPE tokenizer trained on the data, a random backbone that "
+        "trains too) or start from a local checkpoint folder (a base like Qwen2.5-0.5B with its "
+        "backbone frozen, or a causal model saved by train).",
+    ),
+    "evaluate": (
+        "held-out metrics: token accuracy, <NUM> F1, errors of the target numbers, ...",
+        "Evaluate a causal model (or a base with fresh heads) on a dataset file: the token and "
+        "<NUM> metrics, and the errors, rank correlation and interval coverage of the predicted "
+        "numbers (target/..., all/..., field/<name>/...), with the error of the training median "
+        "beside the model's and a warning when the predictions barely vary.",
+    ),
+    "predict": (
+        "the next number after each prompt: median, intervals, P(<NUM>)",
+        "Read each prompt and predict the number that comes next: the median, central intervals "
+        "(calibrated on rows held out of training where the model was calibrated, else the "
+        "exact Cauchy quantiles) and P(<NUM>). A table (--data) gives one prompt per row: its "
+        "text up to the target.",
+    ),
+    "generate": (
+        "generate text with numbers in any inference mode",
+        "Continue prompts; a chosen <NUM> is written as the predicted value, with the decimals "
+        "the training data used for its field. Generation stops at the end of the sentence "
+        "unless --no-sentence-stop.",
+    ),
+    "verify": (
+        "check that loc_S equals the base logits right after initialisation",
+        "Attach fresh heads to a base checkpoint folder and measure the largest difference "
+        "between loc_S and the base model's logits.",
+    ),
+}
+"""``{command: (one-line help, description)}``, in the order ``--help`` lists them."""
+
+_EVERY = "train evaluate predict generate"  # the commands that read a model and data
+_CAUSAL = "a causal model folder (from train)"
+_TORCH = "demo train evaluate predict generate"  # the commands that run torch
+
+
+class _Flag(NamedTuple):
+    """One option (or positional argument) of the commands named in ``on``; a setting given as
+    ``{command: value}`` differs between them."""
+
+    names: tuple[str, ...]
+    on: tuple[str, ...]
+    settings: dict[str, Any]
+
+
+def _flag(*names: str, on: str, **settings: Any) -> _Flag:
+    return _Flag(names, tuple(on.split()), settings)
+
+
+# Every option of every command, once, in the order --help lists them.
+_FLAGS = (
+    _flag(
+        "model",
+        on="train",
+        nargs="?",
+        help="base checkpoint folder or a saved causal model (or use --from-config)",
+    ),
+    _flag("model", on="evaluate generate", help=f"{_CAUSAL} or a base folder"),
+    _flag("model", on="predict", help=_CAUSAL),
+    _flag("base", on="verify", help="base checkpoint folder"),
+    _flag(
+        "--from-config",
+        on="train",
+        metavar="PRESET|CONFIG",
+        help="build a new model: qwen2-tiny, qwen2-small, or a Hugging Face config.json",
+    ),
+    _flag("--prompt", on="predict generate", action="append", help="a prompt (repeatable)"),
+    _flag("--prompts-file", on="predict generate", help="prompts, one per line (or JSONL 'text')"),
+    _flag(
+        "--data",
+        "--train-file",
+        on="train",
+        dest="data",
+        help="training data (.jsonl, .txt, .csv, .tsv)",
+    ),
+    _flag("--data", on="evaluate", required=True, help="dataset file (.jsonl, .txt, .csv, .tsv)"),
+    _flag("--data", on="predict", help="a table (.csv, .tsv): one prompt per row"),
+    _flag(
+        "--template",
+        on="train evaluate predict",
+        help='a CSV row as text, e.g. "age {age}, '
+        "bmi {bmi} -> progression {target}\" (default: the model's saved template, else every "
+        "column as 'name value')",
+    ),
+    _flag(
+        "--target",
+        on="train evaluate predict",
+        help="the target column of a table (default: "
+        "'target' if there is one, else the last column); every cell of it must be a number",
+    ),
+    _flag("--eval-file", on="train", help="held-out data evaluated after training (same format)"),
+    _flag(
+        "--output-dir",
+        on="demo train",
+        default={"demo": "outputs/demo", "train": "cauchylin_output"},
+        help={"demo": "plots and metrics go here", "train": "where to save"},
+    ),
+    _flag("--quick", on="demo", action="store_true", help="a shortened demo"),
+    _flag("--steps", on="demo", type=_positive_int, help="training steps (default: the preset)"),
+    _flag(
+        "--overwrite",
+        on="train",
+        action="store_true",
+        help="replace a model already in --output-dir (once training succeeded)",
+    ),
+    _flag(
+        "--target-field",
+        on="evaluate",
+        help="the field of the target number (the words just "
+        "before it; default: the last number of each text)",
+    ),
+    _flag(
+        "--levels",
+        on="predict",
+        type=_real(0.0, 1.0, closed_low=False),
+        nargs="+",
+        default=[0.5, 0.9],
+        help="coverages of the central intervals (default 0.5 0.9)",
+    ),
+    _flag(
+        "--tokenizer",
+        on=f"{_EVERY} verify",
+        help={
+            **dict.fromkeys(_EVERY.split(), "tokenizer folder (default: the model folder)"),
+            "verify": "tokenizer folder (default: the base folder)",
+        },
+    ),
+    _flag(
+        "--vocab-size",
+        on="train",
+        type=_positive_int,
+        default=1024,
+        help="--from-config: largest tokenizer vocabulary (default 1024)",
+    ),
+    _flag("--max-steps", on="train", type=_steps, default=-1, help="optimizer steps (-1: epochs)"),
+    _flag(
+        "--epochs", on="train", type=_positive, default=1.0, help="epochs when --max-steps is -1"
+    ),
+    # an explicit metavar: the choices (read from a file) are not listed when building
+    _flag(
+        "--mode",
+        on="generate",
+        choices=_Modes(),
+        metavar="MODE",
+        help="inference mode: %(choices)s (default: standard, the training mode)",
+    ),
+    _flag("--temperature", on="generate", type=_real(0.0, math.inf, closed_low=True), default=1.0),
+    _flag("--top-k", on="generate", type=_positive_int),
+    _flag("--top-p", on="generate", type=float),
+    _flag("--max-new-tokens", on="generate", type=_count, default=32),
+    _flag(
+        "--sentence-stop",
+        on="generate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="stop a row after a token that ends a sentence (., !, ? or a newline; default on)",
+    ),
+    _flag("--stop", on="generate", action="append", help="stop string (repeatable)"),
+    _flag(
+        "--decimals",
+        on="predict generate",
+        type=_count,
+        help={
+            "predict": "decimals of the "
+            "printed numbers (default: those of the training data's field)",
+            "generate": "decimals of generated numbers (default: those of the training data's field)",
+        },
+    ),
+    _flag("--text", on="verify", action="append", help="a text to read (repeatable)"),
+    _flag("--tolerance", on="verify", type=float, default=1e-4),
+    _flag(
+        "--batch-size",
+        on=_EVERY,
+        type=_positive_int,
+        default={"train": 8, "evaluate": 16, "predict": 32, "generate": 8},
+    ),
+    _flag("--learning-rate", on="train", type=_positive, default=1e-3),
+    _flag(
+        "--warmup-ratio",
+        on="train",
+        type=_real(0.0, 1.0, closed_low=True),
+        group="warmup",
+        help="linear warm-up over this share of the steps (converted to --warmup-steps)",
+    ),
+    _flag(
+        "--warmup-steps",
+        on="train",
+        type=_count,
+        group="warmup",
+        help="linear warm-up steps (default 0)",
+    ),
+    _flag(
+        "--lr-scheduler",
+        on="train",
+        choices=SCHEDULERS,
+        help="learning-rate schedule (default linear)",
+    ),
+    _flag(
+        "--max-length",
+        on="train evaluate",
+        type=_positive_int,
+        help={"train": "cut examples to this many tokens", "evaluate": None},
+    ),
+    _flag("--logging-steps", on="train", type=_positive_int, default=10),
+    _flag(
+        "--train-backbone",
+        on="train",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="train the backbone too (default: yes for --from-config and for a saved model "
+        "that trained it, no for a base checkpoint)",
+    ),
+    _flag(
+        "--calibration",
+        on="train",
+        type=_calibration,
+        default="auto",
+        metavar="auto|SHARE",
+        help="hold out this share of the training rows (never trained on) to calibrate the "
+        "intervals on; auto: 0.2 (at most 2000 rows) with 100 rows or more, else none; 0: no "
+        "calibration",
+    ),
+    _flag(
+        "--no-readouts",
+        on="train",
+        action="store_true",
+        help="keep the one regression head "
+        "trained for every number (default: after training, solve a readout per context, "
+        "e.g. per table column, where it reads the numbers better)",
+    ),
+    _flag(
+        "--seed",
+        on="demo train evaluate generate",
+        type=_seed,
+        default={"demo": None, "train": 0, "evaluate": 0, "generate": 0},
+        help={"demo": "seed (default 0)", "train": None, "evaluate": None, "generate": None},
+    ),
+    _flag("--no-plots", on="demo", action="store_true", help="do not write the figures"),
+    _flag(
+        "--json",
+        on="evaluate predict generate verify",
+        action="store_true",
+        help={
+            "evaluate": "print the metrics as JSON",
+            "predict": "one JSON object per prompt",
+            "generate": "one JSON object per prompt",
+            "verify": "print the report as JSON",
+        },
+    ),
+    _flag(
+        "--raw-intervals",
+        on="evaluate predict",
+        action="store_true",
+        help="the model's Cauchy "
+        "intervals, not the calibrated ones (default: calibrated where the model was "
+        "calibrated for the number's context and the level)",
+    ),
+    _flag(
+        "--threads",
+        on=_TORCH,
+        type=_positive_int,
+        help="torch CPU threads (default: torch's choice, with a note when the machine is busy)",
+    ),
+    _flag(
+        "--no-progress",
+        on=_TORCH,
+        action="store_true",
+        help="hide progress bars (they are shown only when stderr is a terminal)",
+    ),
+)
+
+
+def _add_flag(
+    parser: argparse.ArgumentParser, groups: dict[str, Any], flag: _Flag, command: str
+) -> None:
+    """Add ``flag`` to ``command``'s parser; options with the same ``group`` exclude each other."""
+    settings = {
+        key: value[command] if isinstance(value, dict) else value
+        for key, value in flag.settings.items()
+    }
+    group = settings.pop("group", None)
+    if group is not None:
+        if group not in groups:
+            groups[group] = parser.add_mutually_exclusive_group()
+        parser = groups[group]
+    parser.add_argument(*flag.names, **settings)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``cauchylin-lm`` (one subparser per command).
 
     Building and using it imports no third-party package (``generate``'s mode list aside).
 
     Returns:
-        The parser; ``args.command`` names the command to run (``cauchylin_hf.app.cli.run``).
+        The parser; ``args.command`` names the command to run (:func:`main` runs it).
 
     Example:
         >>> args = build_parser().parse_args(["generate", "model_dir", "--prompt", "3 eggs",
@@ -156,253 +452,59 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    positive = _real(0.0, math.inf, closed_low=False)
-
-    def progress_flag(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--no-progress",
-            action="store_true",
-            help="hide progress bars (they are shown only when stderr is a terminal)",
-        )
-
-    def threads_flag(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--threads",
-            type=_positive_int,
-            help="torch CPU threads (default: torch's choice, with a note when the machine is "
-            "busy)",
-        )
-
-    def raw_intervals_flag(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--raw-intervals",
-            action="store_true",
-            help="the model's Cauchy intervals, not the calibrated ones (default: calibrated "
-            "where the model was calibrated for the number's context and the level)",
-        )
-
-    def table_flags(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--template",
-            help='a CSV row as text, e.g. "age {age}, bmi {bmi} -> progression {target}" '
-            "(default: the model's saved template, else every column as 'name value')",
-        )
-        p.add_argument(
-            "--target",
-            help="the target column of a table (default: 'target' if there is one, else the "
-            "last column); every cell of it must be a number",
-        )
-
-    p = sub.add_parser(
-        "demo",
-        help="train and evaluate the embedded small model on a synthetic numeric corpus",
-        description="Build a small Qwen2-architecture model from a config and a synthetic "
-        "numeric corpus (no download), train it, evaluate it against two baselines, generate "
-        "in every mode and write plots.",
-    )
-    p.add_argument("--output-dir", default="outputs/demo", help="plots and metrics go here")
-    p.add_argument("--quick", action="store_true", help="a shortened demo")
-    p.add_argument("--steps", type=_positive_int, help="training steps (default: the preset)")
-    p.add_argument("--seed", type=_seed, help="seed (default 0)")
-    p.add_argument("--no-plots", action="store_true", help="do not write the figures")
-    threads_flag(p)
-    progress_flag(p)
-
-    p = sub.add_parser(
-        "train",
-        help="train a model from a config, or the causal heads on a local checkpoint",
-        description="Train on a dataset file (JSONL with a 'text' field, plain text with one "
-        "example per line, or a CSV table written as text by --template) and save the model, "
-        "its tokenizer and data_format.json to --output-dir (a folder that already holds a "
-        "model is replaced only with --overwrite, and only when training succeeded). Either "
-        "build a new model with --from-config (a byte-level BPE tokenizer trained on the data, "
-        "a random backbone that trains too) or start from a local checkpoint folder (a base "
-        "like Qwen2.5-0.5B with its backbone frozen, or a causal model saved by train).",
-    )
-    p.add_argument(
-        "model",
-        nargs="?",
-        help="base checkpoint folder or a saved causal model (or use --from-config)",
-    )
-    p.add_argument(
-        "--from-config",
-        metavar="PRESET|CONFIG",
-        help="build a new model: qwen2-tiny, qwen2-small, or a Hugging Face config.json",
-    )
-    p.add_argument(
-        "--data", "--train-file", dest="data", help="training data (.jsonl, .txt, .csv, .tsv)"
-    )
-    table_flags(p)
-    p.add_argument("--eval-file", help="held-out data evaluated after training (same format)")
-    p.add_argument("--output-dir", default="cauchylin_output", help="where to save")
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace a model already in --output-dir (once training succeeded)",
-    )
-    p.add_argument("--tokenizer", help="tokenizer folder (default: the model folder)")
-    p.add_argument(
-        "--vocab-size",
-        type=_positive_int,
-        default=1024,
-        help="--from-config: largest tokenizer vocabulary (default 1024)",
-    )
-    p.add_argument("--max-steps", type=_steps, default=-1, help="optimizer steps (-1: epochs)")
-    p.add_argument("--epochs", type=positive, default=1.0, help="epochs when --max-steps is -1")
-    p.add_argument("--batch-size", type=_positive_int, default=8)
-    p.add_argument("--learning-rate", type=positive, default=1e-3)
-    warm = p.add_mutually_exclusive_group()
-    warm.add_argument(
-        "--warmup-ratio",
-        type=_real(0.0, 1.0, closed_low=True),
-        help="linear warm-up over this share of the steps (converted to --warmup-steps)",
-    )
-    warm.add_argument("--warmup-steps", type=_count, help="linear warm-up steps (default 0)")
-    p.add_argument(
-        "--lr-scheduler", choices=SCHEDULERS, help="learning-rate schedule (default linear)"
-    )
-    p.add_argument("--max-length", type=_positive_int, help="cut examples to this many tokens")
-    p.add_argument("--logging-steps", type=_positive_int, default=10)
-    p.add_argument(
-        "--train-backbone",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="train the backbone too (default: yes for --from-config and for a saved model "
-        "that trained it, no for a base checkpoint)",
-    )
-    p.add_argument(
-        "--calibration",
-        type=_calibration,
-        default="auto",
-        metavar="auto|SHARE",
-        help="hold out this share of the training rows (never trained on) to calibrate the "
-        "intervals on; auto: 0.2 (at most 2000 rows) with 100 rows or more, else none; "
-        "0: no calibration",
-    )
-    p.add_argument(
-        "--no-readouts",
-        action="store_true",
-        help="keep the one regression head trained for every number (default: after "
-        "training, solve a readout per context, e.g. per table column, where it reads the "
-        "numbers better)",
-    )
-    p.add_argument("--seed", type=_seed, default=0)
-    threads_flag(p)
-    progress_flag(p)
-
-    p = sub.add_parser(
-        "evaluate",
-        help="held-out metrics: token accuracy, <NUM> F1, errors of the target numbers, ...",
-        description="Evaluate a causal model (or a base with fresh heads) on a dataset file: "
-        "the token and <NUM> metrics, and the errors, rank correlation and interval coverage "
-        "of the predicted numbers (target/..., all/..., field/<name>/...), with the error of "
-        "the training median beside the model's and a warning when the predictions barely "
-        "vary.",
-    )
-    p.add_argument("model", help="a causal model folder (from train) or a base folder")
-    p.add_argument("--data", required=True, help="dataset file (.jsonl, .txt, .csv, .tsv)")
-    table_flags(p)
-    p.add_argument(
-        "--target-field",
-        help="the field of the target number (the words just before it; default: the last "
-        "number of each text)",
-    )
-    p.add_argument("--tokenizer", help="tokenizer folder (default: the model folder)")
-    p.add_argument("--batch-size", type=_positive_int, default=16)
-    p.add_argument("--max-length", type=_positive_int)
-    p.add_argument("--seed", type=_seed, default=0)
-    p.add_argument("--json", action="store_true", help="print the metrics as JSON")
-    raw_intervals_flag(p)
-    threads_flag(p)
-    progress_flag(p)
-
-    p = sub.add_parser(
-        "predict",
-        help="the next number after each prompt: median, intervals, P(<NUM>)",
-        description="Read each prompt and predict the number that comes next: the median, "
-        "central intervals (calibrated on rows held out of training where the model was "
-        "calibrated, else the exact Cauchy quantiles) and P(<NUM>). A table (--data) gives one "
-        "prompt per row: its text up to the target.",
-    )
-    p.add_argument("model", help="a causal model folder (from train)")
-    p.add_argument("--prompt", action="append", help="a prompt (repeatable)")
-    p.add_argument("--prompts-file", help="prompts, one per line (or JSONL 'text')")
-    p.add_argument("--data", help="a table (.csv, .tsv): one prompt per row")
-    table_flags(p)
-    p.add_argument(
-        "--levels",
-        type=_real(0.0, 1.0, closed_low=False),
-        nargs="+",
-        default=[0.5, 0.9],
-        help="coverages of the central intervals (default 0.5 0.9)",
-    )
-    p.add_argument(
-        "--decimals",
-        type=_count,
-        help="decimals of the printed numbers (default: those of the training data's field)",
-    )
-    p.add_argument("--tokenizer", help="tokenizer folder (default: the model folder)")
-    p.add_argument("--batch-size", type=_positive_int, default=32)
-    p.add_argument("--json", action="store_true", help="one JSON object per prompt")
-    raw_intervals_flag(p)
-    threads_flag(p)
-    progress_flag(p)
-
-    p = sub.add_parser(
-        "generate",
-        help="generate text with numbers in any inference mode",
-        description="Continue prompts; a chosen <NUM> is written as the predicted value, with "
-        "the decimals the training data used for its field. Generation stops at the end of "
-        "the sentence unless --no-sentence-stop.",
-    )
-    p.add_argument("model", help="a causal model folder (from train) or a base folder")
-    p.add_argument("--prompt", action="append", help="a prompt (repeatable)")
-    p.add_argument("--prompts-file", help="prompts, one per line (or JSONL 'text')")
-    p.add_argument("--tokenizer", help="tokenizer folder (default: the model folder)")
-    p.add_argument(
-        "--mode",
-        choices=_Modes(),
-        metavar="MODE",  # an explicit metavar: the choices are not listed when building
-        help="inference mode: %(choices)s (default: standard, the training mode)",
-    )
-    p.add_argument("--temperature", type=_real(0.0, math.inf, closed_low=True), default=1.0)
-    p.add_argument("--top-k", type=_positive_int)
-    p.add_argument("--top-p", type=float)
-    p.add_argument("--max-new-tokens", type=_count, default=32)
-    p.add_argument(
-        "--sentence-stop",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="stop a row after a token that ends a sentence (., !, ? or a newline; default on)",
-    )
-    p.add_argument("--stop", action="append", help="stop string (repeatable)")
-    p.add_argument(
-        "--decimals",
-        type=_count,
-        help="decimals of generated numbers (default: those of the training data's field)",
-    )
-    p.add_argument("--seed", type=_seed, default=0)
-    p.add_argument("--batch-size", type=_positive_int, default=8)
-    p.add_argument("--json", action="store_true", help="one JSON object per prompt")
-    threads_flag(p)
-    progress_flag(p)
-
-    p = sub.add_parser(
-        "verify",
-        help="check that loc_S equals the base logits right after initialisation",
-        description="Attach fresh heads to a base checkpoint folder and measure the largest "
-        "difference between loc_S and the base model's logits.",
-    )
-    p.add_argument("base", help="base checkpoint folder")
-    p.add_argument("--tokenizer", help="tokenizer folder (default: the base folder)")
-    p.add_argument("--text", action="append", help="a text to read (repeatable)")
-    p.add_argument("--tolerance", type=float, default=1e-4)
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    commands = {
+        name: sub.add_parser(name, help=short, description=long)
+        for name, (short, long) in _COMMANDS.items()
+    }
+    groups: dict[str, dict[str, Any]] = {name: {} for name in commands}
+    for flag in _FLAGS:
+        for command in flag.on:
+            _add_flag(commands[command], groups[command], flag, command)
     return parser
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that the same cleanup runs (a KeyboardInterrupt subclass:
+    code that cleans up after Ctrl-C cleans up after it too)."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def _light(name: str) -> ModuleType:
+    """Import a submodule that uses the standard library only (and only such submodules of its
+    package), without running the ``__init__`` of its packages: those of ``cauchylin`` and
+    ``cauchylin_hf`` import torch and transformers, which take seconds.
+
+    The module is imported under the private prefix ``_cauchylin_lm_light.`` (its packages are
+    empty stand-ins there), so it never takes the place of the real one in ``sys.modules``.
+    """
+    parts = name.split(".")
+    spec = importlib.util.find_spec(parts[0])  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"{parts[0]} is not installed")
+    paths: list[str] = []
+    for i in range(len(parts)):
+        package = ".".join(["_cauchylin_lm_light", *parts[:i]])
+        if package not in sys.modules:
+            stand_in = types.ModuleType(package)
+            stand_in.__path__ = paths
+            sys.modules[package] = stand_in
+        paths = (
+            list(spec.submodule_search_locations)
+            if i == 0
+            else [os.path.join(p, parts[i]) for p in paths]
+        )
+    return importlib.import_module(".".join(["_cauchylin_lm_light", *parts]))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``cauchylin-lm``: parse the arguments, then import and run the command.
+    """Run ``cauchylin-lm``: parse the arguments, check what needs no model, then import and run
+    the command (:func:`cauchylin_hf.app.cli.run`).
+
+    The checks of folders and files (:func:`cauchylin_hf.app.checks.preflight`) run before torch
+    and transformers are imported, so a missing file or a wrong option answers at once.
 
     Args:
         argv: the arguments (default ``sys.argv[1:]``).
@@ -410,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit status: 0 on success, 1 when ``verify`` fails its tolerance, 2 for a user error
         (bad options exit with 2 through argparse), 130 when interrupted (Ctrl-C), 143 when
-        terminated (SIGTERM).
+        terminated (SIGTERM), 141 when the output pipe closed.
 
     Example:
         >>> import contextlib, io
@@ -421,8 +523,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         (2, "cauchylin-lm verify: error: base folder not found: '/no/such/folder'")
     """
     args = build_parser().parse_args(argv)
-    commands = importlib.import_module(_COMMANDS_MODULE)
-    return int(commands.run(args))
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread
+        previous = None
+    try:
+        _light("cauchylin_hf.app.checks").preflight(args)
+        from cauchylin_hf.app import cli  # the heavy part, once the arguments passed
+
+        return int(cli.run(args))
+    except BrokenPipeError:  # the output went to a pipe that closed (| head)
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 141
+    except (ValueError, OSError) as exc:  # checks.CliError is a ValueError
+        message = str(exc).strip().replace("\n", " ") or type(exc).__name__
+        print(f"{PROG} {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, _Terminated)
+        what = "terminated (SIGTERM)" if terminated else "interrupted"
+        print(f"{PROG} {args.command}: {what}; {str(exc) or 'nothing was saved'}", file=sys.stderr)
+        return 143 if terminated else 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -26,6 +26,11 @@ the new contents are kept beside it, under a name :class:`FolderChangedError` gi
 programs saving into one folder at once never both succeed, and neither deletes what the other
 wrote. Entries that another program adds without clashing (a note beside a model) are kept.
 
+A program that replaces its output folder (``cauchylin-lm train``) uses :func:`replace_folder`:
+the same swap, with the new files given the umask's permissions, SIGINT and SIGTERM held from the
+end of the block until the old contents are gone, and the folders a killed run left beside the
+target named first (:func:`leftovers`).
+
 Example:
     >>> import tempfile
     >>> from pathlib import Path
@@ -60,7 +65,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-__all__ = ["FolderChangedError", "FolderState", "exchange_folders", "folder_state", "staged_folder"]
+__all__ = [
+    "FolderChangedError",
+    "FolderState",
+    "exchange_folders",
+    "folder_state",
+    "leftovers",
+    "replace_folder",
+    "staged_folder",
+]
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
@@ -212,12 +225,14 @@ def exchange_folders(a: str | os.PathLike, b: str | os.PathLike) -> bool:
 
 
 @contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
+def _signals_held(done: str | None = None) -> Iterator[None]:
     """Hold SIGINT and SIGTERM back: they are recorded in the block and delivered after it.
 
     Python runs signal handlers in the main thread whichever thread the system delivers a
     signal to (torch's worker threads included), so the handlers are swapped rather than the
     thread's signal mask. Outside the main thread (where handlers cannot be set) nothing is held.
+    When the block succeeded, the ``KeyboardInterrupt`` (or subclass) that the program's handler
+    raises for a held signal carries ``done`` as its message (what was finished before stopping).
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -227,13 +242,20 @@ def _signals_held() -> Iterator[None]:
     previous = {
         sig: signal.signal(sig, lambda signum, frame: caught.append(signum)) for sig in held
     }
+    finished = False
     try:
         yield
+        finished = True
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         for signum in dict.fromkeys(caught):
-            signal.raise_signal(signum)  # now, to the handler the program had
+            try:
+                signal.raise_signal(signum)  # now, to the handler the program had
+            except KeyboardInterrupt as exc:
+                if finished and done is not None:
+                    exc.args = (done,)
+                raise
 
 
 def _new_sibling(path: Path, kind: str) -> Path:
@@ -406,6 +428,20 @@ def staged_folder(
         >>> sorted(p.name for p in target.iterdir())
         ['a.json']
     """
+    target, seen, stale = _plan(path, stale, seen)
+    staging = _new_sibling(target, "tmp")
+    try:
+        yield staging
+        _finish(staging, target, seen, stale)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _plan(
+    path: str | os.PathLike, stale: Callable[[str], bool] | None, seen: FolderState | None
+) -> tuple[Path, FolderState, Callable[[str], bool]]:
+    """The folder to replace (a link followed), its state to check at the swap, ``stale``."""
     target = Path(os.fspath(path))
     if target.exists() and not target.is_dir():
         raise ValueError(f"{str(target)!r} is a file, not a folder")
@@ -413,13 +449,135 @@ def staged_folder(
         target = target.resolve()
     if seen is None:
         seen = folder_state(target)
-    stale = stale or (lambda name: False)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = _new_sibling(target, "tmp")
+    return target, seen, stale or (lambda name: False)
+
+
+def _finish(staging: Path, target: Path, seen: FolderState, stale: Callable[[str], bool]) -> None:
+    """Carry the kept entries over and swap ``staging`` in (see the module docstring)."""
+    carried = _carry_over(target, staging, stale) if target.is_dir() else {}
+    _swap_in(staging, target, seen, carried, stale)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _share(folder: Path) -> None:
+    """Give every file and folder under ``folder`` the permissions the umask gives new ones
+    (temporary files, e.g. ``safetensors``' or ``tempfile``'s, are created private)."""
+    mask = _umask()
+    folder.chmod(0o777 & ~mask)
+    for path in folder.rglob("*"):
+        if path.is_symlink():
+            continue
+        path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
+
+
+def leftovers(path: str | os.PathLike) -> list[str]:
+    """Sentences on the hidden folders a killed program (SIGKILL, a power cut) left beside
+    ``path``: the ``.<name>.<random>.tmp`` folders of an unfinished save, and an ``.old`` one
+    that holds the previous contents when ``path`` itself is missing (killed between the two
+    renames of the swap), with the command that puts it back.
+
+    Args:
+        path: the folder a program is about to replace.
+
+    Returns:
+        One sentence per finding (none when nothing was left).
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> root = Path(tempfile.mkdtemp())
+        >>> leftovers(root / "model")
+        []
+        >>> (root / ".model.1a2b3c4d.tmp").mkdir()
+        >>> print(leftovers(root / "model")[0])  # doctest: +ELLIPSIS
+        1 hidden folder(s) next to '.../model' were left by a run that was killed: ...
+    """
+    out = Path(os.fspath(path))
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        return []
+    staged = sorted(parent.glob(f".{out.name}.*.tmp"))  # the names of _new_sibling
+    old = sorted(parent.glob(f".{out.name}.*.old"))
+    found = []
+    if old and not out.exists():
+        found.append(
+            f"{str(out)!r} is missing but {str(old[-1])!r} holds what it held (a run was killed "
+            f"while swapping the new contents in): mv {old[-1]} {out} to get it back"
+        )
+    left = staged + (old if out.exists() else [])
+    if left:
+        found.append(
+            f"{len(left)} hidden folder(s) next to {str(out)!r} were left by a run that was "
+            f"killed: {', '.join(str(x) for x in left)}; delete them once no other program "
+            "writes there"
+        )
+    return found
+
+
+@contextlib.contextmanager
+def replace_folder(
+    path: str | os.PathLike,
+    *,
+    stale: Callable[[str], bool] | None = None,
+    seen: FolderState | None = None,
+    note: Callable[[str], None] | None = None,
+    contents: str = "the new folder",
+) -> Iterator[Path]:
+    """:func:`staged_folder` for a program's output folder, as a command-line tool needs it.
+
+    On top of :func:`staged_folder`:
+
+    * before anything is written, ``note`` gets each of the :func:`leftovers` beside ``path``;
+    * every file and folder written gets the permissions the umask gives new files (the
+      staging folder and some writers' temporary files are private);
+    * from the end of the block until the old contents are gone, SIGINT and SIGTERM are held;
+      a held one then reaches the program's handler, and the ``KeyboardInterrupt`` it raises
+      says ``"<contents> was saved to <path> before stopping"``. A signal inside the block
+      stops it as usual: the staging folder is removed and ``path`` is left as it was.
+
+    Args:
+        path: the folder to (re)write, as for :func:`staged_folder`.
+        stale: entries of the old folder that must not be carried over.
+        seen: the state of ``path`` that the caller agreed to replace (:func:`folder_state`).
+        note: where the sentences on leftovers go (default: standard error).
+        contents: what the folder holds, in the message of a held interrupt.
+
+    Yields:
+        The staging folder.
+
+    Raises:
+        OSError: the staging folder cannot be made beside ``path`` (the message says so), or
+            the swap failed (``path`` unchanged).
+        FolderChangedError: ``path`` changed since ``seen``; the new contents are kept beside it.
+        ValueError: ``path`` is an existing file.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> target = Path(tempfile.mkdtemp()) / "out"
+        >>> with replace_folder(target) as staging:
+        ...     _ = (staging / "a.json").write_text("{}")
+        >>> (target / "a.json").stat().st_mode & 0o777 == 0o666 & ~_umask()
+        True
+    """
+    target, seen, stale = _plan(path, stale, seen)
+    for sentence in leftovers(target):
+        (note or (lambda text: print(text, file=sys.stderr)))(sentence)
+    try:
+        staging = _new_sibling(target, "tmp")
+    except OSError as exc:
+        raise OSError(f"cannot write next to {str(target)!r}: {exc}") from None
     try:
         yield staging
-        carried = _carry_over(target, staging, stale) if target.is_dir() else {}
-        _swap_in(staging, target, seen, carried, stale)
+        _share(staging)
+        with _signals_held(f"{contents} was saved to {path} before stopping"):
+            _finish(staging, target, seen, stale)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

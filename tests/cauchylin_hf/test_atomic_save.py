@@ -395,3 +395,84 @@ def test_a_folder_removed_meanwhile_gets_the_new_contents_beside_it(tmp_path):
     err = _save(target, body)
     _changed(err, "it was removed")
     assert not target.exists() and _tree(_kept(target)) == {"config.json": "mine"}
+
+
+# ------------------------------------------------- replace_folder: a program's output folder
+
+
+def test_replace_folder_gives_the_umask_permissions_to_private_files(tmp_path):
+    """Writers such as tempfile create private files (0600); the folder that replaces the
+    target carries the umask's permissions instead, a folder within it too."""
+    import tempfile
+
+    target = tmp_path / "out"
+    old = os.umask(0o027)
+    try:
+        with atomic_save.replace_folder(target) as staging:
+            fd, name = tempfile.mkstemp(dir=staging)
+            os.close(fd)
+            os.rename(name, staging / "weights.bin")
+            (staging / "sub").mkdir(mode=0o700)
+    finally:
+        os.umask(old)
+    assert (target / "weights.bin").stat().st_mode & 0o777 == 0o640
+    assert (target / "sub").stat().st_mode & 0o777 == 0o750
+    assert target.stat().st_mode & 0o777 == 0o750
+
+
+def test_replace_folder_names_what_a_killed_run_left(tmp_path):
+    """A staging folder and an `.old` folder (killed between the two renames, the target
+    missing): the notes name both, with the command that puts the old folder back."""
+    target = tmp_path / "out"
+    staged = tmp_path / ".out.1a2b3c4d.tmp"
+    staged.mkdir()
+    old = tmp_path / ".out.deadbeef.old"
+    old.mkdir()
+    notes: list[str] = []
+    with atomic_save.replace_folder(target, note=notes.append) as staging:
+        (staging / "a.txt").write_text("new")
+    assert len(notes) == 2
+    assert f"mv {old} {target}" in notes[0]
+    assert str(staged) in notes[1] and "delete them" in notes[1]
+    assert atomic_save.leftovers(tmp_path / "other") == []
+
+
+def test_replace_folder_refuses_a_parent_it_cannot_write(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root writes anywhere")
+    parent = tmp_path / "ro"
+    parent.mkdir(mode=0o500)
+    try:
+        with pytest.raises(OSError, match="cannot write next to"):
+            with atomic_save.replace_folder(parent / "out"):
+                pass
+    finally:
+        parent.chmod(0o700)
+
+
+def test_replace_folder_holds_a_signal_until_the_swap_is_done_and_says_so(tmp_path, monkeypatch):
+    """SIGINT between the two renames of the fallback swap: held until the old folder is gone,
+    then raised as the program's KeyboardInterrupt, saying the new contents were saved."""
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "a.txt").write_text("old")
+    monkeypatch.setattr(atomic_save, "exchange_folders", lambda a, b: False)
+    real_replace, calls = os.replace, []
+
+    def interrupted(src, dst):
+        calls.append(dst)
+        real_replace(src, dst)
+        if len(calls) == 1:
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as caught:
+            with atomic_save.replace_folder(target, contents="the new model") as staging:
+                (staging / "a.txt").write_text("new")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert str(caught.value) == f"the new model was saved to {target} before stopping"
+    assert (target / "a.txt").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

@@ -177,7 +177,7 @@ def _fail_permissions(monkeypatch, error):
     def share(folder):
         raise error
 
-    monkeypatch.setattr(cli, "_share", share)
+    monkeypatch.setattr(atomic_save, "_share", share)
 
 
 def _fail_exchange(monkeypatch, error):

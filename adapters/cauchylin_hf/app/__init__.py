@@ -4,6 +4,10 @@ Nothing in the library (:mod:`cauchylin_hf` outside this subpackage) imports it.
 
 * :mod:`cauchylin_hf.app.cli` — the ``cauchylin-lm`` command line (``demo``, ``train``,
   ``evaluate``, ``predict``, ``generate``, ``verify``);
+* :mod:`cauchylin_hf.app.checks` — the checks of the command line's arguments, folders and
+  files that need no model (run before torch is imported);
+* :mod:`cauchylin_hf.app.inputs`, :mod:`cauchylin_hf.app.reports` — what the commands read (data,
+  prompts, the model) and what they print about the numbers;
 * :mod:`cauchylin_hf.app.tables` — CSV tables written as text through a template;
 * :mod:`cauchylin_hf.app.precision` — the decimals of each field of the training data, for the
   numbers the command line writes;

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ..data import read_text_file
 from ..numbers import field_of, find_numbers, is_number, parse_number, to_float32
+from ..textfile import read_text_file
 
 __all__ = [
     "TARGET",

@@ -1,0 +1,392 @@
+"""The checks of ``cauchylin-lm``'s arguments, folders and files that need no model.
+
+Everything here reads only folders, ``config.json``/``data_format.json`` and data files: this
+module and the ones it imports (:mod:`cauchylin_hf.app.tables`, :mod:`cauchylin_hf.textfile`,
+:mod:`cauchylin_hf.numbers`, :mod:`cauchylin_hf.atomic_save`) use the standard library only.
+The console script (:func:`cauchylin_lm.main`) runs :func:`preflight` before torch and
+transformers are imported, so a missing file, a file that is not UTF-8, a wrong ``--target`` or
+an ``--output-dir`` that already holds a model answers at once; the commands
+(:mod:`cauchylin_hf.app.cli`) use the same functions when they read the data for real.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cauchylin_lm import PROG
+
+from ..atomic_save import FolderState, folder_state
+from ..textfile import read_text_file
+from .tables import Table, TableTemplate, is_table_file, read_table
+
+__all__ = [
+    "DATA_FORMAT_FILE",
+    "CliError",
+    "check_output_dir",
+    "data_format",
+    "data_path",
+    "is_causal_folder",
+    "model_folder",
+    "note",
+    "preflight",
+    "read_table_data",
+    "saved_median",
+    "warn",
+]
+
+DATA_FORMAT_FILE = "data_format.json"
+"""The file ``train`` writes next to the model: the table template and target column (or None),
+the decimals of each field (:class:`~cauchylin_hf.app.precision.NumberPrecision`) and the median
+of the training targets (the baseline of ``evaluate``)."""
+
+
+class CliError(ValueError):
+    """A user error: printed as one line ``cauchylin-lm COMMAND: error: ...``, exit status 2.
+
+    Example:
+        >>> isinstance(CliError("no prompt"), ValueError)
+        True
+    """
+
+
+def note(args: argparse.Namespace, message: str) -> None:
+    """Print ``cauchylin-lm COMMAND: note: message`` to standard error.
+
+    Args:
+        args: the parsed arguments (``args.command`` names the command).
+        message: the note.
+
+    Example:
+        >>> import contextlib, io
+        >>> err = io.StringIO()
+        >>> with contextlib.redirect_stderr(err):
+        ...     note(argparse.Namespace(command="train"), "hello")
+        >>> err.getvalue()
+        'cauchylin-lm train: note: hello\\n'
+    """
+    print(f"{PROG} {args.command}: note: {message}", file=sys.stderr)
+
+
+def warn(args: argparse.Namespace, message: str) -> None:
+    """Print ``cauchylin-lm COMMAND: warning: message`` to standard error.
+
+    Args:
+        args: the parsed arguments (``args.command`` names the command).
+        message: the warning.
+
+    Example:
+        >>> import contextlib, io
+        >>> err = io.StringIO()
+        >>> with contextlib.redirect_stderr(err):
+        ...     warn(argparse.Namespace(command="evaluate"), "flat")
+        >>> err.getvalue()
+        'cauchylin-lm evaluate: warning: flat\\n'
+    """
+    print(f"{PROG} {args.command}: warning: {message}", file=sys.stderr)
+
+
+def is_causal_folder(path: str | os.PathLike[str]) -> bool:
+    """Whether a folder holds a model saved by ``train`` (``model_type`` ``cauchy_lm``).
+
+    Args:
+        path: the folder.
+
+    Returns:
+        True when its ``config.json`` is a JSON object with ``"model_type": "cauchy_lm"``.
+
+    Example:
+        >>> is_causal_folder("/no/such/folder")
+        False
+    """
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return False
+    try:
+        data = json.loads(config.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("model_type") == "cauchy_lm"
+
+
+def model_folder(path: str, what: str = "model", *, hint: str = "") -> Path:
+    """The folder a ``MODEL`` (or ``BASE``) argument names, refused when it is not a folder.
+
+    Args:
+        path: the argument.
+        what: its name in the message (``model``, ``base``, ``tokenizer``).
+        hint: what to do instead, added to the message when ``path`` is a file.
+
+    Returns:
+        The folder.
+
+    Raises:
+        CliError: nothing is there, or a file is (a data file given as ``MODEL``).
+
+    Example:
+        >>> model_folder("/no/such/model")
+        Traceback (most recent call last):
+        ...
+        cauchylin_hf.app.checks.CliError: model folder not found: '/no/such/model'
+    """
+    folder = Path(path)
+    if folder.is_dir():
+        return folder
+    if folder.exists():
+        raise CliError(
+            f"{path!r} is a file, not a {what} folder: {what.upper()} is a folder (a local "
+            f"checkpoint or a model saved by train){hint}"
+        )
+    raise CliError(f"{what} folder not found: {path!r}")
+
+
+def data_path(path: str) -> Path:
+    """A data file argument, refused when there is no such file.
+
+    Args:
+        path: the argument.
+
+    Returns:
+        The file.
+
+    Raises:
+        CliError: no file is there.
+
+    Example:
+        >>> data_path("/no/such.csv")
+        Traceback (most recent call last):
+        ...
+        cauchylin_hf.app.checks.CliError: dataset file not found: '/no/such.csv'
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise CliError(f"dataset file not found: {path!r}")
+    return p
+
+
+def data_format(folder: str | os.PathLike[str] | None) -> dict[str, Any]:
+    """The ``data_format.json`` of a model folder (empty for none, or a folder without one).
+
+    Args:
+        folder: the model folder, or None (a model built from a config).
+
+    Returns:
+        The recorded template, target, decimals and training median.
+
+    Raises:
+        CliError: the file cannot be read or does not hold a JSON object.
+
+    Example:
+        >>> data_format(None)
+        {}
+    """
+    if folder is None:
+        return {}
+    path = Path(folder) / DATA_FORMAT_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: JSON, UTF-8, huge ints
+        message = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise CliError(f"{path} cannot be read: {message}") from None
+    if not isinstance(data, dict):
+        raise CliError(f"{path} must hold a JSON object")
+    return data
+
+
+def saved_median(folder: str | os.PathLike[str]) -> float | None:
+    """The training targets' median recorded by ``train`` (None for a folder without one).
+
+    Args:
+        folder: the model folder.
+
+    Returns:
+        The median, or None.
+
+    Raises:
+        CliError: the recorded value is not a finite number.
+
+    Example:
+        >>> saved_median("/no/such/model") is None
+        True
+    """
+    value = data_format(folder).get("target_median")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise CliError(
+            f"{Path(folder) / DATA_FORMAT_FILE}: 'target_median' must be a finite number, got "
+            f"{str(value)[:40]!r}"
+        )
+    return float(value)
+
+
+def read_table_data(
+    args: argparse.Namespace,
+    path: Path,
+    saved: dict[str, Any],
+    *,
+    prompts: bool,
+    say: Callable[[argparse.Namespace, str], None] | None = note,
+) -> tuple[TableTemplate, Table]:
+    """A table and its template: ``--template``, else the model's saved one, else the default.
+
+    For the texts of a table (training, evaluation; not ``prompts``) every target cell must be
+    a number.
+
+    Args:
+        args: the parsed arguments (``--template``, ``--target``).
+        path: the table file.
+        saved: the model's ``data_format.json`` (:func:`data_format`).
+        prompts: the table gives prompts (its target column may be missing).
+        say: where the note on numbers in the template's own text goes (None: nowhere).
+
+    Returns:
+        ``(template, table)``.
+
+    Raises:
+        CliError: a target column that is missing or holds a cell that is not a number.
+        ValueError: a table or template that cannot be read (the message names the file).
+
+    Example:
+        >>> import tempfile
+        >>> table = Path(tempfile.mkdtemp()) / "t.csv"
+        >>> _ = table.write_text("age,price\\n59,151\\n48,n/a\\n")
+        >>> args = argparse.Namespace(command="train", template=None, target="age")
+        >>> read_table_data(args, table, {}, prompts=False)[0].template
+        'price {price} -> age {target}.'
+        >>> read_table_data(argparse.Namespace(command="train", template=None, target=None),
+        ...                 table, {}, prompts=False)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        cauchylin_hf.app.checks.CliError: ...'n/a'...; pick the target with --target COLUMN
+    """
+    table = read_table(path)
+    target = getattr(args, "target", None) or saved.get("target")
+    template = getattr(args, "template", None) or saved.get("template")
+    if template is None:
+        tt = TableTemplate.default(table.columns, target)
+    else:
+        if target is None:
+            target = "target" if "target" in table.columns else table.columns[-1]
+        tt = TableTemplate(template, target)
+        numbers = tt.literal_numbers()
+        if numbers and getattr(args, "template", None) and say is not None:
+            say(
+                args,
+                f"the template's own text holds the numbers {numbers}; the model reads them as "
+                "values (write a column name like s1 as s₁, or without digits)",
+            )
+    if not prompts:
+        try:
+            tt.target_values(table)
+        except ValueError as exc:
+            hint = "" if getattr(args, "target", None) else "; pick the target with --target COLUMN"
+            raise CliError(f"{exc}{hint}") from None
+    return tt, table
+
+
+def check_output_dir(args: argparse.Namespace) -> FolderState:
+    """The state of ``--output-dir`` (checked again at the swap), refused when it is a file, a
+    non-empty folder that is not a model, or a model without ``--overwrite``.
+
+    Args:
+        args: the parsed arguments of ``train``.
+
+    Returns:
+        The folder's :class:`~cauchylin_hf.atomic_save.FolderState`.
+
+    Raises:
+        CliError: the folder must not be replaced.
+
+    Example:
+        >>> import tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> _ = (Path(folder) / "notes.txt").write_text("mine")
+        >>> check_output_dir(argparse.Namespace(output_dir=folder, overwrite=True))
+        ... # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        cauchylin_hf.app.checks.CliError: --output-dir '...' is a non-empty folder that does not hold a cauchylin model; choose a new folder
+    """
+    path, out = args.output_dir, Path(args.output_dir)
+    if out.exists() and not out.is_dir():
+        raise CliError(f"--output-dir {path!r} is a file, not a folder")
+    seen = folder_state(out)
+    if seen.entries and not is_causal_folder(out):
+        raise CliError(
+            f"--output-dir {path!r} is a non-empty folder that does not hold a cauchylin "
+            "model; choose a new folder"
+        )
+    if seen.entries and not args.overwrite:
+        raise CliError(
+            f"--output-dir {path!r} already holds a trained model; pass --overwrite to "
+            "replace it (it is replaced only once the new training succeeded), or choose "
+            "another folder"
+        )
+    return seen
+
+
+_NEW_MODEL = (
+    "; to build a new model from a config, pass --from-config PRESET|config.json and the data "
+    "with --data FILE"
+)
+
+
+def _check_train(args: argparse.Namespace) -> None:
+    if (args.model is None) == (args.from_config is None):
+        raise CliError("pass a MODEL folder or --from-config PRESET|config.json (one of them)")
+    if args.data is None:
+        raise CliError("no training data: pass --data FILE (.jsonl, .txt, .csv)")
+    if args.from_config is not None and args.tokenizer is not None:
+        raise CliError("--from-config trains its own tokenizer: leave out --tokenizer")
+    check_output_dir(args)
+
+
+def _check_file(args: argparse.Namespace, path: str, saved: dict[str, Any], table: bool) -> None:
+    """A data file exists and is text; a table's template and target (for ``--data``) fit it."""
+    p = data_path(path)
+    if table and is_table_file(p):
+        read_table_data(args, p, saved, prompts=args.command == "predict", say=None)
+    else:
+        read_text_file(p)
+
+
+def preflight(args: argparse.Namespace) -> None:
+    """Every check of a command that needs no model, in the order the command runs them.
+
+    Args:
+        args: from :func:`cauchylin_lm.build_parser`.
+
+    Raises:
+        CliError: the first problem found (:class:`ValueError` and :class:`OSError` from a
+            file that cannot be read).
+
+    Example:
+        >>> from cauchylin_lm import build_parser
+        >>> preflight(build_parser().parse_args(["predict", "/no/model", "--prompt", "x"]))
+        Traceback (most recent call last):
+        ...
+        cauchylin_hf.app.checks.CliError: model folder not found: '/no/model'
+    """
+    if args.command == "train":
+        _check_train(args)
+    model = getattr(args, "model", None)
+    saved = data_format(model)
+    for name in ("data", "eval_file", "prompts_file"):
+        path = getattr(args, name, None)
+        if path is not None:
+            _check_file(args, path, saved, table=name == "data")
+    if model is not None:
+        model_folder(model, hint=_NEW_MODEL if args.command == "train" else "")
+    if args.command == "verify":
+        model_folder(args.base, "base")
+    if getattr(args, "tokenizer", None) is not None:
+        model_folder(args.tokenizer, "tokenizer")

@@ -1,0 +1,245 @@
+"""Every error that ``docs/cli.md`` documents, once each: its exit status and its one line.
+
+The errors that need no model (a missing file or folder, a data file given as MODEL, a file that
+is not UTF-8, a wrong ``--target``, an ``--output-dir`` that is a file or holds a model, a bad
+option) run as the console script in a subprocess, which reports whether torch or transformers
+were imported: they must not be, so these errors answer at once (they took 13-22 s on a busy
+machine when everything was imported first). The errors that need a model run in this process on
+a tiny local base.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cauchylin_hf.app import cli
+from cauchylin_hf.model import CauchyLMForCausalLM
+from cauchylin_hf.testing import save_tiny_base
+
+ROOT = Path(__file__).resolve().parents[2]
+ERROR = re.compile(r"^cauchylin-lm (\w+): error: (.+)$")
+
+
+def _probe(argv: list[str], cwd: Path) -> tuple[int, str, list[str]]:
+    """Run the console script's entry point on ``argv`` in a fresh interpreter: its exit
+    status, its standard error, and which heavy packages it imported."""
+    code = (
+        "import json, sys\n"
+        "from cauchylin_lm import main\n"
+        "try:\n    status = main(json.loads(sys.argv[1]))\n"
+        "except SystemExit as exc:\n    status = exc.code\n"
+        "heavy = ('torch', 'transformers', 'safetensors')\n"
+        "print(json.dumps([status, [m for m in heavy if m in sys.modules]]))\n"
+    )
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    paths = [str(ROOT / "adapters"), str(ROOT), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    run = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(argv)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    status, heavy = json.loads(run.stdout.strip().splitlines()[-1])
+    return status, run.stderr, heavy
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("errors")
+    table = folder / "diab.csv"
+    table.write_text("age,bmi,target\n59,32.1,151\n48,21.6,75\n72,30.5,141\n")
+    latin = folder / "latin.txt"
+    latin.write_bytes("caf\xe9 costs 3 euros.\n".encode("latin-1"))
+    utf16 = folder / "wide.txt"
+    utf16.write_bytes("3 eggs.\n".encode("utf-16-le"))
+    words = folder / "firms.csv"
+    words.write_text("firm,invest\nGM,317.6\nGE,33.1\n")
+    model = folder / "trained"  # what check_output_dir takes for a saved model
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "cauchy_lm"}))
+    a_file = folder / "out.txt"
+    a_file.write_text("")
+    return {
+        "folder": folder,
+        "table": table,
+        "latin": latin,
+        "utf16": utf16,
+        "words": words,
+        "model": model,
+        "a_file": a_file,
+    }
+
+
+def _no_model_cases(f):
+    """``(argv, status, command, message pattern)`` of the errors that need no model."""
+    new = ["train", "--from-config", "qwen2-tiny", "--data"]
+    out = str(f["folder"] / "new_out")
+    table, folder = str(f["table"]), str(f["folder"])
+    return [
+        # the five of the issue: a missing data file, a wrong --target, an existing
+        # --output-dir, a missing model folder, a Latin-1 file
+        (["evaluate", folder, "--data", "nope.jsonl"], 2, "evaluate",
+         r"dataset file not found: 'nope\.jsonl'"),
+        ([*new, table, "--target", "bpm", "--output-dir", out], 2, "train",
+         r"target column 'bpm' is not in the table; columns: \['age', 'bmi', 'target'\]"),
+        ([*new, table, "--output-dir", str(f["model"])], 2, "train",
+         r"--output-dir '.*trained' already holds a trained model; pass --overwrite"),
+        (["predict", "no-such-model", "--prompt", "x "], 2, "predict",
+         r"model folder not found: 'no-such-model'"),
+        (["evaluate", folder, "--data", str(f["latin"])], 2, "evaluate",
+         r"latin\.txt is not UTF-8 text: byte 0xe9 at line 1 \(it may be Latin-1 or "
+         r"Windows-1252\); save it as UTF-8 \(e\.g\. iconv -f latin1 -t utf-8"),
+        # a data file given as MODEL
+        (["train", table, "--data", table, "--output-dir", out], 2, "train",
+         r"'.*diab\.csv' is a file, not a model folder: MODEL is a folder .*pass "
+         r"--from-config PRESET\|config\.json"),
+        (["predict", table, "--prompt", "x "], 2, "predict",
+         r"^'.*diab\.csv' is a file, not a model folder: MODEL is a folder \(a local checkpoint "
+         r"or a model saved by train\)$"),
+        (["evaluate", folder, "--data", str(f["utf16"])], 2, "evaluate",
+         r"wide\.txt holds NUL characters \(the first on line 1\): it looks like UTF-16"),
+        ([*new, str(f["words"]), "--target", "firm", "--output-dir", out], 2, "train",
+         r"target column 'firm'.*'GM' is not a"),
+        ([*new, table, "--output-dir", str(f["a_file"])], 2, "train",
+         r"--output-dir '.*out\.txt' is a file, not a folder"),
+        ([*new, table, "--output-dir", folder], 2, "train",
+         r"is a non-empty folder that does not hold a cauchylin model; choose a new folder"),
+        (["verify", "no-base"], 2, "verify", r"base folder not found: 'no-base'"),
+        ([*new, table, "--epochs", "0"], 2, None, r"argument --epochs: expected a number in "
+         r"\(0, inf\), got '0' \(see cauchylin-lm train --help\)"),
+    ]  # fmt: skip
+
+
+def test_errors_that_need_no_model_answer_before_torch_is_imported(files):
+    for argv, status, command, pattern in _no_model_cases(files):
+        code, err, heavy = _probe(argv, files["folder"])
+        assert code == status, (argv, err)
+        assert heavy == [], (argv, heavy)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, (argv, err)
+        if command is None:  # argparse's own line
+            assert re.search(pattern, lines[0]), (argv, lines[0])
+            continue
+        match = ERROR.match(lines[0])
+        assert match and match.group(1) == command, (argv, lines[0])
+        assert re.search(pattern, match.group(2)), (argv, lines[0])
+    assert not (files["folder"] / "new_out").exists()  # nothing was written
+
+
+# ------------------------------------------------------------ errors that need a model
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    return save_tiny_base(tmp_path_factory.mktemp("base"), "qwen2", spare_rows=2)
+
+
+def _one_error(capsys, argv: list[str], status: int = 2) -> str:
+    assert cli.main(argv) == status
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines, argv
+    return lines[-1]
+
+
+def test_a_folder_that_holds_no_causal_lm_is_one_line(base, tmp_path, capsys):
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "config.json").write_text("{not json")
+    line = _one_error(capsys, ["predict", str(junk), "--prompt", "x "])
+    assert line.startswith(f"cauchylin-lm predict: error: could not load {str(junk)!r}")
+    assert "a local decoder-only causal LM checkpoint is needed" in line
+
+
+def test_a_truncated_checkpoint_is_one_line(base, tmp_path, capsys):
+    import shutil
+
+    cut = tmp_path / "cut"
+    shutil.copytree(base, cut)
+    weights = cut / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    line = _one_error(capsys, ["predict", str(cut), "--prompt", "x "])
+    assert line.startswith(f"cauchylin-lm predict: error: could not load {str(cut)!r}")
+
+
+def test_an_empty_dataset_is_one_line(base, tmp_path, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    line = _one_error(capsys, ["evaluate", str(base), "--data", str(empty)])
+    assert line == (
+        f"cauchylin-lm evaluate: error: dataset file {str(empty)!r} is empty: it holds no texts"
+    )
+
+
+def test_a_lone_surrogate_in_jsonl_names_the_line(base, tmp_path, capsys):
+    data = tmp_path / "cut.jsonl"
+    data.write_text('{"text": "3 eggs"}\n{"text": "4 \\ud83d pens"}\n')
+    line = _one_error(capsys, ["evaluate", str(base), "--data", str(data)])
+    assert line.startswith("cauchylin-lm evaluate: error: ")
+    assert f"{data}:2" in line and "surrogate" in line
+
+
+def test_a_text_longer_than_the_context_is_one_line(base, tmp_path, capsys):
+    config = json.loads((base / "config.json").read_text())
+    data = tmp_path / "long.txt"
+    data.write_text("3 eggs " * config["max_position_embeddings"] + "\n")
+    line = _one_error(capsys, ["evaluate", str(base), "--data", str(data)])
+    assert re.match(
+        rf"cauchylin-lm evaluate: error: {re.escape(str(data))}, text 1 is \d+ tokens long, "
+        rf"longer than the model's context of {config['max_position_embeddings']} positions",
+        line,
+    )
+    assert f"pass --max-length {config['max_position_embeddings']}" in line
+
+
+def test_too_many_decimals_in_data_format_is_one_line(base, tmp_path, capsys):
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(base, folder)
+    record = {"precision": {"decimals": {"price": 60}, "default": None}}
+    (folder / cli.DATA_FORMAT_FILE).write_text(json.dumps(record))
+    line = _one_error(capsys, ["generate", str(folder), "--prompt", "price "])
+    assert line.startswith(f"cauchylin-lm generate: error: {folder / cli.DATA_FORMAT_FILE}: ")
+    assert "60" in line
+
+
+def test_verify_above_its_tolerance_exits_with_1(base, capsys):
+    assert cli.main(["verify", str(base), "--tolerance", "-1"]) == 1
+    assert "error" not in capsys.readouterr().err
+
+
+def _train(base, data, out):
+    return ["train", str(base), "--data", str(data), "--output-dir", str(out), "--max-steps", "1"]
+
+
+def test_a_full_disk_and_ctrl_c_leave_nothing_written(base, files, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+
+    def full(self, folder, *a, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(CauchyLMForCausalLM, "save_pretrained", full)
+    line = _one_error(capsys, _train(base, files["table"], out))
+    assert line.startswith(
+        f"cauchylin-lm train: error: no space left on the device to save the model to {str(out)!r}"
+    )
+    assert line.endswith("nothing was written: free some space and train again")
+
+    def interrupted(self, folder, *a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(CauchyLMForCausalLM, "save_pretrained", interrupted)
+    line = _one_error(capsys, _train(base, files["table"], out), status=130)
+    assert line == "cauchylin-lm train: interrupted; nothing was saved"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
