@@ -264,6 +264,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-length", type=_positive_int, help="cut examples to this many tokens")
     p.add_argument("--logging-steps", type=_positive_int, default=10)
     p.add_argument(
+        "--save-steps",
+        type=_positive_int,
+        help="write a checkpoint (a loadable model folder, checkpoint-STEP in --output-dir) "
+        "every this many steps (default: none)",
+    )
+    p.add_argument(
+        "--save-total-limit",
+        type=_positive_int,
+        help="keep only this many checkpoints, the newest (default: all)",
+    )
+    p.add_argument(
+        "--resume-from-checkpoint",
+        nargs="?",
+        const=True,
+        metavar="CHECKPOINT",
+        help="continue an interrupted training from its latest checkpoint in --output-dir (or "
+        "from CHECKPOINT), with the same command: same optimizer, schedule and data order",
+    )
+    p.add_argument(
         "--train-backbone",
         action=argparse.BooleanOptionalAction,
         default=None,

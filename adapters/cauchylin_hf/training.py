@@ -23,6 +23,7 @@ its own shard and the gradients are averaged over ranks, as for any HF causal LM
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -42,9 +43,11 @@ from cauchylin.nn.modes import STANDARD
 
 from .batch import IGNORE_INDEX
 from .data import NumericDataCollator, NumericDataset
+from .hf_compat import progress_bars
 from .loss import next_token_targets
 from .readouts import CalibrationReport, ReadoutReport, calibrate, solve_readouts
 from .tokenizer import NumericTokenizer
+from .trainer_checkpoints import CheckpointFilesCallback, resolve_resume_checkpoint
 
 __all__ = [
     "DataSource",
@@ -108,6 +111,9 @@ def make_training_arguments(
             "remove_unused_columns=True would drop the numeric_values / target_values columns; "
             "leave it False"
         )
+    overrides = _running_release_names(overrides)
+    if overrides.get("save_steps") is not None:  # save_steps alone means: save every that many
+        overrides.setdefault("save_strategy", "steps")
     use_cpu = overrides.get("use_cpu", not torch.cuda.is_available())
     defaults: dict[str, Any] = {
         "remove_unused_columns": False,
@@ -128,6 +134,31 @@ def make_training_arguments(
         # accelerate expect a process group).
         defaults["ddp_backend"] = "gloo"
     return TrainingArguments(output_dir=str(output_dir), **{**defaults, **overrides})
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(TrainingArguments))
+
+
+def _running_release_names(overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` with the fields that the running transformers release spells otherwise.
+
+    ``warmup_ratio`` (a share of the steps) is a field up to transformers 5.x's removal of it;
+    later releases read a ``warmup_steps`` below 1 as that share. ``warmup_steps=1.0`` means one
+    step there, so a ratio of 1 becomes the largest float below 1, for which
+    ``ceil(steps * ratio)`` is still every step (the product rounds below ``steps``).
+    """
+    if "warmup_ratio" not in overrides or "warmup_ratio" in _FIELDS:
+        return overrides
+    out = dict(overrides)
+    ratio = out.pop("warmup_ratio")
+    if ratio is None:
+        return out
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 1:
+        raise ValueError(f"warmup_ratio must be a number in [0, 1], got {ratio!r}")
+    if out.get("warmup_steps"):
+        raise ValueError("pass warmup_ratio or warmup_steps, not both")
+    out["warmup_steps"] = math.nextafter(1.0, 0.0) if ratio == 1 else float(ratio)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -863,6 +894,10 @@ def train(
     callbacks: Sequence[TrainerCallback] = (),
     readouts: bool = True,
     calibration: float | str | DataSource | None = "auto",
+    save_steps: int | None = None,
+    save_total_limit: int | None = None,
+    resume_from_checkpoint: bool | str | os.PathLike[str] | None = None,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
     **training_args: Any,
 ) -> TrainResult:
     """Train the causal language model on texts with the HF ``Trainer``.
@@ -883,7 +918,19 @@ def train(
     together or not at all (a calibration text that training saw would be read too well), and
     a held-out text is calibrated on once. The
     model never trains on the texts it is calibrated on: that is what makes a calibrated
-    interval of coverage ``c`` cover a new number with probability at least ``c``. Launched with ``torchrun --nproc_per_node N``
+    interval of coverage ``c`` cover a new number with probability at least ``c``.
+
+    **Checkpoints and resuming.** With ``save_steps=N`` the Trainer writes a checkpoint every
+    ``N`` optimizer steps, a folder ``checkpoint-<step>`` in ``checkpoint_dir`` (default
+    ``output_dir``) that holds the model, the tokenizer, the optimizer, the scheduler, the RNG
+    states and the data position; it loads like the final model
+    (``CauchyLMForCausalLM.from_pretrained`` and ``NumericTokenizer.from_pretrained``).
+    ``save_total_limit`` keeps only that many, the newest. ``resume_from_checkpoint=True``
+    continues from the latest complete checkpoint in ``checkpoint_dir`` (a path: from that one):
+    called with the same model, data and options, the resumed run takes the same steps on the
+    same batches as an uninterrupted one, and logs the same losses (:mod:`cauchylin_hf.trainer_checkpoints`).
+
+    Launched with ``torchrun --nproc_per_node N``
     (or ``accelerate launch``) the same call trains data-parallel: ``batch_size`` is per process;
     only the main process saves.
 
@@ -914,15 +961,24 @@ def train(
             (:func:`~cauchylin_hf.readouts.solve_readouts`); False keeps the shared head alone.
         calibration: ``"auto"``, a share in ``(0, 1)``, calibration texts (a file or a dataset),
             or None (see above).
+        save_steps: write a checkpoint every this many optimizer steps; None writes none.
+        save_total_limit: keep at most this many checkpoints (the oldest go); None keeps all.
+        resume_from_checkpoint: True to continue from the latest checkpoint in
+            ``checkpoint_dir``, a checkpoint folder to continue from that one, or None.
+        checkpoint_dir: the folder of the ``checkpoint-<step>`` folders (default
+            ``output_dir``).
         **training_args: any other ``TrainingArguments`` field (e.g.
-            ``gradient_accumulation_steps``, ``lr_scheduler_type``, ``weight_decay``).
+            ``gradient_accumulation_steps``, ``lr_scheduler_type``, ``weight_decay``), and
+            ``warmup_ratio`` (a share of the steps; the running transformers release may spell
+            it as a ``warmup_steps`` below 1).
 
     Returns:
         A :class:`TrainResult`.
 
     Raises:
         ValueError: for empty training or evaluation data (named), a text with no tokens, a
-            malformed dataset file, a bad ``calibration``, or bad options.
+            malformed dataset file, a bad ``calibration``, bad options, or no checkpoint to
+            resume from.
         FileNotFoundError: for a dataset file that does not exist.
 
     Example:
@@ -945,7 +1001,13 @@ def train(
         >>> sorted(p.name for p in result.output_dir.glob("*.json"))[:2]
         ['config.json', 'generation_config.json']
     """
-    for name, value in (("batch_size", batch_size), ("logging_steps", logging_steps)):
+    positive = [("batch_size", batch_size), ("logging_steps", logging_steps)]
+    positive += [
+        (n, v)
+        for n, v in (("save_steps", save_steps), ("save_total_limit", save_total_limit))
+        if v is not None
+    ]
+    for name, value in positive:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     if not isinstance(tokenizer, NumericTokenizer):
@@ -967,8 +1029,14 @@ def train(
             raise ValueError("eval_steps needs eval_texts")
         training_args.setdefault("eval_strategy", "steps")
         training_args.setdefault("eval_steps", eval_steps)
+    checkpoints = Path(output_dir if checkpoint_dir is None else checkpoint_dir)
+    resume = resolve_resume_checkpoint(resume_from_checkpoint, checkpoints)
+    if save_steps is not None:
+        training_args["save_steps"] = save_steps  # save_strategy "steps" then
+    if save_total_limit is not None:
+        training_args["save_total_limit"] = save_total_limit
     args = make_training_arguments(
-        output_dir,
+        checkpoints,
         max_steps=max_steps,
         num_train_epochs=num_train_epochs,
         per_device_train_batch_size=batch_size,
@@ -985,7 +1053,7 @@ def train(
         train_ds,
         eval_ds if eval_steps is not None else None,
         args=args,
-        callbacks=callbacks,
+        callbacks=[CheckpointFilesCallback(tokenizer), *callbacks],
     )
     if not progress:
         trainer.remove_callback(PrinterCallback)  # no log lines either
@@ -997,7 +1065,8 @@ def train(
             model, tokenizer, eval_ds, batch_size=args.per_device_eval_batch_size
         )
     start = time.perf_counter()
-    out = trainer.train()
+    with progress_bars(progress):
+        out = trainer.train(resume_from_checkpoint=resume)
     result.train_runtime = time.perf_counter() - start
     result.global_step = int(out.global_step)
     result.history = list(trainer.loss_parts.history)  # type: ignore[attr-defined]
@@ -1014,7 +1083,8 @@ def train(
             model, tokenizer, eval_ds, batch_size=args.per_device_eval_batch_size
         )
     if save:
-        trainer.save_model(str(output_dir))
+        with progress_bars(progress):
+            trainer.save_model(str(output_dir))
         if trainer.is_world_process_zero():
             tokenizer.save_pretrained(str(output_dir))
         result.output_dir = Path(output_dir)

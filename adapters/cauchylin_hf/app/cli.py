@@ -405,13 +405,15 @@ def _check_output_dir(args: argparse.Namespace) -> tuple[Path, Any]:
     ``--overwrite``, a folder with entries that are not the model's gets a note naming what is
     replaced and what is kept."""
     from ..atomic_save import folder_state
+    from ..trainer_checkpoints import is_checkpoint_folder_name
 
     path, out = args.output_dir, Path(args.output_dir)
     if out.exists() and not out.is_dir():
         raise CliError(f"--output-dir {path!r} is a file, not a folder")
     seen = folder_state(out)
     if seen.entries:
-        if not _is_causal_folder(out):
+        checkpoints_only = all(is_checkpoint_folder_name(name) for name in seen.entries)
+        if not _is_causal_folder(out) and not checkpoints_only:
             raise CliError(
                 f"--output-dir {path!r} is a non-empty folder that does not hold a cauchylin "
                 "model; choose a new folder"
@@ -693,17 +695,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warmup_steps(args: argparse.Namespace, n_texts: int) -> int:
-    """``--warmup-steps``, or ``ceil(--warmup-ratio * total steps)`` (single process)."""
-    if args.warmup_ratio is None:
-        return int(args.warmup_steps or 0)
-    if args.max_steps > 0:
-        total = args.max_steps
-    else:
-        total = math.ceil(args.epochs * math.ceil(n_texts / args.batch_size))
-    return math.ceil(args.warmup_ratio * total)
-
-
 def _describe(data: _Data, field: str | None, targets: list[float]) -> None:
     """Before training: which number is the target, and how the first row reads as text."""
     from cauchylin.metrics import quantiles
@@ -755,7 +746,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     from cauchylin.conformal import calibration_holdout
     from cauchylin.metrics import quantiles
 
+    from ..atomic_save import folder_state
     from ..predict import target_numbers
+    from ..trainer_checkpoints import (
+        CheckpointFilesCallback,
+        last_checkpoint,
+        list_checkpoints,
+        resolve_resume_checkpoint,
+    )
     from ..training import train
     from .precision import NumberPrecision
 
@@ -767,6 +765,17 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise CliError("--from-config trains its own tokenizer: leave out --tokenizer")
     out, seen = _check_output_dir(args)
     _note_leftovers(args, out)
+    # checkpoints go into --output-dir, beside the model: made now, they are this run's own
+    resume = resolve_resume_checkpoint(args.resume_from_checkpoint, out)
+    if args.save_steps is not None:
+        if resume is None and list_checkpoints(out):
+            raise CliError(
+                f"--output-dir {args.output_dir!r} holds the checkpoints of an earlier training: "
+                "continue it with --resume-from-checkpoint, or delete them to start anew"
+            )
+        if not out.exists():
+            out.mkdir(parents=True)
+            seen = folder_state(out)
     saved = _data_format(args.model) if args.model is not None else {}
     data = _read_data(args, args.data, saved)
     held: _Data | None = None
@@ -811,35 +820,51 @@ def cmd_train(args: argparse.Namespace) -> int:
     targets = target_numbers(data.texts, target_field=field)
     _describe(data, field, targets)
     median = quantiles(_tensor(targets), (0.5,))[0] if targets else None
-    extra: dict[str, Any] = {"warmup_steps": _warmup_steps(args, len(data.texts))}
+    extra: dict[str, Any] = {"warmup_steps": args.warmup_steps or 0}
+    if args.warmup_ratio is not None:
+        extra = {"warmup_ratio": args.warmup_ratio}
     if args.lr_scheduler is not None:
         extra["lr_scheduler_type"] = args.lr_scheduler
     precision = NumberPrecision.from_texts(data.texts)
+    record = _format_record(data.template, precision, median)
+    text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
     existed = out.exists()
     try:
         with _staging(out, seen) as staging:
-            result = train(
-                model,
-                ntok,
-                train_ds,
-                eval_ds,
-                staging,
-                max_steps=args.max_steps,
-                num_train_epochs=args.epochs,
-                batch_size=args.batch_size,
-                learning_rate=args.learning_rate,
-                logging_steps=args.logging_steps,
-                seed=args.seed,
-                progress=_progress(args),
-                readouts=not args.no_readouts,
-                calibration=args.calibration,
-                **extra,
-            )
+            try:
+                result = train(
+                    model,
+                    ntok,
+                    train_ds,
+                    eval_ds,
+                    staging,
+                    max_steps=args.max_steps,
+                    num_train_epochs=args.epochs,
+                    batch_size=args.batch_size,
+                    learning_rate=args.learning_rate,
+                    logging_steps=args.logging_steps,
+                    seed=args.seed,
+                    progress=_progress(args),
+                    readouts=not args.no_readouts,
+                    calibration=args.calibration,
+                    save_steps=args.save_steps,
+                    save_total_limit=args.save_total_limit,
+                    resume_from_checkpoint=resume,
+                    checkpoint_dir=out if args.save_steps or resume else None,
+                    callbacks=[CheckpointFilesCallback(files={DATA_FORMAT_FILE: text})],
+                    **extra,
+                )
+            except KeyboardInterrupt as exc:
+                last = last_checkpoint(out)
+                if last is not None:
+                    exc.args = (
+                        f"the model was not saved; its last checkpoint is kept in {last}: "
+                        "run the same command with --resume-from-checkpoint to continue",
+                    )
+                raise
             if result.global_step < 1:
                 raise CliError("training took no step: raise --epochs or --max-steps")
             _report_readouts(result)
-            record = _format_record(data.template, precision, median)
-            text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
             (staging / DATA_FORMAT_FILE).write_text(text, encoding="utf-8")
             metrics = dict(result.metrics or {})
             if median is not None and model.config.num_token_id is not None:
