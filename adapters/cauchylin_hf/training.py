@@ -898,6 +898,7 @@ def train(
     save_total_limit: int | None = None,
     resume_from_checkpoint: bool | str | os.PathLike[str] | None = None,
     checkpoint_dir: str | os.PathLike[str] | None = None,
+    checkpoint_files: Mapping[str, str] | None = None,
     **training_args: Any,
 ) -> TrainResult:
     """Train the causal language model on texts with the HF ``Trainer``.
@@ -967,6 +968,8 @@ def train(
             ``checkpoint_dir``, a checkpoint folder to continue from that one, or None.
         checkpoint_dir: the folder of the ``checkpoint-<step>`` folders (default
             ``output_dir``).
+        checkpoint_files: ``{file name: text}`` written into every checkpoint beside the model
+            and the tokenizer (the CLI's ``data_format.json``).
         **training_args: any other ``TrainingArguments`` field (e.g.
             ``gradient_accumulation_steps``, ``lr_scheduler_type``, ``weight_decay``), and
             ``warmup_ratio`` (a share of the steps; the running transformers release may spell
@@ -1053,7 +1056,7 @@ def train(
         train_ds,
         eval_ds if eval_steps is not None else None,
         args=args,
-        callbacks=[CheckpointFilesCallback(tokenizer), *callbacks],
+        callbacks=[CheckpointFilesCallback(tokenizer, checkpoint_files), *callbacks],
     )
     if not progress:
         trainer.remove_callback(PrinterCallback)  # no log lines either

@@ -411,9 +411,9 @@ def _check_output_dir(args: argparse.Namespace) -> tuple[Path, Any]:
     if out.exists() and not out.is_dir():
         raise CliError(f"--output-dir {path!r} is a file, not a folder")
     seen = folder_state(out)
-    if seen.entries:
-        checkpoints_only = all(is_checkpoint_folder_name(name) for name in seen.entries)
-        if not _is_causal_folder(out) and not checkpoints_only:
+    # a folder of checkpoints alone (a training stopped before its end) holds no model yet
+    if any(not is_checkpoint_folder_name(name) for name in seen.entries):
+        if not _is_causal_folder(out):
             raise CliError(
                 f"--output-dir {path!r} is a non-empty folder that does not hold a cauchylin "
                 "model; choose a new folder"
@@ -748,12 +748,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from ..atomic_save import folder_state
     from ..predict import target_numbers
-    from ..trainer_checkpoints import (
-        CheckpointFilesCallback,
-        last_checkpoint,
-        list_checkpoints,
-        resolve_resume_checkpoint,
-    )
+    from ..trainer_checkpoints import last_checkpoint, list_checkpoints, resolve_resume_checkpoint
     from ..training import train
     from .precision import NumberPrecision
 
@@ -851,7 +846,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                     save_total_limit=args.save_total_limit,
                     resume_from_checkpoint=resume,
                     checkpoint_dir=out if args.save_steps or resume else None,
-                    callbacks=[CheckpointFilesCallback(files={DATA_FORMAT_FILE: text})],
+                    checkpoint_files={DATA_FORMAT_FILE: text},
                     **extra,
                 )
             except KeyboardInterrupt as exc:
