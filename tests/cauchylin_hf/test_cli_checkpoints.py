@@ -258,7 +258,7 @@ def test_every_train_option_reaches_train_and_the_running_transformers_takes_it(
         (call,) = calls
         return call
 
-    _, default = passed()
+    call, default = passed()
     checked = {}
     for action in _train_options():
         name = action.dest
@@ -274,7 +274,15 @@ def test_every_train_option_reaches_train_and_the_running_transformers_takes_it(
             assert kw != default, f"{flag} changes nothing that train() gets"
         checked[name] = (args, kw)
     assert set(checked) == set(_VALUES)
+    # train() with every option's change at once (the two warm-ups apart: they exclude each
+    # other), as the CLI passed it
     monkeypatch.setattr(training, "train", real)
-    for name, (args, kw) in checked.items():
-        result = real(*args, **{**kw, "save": False})
-        assert result.global_step >= 1, name
+    for group in ([n for n in checked if n != "warmup_steps"], ["warmup_steps"]):
+        args, merged = checked["eval_file"][0] if "eval_file" in group else call, dict(default)
+        for name in group:
+            kw = checked[name][1]
+            merged.update({k: v for k, v in kw.items() if k not in default or v != default[k]})
+            if name == "warmup_ratio":
+                del merged["warmup_steps"]
+        result = real(*args, **{**merged, "save": False})
+        assert result.global_step >= 1, group
