@@ -695,6 +695,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warmup_steps(args: argparse.Namespace, n_texts: int) -> int:
+    """``--warmup-steps``, or ``ceil(--warmup-ratio * total steps)`` (single process)."""
+    if args.warmup_ratio is None:
+        return int(args.warmup_steps or 0)
+    if args.max_steps > 0:
+        total = args.max_steps
+    else:
+        total = math.ceil(args.epochs * math.ceil(n_texts / args.batch_size))
+    return math.ceil(args.warmup_ratio * total)
+
+
 def _describe(data: _Data, field: str | None, targets: list[float]) -> None:
     """Before training: which number is the target, and how the first row reads as text."""
     from cauchylin.metrics import quantiles
@@ -815,9 +826,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     targets = target_numbers(data.texts, target_field=field)
     _describe(data, field, targets)
     median = quantiles(_tensor(targets), (0.5,))[0] if targets else None
-    extra: dict[str, Any] = {"warmup_steps": args.warmup_steps or 0}
-    if args.warmup_ratio is not None:
-        extra = {"warmup_ratio": args.warmup_ratio}
+    extra: dict[str, Any] = {"warmup_steps": _warmup_steps(args, len(data.texts))}
     if args.lr_scheduler is not None:
         extra["lr_scheduler_type"] = args.lr_scheduler
     precision = NumberPrecision.from_texts(data.texts)
@@ -826,37 +835,28 @@ def cmd_train(args: argparse.Namespace) -> int:
     existed = out.exists()
     try:
         with _staging(out, seen) as staging:
-            try:
-                result = train(
-                    model,
-                    ntok,
-                    train_ds,
-                    eval_ds,
-                    staging,
-                    max_steps=args.max_steps,
-                    num_train_epochs=args.epochs,
-                    batch_size=args.batch_size,
-                    learning_rate=args.learning_rate,
-                    logging_steps=args.logging_steps,
-                    seed=args.seed,
-                    progress=_progress(args),
-                    readouts=not args.no_readouts,
-                    calibration=args.calibration,
-                    save_steps=args.save_steps,
-                    save_total_limit=args.save_total_limit,
-                    resume_from_checkpoint=resume,
-                    checkpoint_dir=out if args.save_steps or resume else None,
-                    checkpoint_files={DATA_FORMAT_FILE: text},
-                    **extra,
-                )
-            except KeyboardInterrupt as exc:
-                last = last_checkpoint(out)
-                if last is not None:
-                    exc.args = (
-                        f"the model was not saved; its last checkpoint is kept in {last}: "
-                        "run the same command with --resume-from-checkpoint to continue",
-                    )
-                raise
+            result = train(
+                model,
+                ntok,
+                train_ds,
+                eval_ds,
+                staging,
+                max_steps=args.max_steps,
+                num_train_epochs=args.epochs,
+                batch_size=args.batch_size,
+                learning_rate=args.learning_rate,
+                logging_steps=args.logging_steps,
+                seed=args.seed,
+                progress=_progress(args),
+                readouts=not args.no_readouts,
+                calibration=args.calibration,
+                save_steps=args.save_steps,
+                save_total_limit=args.save_total_limit,
+                resume_from_checkpoint=resume,
+                checkpoint_dir=out if args.save_steps or resume else None,
+                checkpoint_files={DATA_FORMAT_FILE: text},
+                **extra,
+            )
             if result.global_step < 1:
                 raise CliError("training took no step: raise --epochs or --max-steps")
             _report_readouts(result)
@@ -872,6 +872,14 @@ def cmd_train(args: argparse.Namespace) -> int:
                 metrics.update(
                     _target_report(args, model, ntok, checked, field_held, median, where)
                 )
+    except KeyboardInterrupt as exc:
+        last = last_checkpoint(out) if not exc.args else None  # not one raised after the swap
+        if last is not None:
+            exc.args = (
+                f"the model was not saved; its last checkpoint is kept in {last}: run the same "
+                "command with --resume-from-checkpoint to continue",
+            )
+        raise
     except SafetensorError as exc:
         raise CliError(_save_failure(out, exc, existed)) from None
     except OSError as exc:
