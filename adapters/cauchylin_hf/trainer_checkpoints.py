@@ -44,6 +44,7 @@ from .tokenizer import NumericTokenizer
 __all__ = [
     "CheckpointFilesCallback",
     "checkpoint_step",
+    "is_checkpoint_entry",
     "is_checkpoint_folder_name",
     "last_checkpoint",
     "list_checkpoints",
@@ -70,6 +71,28 @@ def is_checkpoint_folder_name(name: str) -> bool:
         (True, False)
     """
     return _NAME.fullmatch(name) is not None
+
+
+def is_checkpoint_entry(name: str) -> bool:
+    """Whether an entry of a run's checkpoint folder belongs to its checkpoints.
+
+    That is a ``checkpoint-<step>`` folder, or the hidden folder an atomic save of one leaves
+    beside it when the process is killed while writing (``.checkpoint-<step>.<random>.tmp``,
+    :func:`~cauchylin_hf.atomic_save.staged_folder`'s names).
+
+    Args:
+        name: an entry's name (no parent).
+
+    Returns:
+        True for those names.
+
+    Example:
+        >>> [is_checkpoint_entry(n) for n in ("checkpoint-8", ".checkpoint-8.1f2e3d4c.tmp", "x")]
+        [True, True, False]
+    """
+    if name.startswith("."):
+        name = name[1:].split(".", 1)[0]
+    return is_checkpoint_folder_name(name)
 
 
 def checkpoint_step(path: str | os.PathLike[str]) -> int:

@@ -136,6 +136,12 @@ def test_ctrl_c_keeps_the_last_checkpoint_and_resuming_continues_the_run(
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint-2", f"checkpoint-{STOP}"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no staging folder left
 
+    # and a kill while the next checkpoint was written: its folder cut off before
+    # trainer_state.json, an atomic save's hidden folder left beside it
+    (out / f"checkpoint-{STOP + 2}").mkdir()
+    (out / f"checkpoint-{STOP + 2}" / "config.json").write_text("{}")
+    (out / f".checkpoint-{STOP + 2}.0a1b2c3d.tmp").mkdir()
+
     second: list = []
     _recording(monkeypatch, second)
     argv = _train(setup, out, "--save-steps", "2", "--resume-from-checkpoint")

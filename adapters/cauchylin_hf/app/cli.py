@@ -405,14 +405,14 @@ def _check_output_dir(args: argparse.Namespace) -> tuple[Path, Any]:
     ``--overwrite``, a folder with entries that are not the model's gets a note naming what is
     replaced and what is kept."""
     from ..atomic_save import folder_state
-    from ..trainer_checkpoints import is_checkpoint_folder_name
+    from ..trainer_checkpoints import is_checkpoint_entry
 
     path, out = args.output_dir, Path(args.output_dir)
     if out.exists() and not out.is_dir():
         raise CliError(f"--output-dir {path!r} is a file, not a folder")
     seen = folder_state(out)
     # a folder of checkpoints alone (a training stopped before its end) holds no model yet
-    if any(not is_checkpoint_folder_name(name) for name in seen.entries):
+    if any(not is_checkpoint_entry(name) for name in seen.entries):
         if not _is_causal_folder(out):
             raise CliError(
                 f"--output-dir {path!r} is a non-empty folder that does not hold a cauchylin "
