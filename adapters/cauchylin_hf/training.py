@@ -14,7 +14,9 @@ The plain ``transformers.Trainer`` does the work; this module supplies what it n
   (token accuracy, ``<NUM>`` precision/recall/F1, regression errors, distribution statistics),
   plus the mean loss parts.
 * :func:`train`: texts in, trained model, loss history and metrics out (the CLI and the demo call
-  it). Under ``torchrun`` / ``accelerate launch`` it trains data-parallel without changes.
+  it), with the Trainer's checkpoints and resuming (``save_steps``, ``resume_from_checkpoint``;
+  :mod:`cauchylin_hf.trainer_checkpoints`). Under ``torchrun`` / ``accelerate launch`` it trains
+  data-parallel without changes.
 
 The loss the Trainer optimises is the model's ``loss`` (``cls_loss + lambda * reg_loss``), a mean
 over counted positions of each micro-batch. Under data parallelism every rank computes that mean on
@@ -811,7 +813,9 @@ class TrainResult:
         model: the trained model (the same object that was passed in).
         trainer: the ``Trainer`` that trained it.
         history: one dict per logging step: ``step``, ``loss``, ``cls_loss``, ``reg_loss``,
-            ``learning_rate``, ``grad_norm``, ``epoch`` (see :class:`LossPartsCallback`).
+            ``learning_rate``, ``grad_norm``, ``epoch`` (see :class:`LossPartsCallback`); a
+            resumed run logs the steps after its checkpoint (the earlier ones are in the
+            checkpoint's ``trainer_state.json``).
         eval_history: one dict per evaluation during training (``eval_strategy="steps"``).
         metrics: held-out metrics after training (:func:`evaluate_model`), or None without
             evaluation texts.
@@ -929,7 +933,9 @@ def train(
     ``save_total_limit`` keeps only that many, the newest. ``resume_from_checkpoint=True``
     continues from the latest complete checkpoint in ``checkpoint_dir`` (a path: from that one):
     called with the same model, data and options, the resumed run takes the same steps on the
-    same batches as an uninterrupted one, and logs the same losses (:mod:`cauchylin_hf.trainer_checkpoints`).
+    same batches as an uninterrupted one, and logs the same losses
+    (:mod:`cauchylin_hf.trainer_checkpoints`). Ctrl-C raises ``KeyboardInterrupt`` as usual; the
+    checkpoints written so far stay.
 
     Launched with ``torchrun --nproc_per_node N``
     (or ``accelerate launch``) the same call trains data-parallel: ``batch_size`` is per process;

@@ -180,6 +180,28 @@ def test_save_total_limit_and_a_new_run_into_old_checkpoints(setup, tmp_path, ca
     assert "--resume-from-checkpoint" in err
 
 
+def test_another_programs_write_is_still_caught_beside_the_checkpoints(
+    setup, tmp_path, capsys, monkeypatch
+):
+    """The checkpoints are this training's own entries of --output-dir; a model file that
+    another program writes there meanwhile still stops the swap."""
+    import cauchylin_hf.training as training
+
+    out, real = tmp_path / "model", training.train
+
+    def train(*a, **kw):
+        result = real(*a, **kw)
+        (out / "config.json").write_text('{"theirs": true}')
+        return result
+
+    monkeypatch.setattr(training, "train", train)
+    assert cli.main(_train(setup, out, "--save-steps", "3")) == 2
+    err = capsys.readouterr().err
+    assert "was changed by another program during training (its entry 'config.json'" in err
+    assert (out / "config.json").read_text() == '{"theirs": true}'
+    assert [checkpoint_step(p) for p in list_checkpoints(out)] == [3, 6, 7]
+
+
 def test_resuming_with_no_checkpoint_is_an_error(setup, tmp_path, capsys):
     out = tmp_path / "model"
     assert cli.main(_train(setup, out, "--resume-from-checkpoint")) == 2
