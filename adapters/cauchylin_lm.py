@@ -343,6 +343,28 @@ _FLAGS = (
     ),
     _flag("--logging-steps", on="train", type=_positive_int, default=10),
     _flag(
+        "--save-steps",
+        on="train",
+        type=_positive_int,
+        help="write a checkpoint (a loadable model folder, checkpoint-STEP in --output-dir) "
+        "every this many steps (default: none)",
+    ),
+    _flag(
+        "--save-total-limit",
+        on="train",
+        type=_positive_int,
+        help="keep only this many checkpoints, the newest (default: all)",
+    ),
+    _flag(
+        "--resume-from-checkpoint",
+        on="train",
+        nargs="?",
+        const=True,
+        metavar="CHECKPOINT",
+        help="continue an interrupted training from its latest checkpoint in --output-dir (or "
+        "from CHECKPOINT), with the same command: same optimizer, schedule and data order",
+    ),
+    _flag(
         "--train-backbone",
         on="train",
         action=argparse.BooleanOptionalAction,

@@ -19,7 +19,7 @@ from . import attach, heads_io
 from ._backbone import check_finite_weights, check_loaded_weights
 from .atomic_save import staged_folder
 from .heads_io import HEADS_CONFIG_NAME, HEADS_WEIGHTS_NAME, check_head_tensors, head_tensors
-from .hf_compat import CONFIG_ERRORS
+from .hf_compat import CONFIG_ERRORS, progress_bars
 from .tokenizer import NUMERIC_TOKENIZER_CONFIG
 
 __all__ = ["CheckpointMixin", "is_checkpoint_file"]
@@ -114,11 +114,13 @@ class CheckpointMixin(PreTrainedModel):
         ``config.json`` fails its own validation (huggingface_hub's ``StrictDataclassError``,
         raised as a ``ValueError``). A name that can only be a local folder (a path, or a single word:
         causal models on the Hub are ``owner/name``) and is not one fails at once instead of
-        asking the Hub.
+        asking the Hub. Transformers' progress bar ("Loading weights") is hidden unless
+        ``progress=True``.
 
         Args:
             *args: ``PreTrainedModel.from_pretrained`` arguments (the folder first).
-            **kwargs: its keyword arguments (``dtype``, ``device_map``, ...).
+            **kwargs: its keyword arguments (``dtype``, ``device_map``, ...), and ``progress``
+                (default False): show transformers' progress bars while loading.
 
         Returns:
             The model (or transformers' ``(model, loading_info)`` tuple with
@@ -154,9 +156,11 @@ class CheckpointMixin(PreTrainedModel):
                     "owner/name)"
                 )
         wanted = kwargs.pop("output_loading_info", False)
+        progress = bool(kwargs.pop("progress", False))
         source = os.fspath(name) if isinstance(name, (str, os.PathLike)) else "checkpoint"
         try:
-            loaded = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+            with progress_bars(progress):
+                loaded = super().from_pretrained(*args, output_loading_info=True, **kwargs)
         except CONFIG_ERRORS as exc:  # a config value that fails its own validation
             first = str(exc).strip().splitlines()
             detail = " ".join(line.strip() for line in first[:2]) or type(exc).__name__
@@ -178,13 +182,14 @@ class CheckpointMixin(PreTrainedModel):
         model loadable. Other files in the folder (a tokenizer) are kept; weight files of an
         earlier save that the new one does not write are not. With ``is_main_process=False``
         (the other ranks of a distributed save, which write nothing) the call goes straight to
-        transformers.
+        transformers. Transformers' progress bar ("Writing model shards") is hidden unless
+        ``progress=True``.
 
         Args:
             save_directory: the folder (created if needed).
             *args: ``PreTrainedModel.save_pretrained``'s further arguments.
             **kwargs: its keyword arguments (``state_dict``, ``max_shard_size``, ``push_to_hub``,
-                ...).
+                ...), and ``progress`` (default False): show transformers' progress bars.
 
         Raises:
             ValueError: ``save_directory`` is an existing file.
@@ -200,15 +205,17 @@ class CheckpointMixin(PreTrainedModel):
             >>> sorted(os.listdir(folder))
             ['config.json', 'generation_config.json', 'model.safetensors']
         """
+        progress = bool(kwargs.pop("progress", False))
         is_main = args[0] if args else kwargs.get("is_main_process", True)
-        if not is_main or kwargs.get("distributed_checkpoint"):
-            super().save_pretrained(save_directory, *args, **kwargs)
-            return
-        if kwargs.get("push_to_hub"):
-            # transformers names the Hub repository after the folder it is given.
-            kwargs.setdefault("repo_id", os.path.basename(os.path.normpath(save_directory)))
-        with staged_folder(save_directory, stale=_is_weights_file) as staging:
-            super().save_pretrained(staging, *args, **kwargs)
+        with progress_bars(progress):
+            if not is_main or kwargs.get("distributed_checkpoint"):
+                super().save_pretrained(save_directory, *args, **kwargs)
+                return
+            if kwargs.get("push_to_hub"):
+                # transformers names the Hub repository after the folder it is given.
+                kwargs.setdefault("repo_id", os.path.basename(os.path.normpath(save_directory)))
+            with staged_folder(save_directory, stale=_is_weights_file) as staging:
+                super().save_pretrained(staging, *args, **kwargs)
 
     def save_heads(self, save_directory: str | os.PathLike) -> dict[str, int]:
         """Save only the new layers (plus ``<NUM>`` row changes and the base's name/path).

@@ -6,7 +6,8 @@ once: in every ``ModelOutput`` dataclass, in every model ``forward``, in the key
 ``past_key_values``. The adapter follows whichever release is installed, as transformers' own
 models do, by reading the name off transformers' own output class
 (:data:`CACHE_NAME`) rather than off a version number; its public entry points accept both
-spellings (:func:`resolve_cache`).
+spellings (:func:`resolve_cache`). It also holds the switch of transformers' progress bars
+(:func:`progress_bars`), which saving and loading a model and training show.
 
 Example:
     >>> CACHE_NAME in ("cache", "past_key_values")
@@ -17,13 +18,16 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-__all__ = ["CACHE_NAME", "CONFIG_ERRORS", "resolve_cache", "takes_cache"]
+__all__ = ["CACHE_NAME", "CONFIG_ERRORS", "progress_bars", "resolve_cache", "takes_cache"]
 
 
 def _cache_field_name() -> str:
@@ -95,3 +99,49 @@ def takes_cache(module: Any) -> bool:
         True
     """
     return CACHE_NAME in inspect.signature(module.forward).parameters
+
+
+@contextlib.contextmanager
+def progress_bars(enabled: bool) -> Iterator[None]:
+    """Show or hide transformers' progress bars in a block ("Loading weights", "Writing model
+    shards", the Hub's downloads), then restore what was set before.
+
+    ``enabled=True`` changes nothing (bars that were switched off stay off); ``enabled=False``
+    switches them off with transformers' own ``disable_progress_bar`` and, at the end, back on
+    only if they were on (and the Hub's own switch as it was).
+
+    Args:
+        enabled: False hides the bars in the block.
+
+    Yields:
+        None.
+
+    Example:
+        >>> from transformers.utils import logging as hf_logging
+        >>> before = hf_logging.is_progress_bar_enabled()
+        >>> with progress_bars(False):
+        ...     hf_logging.is_progress_bar_enabled()
+        False
+        >>> hf_logging.is_progress_bar_enabled() == before
+        True
+    """
+    if enabled:
+        yield
+        return
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hub_was_off = are_progress_bars_disabled()
+    with warnings.catch_warnings():  # HF_HUB_DISABLE_PROGRESS_BARS=0 refuses, with a warning
+        warnings.simplefilter("ignore")
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        with warnings.catch_warnings():  # HF_HUB_DISABLE_PROGRESS_BARS=1: the Hub's stay off
+            warnings.simplefilter("ignore")
+            if was_on:
+                hf_logging.enable_progress_bar()  # transformers' and the Hub's
+            if hub_was_off:
+                disable_progress_bars()

@@ -11,7 +11,9 @@ The plain ``transformers.Trainer`` does the work; this module supplies what it n
 * :func:`make_trainer`: a ``Trainer`` with the :class:`~cauchylin_hf.data.NumericDataCollator` and
   the callback.
 * :func:`train`: texts in, trained model, loss history and metrics out (the CLI and the demo call
-  it). Under ``torchrun`` / ``accelerate launch`` it trains data-parallel without changes.
+  it), with the Trainer's checkpoints and resuming (``save_steps``, ``resume_from_checkpoint``;
+  :mod:`cauchylin_hf.trainer_checkpoints`). Under ``torchrun`` / ``accelerate launch`` it trains
+  data-parallel without changes.
 
 The loss the Trainer optimises is the model's ``loss`` (``cls_loss + lambda * reg_loss``), a mean
 over counted positions of each micro-batch. Under data parallelism every rank computes that mean on
@@ -20,6 +22,7 @@ its own shard and the gradients are averaged over ranks, as for any HF causal LM
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -38,10 +41,13 @@ from cauchylin.conformal import calibration_holdout
 
 from .data import NumericDataCollator, NumericDataset
 from .evaluation import evaluate_model
+from .hf_compat import progress_bars
 from .readouts import CalibrationReport, ReadoutReport, calibrate, solve_readouts
 from .tokenizer import NumericTokenizer
+from .trainer_checkpoints import CHECKPOINT_PREFIX, resolve_resume_checkpoint
 
 __all__ = [
+    "CheckpointFilesCallback",
     "DataSource",
     "LossPartsCallback",
     "TrainResult",
@@ -102,6 +108,9 @@ def make_training_arguments(
             "remove_unused_columns=True would drop the numeric_values / target_values columns; "
             "leave it False"
         )
+    overrides = _running_release_names(overrides)
+    if overrides.get("save_steps") is not None:  # save_steps alone means: save every that many
+        overrides.setdefault("save_strategy", "steps")
     use_cpu = overrides.get("use_cpu", not torch.cuda.is_available())
     defaults: dict[str, Any] = {
         "remove_unused_columns": False,
@@ -122,6 +131,31 @@ def make_training_arguments(
         # accelerate expect a process group).
         defaults["ddp_backend"] = "gloo"
     return TrainingArguments(output_dir=str(output_dir), **{**defaults, **overrides})
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(TrainingArguments))
+
+
+def _running_release_names(overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` with the fields that the running transformers release spells otherwise.
+
+    ``warmup_ratio`` (a share of the steps) is a field up to transformers 5.x's removal of it;
+    later releases read a ``warmup_steps`` below 1 as that share. ``warmup_steps=1.0`` means one
+    step there, so a ratio of 1 becomes the largest float below 1, for which
+    ``ceil(steps * ratio)`` is still every step (the product rounds below ``steps``).
+    """
+    if "warmup_ratio" not in overrides or "warmup_ratio" in _FIELDS:
+        return overrides
+    out = dict(overrides)
+    ratio = out.pop("warmup_ratio")
+    if ratio is None:
+        return out
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 1:
+        raise ValueError(f"warmup_ratio must be a number in [0, 1], got {ratio!r}")
+    if out.get("warmup_steps"):
+        raise ValueError("pass warmup_ratio or warmup_steps, not both")
+    out["warmup_steps"] = math.nextafter(1.0, 0.0) if ratio == 1 else float(ratio)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -382,6 +416,57 @@ DataSource = Dataset | Iterable[str] | os.PathLike[str]
 """Training or evaluation data: an encoded dataset, texts, or a dataset file (a ``Path``)."""
 
 
+class CheckpointFilesCallback(TrainerCallback):
+    """Write the tokenizer and other files into every checkpoint the Trainer saves.
+
+    The Trainer's checkpoint holds the model's weights and config; with the numeric tokenizer
+    (and, for the CLI, ``data_format.json``) beside them it is a model folder of its own, loaded
+    like the final model. Only the main process writes.
+
+    Args:
+        tokenizer: the numeric tokenizer to save into each checkpoint, or None.
+        files: ``{file name: text}`` to write into each checkpoint as well.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> from transformers import TrainerControl, TrainerState
+        >>> run = Path(tempfile.mkdtemp())
+        >>> (run / "checkpoint-3").mkdir()
+        >>> cb = CheckpointFilesCallback(files={"notes.json": "{}"})
+        >>> cb.on_save(TrainingArguments(str(run)), TrainerState(global_step=3), TrainerControl())
+        >>> sorted(p.name for p in (run / "checkpoint-3").iterdir())
+        ['notes.json']
+    """
+
+    def __init__(
+        self, tokenizer: NumericTokenizer | None = None, files: Mapping[str, str] | None = None
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.files = dict(files or {})
+
+    def on_save(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        """Write the files into ``<args.output_dir>/checkpoint-<state.global_step>``.
+
+        Args:
+            args: the Trainer's ``TrainingArguments`` (``output_dir``: the checkpoint folder).
+            state: the Trainer's ``TrainerState`` (``global_step``; ``is_world_process_zero``).
+            control: the Trainer's ``TrainerControl`` (left unchanged).
+            **kwargs: the Trainer's other callback keywords (unused).
+        """
+        if not state.is_world_process_zero:
+            return
+        folder = Path(args.output_dir or ".") / f"{CHECKPOINT_PREFIX}-{state.global_step}"
+        if not folder.is_dir():  # a save that wrote no checkpoint (save_strategy "no")
+            return
+        for name, text in self.files.items():
+            (folder / name).write_text(text, encoding="utf-8")
+        if self.tokenizer is not None:
+            self.tokenizer.save_pretrained(folder)
+
+
 def _as_dataset(
     data: DataSource | None,
     tokenizer: NumericTokenizer,
@@ -599,7 +684,9 @@ class TrainResult:
         model: the trained model (the same object that was passed in).
         trainer: the ``Trainer`` that trained it.
         history: one dict per logging step: ``step``, ``loss``, ``cls_loss``, ``reg_loss``,
-            ``learning_rate``, ``grad_norm``, ``epoch`` (see :class:`LossPartsCallback`).
+            ``learning_rate``, ``grad_norm``, ``epoch`` (see :class:`LossPartsCallback`); a
+            resumed run logs the steps after its checkpoint (the earlier ones are in the
+            checkpoint's ``trainer_state.json``).
         eval_history: one dict per evaluation during training (``eval_strategy="steps"``).
         metrics: held-out metrics after training (:func:`evaluate_model`), or None without
             evaluation texts.
@@ -682,6 +769,11 @@ def train(
     callbacks: Sequence[TrainerCallback] = (),
     readouts: bool = True,
     calibration: float | str | DataSource | None = "auto",
+    save_steps: int | None = None,
+    save_total_limit: int | None = None,
+    resume_from_checkpoint: bool | str | os.PathLike[str] | None = None,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    checkpoint_files: Mapping[str, str] | None = None,
     **training_args: Any,
 ) -> TrainResult:
     """Train the causal language model on texts with the HF ``Trainer``.
@@ -702,7 +794,21 @@ def train(
     together or not at all (a calibration text that training saw would be read too well), and
     a held-out text is calibrated on once. The
     model never trains on the texts it is calibrated on: that is what makes a calibrated
-    interval of coverage ``c`` cover a new number with probability at least ``c``. Launched with ``torchrun --nproc_per_node N``
+    interval of coverage ``c`` cover a new number with probability at least ``c``.
+
+    **Checkpoints and resuming.** With ``save_steps=N`` the Trainer writes a checkpoint every
+    ``N`` optimizer steps, a folder ``checkpoint-<step>`` in ``checkpoint_dir`` (default
+    ``output_dir``) that holds the model, the tokenizer, the optimizer, the scheduler, the RNG
+    states and the data position; it loads like the final model
+    (``CauchyLMForCausalLM.from_pretrained`` and ``NumericTokenizer.from_pretrained``).
+    ``save_total_limit`` keeps only that many, the newest. ``resume_from_checkpoint=True``
+    continues from the latest complete checkpoint in ``checkpoint_dir`` (a path: from that one):
+    called with the same model, data and options, the resumed run takes the same steps on the
+    same batches as an uninterrupted one, and logs the same losses
+    (:mod:`cauchylin_hf.trainer_checkpoints`). Ctrl-C raises ``KeyboardInterrupt`` as usual; the
+    checkpoints written so far stay.
+
+    Launched with ``torchrun --nproc_per_node N``
     (or ``accelerate launch``) the same call trains data-parallel: ``batch_size`` is per process;
     only the main process saves.
 
@@ -733,15 +839,26 @@ def train(
             (:func:`~cauchylin_hf.readouts.solve_readouts`); False keeps the shared head alone.
         calibration: ``"auto"``, a share in ``(0, 1)``, calibration texts (a file or a dataset),
             or None (see above).
+        save_steps: write a checkpoint every this many optimizer steps; None writes none.
+        save_total_limit: keep at most this many checkpoints (the oldest go); None keeps all.
+        resume_from_checkpoint: True to continue from the latest checkpoint in
+            ``checkpoint_dir``, a checkpoint folder to continue from that one, or None.
+        checkpoint_dir: the folder of the ``checkpoint-<step>`` folders (default
+            ``output_dir``).
+        checkpoint_files: ``{file name: text}`` written into every checkpoint beside the model
+            and the tokenizer (the CLI's ``data_format.json``).
         **training_args: any other ``TrainingArguments`` field (e.g.
-            ``gradient_accumulation_steps``, ``lr_scheduler_type``, ``weight_decay``).
+            ``gradient_accumulation_steps``, ``lr_scheduler_type``, ``weight_decay``), and
+            ``warmup_ratio`` (a share of the steps; the running transformers release may spell
+            it as a ``warmup_steps`` below 1).
 
     Returns:
         A :class:`TrainResult`.
 
     Raises:
         ValueError: for empty training or evaluation data (named), a text with no tokens, a
-            malformed dataset file, a bad ``calibration``, or bad options.
+            malformed dataset file, a bad ``calibration``, bad options, or no checkpoint to
+            resume from.
         FileNotFoundError: for a dataset file that does not exist.
 
     Example:
@@ -764,7 +881,13 @@ def train(
         >>> sorted(p.name for p in result.output_dir.glob("*.json"))[:2]
         ['config.json', 'generation_config.json']
     """
-    for name, value in (("batch_size", batch_size), ("logging_steps", logging_steps)):
+    positive = [("batch_size", batch_size), ("logging_steps", logging_steps)]
+    positive += [
+        (n, v)
+        for n, v in (("save_steps", save_steps), ("save_total_limit", save_total_limit))
+        if v is not None
+    ]
+    for name, value in positive:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     if not isinstance(tokenizer, NumericTokenizer):
@@ -786,8 +909,14 @@ def train(
             raise ValueError("eval_steps needs eval_texts")
         training_args.setdefault("eval_strategy", "steps")
         training_args.setdefault("eval_steps", eval_steps)
+    checkpoints = Path(output_dir if checkpoint_dir is None else checkpoint_dir)
+    resume = resolve_resume_checkpoint(resume_from_checkpoint, checkpoints)
+    if save_steps is not None:
+        training_args["save_steps"] = save_steps  # save_strategy "steps" then
+    if save_total_limit is not None:
+        training_args["save_total_limit"] = save_total_limit
     args = make_training_arguments(
-        output_dir,
+        checkpoints,
         max_steps=max_steps,
         num_train_epochs=num_train_epochs,
         per_device_train_batch_size=batch_size,
@@ -804,7 +933,7 @@ def train(
         train_ds,
         eval_ds if eval_steps is not None else None,
         args=args,
-        callbacks=callbacks,
+        callbacks=[CheckpointFilesCallback(tokenizer, checkpoint_files), *callbacks],
     )
     if not progress:
         trainer.remove_callback(PrinterCallback)  # no log lines either
@@ -816,7 +945,8 @@ def train(
             model, tokenizer, eval_ds, batch_size=args.per_device_eval_batch_size
         )
     start = time.perf_counter()
-    out = trainer.train()
+    with progress_bars(progress):
+        out = trainer.train(resume_from_checkpoint=resume)
     result.train_runtime = time.perf_counter() - start
     result.global_step = int(out.global_step)
     result.history = list(trainer.loss_parts.history)  # type: ignore[attr-defined]
@@ -833,7 +963,8 @@ def train(
             model, tokenizer, eval_ds, batch_size=args.per_device_eval_batch_size
         )
     if save:
-        trainer.save_model(str(output_dir))
+        with progress_bars(progress):
+            trainer.save_model(str(output_dir))
         if trainer.is_world_process_zero():
             tokenizer.save_pretrained(str(output_dir))
         result.output_dir = Path(output_dir)

@@ -24,6 +24,7 @@ from cauchylin_lm import PROG
 
 from ..atomic_save import FolderState, folder_state
 from ..textfile import read_text_file
+from ..trainer_checkpoints import is_checkpoint_entry
 from .tables import Table, TableTemplate, is_table_file, read_table
 
 __all__ = [
@@ -320,12 +321,15 @@ def check_output_dir(args: argparse.Namespace) -> FolderState:
     if out.exists() and not out.is_dir():
         raise CliError(f"--output-dir {path!r} is a file, not a folder")
     seen = folder_state(out)
-    if seen.entries and not is_causal_folder(out):
+    # a folder of checkpoints alone (a training stopped before its end) holds no model yet
+    if not any(not is_checkpoint_entry(name) for name in seen.entries):
+        return seen
+    if not is_causal_folder(out):
         raise CliError(
             f"--output-dir {path!r} is a non-empty folder that does not hold a cauchylin "
             "model; choose a new folder"
         )
-    if seen.entries and not args.overwrite:
+    if not args.overwrite:
         raise CliError(
             f"--output-dir {path!r} already holds a trained model; pass --overwrite to "
             "replace it (it is replaced only once the new training succeeded), or choose "

@@ -228,10 +228,32 @@ def _train_settings(args: argparse.Namespace, n_texts: int) -> dict[str, Any]:
         "readouts": not args.no_readouts,
         "calibration": args.calibration,
         "warmup_steps": _warmup_steps(args, n_texts),
+        "save_steps": args.save_steps,
+        "save_total_limit": args.save_total_limit,
     }
     if args.lr_scheduler is not None:
         settings["lr_scheduler_type"] = args.lr_scheduler
     return settings
+
+
+def _checkpoint_folder(args: argparse.Namespace, out: Path, seen: Any) -> tuple[str | None, Any]:
+    """The checkpoint to resume from, and the output folder's state: with ``--save-steps`` the
+    checkpoints go into ``--output-dir`` itself (where Ctrl-C and a kill leave them), made now so
+    that they are this run's own entries at the swap; a new run over old checkpoints is refused."""
+    from ..atomic_save import folder_state
+    from ..trainer_checkpoints import list_checkpoints, resolve_resume_checkpoint
+
+    resume = resolve_resume_checkpoint(args.resume_from_checkpoint, out)
+    if args.save_steps is not None:
+        if resume is None and list_checkpoints(out):
+            raise CliError(
+                f"--output-dir {args.output_dir!r} holds the checkpoints of an earlier training: "
+                "continue it with --resume-from-checkpoint, or delete them to start anew"
+            )
+        if not out.exists():
+            out.mkdir(parents=True)
+            seen = folder_state(out)
+    return resume, seen
 
 
 def _train_and_save(
@@ -248,6 +270,7 @@ def _train_and_save(
     from safetensors import SafetensorError
 
     from ..atomic_save import FolderChangedError, replace_folder
+    from ..trainer_checkpoints import last_checkpoint
     from ..training import train
     from .precision import NumberPrecision
 
@@ -255,18 +278,27 @@ def _train_and_save(
     eval_ds = encode(model, ntok, held, args.max_length) if held is not None else None
     out, existed = Path(args.output_dir), Path(args.output_dir).exists()
     say: Callable[[str], None] = lambda text: note(args, text)  # noqa: E731
+    record = format_record(data.template, NumberPrecision.from_texts(data.texts), median)
+    text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+    resume, seen = _checkpoint_folder(args, out, seen)
     try:
         with replace_folder(
             out, stale=_is_model_entry, seen=seen, note=say, contents="the new model"
         ) as staging:
             result = train(
-                model, ntok, train_ds, eval_ds, staging, **_train_settings(args, len(data.texts))
+                model,
+                ntok,
+                train_ds,
+                eval_ds,
+                staging,
+                resume_from_checkpoint=resume,
+                checkpoint_dir=out if args.save_steps or resume else None,
+                checkpoint_files={DATA_FORMAT_FILE: text},
+                **_train_settings(args, len(data.texts)),
             )
             if result.global_step < 1:
                 raise CliError("training took no step: raise --epochs or --max-steps")
             report_readouts(result)
-            record = format_record(data.template, NumberPrecision.from_texts(data.texts), median)
-            text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
             (staging / DATA_FORMAT_FILE).write_text(text, encoding="utf-8")
             metrics = dict(result.metrics or {})
             if median is not None and model.config.num_token_id is not None:
@@ -276,6 +308,14 @@ def _train_and_save(
                     n = min(len(data.texts), _CHECK_TEXTS)
                     checked, where = data._replace(texts=data.texts[:n]), "training texts"
                 metrics.update(target_report(args, model, ntok, checked, median, where))
+    except KeyboardInterrupt as exc:
+        last = last_checkpoint(out) if not exc.args else None  # not one raised after the swap
+        if last is not None:
+            exc.args = (
+                f"the model was not saved; its last checkpoint is kept in {last}: run the same "
+                "command with --resume-from-checkpoint to continue",
+            )
+        raise
     except FolderChangedError as exc:
         raise CliError(
             f"--output-dir {str(out)!r} was changed by another program during training "

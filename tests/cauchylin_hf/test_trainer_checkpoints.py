@@ -1,0 +1,195 @@
+"""Checkpoints of ``train`` and resuming from them (the Trainer's own machinery).
+
+A run interrupted at step ``k`` and resumed from its checkpoint must log the losses of the run
+that was never interrupted: the optimizer's moments, the schedule, the RNG states and the data
+position all come back. The runs cross an epoch boundary (12 texts, batch 4: 3 steps an epoch)
+so the data order of a later epoch is checked too, and train the backbone (the heads' and the
+backbone's optimizer states both matter).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+
+import pytest
+import torch
+from cauchylin_hf.model import CauchyLMForCausalLM
+from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+from cauchylin_hf.tokenizer import NumericTokenizer
+from cauchylin_hf.trainer_checkpoints import (
+    checkpoint_step,
+    last_checkpoint,
+    list_checkpoints,
+    resolve_resume_checkpoint,
+)
+from cauchylin_hf.training import make_training_arguments, train
+from transformers import TrainerCallback
+
+STEPS = 10
+STOP = 6  # the interruption: after the checkpoint of step 6
+# float32 steps taken in the same order give the same numbers; a resume that lost any state
+# (see the control) is off by far more
+RTOL = 1e-5
+
+
+def _texts() -> list[str]:
+    r = random.Random(0)
+    pairs = [(r.randint(1, 9), r.randint(1, 20)) for _ in range(12)]
+    return [f"{a} boxes of {b} eggs hold {a * b} eggs." for a, b in pairs]
+
+
+def _model() -> tuple[CauchyLMForCausalLM, NumericTokenizer]:
+    torch.manual_seed(0)
+    base = tiny_base_model("qwen2", seed=0)
+    return CauchyLMForCausalLM.from_base(
+        base, tiny_tokenizer(), return_tokenizer=True, freeze_backbone=False
+    )
+
+
+class _StopAt(TrainerCallback):
+    """Stops the training after step ``k`` (as Ctrl-C would, once its checkpoint is written)."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= self.k:
+            control.should_training_stop = True
+
+
+def _run(folder, **kw):
+    model, ntok = _model()
+    options = dict(
+        max_steps=STEPS,
+        batch_size=4,
+        logging_steps=1,
+        learning_rate=1e-2,
+        warmup_ratio=0.2,
+        seed=3,
+        progress=False,
+        save=False,
+        evaluate=False,
+        readouts=False,
+        calibration=None,
+    )
+    return train(model, ntok, _texts(), output_dir=folder, **{**options, **kw})
+
+
+def _max_rel_diff(a: list[float], b: list[float]) -> float:
+    assert len(a) == len(b)
+    return max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a, b, strict=True))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The uninterrupted run, and the one interrupted at STOP and resumed (checkpoints every
+    2 steps)."""
+    full = _run(tmp_path_factory.mktemp("full"))
+    folder = tmp_path_factory.mktemp("interrupted")
+    first = _run(folder, save_steps=2, callbacks=[_StopAt(STOP)])
+    kept = tmp_path_factory.mktemp("kept") / "checkpoint"
+    shutil.copytree(folder / f"checkpoint-{STOP}", kept)  # before the resumed run goes on
+    second = _run(folder, save_steps=2, resume_from_checkpoint=True)
+    return {"full": full, "first": first, "second": second, "folder": folder, "kept": kept}
+
+
+def test_a_resumed_run_logs_the_losses_of_an_uninterrupted_one(runs):
+    full, first, second = runs["full"], runs["first"], runs["second"]
+    assert [r["step"] for r in first.history] == list(range(1, STOP + 1))
+    assert [r["step"] for r in second.history] == list(range(STOP + 1, STEPS + 1))
+    assert second.global_step == STEPS
+    for key in ("loss", "cls_loss", "reg_loss", "learning_rate", "grad_norm"):
+        joined = first.series(key) + second.series(key)
+        assert _max_rel_diff(full.series(key), joined) <= RTOL, key
+    # the losses moved: equal curves are not two flat lines
+    assert full.series("loss")[-1] < 0.5 * full.series("loss")[0]
+
+
+def test_resuming_without_the_optimizer_state_would_be_caught(runs, tmp_path):
+    """The control: the same resume from a checkpoint whose optimizer and scheduler files were
+    deleted (the weights alone) logs other losses, so the equality above is not trivial."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copytree(runs["kept"], folder / f"checkpoint-{STOP}")
+    for name in ("optimizer.pt", "scheduler.pt"):
+        (folder / f"checkpoint-{STOP}" / name).unlink()
+    resumed = _run(folder, save_steps=2, resume_from_checkpoint=True)
+    assert [r["step"] for r in resumed.history] == list(range(STOP + 1, STEPS + 1))
+    assert _max_rel_diff(runs["second"].series("loss"), resumed.series("loss")) > 1e-3
+
+
+def test_a_checkpoint_is_a_model_folder_that_loads_and_predicts(runs):
+    """The checkpoint of step STOP holds the weights the interrupted run had at its end, its
+    tokenizer, and loads with the library's own loaders."""
+    from cauchylin_hf.predict import predict_values
+
+    kept, model = runs["kept"], runs["first"].model
+    loaded = CauchyLMForCausalLM.from_pretrained(kept).eval()
+    ntok = NumericTokenizer.from_pretrained(kept)
+    assert ntok.num_token_id == loaded.config.num_token_id == model.config.num_token_id
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():
+        want, got = model.eval()(ids), loaded(ids)
+    for name in ("loc_S", "loc_Y", "scale_Y"):
+        torch.testing.assert_close(getattr(got, name), getattr(want, name), rtol=0, atol=0)
+    prompts = ["3 boxes of 7 eggs hold ", "9 boxes of 2 eggs hold "]
+    got_pred, want_pred = (
+        predict_values(loaded, ntok, prompts),
+        predict_values(model, ntok, prompts),
+    )
+    assert torch.isfinite(got_pred.median).all()
+    torch.testing.assert_close(got_pred.median, want_pred.median, rtol=0, atol=0)
+    state = json.loads((kept / "trainer_state.json").read_text())
+    assert state["global_step"] == STOP
+
+
+def test_save_total_limit_keeps_the_newest(tmp_path):
+    kept = _run(tmp_path / "two", max_steps=8, save_steps=2, save_total_limit=2)
+    every = _run(tmp_path / "all", max_steps=8, save_steps=2)
+    assert kept.global_step == every.global_step == 8
+    assert [checkpoint_step(p) for p in list_checkpoints(tmp_path / "two")] == [6, 8]
+    assert [checkpoint_step(p) for p in list_checkpoints(tmp_path / "all")] == [2, 4, 6, 8]
+    assert last_checkpoint(tmp_path / "two") == tmp_path / "two" / "checkpoint-8"
+
+
+def test_the_final_model_is_saved_beside_the_checkpoints(tmp_path):
+    result = _run(tmp_path / "out", max_steps=4, save_steps=2, save=True)
+    names = {p.name for p in (tmp_path / "out").iterdir()}
+    assert {"checkpoint-2", "checkpoint-4", "model.safetensors", "config.json"} <= names
+    again = CauchyLMForCausalLM.from_pretrained(tmp_path / "out")
+    ids = torch.tensor([[5, 6, 7]])
+    with torch.no_grad():
+        torch.testing.assert_close(again(ids).loc_S, result.model.eval()(ids).loc_S)
+
+
+def test_a_cut_off_checkpoint_is_not_resumed_from(tmp_path):
+    """A checkpoint folder without trainer_state.json (the Trainer writes it last) was cut off
+    by Ctrl-C or a kill: the latest complete one is taken."""
+    for step, complete in ((4, True), (6, False)):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        if complete:
+            (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    assert resolve_resume_checkpoint(True, tmp_path) == str(tmp_path / "checkpoint-4")
+    with pytest.raises(ValueError, match=r"holds no trainer_state\.json"):
+        resolve_resume_checkpoint(tmp_path / "checkpoint-6", tmp_path)
+
+
+def test_resuming_with_no_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match=r"no complete checkpoint .* to resume from"):
+        _run(tmp_path, resume_from_checkpoint=True)
+    with pytest.raises(ValueError, match="does not exist"):
+        _run(tmp_path, resume_from_checkpoint=tmp_path / "checkpoint-3")
+    with pytest.raises(ValueError, match="save_steps must be a positive int"):
+        _run(tmp_path, save_steps=0)
+
+
+def test_warmup_ratio_is_the_share_of_the_steps_in_the_running_transformers():
+    """``warmup_ratio`` (the CLI's --warmup-ratio) reaches the Trainer in whatever field the
+    installed release has; the warm-up it gives is ceil(ratio * steps), 1 included."""
+    for ratio, steps, want in ((0.05, 200, 10), (0.25, 10, 3), (1.0, 7, 7), (0.0, 9, 0)):
+        args = make_training_arguments("out", warmup_ratio=ratio, max_steps=steps)
+        assert args.get_warmup_steps(steps) == want, ratio
+    with pytest.raises(ValueError, match="warmup_ratio must be a number in"):
+        make_training_arguments("out", warmup_ratio=1.5)
