@@ -85,18 +85,21 @@ def test_cached_equals_uncached(models, arch, mode):
 
 
 def test_cache_runs_one_token_per_step(models, monkeypatch):
+    """One prefill, then one token per step, through the inner encode that trusts its inputs
+    (the prompt was checked once): the public, checking ``encode`` is not re-entered."""
     model = models["qwen2"]
-    lengths = []
-    encode = model.encode
+    lengths, public = [], []
+    encode = model.encode_checked
 
     def spy(input_ids=None, *args, **kwargs):
         lengths.append(input_ids.shape[1])
         return encode(input_ids, *args, **kwargs)
 
-    monkeypatch.setattr(model, "encode", spy)
+    monkeypatch.setattr(model, "encode_checked", spy)
+    monkeypatch.setattr(model, "encode", lambda *a, **k: public.append(1))
     ids, values = prompts(length=6)
     generate(model, ids, values, max_new_tokens=5, eos_token_id=[])
-    assert lengths == [6, 1, 1, 1, 1]
+    assert lengths == [6, 1, 1, 1, 1] and not public
 
 
 @pytest.mark.parametrize("mode", ["causal", "standard"])
