@@ -209,6 +209,24 @@ def test_generate_on_a_base_folder(base_dir, capsys):
     assert capsys.readouterr().out.startswith("hi")
 
 
+def test_a_prompt_as_long_as_the_context_exits_2_in_predict_and_generate(base_dir, capsys):
+    """One rule (the library's): before, generate warned and exited 0 where predict exited 2.
+    The index counts every prompt, also past the first batch."""
+    long = " ".join(["7 eggs"] * 256)  # the tiny Qwen2 (RoPE) has 256 positions
+    for command in ("generate", "predict"):
+        argv = [command, str(base_dir), "--prompt", "3 eggs", "--prompt", long]
+        assert cli.main([*argv, "--batch-size", "1", "--no-progress"]) == 2
+        captured = capsys.readouterr()
+        (line,) = captured.err.strip().splitlines()
+        assert re.fullmatch(
+            rf"cauchylin-lm {command}: error: prompts\[1\] is \d+ tokens long: the model's "
+            r"context of 256 positions \(max_position_embeddings\) leaves no room for the token "
+            r"after it; 1 of 2 prompts are that long: shorten them",
+            line,
+        ), line
+        assert captured.out == ""  # refused before the first batch: nothing written
+
+
 def test_verify_passes_on_the_base(base_dir, capsys):
     assert cli.main(["verify", str(base_dir), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

@@ -983,19 +983,11 @@ def _read_on(
 
 
 def _check_prompt_lengths(model: Any, ntok: Any, prompts: list[str]) -> None:
-    """Refuse a prompt longer than the model's context (the number after it has no position)."""
-    context = _context_length(model)
-    if context is None:
-        return
-    lengths = [len(ids) for ids in ntok(prompts)["input_ids"]]
-    over = [i for i, n in enumerate(lengths) if n >= context]
-    if over:
-        i = over[0]
-        raise CliError(
-            f"prompt {i + 1} is {lengths[i]} tokens long: the model's context of {context} "
-            f"positions (max_position_embeddings) leaves no room for the number after it; "
-            f"{len(over)} of {len(prompts)} prompts are that long: shorten them"
-        )
+    """Refuse, before the first batch, a prompt that leaves no position for the token after
+    it (the library's rule, over every prompt: its index counts them all)."""
+    from ..generation import check_prompt_lengths
+
+    check_prompt_lengths(model, [len(ids) for ids in ntok(prompts)["input_ids"]])
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -1012,7 +1004,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if model.config.num_token_id is None:
         raise CliError("the model has no <NUM> token: it cannot predict numbers")
     precision = _precision(args.model)
-    _check_prompt_lengths(model, ntok, prompts)
     pred = predict_values(
         model,
         ntok,
@@ -1096,6 +1087,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     _set_threads(args)
     model, ntok = load_causal_model(args.model, tokenizer=args.tokenizer)
     precision = _precision(args.model)
+    _check_prompt_lengths(model, ntok, prompts)
     eos = _eos_ids(model, ntok)
     if args.sentence_stop:
         eos += [i for i in _sentence_end_ids(ntok) if i not in eos]
