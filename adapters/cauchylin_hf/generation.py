@@ -218,8 +218,9 @@ def check_length(
         use_cache: whether a KV cache is kept.
 
     Raises:
-        ValueError: beyond a learned-position base's context, or beyond the device's memory
-            (the message names ``max_new_tokens`` and what fits).
+        ValueError: ``max_new_tokens`` not an int ``>= 0``, beyond a learned-position base's
+            context, or beyond the device's memory (the message names ``max_new_tokens`` and
+            what fits).
 
     Example:
         >>> from cauchylin_hf.model import CauchyLMForCausalLM
@@ -231,6 +232,12 @@ def check_length(
         ...
         ValueError: max_new_tokens=57 after a prompt of 200 tokens needs 257 positions; the base has 256 learned positions (max_position_embeddings): ask for at most 56 new tokens
     """
+    if (
+        isinstance(max_new_tokens, bool)
+        or not isinstance(max_new_tokens, int)
+        or max_new_tokens < 0
+    ):
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     total = prompt_length + max_new_tokens
     limit = model.position_limit
     if limit is not None and total > limit:
@@ -496,9 +503,18 @@ def _generator(
     return torch.Generator(device=device).manual_seed(value)
 
 
+def _stop_strings(stop_strings: str | Sequence[str] | None, tokenizer: Any) -> list[str]:
+    """The non-empty stop strings, as a list (they need a tokenizer to read the text)."""
+    given = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings or [])
+    stops = [s for s in given if s]
+    if stops and tokenizer is None:
+        raise ValueError("stop_strings need a tokenizer to decode the continuation")
+    return stops
+
+
 def _stop_ids(
     model: Any, tokenizer: Any, eos_token_id: Any, batch: PromptBatch
-) -> tuple[list[int], int]:
+) -> tuple[torch.Tensor, int]:
     """``(eos ids, pad id)``; warns, as transformers does, of a likely right-padded batch."""
     eos = _eos_ids(model, tokenizer, eos_token_id)
     gen_config = getattr(model, "generation_config", None)
@@ -513,7 +529,7 @@ def _stop_ids(
             "on the left and pass their attention_mask",
             pad,
         )
-    return eos, pad
+    return torch.tensor(eos, dtype=torch.long, device=ids.device), pad
 
 
 class _Rows:
@@ -696,20 +712,10 @@ def generate(
         ((1, 7), (1, 4))
     """
     # The doors: every option and the prompts checked once; the loop below trusts them.
-    if (
-        isinstance(max_new_tokens, bool)
-        or not isinstance(max_new_tokens, int)
-        or max_new_tokens < 0
-    ):
-        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     device = next(model.parameters()).device
     generator = _generator(seed, generator, device)
     tokenizer = _numeric_tokenizer(tokenizer, model)
-    stops = [
-        s for s in ([stop_strings] if isinstance(stop_strings, str) else stop_strings or []) if s
-    ]
-    if stops and tokenizer is None:
-        raise ValueError("stop_strings need a tokenizer to decode the continuation")
+    stops = _stop_strings(stop_strings, tokenizer)
     batch = prepare_prompts(model, input_ids, numeric_values, attention_mask, tokenizer=tokenizer)
     rows = batch.input_ids.shape[0]
     check_length(model, rows, int(batch.lengths.max()), max_new_tokens, use_cache)
@@ -730,8 +736,7 @@ def generate(
     # NaN heads (a training that diverged) would pick token 0 at every step.
     check_finite_weights(head_tensors(model).items(), "the model")
     _check_noise_scale(decoding, action)
-    eos, pad = _stop_ids(model, tokenizer, eos_token_id, batch)
-    eos_ids = torch.tensor(eos, dtype=torch.long, device=device)
+    eos_ids, pad = _stop_ids(model, tokenizer, eos_token_id, batch)
 
     # The loop: one token per row and step, its value fed back at the next step.
     state, past, was_training = _Rows(batch, return_distributions), None, model.training
