@@ -756,14 +756,8 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
     def step(
         self,
         hidden: torch.Tensor,
-        mode: str | InferenceMode | Decoding = STANDARD,
-        temperature: float | None = None,
+        decoding: Decoding | str | InferenceMode = STANDARD,
         *,
-        generator: torch.Generator | None = None,
-        eps_seed: torch.Tensor | None = None,
-        eps_noise: torch.Tensor | None = None,
-        top_k: int | None = None,
-        top_p: float | None = None,
         return_distributions: bool = False,
         context: torch.Tensor | None = None,
     ) -> tuple[CauchyVector, ActionStep]:
@@ -776,14 +770,10 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
 
         Args:
             hidden: ``[B, H]`` features of the last position (from :meth:`encode`).
-            mode: an inference mode of :data:`cauchylin.nn.MODES` (or its record), or a
-                :class:`cauchylin.nn.modes.Decoding` that carries the options below.
-            temperature: ``T >= 0`` (default ``config.temperature``).
-            generator: ``torch.Generator`` of the random modes and of compatible sampling.
-            eps_seed: ``shared_individual``'s fixed draw, ``[C]`` or ``[B, C]``.
-            eps_noise: ``shared_noise``'s fixed draw, ``[C]`` or ``[B, C]``.
-            top_k: compatible mode: keep the ``k`` largest logits.
-            top_p: compatible mode: nucleus filtering.
+            decoding: the checked :class:`cauchylin.nn.modes.Decoding` that carries every
+                decoding option (temperature, generator, ``top_k``/``top_p``, a shared mode's
+                draw; :meth:`cauchylin.nn.modes.Decoding.make`), or a mode's name (or its
+                record) to run at ``config.temperature`` without options.
             return_distributions: also compute ``scale_S`` and ``scale_Y``.
             context: ``[B]`` the context codes of the positions (as in :meth:`heads`).
 
@@ -792,27 +782,29 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             ``values``, ``loc_S``, ...).
 
         Raises:
-            ValueError: bad options (see :meth:`cauchylin.nn.modes.Decoding.make`).
+            ValueError: an unknown mode, or a mode name that needs options (a shared mode's
+                draw: pass a :class:`cauchylin.nn.modes.Decoding`).
 
         Example:
             >>> import torch
+            >>> from cauchylin.nn.modes import Decoding
             >>> from cauchylin_hf.testing import tiny_base_model
             >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
             >>> hidden = model.encode(torch.tensor([[5, 6, 7]]))[0][:, -1]
             >>> U, step = model.step(hidden, "causal")
             >>> bool(torch.equal(step.ids, model.heads(hidden, "causal")[1].next_token()))
             True
+            >>> noise = torch.zeros(1, 32)  # shared_noise with a zero draw: the causal choice
+            >>> d = Decoding.make("shared_noise", 1.0, shape=(1, 32), eps_noise=noise)
+            >>> bool(torch.equal(model.step(hidden, d)[1].ids, step.ids))
+            True
         """
         U = self._individual(hidden)
+        if not isinstance(decoding, Decoding):
+            decoding = Decoding.make(decoding, self.config.temperature, shape=U.shape)
         out = self.action.step(
             U,
-            mode,
-            self._temperature(mode, temperature),
-            generator=generator,
-            eps_seed=eps_seed,
-            eps_noise=eps_noise,
-            top_k=top_k,
-            top_p=top_p,
+            decoding,
             num_token_id=self.config.num_token_id,
             return_distributions=return_distributions,
             context=context,
