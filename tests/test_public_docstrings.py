@@ -64,6 +64,7 @@ MODULES = [
     "cauchylin_hf.generation",
     "cauchylin_hf.testing",
     "cauchylin_hf.predict",
+    "cauchylin_hf.precision",
     "cauchylin_hf.atomic_save",
     "cauchylin_hf.hf_compat",
     "cauchylin_hf.sharding",

@@ -24,9 +24,11 @@ One step, for a batch of ``B`` rows:
    takes ``argmax_k P_k`` with ``P_k = 1/2 + atan((loc_S_k - tau_k) / scale_S_k) / pi``, as the
    argmax of the standardised score ``(loc_S_k - tau_k) / scale_S_k``.
 3. **Numbers.** When the choice is ``<NUM>`` (``config.num_token_id``) the row's new numeric value
-   is ``loc_Y`` (rounded to float32; written into the decoded text with
+   is ``loc_Y`` (rounded to float32), else 0. The decoded text writes it with the decimals its
+   field had in the training data where the model's folder records them
+   (:class:`cauchylin_hf.precision.NumberPrecision`, as the command line writes it), else as
    :func:`cauchylin_hf.numbers.format_number`, the shortest decimal that reads back to the same
-   float32: ``4.5``, ``1000000``, ``1.5e+20``), else 0.
+   float32: ``4.5``, ``1000000``, ``1.5e+20``.
 4. **Stopping.** A row stops after ``eos_token_id`` or after its decoded continuation contains a
    stop string; later positions of a stopped row hold the pad id (value 0, attention mask 0 in
    the output) while the other rows go on. The loop ends when every row stopped or after
@@ -57,6 +59,7 @@ from ._backbone import cached_positions, check_finite_weights, whole_tensor
 from .batch import check_token_ids, resolve_pad_token_id
 from .heads_io import head_tensors
 from .hf_compat import CACHE_NAME, takes_cache
+from .precision import NumberPrecision
 from .tokenizer import NumericTokenizer
 
 __all__ = [
@@ -90,8 +93,13 @@ class GenerationOutput:
         finished: ``[B]`` bool: the row stopped at EOS or a stop string (False: it ran out of
             ``max_new_tokens``).
         texts: per row, the decoded prompt and continuation with numbers written in (special
-            tokens skipped), or None without a tokenizer.
-        new_texts: per row, the decoded continuation only, or None without a tokenizer.
+            tokens skipped), or None without a tokenizer: a text prompt's numbers keep their
+            spelling; a generated number is written by the precision recorded in the model's
+            folder (:meth:`cauchylin_hf.precision.NumberPrecision.of_model`: the decimals its
+            field had in the training data), else as the shortest decimal of its float32
+            value, the rule of the command line's ``generate``.
+        new_texts: per row, the decoded continuation only (numbers written alike), or None
+            without a tokenizer.
         eps_seed: ``[B, C]`` the draw of ``shared_individual`` (else None).
         eps_noise: ``[B, C]`` the draw of ``shared_noise`` (else None).
         steps: with ``return_distributions=True``, per-step parameters stacked over the steps:
@@ -366,6 +374,8 @@ class PromptBatch:
         attention_mask: ``[B, L]`` int64, 1 for tokens, 0 for the left padding.
         mask_given: whether the mask came with the prompts (given, or from the tokenizer)
             rather than defaulting to ones.
+        texts: the prompt texts, when the prompts came as text (their numbers' spellings are
+            kept in the decoded output), else None.
 
     Example:
         >>> import torch
@@ -378,6 +388,7 @@ class PromptBatch:
     numeric_values: torch.Tensor
     attention_mask: torch.Tensor
     mask_given: bool = True
+    texts: list[str] | None = None
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -398,11 +409,11 @@ def _tensor_prompts(
             raise ValueError("text prompts carry their own numeric_values and attention_mask")
         texts = cast(list[str], [input_ids] if isinstance(input_ids, str) else list(input_ids))
         enc = tokenizer(texts, padding=True, padding_side="left", return_tensors="pt")
-        input_ids, numeric_values, attention_mask = (
-            enc["input_ids"],
-            enc["numeric_values"],
-            enc["attention_mask"],
+        batch = _tensor_prompts(
+            enc["input_ids"], enc["numeric_values"], enc["attention_mask"], None, device
         )
+        batch.texts = texts
+        return batch
     ids = _as_ids(input_ids, "input_ids").to(device)
     B, L = ids.shape
     values = (
@@ -536,7 +547,7 @@ class _Rows:
     """The growing sequences of a generation: ids, values, masks, finished rows, records."""
 
     def __init__(self, batch: PromptBatch, keep_steps: bool) -> None:
-        self.ids, self.values = batch.input_ids, batch.numeric_values
+        self.ids, self.values, self.prompts = batch.input_ids, batch.numeric_values, batch.texts
         self.mask = batch.attention_mask  # what the model attends to
         self.out_mask = batch.attention_mask.clone()  # 0 also after a row stopped
         self.prompt_length = batch.input_ids.shape[1]
@@ -602,31 +613,32 @@ class _Rows:
         if self.own_end is None and bool(self.finished.all()):
             self.own_end = self.ids.shape[1]
 
-    def output(self, tokenizer: Any, decoding: Decoding) -> GenerationOutput:
+    def output(self, model: Any, tokenizer: Any, decoding: Decoding) -> GenerationOutput:
         """The :class:`GenerationOutput`, without the steps run only to keep other processes
-        company (``synced_gpus``)."""
+        company (``synced_gpus``); the texts written by the model's number precision."""
         end, L = self.own_end or self.ids.shape[1], self.prompt_length
-        seq, vals, mask = self.ids[:, :end], self.values[:, :end], self.out_mask[:, :end]
-        texts = new_texts = None
-        if tokenizer is not None:
-            texts = tokenizer.batch_decode(seq, vals, attention_mask=mask, skip_special_tokens=True)
-            new_texts = tokenizer.batch_decode(
-                seq[:, L:], vals[:, L:], attention_mask=mask[:, L:], skip_special_tokens=True
-            )
         steps: dict[str, torch.Tensor] = {}
         if self.records is not None and end > L:
             steps = {k: torch.stack(v[: end - L], dim=1) for k, v in self.records.items()}
-        return GenerationOutput(
-            sequences=seq,
-            numeric_values=vals,
-            attention_mask=mask,
+        out = GenerationOutput(
+            sequences=self.ids[:, :end],
+            numeric_values=self.values[:, :end],
+            attention_mask=self.out_mask[:, :end],
             prompt_length=L,
             finished=self.finished,
-            texts=texts,
-            new_texts=new_texts,
             steps=steps,
             **decoding.draws,
         )
+        if tokenizer is not None:  # the command line's rule: one home, NumberPrecision
+            precision = NumberPrecision.of_model(model)
+            written = [
+                precision.write_generation(
+                    out, r, self.prompts[r] if self.prompts else None, tokenizer
+                )
+                for r in range(out.sequences.shape[0])
+            ]
+            out.texts, out.new_texts = [w[0] for w in written], [w[1] for w in written]
+        return out
 
 
 @torch.no_grad()
@@ -756,7 +768,7 @@ def generate(
                 break
     finally:
         model.train(was_training)
-    return state.output(tokenizer, decoding)
+    return state.output(model, tokenizer, decoding)
 
 
 class NumericGenerationMixin(GenerationMixin):

@@ -30,7 +30,6 @@ has a ratio near 1; one whose predictions explain only 1% of the targets' varian
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +49,7 @@ from cauchylin.value_space import (
 from .generation import check_prompt_lengths, position_ids_from_mask
 from .loss import before_numbers
 from .numbers import find_numbers
+from .precision import field_of
 from .tokenizer import NumericTokenizer
 
 __all__ = [
@@ -58,7 +58,6 @@ __all__ = [
     "LearningCheck",
     "NumberPredictions",
     "ValuePrediction",
-    "field_of",
     "learning_check",
     "number_metrics",
     "number_predictions",
@@ -72,29 +71,6 @@ DEFAULT_LEVELS: tuple[float, ...] = (0.5, 0.8, 0.9)
 MIN_SPREAD = 0.1
 """Predictions whose interquartile range is below this share of the true targets' are flat
 (:func:`learning_check`)."""
-
-_FIELD_BREAK = re.compile(r"[,;:.!?()\[\]{}=\n\t]")
-
-
-def field_of(prefix: str) -> str:
-    """The field a number belongs to: the words just before it, after the last punctuation.
-
-    ``"radius 17.99, mean area "`` gives ``"mean area"`` (at most the last three words); a number
-    with no words before it since the last break gets ``""``.
-
-    Args:
-        prefix: the text before the number (from the previous number or the start).
-
-    Returns:
-        The field name (lower-case words joined by single spaces).
-
-    Example:
-        >>> field_of("radius 17.99, mean area "), field_of("3 boxes of "), field_of(", ")
-        ('mean area', 'boxes of', '')
-    """
-    tail = _FIELD_BREAK.split(prefix)[-1]
-    words = [w for w in re.findall(r"[^\W\d_]+", tail.lower())]
-    return " ".join(words[-3:])
 
 
 def _sig(x: torch.Tensor | float) -> float:

@@ -406,6 +406,35 @@ def test_generated_numbers_use_the_decimals_of_their_field(forced, capsys):
         (folder / cli.DATA_FORMAT_FILE).unlink()
 
 
+def test_python_generate_writes_numbers_as_the_command_line_does(forced, capsys):
+    """One rule (the library's NumberPrecision, read from the model's folder): before, Python's
+    generate wrote 138.6916 where the command line wrote 139 on the same model and prompt."""
+    from cauchylin_hf.generation import generate
+    from cauchylin_hf.precision import NumberPrecision
+    from cauchylin_hf.tokenizer import NumericTokenizer
+
+    folder = forced["num"]
+    prompt = "price 4.50, 3 boxes of 12 eggs hold"  # 4.50: the prompt keeps its spelling
+    precision = NumberPrecision.from_texts(["3 boxes of 12 eggs hold 36 eggs.", "price 4.25"])
+    record = {"template": None, "target": None, "precision": precision.to_dict()}
+    try:
+        for with_format in (False, True):
+            if with_format:
+                (folder / cli.DATA_FORMAT_FILE).write_text(json.dumps(record))
+            model = CauchyLMForCausalLM.from_pretrained(folder)
+            ntok = NumericTokenizer.from_pretrained(folder)
+            argv = ["generate", str(folder), "--prompt", prompt, "--mode", "causal", "--json"]
+            assert cli.main([*argv, "--max-new-tokens", "2"]) == 0
+            row = json.loads(capsys.readouterr().out)
+            out = generate(model, [prompt], tokenizer=ntok, mode="causal", max_new_tokens=2)
+            assert (out.texts[0], out.new_texts[0]) == (row["text"], row["continuation"])
+            numbers = [n.value for n in find_numbers(out.new_texts[0])]
+            expected = 139.0 if with_format else pytest.approx(138.6916, abs=1e-3)
+            assert numbers == [expected, expected] and "4.50" in out.texts[0]
+    finally:
+        (folder / cli.DATA_FORMAT_FILE).unlink(missing_ok=True)
+
+
 def test_generation_stops_at_the_sentence_end_by_default(forced, capsys):
     row = _generate(forced["dot"], capsys, "--max-new-tokens", "6")
     assert row["continuation"] == "."

@@ -5,8 +5,8 @@ Nothing in the library (:mod:`cauchylin_hf` outside this subpackage) imports it.
 * :mod:`cauchylin_hf.app.cli` — the ``cauchylin-lm`` command line (``demo``, ``train``,
   ``evaluate``, ``predict``, ``generate``, ``verify``);
 * :mod:`cauchylin_hf.app.tables` — CSV tables written as text through a template;
-* :mod:`cauchylin_hf.app.precision` — the decimals of each field of the training data, for the
-  numbers the command line writes;
+* :mod:`cauchylin_hf.app.precision` — the command line's names for the library's
+  :mod:`cauchylin_hf.precision` (the decimals of each field of the training data);
 * :mod:`cauchylin_hf.app.scratch` — a model from nothing: a tokenizer trained on the data and a
   random backbone from a preset or a ``config.json``;
 * :mod:`cauchylin_hf.app.demo` — the embedded demo that ``cauchylin-lm demo`` runs;

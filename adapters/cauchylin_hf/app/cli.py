@@ -18,7 +18,7 @@ files:
   target's median absolute error beside that of the training median, with a warning when the
   predictions barely vary (:func:`cauchylin_hf.predict.learning_check`). The model, its
   tokenizer and ``data_format.json`` (the template, the decimals of each field,
-  :mod:`cauchylin_hf.app.precision`, and the training targets' median) are written to a
+  :mod:`cauchylin_hf.precision`, and the training targets' median) are written to a
   temporary folder that replaces ``--output-dir`` only once everything succeeded; a folder that
   already holds a model is replaced only with ``--overwrite``.
 * ``evaluate MODEL --data F`` — the held-out metrics (token accuracy, ``<NUM>`` F1, regression
@@ -67,7 +67,7 @@ __all__ = [
 
 DATA_FORMAT_FILE = "data_format.json"
 """The file ``train`` writes next to the model: the table template and target column (or None),
-the decimals of each field (:class:`~cauchylin_hf.app.precision.NumberPrecision`) and the median
+the decimals of each field (:class:`~cauchylin_hf.precision.NumberPrecision`) and the median
 of the training targets (the baseline of ``evaluate``)."""
 
 _SENTENCE_ENDS = (".", "!", "?")
