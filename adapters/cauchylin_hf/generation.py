@@ -626,8 +626,9 @@ class _Rows:
             attention_mask=self.out_mask[:, :end],
             prompt_length=L,
             finished=self.finished,
+            eps_seed=decoding.draws.get("eps_seed"),
+            eps_noise=decoding.draws.get("eps_noise"),
             steps=steps,
-            **decoding.draws,
         )
         if tokenizer is not None:  # the command line's rule: one home, NumberPrecision
             precision = NumberPrecision.of_model(model)
