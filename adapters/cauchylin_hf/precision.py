@@ -330,14 +330,17 @@ class NumberPrecision:
             spellings = list(tokenizer(prompt, return_number_texts=True)["number_texts"])
             spellings = spellings[:in_prompt]
         new: list[str] = []
+        by_field = decimals is None and (self.decimals or self.default is not None)
         for j in range(start, len(ids)):
             if ids[j] != num:
                 continue
-            prefix = tokenizer.decode(
-                ids[:j], values[:j], number_texts=spellings, skip_special_tokens=True
-            )
             value = float(values[j])
             if math.isfinite(value):
+                prefix = ""  # read only where the decimals depend on the field
+                if by_field:
+                    prefix = tokenizer.decode(
+                        ids[:j], values[:j], number_texts=spellings, skip_special_tokens=True
+                    )
                 spelled = self.write(value, prefix, decimals)
             else:
                 spelled = "inf" if value > 0 else "-inf"
