@@ -44,6 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _plotting,
 from _machine import describe, machine_info
 
 from cauchylin.nn import MODES
+from cauchylin.nn.modes import Decoding
 
 SHAPES = {
     "tiny": dict(
@@ -215,7 +216,7 @@ def bench_heads(
     def with_fused(setting: str, mode: str):
         def run():
             os.environ["CAUCHYLIN_FUSED_HEADS"] = setting
-            action.step(U, mode, 0.0)
+            action.step(U, Decoding.make(mode, 0.0))
 
         return run
 

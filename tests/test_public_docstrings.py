@@ -69,6 +69,7 @@ MODULES = [
     "cauchylin_hf.generation",
     "cauchylin_hf.testing",
     "cauchylin_hf.predict",
+    "cauchylin_hf.precision",
     "cauchylin_hf.atomic_save",
     "cauchylin_hf.hf_compat",
     "cauchylin_hf.sharding",
@@ -80,7 +81,6 @@ MODULES = [
     "cauchylin_hf.app.corpus",
     "cauchylin_hf.app.compare",
     "cauchylin_hf.app.tables",
-    "cauchylin_hf.app.precision",
     "cauchylin_hf.app.scratch",
     "cauchylin_lm",
 ]

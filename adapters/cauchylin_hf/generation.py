@@ -24,9 +24,11 @@ One step, for a batch of ``B`` rows:
    takes ``argmax_k P_k`` with ``P_k = 1/2 + atan((loc_S_k - tau_k) / scale_S_k) / pi``, as the
    argmax of the standardised score ``(loc_S_k - tau_k) / scale_S_k``.
 3. **Numbers.** When the choice is ``<NUM>`` (``config.num_token_id``) the row's new numeric value
-   is ``loc_Y`` (rounded to float32; written into the decoded text with
+   is ``loc_Y`` (rounded to float32), else 0. The decoded text writes it with the decimals its
+   field had in the training data where the model's folder records them
+   (:class:`cauchylin_hf.precision.NumberPrecision`, as the command line writes it), else as
    :func:`cauchylin_hf.numbers.format_number`, the shortest decimal that reads back to the same
-   float32: ``4.5``, ``1000000``, ``1.5e+20``), else 0.
+   float32: ``4.5``, ``1000000``, ``1.5e+20``.
 4. **Stopping.** A row stops after ``eos_token_id`` or after its decoded continuation contains a
    stop string; later positions of a stopped row hold the pad id (value 0, attention mask 0 in
    the output) while the other rows go on. The loop ends when every row stopped or after
@@ -50,27 +52,25 @@ from typing import Any, cast
 import torch
 from transformers import GenerationMixin
 
-from cauchylin.nn.modes import (
-    STANDARD,
-    Decoding,
-    FixedDraw,
-    check_sampling_options,
-    check_temperature,
-    get_mode,
-)
+from cauchylin._validation import check_finite, is_validating
+from cauchylin.nn.modes import STANDARD, Decoding
 
 from ._backbone import cached_positions, check_finite_weights, whole_tensor
 from .batch import check_token_ids, resolve_pad_token_id
 from .heads_io import head_tensors
 from .hf_compat import CACHE_NAME, takes_cache
+from .precision import NumberPrecision
 from .tokenizer import NumericTokenizer
 
 __all__ = [
     "GenerationOutput",
     "NumericGenerationMixin",
+    "PromptBatch",
     "check_length",
+    "check_prompt_lengths",
     "generate",
     "position_ids_from_mask",
+    "prepare_prompts",
 ]
 
 logger = logging.getLogger(__name__)
@@ -93,8 +93,13 @@ class GenerationOutput:
         finished: ``[B]`` bool: the row stopped at EOS or a stop string (False: it ran out of
             ``max_new_tokens``).
         texts: per row, the decoded prompt and continuation with numbers written in (special
-            tokens skipped), or None without a tokenizer.
-        new_texts: per row, the decoded continuation only, or None without a tokenizer.
+            tokens skipped), or None without a tokenizer: a text prompt's numbers keep their
+            spelling; a generated number is written by the precision recorded in the model's
+            folder (:meth:`cauchylin_hf.precision.NumberPrecision.of_model`: the decimals its
+            field had in the training data), else as the shortest decimal of its float32
+            value, the rule of the command line's ``generate``.
+        new_texts: per row, the decoded continuation only (numbers written alike), or None
+            without a tokenizer.
         eps_seed: ``[B, C]`` the draw of ``shared_individual`` (else None).
         eps_noise: ``[B, C]`` the draw of ``shared_noise`` (else None).
         steps: with ``return_distributions=True``, per-step parameters stacked over the steps:
@@ -188,33 +193,6 @@ def _numeric_tokenizer(tokenizer: Any, model: Any) -> Any:
     return NumericTokenizer(tokenizer, num_token_id=k)
 
 
-def _draw(
-    draw: FixedDraw,
-    given: torch.Tensor | None,
-    batch: int,
-    size: int,
-    generator: torch.Generator | None,
-    device: torch.device,
-    dtype: torch.dtype,
-) -> torch.Tensor:
-    """The shared draw ``[B, C]``: the given one (``[C]`` or ``[B, C]``) or a fresh one."""
-    name = draw.name
-    if given is None:
-        # float64 draws on the CPU generator when the generator lives there.
-        gen_device = generator.device if generator is not None else device
-        fresh = draw.sample((batch, size), generator=generator, device=gen_device, dtype=dtype)
-        return fresh.to(device)
-    if not isinstance(given, torch.Tensor) or not given.is_floating_point():
-        raise ValueError(f"{name} must be a floating-point tensor of shape [C] or [B, C]")
-    if given.ndim == 1:
-        given = given.unsqueeze(0).expand(batch, -1)
-    if tuple(given.shape) != (batch, size):
-        raise ValueError(
-            f"{name} has shape {tuple(given.shape)}; expected [C]=[{size}] or [B, C]=[{batch}, {size}]"
-        )
-    return given.to(device=device, dtype=dtype)
-
-
 def _memory_bytes(device: torch.device) -> int | None:
     """Total memory of the device the model runs on (None where it cannot be read)."""
     try:
@@ -248,8 +226,9 @@ def check_length(
         use_cache: whether a KV cache is kept.
 
     Raises:
-        ValueError: beyond a learned-position base's context, or beyond the device's memory
-            (the message names ``max_new_tokens`` and what fits).
+        ValueError: ``max_new_tokens`` not an int ``>= 0``, beyond a learned-position base's
+            context, or beyond the device's memory (the message names ``max_new_tokens`` and
+            what fits).
 
     Example:
         >>> from cauchylin_hf.model import CauchyLMForCausalLM
@@ -261,6 +240,12 @@ def check_length(
         ...
         ValueError: max_new_tokens=57 after a prompt of 200 tokens needs 257 positions; the base has 256 learned positions (max_position_embeddings): ask for at most 56 new tokens
     """
+    if (
+        isinstance(max_new_tokens, bool)
+        or not isinstance(max_new_tokens, int)
+        or max_new_tokens < 0
+    ):
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     total = prompt_length + max_new_tokens
     limit = model.position_limit
     if limit is not None and total > limit:
@@ -339,15 +324,322 @@ def _all_finished(finished: torch.Tensor, synced: bool) -> bool:
     return int(left.item()) == 0
 
 
-def _encode_prompts(
-    tokenizer: Any, prompts: Sequence[str], device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    enc = tokenizer(list(prompts), padding=True, padding_side="left", return_tensors="pt")
-    return (
-        enc["input_ids"].to(device),
-        enc["numeric_values"].to(device),
-        enc["attention_mask"].to(device),
+def check_prompt_lengths(model: Any, lengths: Sequence[int]) -> None:
+    """Refuse a prompt that leaves no position for the token after it.
+
+    The rule of every reader of a prompt's next token (:func:`generate`,
+    :func:`cauchylin_hf.predict.predict_values`, the command line's ``predict`` and
+    ``generate``): a prompt of ``n`` tokens needs ``n + 1`` positions, so with a context of
+    ``max_position_embeddings`` positions it must hold fewer tokens than that. A base without
+    ``max_position_embeddings`` (a recurrent decoder) has no such limit.
+
+    Args:
+        model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM`.
+        lengths: the tokens of each prompt (padding not counted).
+
+    Raises:
+        ValueError: naming the first prompt that is too long (its index from 0), its length,
+            the context, and how many prompts are that long.
+
+    Example:
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model
+        >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("gpt2"), num_token_id=299)
+        >>> check_prompt_lengths(model, [12, 255])  # 256 positions: room for one more token
+        >>> check_prompt_lengths(model, [12, 256, 300])
+        Traceback (most recent call last):
+        ...
+        ValueError: prompts[1] is 256 tokens long: the model's context of 256 positions (max_position_embeddings) leaves no room for the token after it; 2 of 3 prompts are that long: shorten them
+    """
+    context = getattr(model.config, "max_position_embeddings", None)
+    if isinstance(context, bool) or not isinstance(context, int) or context <= 0:
+        return
+    over = [i for i, n in enumerate(lengths) if n >= context]
+    if over:
+        i = over[0]
+        raise ValueError(
+            f"prompts[{i}] is {lengths[i]} tokens long: the model's context of {context} "
+            f"positions (max_position_embeddings) leaves no room for the token after it; "
+            f"{len(over)} of {len(lengths)} prompts are that long: shorten them"
+        )
+
+
+@dataclass
+class PromptBatch:
+    """Prompts ready to generate from: left-padded, checked once, on the model's device.
+
+    Attributes:
+        input_ids: ``[B, L]`` ids inside the model's embedding rows.
+        numeric_values: ``[B, L]`` float32 values (finite; 0 off ``<NUM>``).
+        attention_mask: ``[B, L]`` int64, 1 for tokens, 0 for the left padding.
+        mask_given: whether the mask came with the prompts (given, or from the tokenizer)
+            rather than defaulting to ones.
+        texts: the prompt texts, when the prompts came as text (their numbers' spellings are
+            kept in the decoded output), else None.
+
+    Example:
+        >>> import torch
+        >>> batch = PromptBatch(torch.tensor([[0, 5]]), torch.zeros(1, 2), torch.tensor([[0, 1]]))
+        >>> batch.lengths.tolist()
+        [1]
+    """
+
+    input_ids: torch.Tensor
+    numeric_values: torch.Tensor
+    attention_mask: torch.Tensor
+    mask_given: bool = True
+    texts: list[str] | None = None
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        """``[B]`` the tokens of each prompt (padding not counted)."""
+        return self.attention_mask.sum(-1)
+
+
+def _tensor_prompts(
+    input_ids: Any, numeric_values: Any, attention_mask: Any, tokenizer: Any, device: torch.device
+) -> PromptBatch:
+    """The prompts as tensors on ``device``: text encoded with left padding, defaults filled."""
+    if isinstance(input_ids, str) or (
+        isinstance(input_ids, Sequence) and input_ids and isinstance(input_ids[0], str)
+    ):
+        if tokenizer is None:
+            raise ValueError("text prompts need a tokenizer")
+        if numeric_values is not None or attention_mask is not None:
+            raise ValueError("text prompts carry their own numeric_values and attention_mask")
+        texts = cast(list[str], [input_ids] if isinstance(input_ids, str) else list(input_ids))
+        enc = tokenizer(texts, padding=True, padding_side="left", return_tensors="pt")
+        batch = _tensor_prompts(
+            enc["input_ids"], enc["numeric_values"], enc["attention_mask"], None, device
+        )
+        batch.texts = texts
+        return batch
+    ids = _as_ids(input_ids, "input_ids").to(device)
+    B, L = ids.shape
+    values = (
+        torch.zeros(B, L, dtype=torch.float32, device=device)
+        if numeric_values is None
+        else torch.as_tensor(numeric_values, dtype=torch.float32, device=device).reshape(B, -1)
     )
+    mask = (
+        torch.ones(B, L, dtype=torch.long, device=device)
+        if attention_mask is None
+        else torch.as_tensor(attention_mask, device=device).long().reshape(B, -1)
+    )
+    return PromptBatch(ids, values, mask, mask_given=attention_mask is not None)
+
+
+def prepare_prompts(
+    model: Any,
+    input_ids: torch.Tensor | Sequence[int] | str | Sequence[str],
+    numeric_values: torch.Tensor | None = None,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    tokenizer: Any = None,
+) -> PromptBatch:
+    """The prompt batch of :func:`generate`: encoded, on the model's device, checked once.
+
+    Text prompts are encoded with left padding (numbers as ``<NUM>`` with their values); id
+    prompts get zeros as values and ones as mask by default. Everything the generation loop
+    then trusts is checked here, once: the shapes, ids inside the embedding rows, finite values,
+    no empty prompt, no right padding, and room for the next token
+    (:func:`check_prompt_lengths`).
+
+    Args:
+        model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM`.
+        input_ids: ``[B, L]`` (or ``[L]``) prompt ids, left-padded; or, with a ``tokenizer``,
+            a prompt text or a list of texts.
+        numeric_values: ``[B, L]`` values of the ``<NUM>`` positions (default zeros).
+        attention_mask: ``[B, L]`` 1 for tokens, 0 for left padding (default ones).
+        tokenizer: a :class:`~cauchylin_hf.tokenizer.NumericTokenizer`, for text prompts.
+
+    Returns:
+        The :class:`PromptBatch`.
+
+    Raises:
+        ValueError: text prompts without a tokenizer or with their own values or mask, ids
+            that are not integers ``[B, L]``, values or a mask of another shape, a prompt
+            without any token, ids outside the embedding rows, non-finite values, a
+            right-padded prompt, or a prompt as long as the model's context.
+
+    Example:
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> batch = prepare_prompts(model, ["3 eggs", "x = -4.5"], tokenizer=ntok)
+        >>> batch.attention_mask[1].tolist(), batch.lengths.tolist()
+        ([0, 1, 1, 1, 1, 1], [6, 5])
+        >>> float(batch.numeric_values[1, -1])  # "-4.5" is one <NUM> with its value
+        -4.5
+    """
+    device = next(model.parameters()).device
+    batch = _tensor_prompts(input_ids, numeric_values, attention_mask, tokenizer, device)
+    ids, values, mask = batch.input_ids, batch.numeric_values, batch.attention_mask
+    if values.shape != ids.shape or mask.shape != ids.shape:
+        raise ValueError(
+            f"numeric_values {tuple(values.shape)} and attention_mask {tuple(mask.shape)} must "
+            f"have the shape of input_ids {tuple(ids.shape)}"
+        )
+    if bool((mask.sum(-1) == 0).any()):
+        raise ValueError("every prompt needs at least one token with attention_mask 1")
+    check_token_ids(ids, int(model.get_input_embeddings().weight.shape[0]))
+    if is_validating():
+        check_finite("numeric_values", values)
+    right_padded = (mask[:, -1] == 0).nonzero().flatten().tolist()
+    if right_padded:
+        raise ValueError(
+            f"attention_mask ends in padding in rows {right_padded[:5]}: generation continues "
+            "each row from its last position, so pad prompts on the left "
+            "(NumericTokenizer(..., padding_side='left'))"
+        )
+    check_prompt_lengths(model, batch.lengths.tolist())
+    return batch
+
+
+def _generator(
+    seed: int | None, generator: torch.Generator | None, device: torch.device
+) -> torch.Generator | None:
+    """The generator of every random draw: the given one, or a fresh one from ``seed``."""
+    if seed is not None and generator is not None:
+        raise ValueError("pass seed or generator, not both")
+    if seed is None:
+        return generator
+    try:
+        value = None if isinstance(seed, bool) else operator.index(seed)  # np.int64 too
+    except TypeError:
+        value = None
+    if value is None or not 0 <= value < 2**64:
+        raise ValueError(f"seed must be an int in [0, 2**64) (a torch.Generator's), got {seed!r}")
+    return torch.Generator(device=device).manual_seed(value)
+
+
+def _stop_strings(stop_strings: str | Sequence[str] | None, tokenizer: Any) -> list[str]:
+    """The non-empty stop strings, as a list (they need a tokenizer to read the text)."""
+    given = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings or [])
+    stops = [s for s in given if s]
+    if stops and tokenizer is None:
+        raise ValueError("stop_strings need a tokenizer to decode the continuation")
+    return stops
+
+
+def _stop_ids(
+    model: Any, tokenizer: Any, eos_token_id: Any, batch: PromptBatch
+) -> tuple[torch.Tensor, int]:
+    """``(eos ids, pad id)``; warns, as transformers does, of a likely right-padded batch."""
+    eos = _eos_ids(model, tokenizer, eos_token_id)
+    gen_config = getattr(model, "generation_config", None)
+    base_config = getattr(model.config, "base_config", None)
+    pad = resolve_pad_token_id(tokenizer, gen_config, model.config, base_config, eos_token_id=eos)
+    ids = batch.input_ids
+    if not batch.mask_given and ids.shape[0] > 1 and bool((ids[:, -1] == pad).any()):
+        # transformers' check: without a mask, a pad id at the end looks like right padding.
+        logger.warning(
+            "right-padding was detected (a prompt ends in the pad id %d and no attention_mask "
+            "was given): generation continues each row from its last position; pad prompts "
+            "on the left and pass their attention_mask",
+            pad,
+        )
+    return torch.tensor(eos, dtype=torch.long, device=ids.device), pad
+
+
+class _Rows:
+    """The growing sequences of a generation: ids, values, masks, finished rows, records."""
+
+    def __init__(self, batch: PromptBatch, keep_steps: bool) -> None:
+        self.ids, self.values, self.prompts = batch.input_ids, batch.numeric_values, batch.texts
+        self.mask = batch.attention_mask  # what the model attends to
+        self.out_mask = batch.attention_mask.clone()  # 0 also after a row stopped
+        self.prompt_length = batch.input_ids.shape[1]
+        self.finished = torch.zeros(self.ids.shape[0], dtype=torch.bool, device=self.ids.device)
+        self.records: dict[str, list[torch.Tensor]] | None = (
+            {k: [] for k in _STEP_FIELDS} if keep_steps else None
+        )
+        self.own_end: int | None = None  # the length at which every row of this process was done
+
+    def features(self, model: Any, past: Any, use_cache: bool) -> tuple[torch.Tensor, Any]:
+        """The last position's features: the whole sequence (first step, or no cache kept),
+        else only the newest token against the cache."""
+        # A backbone that gives back no transformers cache (RWKV keeps its own state, OpenAI
+        # GPT none) runs the whole sequence at every step, as use_cache=False does.
+        if use_cache and past is not None:
+            pos = position_ids_from_mask(self.mask)[:, -1:]
+            ids, values = self.ids[:, -1:], self.values[:, -1:]
+            hidden, past = model.encode_checked(ids, values, self.mask, past, True, pos)
+        else:
+            pos = position_ids_from_mask(self.mask)
+            hidden, past = model.encode_checked(
+                self.ids, self.values, self.mask, None, use_cache, pos
+            )
+        return hidden[:, -1], past
+
+    def context(self, model: Any) -> torch.Tensor | None:
+        """The last position's context codes, where the model has per-context readouts."""
+        if not model.action.readouts.num_contexts:
+            return None
+        k = int(model.config.readout_context_tokens)
+        return cast(torch.Tensor, model.context_codes(self.ids[:, -k:], self.mask[:, -k:])[:, -1])
+
+    def append(self, U: Any, step: Any, pad: int) -> None:
+        """Add the step's token and value (pad and 0 in stopped rows); keep its parameters."""
+        if self.records is not None:
+            for name, value in (
+                ("loc_S", step.loc_S),
+                ("scale_S", step.scale_S),
+                ("loc_Y", step.loc_Y),
+                ("scale_Y", step.scale_Y),
+                ("loc_U", U.loc),
+                ("scale_U", U.scale),
+                ("loc_U_prime", step.U_prime.loc),
+            ):
+                self.records[name].append(value)
+        nxt = step.ids.masked_fill(self.finished, pad)
+        value = step.values.masked_fill(self.finished, 0.0)
+        self.ids = torch.cat([self.ids, nxt[:, None]], dim=1)
+        self.values = torch.cat([self.values, value[:, None]], dim=1)
+        self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
+        self.out_mask = torch.cat([self.out_mask, (~self.finished).long()[:, None]], dim=1)
+
+    def stop(self, eos: torch.Tensor, stops: list[str], tokenizer: Any) -> None:
+        """Mark the rows that just made an eos id or whose continuation holds a stop string."""
+        if eos.numel():
+            self.finished |= torch.isin(self.ids[:, -1], eos)
+        L = self.prompt_length
+        for r in (~self.finished).nonzero().flatten().tolist() if stops else []:
+            text = tokenizer.decode(
+                self.ids[r, L:], self.values[r, L:], attention_mask=self.out_mask[r, L:]
+            )
+            self.finished[r] = any(s in text for s in stops)
+        if self.own_end is None and bool(self.finished.all()):
+            self.own_end = self.ids.shape[1]
+
+    def output(self, model: Any, tokenizer: Any, decoding: Decoding) -> GenerationOutput:
+        """The :class:`GenerationOutput`, without the steps run only to keep other processes
+        company (``synced_gpus``); the texts written by the model's number precision."""
+        end, L = self.own_end or self.ids.shape[1], self.prompt_length
+        steps: dict[str, torch.Tensor] = {}
+        if self.records is not None and end > L:
+            steps = {k: torch.stack(v[: end - L], dim=1) for k, v in self.records.items()}
+        out = GenerationOutput(
+            sequences=self.ids[:, :end],
+            numeric_values=self.values[:, :end],
+            attention_mask=self.out_mask[:, :end],
+            prompt_length=L,
+            finished=self.finished,
+            eps_seed=decoding.draws.get("eps_seed"),
+            eps_noise=decoding.draws.get("eps_noise"),
+            steps=steps,
+        )
+        if tokenizer is not None:  # the command line's rule: one home, NumberPrecision
+            precision = NumberPrecision.of_model(model)
+            written = [
+                precision.write_generation(
+                    out, r, self.prompts[r] if self.prompts else None, tokenizer
+                )
+                for r in range(out.sequences.shape[0])
+            ]
+            out.texts, out.new_texts = [w[0] for w in written], [w[1] for w in written]
+        return out
 
 
 @torch.no_grad()
@@ -413,16 +705,15 @@ def generate(
         :class:`GenerationOutput`.
 
     Raises:
-        ValueError: an unknown mode, a bad temperature / ``top_k`` / ``top_p`` /
-            ``max_new_tokens``, mismatched shapes, ids outside the model's embedding rows, a
-            right-padded prompt (``attention_mask`` 0 at the end of a row; without a mask, a
-            pad id at the end only logs a warning, as in transformers), text prompts or stop
-            strings without a tokenizer, both ``seed`` and ``generator``, a ``seed`` outside
-            ``[0, 2**64)``, a draw of the wrong shape, head weights that are NaN or infinite
-            (a training that diverged), a temperature whose noise scale ``T |b_noise|``
-            overflows the heads' dtype, or a length that cannot run (past a learned-position base's context, or
-            beyond the device's memory: :func:`check_length`; past a RoPE base's context only
-            warns).
+        ValueError: bad options (mode, temperature, ``top_k``, ``top_p``, ``max_new_tokens``,
+            both ``seed`` and ``generator``, a ``seed`` outside ``[0, 2**64)``, a draw of the
+            wrong shape, stop strings without a tokenizer), bad prompts
+            (:func:`prepare_prompts`: a prompt as long as the model's context among them), head
+            weights that are NaN or infinite (a training that diverged), a temperature whose
+            noise scale ``T |b_noise|`` overflows the heads' dtype, or a length that cannot run
+            (:func:`check_length`: past a learned-position base's context or the device's
+            memory; past a RoPE base's context only warns). Without a mask, a pad id at the end
+            of a prompt only logs a warning, as in transformers.
 
     Example:
         >>> from cauchylin_hf.model import CauchyLMForCausalLM
@@ -433,200 +724,52 @@ def generate(
         >>> tuple(out.sequences.shape), tuple(out.new_values.shape)
         ((1, 7), (1, 4))
     """
-    spec = get_mode(mode)  # looked up (and validated) once, passed as the record below
-    t = check_temperature(temperature)
-    if (
-        isinstance(max_new_tokens, bool)
-        or not isinstance(max_new_tokens, int)
-        or max_new_tokens < 0
-    ):
-        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
-    if seed is not None and generator is not None:
-        raise ValueError("pass seed or generator, not both")
-    if seed is not None:
-        try:
-            value = None if isinstance(seed, bool) else operator.index(seed)  # np.int64 too
-        except TypeError:
-            value = None
-        if value is None or not 0 <= value < 2**64:
-            raise ValueError(
-                f"seed must be an int in [0, 2**64) (a torch.Generator's), got {seed!r}"
-            )
-        seed = value
-    if isinstance(stop_strings, str):
-        stop_strings = [stop_strings]
-    stops = [s for s in (stop_strings or []) if s]
-    tokenizer = _numeric_tokenizer(tokenizer, model)
-    if stops and tokenizer is None:
-        raise ValueError("stop_strings need a tokenizer to decode the continuation")
-    check_sampling_options(top_k, top_p)
-
+    # The doors: every option and the prompts checked once; the loop below trusts them.
     device = next(model.parameters()).device
-    if isinstance(input_ids, str) or (
-        isinstance(input_ids, Sequence) and input_ids and isinstance(input_ids[0], str)
-    ):
-        if tokenizer is None:
-            raise ValueError("text prompts need a tokenizer")
-        if numeric_values is not None or attention_mask is not None:
-            raise ValueError("text prompts carry their own numeric_values and attention_mask")
-        prompts = cast(list[str], [input_ids] if isinstance(input_ids, str) else list(input_ids))
-        input_ids, numeric_values, attention_mask = _encode_prompts(tokenizer, prompts, device)
-    ids = _as_ids(input_ids, "input_ids").to(device)
-    B, L = ids.shape
-    values = (
-        torch.zeros(B, L, dtype=torch.float32, device=device)
-        if numeric_values is None
-        else torch.as_tensor(numeric_values, dtype=torch.float32, device=device).reshape(B, -1)
-    )
-    mask = (
-        torch.ones(B, L, dtype=torch.long, device=device)
-        if attention_mask is None
-        else torch.as_tensor(attention_mask, device=device).long().reshape(B, -1)
-    )
-    if values.shape != ids.shape or mask.shape != ids.shape:
-        raise ValueError(
-            f"numeric_values {tuple(values.shape)} and attention_mask {tuple(mask.shape)} must "
-            f"have the shape of input_ids {tuple(ids.shape)}"
-        )
-    if bool((mask.sum(-1) == 0).any()):
-        raise ValueError("every prompt needs at least one token with attention_mask 1")
-    check_length(model, B, int(mask.sum(-1).max()), max_new_tokens, use_cache)
-    check_token_ids(ids, int(model.get_input_embeddings().weight.shape[0]))
-    right_padded = (mask[:, -1] == 0).nonzero().flatten().tolist()
-    if right_padded:
-        raise ValueError(
-            f"attention_mask ends in padding in rows {right_padded[:5]}: generation continues "
-            "each row from its last position, so pad prompts on the left "
-            "(NumericTokenizer(..., padding_side='left'))"
-        )
-    if generator is None and seed is not None:
-        generator = torch.Generator(device=device).manual_seed(int(seed))
-
+    generator = _generator(seed, generator, device)
+    tokenizer = _numeric_tokenizer(tokenizer, model)
+    stops = _stop_strings(stop_strings, tokenizer)
+    batch = prepare_prompts(model, input_ids, numeric_values, attention_mask, tokenizer=tokenizer)
+    rows = batch.input_ids.shape[0]
+    check_length(model, rows, int(batch.lengths.max()), max_new_tokens, use_cache)
     action = model.action
-    draws: dict[str, torch.Tensor] = {}
-    if spec.draw is not None:
-        given = eps_seed if spec.draw.name == "eps_seed" else eps_noise
-        dtype = torch.float64 if spec.draw.float64 else action.compute_dtype
-        draws[spec.draw.name] = _draw(
-            spec.draw, given, B, action.causal_size, generator, device, dtype
-        )
-    # Every decision option, checked once here: the steps below trust the record.
-    decoding = Decoding.make(
-        spec,
-        t,
-        shape=(B, action.causal_size),
+    decoding = Decoding.for_rows(
+        mode,
+        temperature,
+        rows=rows,
+        size=action.causal_size,
         top_k=top_k,
         top_p=top_p,
         generator=generator,
-        **draws,
+        eps_seed=eps_seed,
+        eps_noise=eps_noise,
+        device=device,
+        dtype=action.compute_dtype,
     )
-
-    # Once per call: NaN heads (a training that diverged) would pick token 0 at every step.
+    # NaN heads (a training that diverged) would pick token 0 at every step.
     check_finite_weights(head_tensors(model).items(), "the model")
     _check_noise_scale(decoding, action)
+    eos_ids, pad = _stop_ids(model, tokenizer, eos_token_id, batch)
 
-    eos = _eos_ids(model, tokenizer, eos_token_id)
-    eos_t = torch.tensor(eos, dtype=torch.long, device=device)
-    gen_config = getattr(model, "generation_config", None)
-    base_config = getattr(model.config, "base_config", None)
-    pad = resolve_pad_token_id(tokenizer, gen_config, model.config, base_config, eos_token_id=eos)
-    if attention_mask is None and B > 1 and bool((ids[:, -1] == pad).any()):
-        # transformers' check: without a mask, a pad id at the end looks like right padding.
-        logger.warning(
-            "right-padding was detected (a prompt ends in the pad id %d and no attention_mask "
-            "was given): generation continues each row from its last position; pad prompts "
-            "on the left and pass their attention_mask",
-            pad,
-        )
-
-    was_training = model.training
+    # The loop: one token per row and step, its value fed back at the next step.
+    state, past, was_training = _Rows(batch, return_distributions), None, model.training
     model.eval()
-    seq, vals, msk = ids, values, mask
-    out_mask = mask.clone()
-    finished = torch.zeros(B, dtype=torch.bool, device=device)
-    records: dict[str, list[torch.Tensor]] = {k: [] for k in _STEP_FIELDS}
-    past = None
-    own_end: int | None = None  # the length at which this process's rows were all done
     try:
-        for step in range(max_new_tokens):
-            # A backbone that gives back no transformers cache (RWKV keeps its own state,
-            # OpenAI GPT none) runs the whole sequence at every step, as use_cache=False does.
-            if use_cache and step > 0 and past is not None:
-                pos = position_ids_from_mask(msk)[:, -1:]
-                hidden, past = model.encode(
-                    seq[:, -1:],
-                    vals[:, -1:],
-                    msk,
-                    cache=past,
-                    use_cache=True,
-                    position_ids=pos,
-                )
-            else:
-                hidden, past = model.encode(
-                    seq, vals, msk, use_cache=use_cache, position_ids=position_ids_from_mask(msk)
-                )
-            context = None
-            if model.action.readouts.num_contexts:  # the per-context readouts of loc_Y
-                k = int(model.config.readout_context_tokens)
-                context = model.context_codes(seq[:, -k:], msk[:, -k:])[:, -1]
-            U, step_out = model.step(
-                hidden[:, -1], decoding, return_distributions=return_distributions, context=context
+        for _ in range(max_new_tokens):
+            hidden, past = state.features(model, past, use_cache)
+            U, step = model.step(
+                hidden,
+                decoding,
+                return_distributions=return_distributions,
+                context=state.context(model),
             )
-            nxt, value = step_out.ids, step_out.values
-            if return_distributions:
-                records["loc_S"].append(step_out.loc_S)
-                records["scale_S"].append(step_out.scale_S)
-                records["loc_Y"].append(step_out.loc_Y)
-                records["scale_Y"].append(step_out.scale_Y)
-                records["loc_U"].append(U.loc)
-                records["scale_U"].append(U.scale)
-                records["loc_U_prime"].append(step_out.U_prime.loc)
-            nxt = nxt.masked_fill(finished, pad)
-            value = value.masked_fill(finished, 0.0)
-            seq = torch.cat([seq, nxt[:, None]], dim=1)
-            vals = torch.cat([vals, value[:, None]], dim=1)
-            msk = torch.cat([msk, torch.ones(B, 1, dtype=msk.dtype, device=device)], dim=1)
-            out_mask = torch.cat([out_mask, (~finished).long()[:, None]], dim=1)
-            if eos:
-                hit = torch.isin(nxt, eos_t) & ~finished
-                finished |= hit
-            if stops:
-                for r in (~finished).nonzero().flatten().tolist():
-                    text = tokenizer.decode(seq[r, L:], vals[r, L:], attention_mask=out_mask[r, L:])
-                    if any(s in text for s in stops):
-                        finished[r] = True
-            if own_end is None and bool(finished.all()):
-                own_end = seq.shape[1]
-            if _all_finished(finished, synced_gpus):
+            state.append(U, step, pad)
+            state.stop(eos_ids, stops, tokenizer)
+            if _all_finished(state.finished, synced_gpus):
                 break
     finally:
         model.train(was_training)
-    if own_end is not None and own_end < seq.shape[1]:
-        # Steps run only to keep other processes company: not part of this process's result.
-        seq, vals, out_mask = seq[:, :own_end], vals[:, :own_end], out_mask[:, :own_end]
-        records = {k: v[: own_end - L] for k, v in records.items()}
-
-    texts = new_texts = None
-    if tokenizer is not None:
-        texts = tokenizer.batch_decode(seq, vals, attention_mask=out_mask, skip_special_tokens=True)
-        new_texts = tokenizer.batch_decode(
-            seq[:, L:], vals[:, L:], attention_mask=out_mask[:, L:], skip_special_tokens=True
-        )
-    steps: dict[str, torch.Tensor] = {}
-    if return_distributions and records["loc_S"]:
-        steps = {k: torch.stack(v, dim=1) for k, v in records.items()}
-    return GenerationOutput(
-        sequences=seq,
-        numeric_values=vals,
-        attention_mask=out_mask,
-        prompt_length=L,
-        finished=finished,
-        texts=texts,
-        new_texts=new_texts,
-        eps_seed=draws.get("eps_seed"),
-        eps_noise=draws.get("eps_noise"),
-        steps=steps,
-    )
+    return state.output(model, tokenizer, decoding)
 
 
 class NumericGenerationMixin(GenerationMixin):

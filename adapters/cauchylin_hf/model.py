@@ -568,11 +568,11 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             assert input_ids is not None
             if input_ids.dim() != 2:
                 raise ValueError(f"input_ids must be [batch, seq], got {tuple(input_ids.shape)}")
-            embedding = self.get_input_embeddings()
             if is_validating():  # else an IndexError (a device assert on a GPU) names nothing
                 check_token_ids(input_ids, int(input_embedding_weight(self).shape[0]))
-            inputs_embeds = embedding(input_ids)
-        positions = tuple(inputs_embeds.shape[:-1])
+            positions = tuple(input_ids.shape)
+        else:
+            positions = tuple(inputs_embeds.shape[:-1])
         limit = self._position_limit
         if limit is not None and not torch.compiler.is_compiling():
             past = int(cache.get_seq_length()) if hasattr(cache, "get_seq_length") else 0
@@ -590,14 +590,92 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
                 )
             if is_validating() and numeric_values.is_floating_point():
                 check_finite("numeric_values", numeric_values)
-        else:
+        return self._features(
+            input_ids,
+            numeric_values,
+            attention_mask,
+            cache,
+            use_cache,
+            position_ids,
+            inputs_embeds,
+            **kwargs,
+        )
+
+    def encode_checked(
+        self,
+        input_ids: torch.Tensor,
+        numeric_values: torch.Tensor,
+        attention_mask: torch.Tensor,
+        cache: Any = None,
+        use_cache: bool = True,
+        position_ids: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, Any]:
+        """:meth:`encode` of inputs the caller has already checked, without checking them again.
+
+        A generation loop checks its prompt once (ids inside the embedding rows, finite values,
+        lengths within the base's positions) and feeds back only ids and values the heads made;
+        this runs the same computation as :meth:`encode` without repeating those checks at
+        every token.
+
+        Args:
+            input_ids: ``[B, L]`` token ids inside the embedding rows.
+            numeric_values: ``[B, L]`` finite values (0 off ``<NUM>``).
+            attention_mask: ``[B, L_past + L]``.
+            cache: the backbone's cache (None at the first step).
+            use_cache: return the updated cache.
+            position_ids: ``[B, L]`` positions.
+
+        Returns:
+            ``(hidden [B, L, H], the updated cache or None)``, as :meth:`encode`.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
+            >>> ids, values = torch.tensor([[5, 299, 7]]), torch.tensor([[0.0, 2.5, 0.0]])
+            >>> mask = torch.ones_like(ids)
+            >>> a = model.encode_checked(ids, values, mask, use_cache=False)[0]
+            >>> bool(torch.equal(a, model.encode(ids, values, mask, use_cache=False)[0]))
+            True
+        """
+        hidden, out = self._features(
+            input_ids,
+            numeric_values,
+            attention_mask,
+            cache,
+            use_cache,
+            position_ids,
+            None,
+            checked=True,
+        )
+        return hidden, getattr(out, CACHE_NAME, None)
+
+    def _features(
+        self,
+        input_ids: torch.Tensor | None,
+        numeric_values: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        cache: Any,
+        use_cache: bool | None,
+        position_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+        checked: bool = False,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, Any]:
+        """The backbone on the numeric embeddings (``checked``: the caller checked the values)."""
+        if inputs_embeds is None:
+            inputs_embeds = self.get_input_embeddings()(input_ids)
+        positions = tuple(inputs_embeds.shape[:-1])
+        if numeric_values is None:
             # Zeros change nothing (phi(0) = 0 exactly) but keep w_num in every graph, so that
             # DDP/FSDP never meet an unused trainable parameter.
             numeric_values = torch.zeros(positions, device=inputs_embeds.device)
         mask = None
         if input_ids is not None and self.config.num_token_id is not None:
             mask = input_ids == self.config.num_token_id
-        embeds = self.numeric_embedding(inputs_embeds, numeric_values, mask)
+        embeds = self.numeric_embedding(
+            inputs_embeds, numeric_values, mask, validate_args=False if checked else None
+        )
         kwargs.pop("num_items_in_batch", None)
         kwargs[CACHE_NAME] = cache
         if cache is not None and attention_mask is not None and cached_positions(cache) is None:
@@ -678,14 +756,8 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
     def step(
         self,
         hidden: torch.Tensor,
-        mode: str | InferenceMode | Decoding = STANDARD,
-        temperature: float | None = None,
+        decoding: Decoding | str | InferenceMode = STANDARD,
         *,
-        generator: torch.Generator | None = None,
-        eps_seed: torch.Tensor | None = None,
-        eps_noise: torch.Tensor | None = None,
-        top_k: int | None = None,
-        top_p: float | None = None,
         return_distributions: bool = False,
         context: torch.Tensor | None = None,
     ) -> tuple[CauchyVector, ActionStep]:
@@ -698,14 +770,10 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
 
         Args:
             hidden: ``[B, H]`` features of the last position (from :meth:`encode`).
-            mode: an inference mode of :data:`cauchylin.nn.MODES` (or its record), or a
-                :class:`cauchylin.nn.modes.Decoding` that carries the options below.
-            temperature: ``T >= 0`` (default ``config.temperature``).
-            generator: ``torch.Generator`` of the random modes and of compatible sampling.
-            eps_seed: ``shared_individual``'s fixed draw, ``[C]`` or ``[B, C]``.
-            eps_noise: ``shared_noise``'s fixed draw, ``[C]`` or ``[B, C]``.
-            top_k: compatible mode: keep the ``k`` largest logits.
-            top_p: compatible mode: nucleus filtering.
+            decoding: the checked :class:`cauchylin.nn.modes.Decoding` that carries every
+                decoding option (temperature, generator, ``top_k``/``top_p``, a shared mode's
+                draw; :meth:`cauchylin.nn.modes.Decoding.make`), or a mode's name (or its
+                record) to run at ``config.temperature`` without options.
             return_distributions: also compute ``scale_S`` and ``scale_Y``.
             context: ``[B]`` the context codes of the positions (as in :meth:`heads`).
 
@@ -714,27 +782,29 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             ``values``, ``loc_S``, ...).
 
         Raises:
-            ValueError: bad options (see :meth:`cauchylin.nn.modes.Decoding.make`).
+            ValueError: an unknown mode, or a mode name that needs options (a shared mode's
+                draw: pass a :class:`cauchylin.nn.modes.Decoding`).
 
         Example:
             >>> import torch
+            >>> from cauchylin.nn.modes import Decoding
             >>> from cauchylin_hf.testing import tiny_base_model
             >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), num_token_id=299)
             >>> hidden = model.encode(torch.tensor([[5, 6, 7]]))[0][:, -1]
             >>> U, step = model.step(hidden, "causal")
             >>> bool(torch.equal(step.ids, model.heads(hidden, "causal")[1].next_token()))
             True
+            >>> noise = torch.zeros(1, 32)  # shared_noise with a zero draw: the causal choice
+            >>> d = Decoding.make("shared_noise", 1.0, shape=(1, 32), eps_noise=noise)
+            >>> bool(torch.equal(model.step(hidden, d)[1].ids, step.ids))
+            True
         """
         U = self._individual(hidden)
+        if not isinstance(decoding, Decoding):
+            decoding = Decoding.make(decoding, self.config.temperature, shape=U.shape)
         out = self.action.step(
             U,
-            mode,
-            self._temperature(mode, temperature),
-            generator=generator,
-            eps_seed=eps_seed,
-            eps_noise=eps_noise,
-            top_k=top_k,
-            top_p=top_p,
+            decoding,
             num_token_id=self.config.num_token_id,
             return_distributions=return_distributions,
             context=context,

@@ -46,7 +46,7 @@ from cauchylin.value_space import (
     value_quantiles,
 )
 
-from .generation import position_ids_from_mask
+from .generation import check_prompt_lengths, position_ids_from_mask
 from .loss import before_numbers
 from .numbers import field_of, find_numbers
 from .tokenizer import NumericTokenizer
@@ -57,7 +57,6 @@ __all__ = [
     "LearningCheck",
     "NumberPredictions",
     "ValuePrediction",
-    "field_of",
     "learning_check",
     "number_metrics",
     "number_predictions",
@@ -320,7 +319,9 @@ def predict_values(
 
     Raises:
         ValueError: an empty prompt list, a bad level or batch size, a tokenizer that is not a
-            ``NumericTokenizer``, or a model without ``<NUM>``.
+            ``NumericTokenizer``, a model without ``<NUM>``, or a prompt that leaves no
+            position for the number after it
+            (:func:`~cauchylin_hf.generation.check_prompt_lengths`).
 
     Example:
         >>> import torch
@@ -342,6 +343,7 @@ def predict_values(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     lv = _check_levels(levels)
+    check_prompt_lengths(model, [len(ids) for ids in tokenizer(items)["input_ids"]])
     model.eval()
     parts: list[tuple[torch.Tensor, ...]] = []
     for start in range(0, len(items), batch_size):
@@ -435,6 +437,7 @@ def number_predictions(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     lv = _check_levels(levels)
+    check_prompt_lengths(model, [len(ids) for ids in tokenizer(items)["input_ids"]])
     model.eval()
     parts: list[tuple[torch.Tensor, ...]] = []
     true: list[float] = []

@@ -68,10 +68,14 @@ __all__ = [
     "shard_units",
 ]
 
-FORWARD_METHODS: dict[str, tuple[str, ...]] = {"": ("encode",), "action": ("loss", "step")}
+FORWARD_METHODS: dict[str, tuple[str, ...]] = {
+    "": ("encode", "encode_checked"),
+    "action": ("loss", "step"),
+}
 """Methods other than ``forward`` that gather their unit's parameters, by module name (``""``:
 the model): the training loss (``action.loss``), a generation step (``action.step``) and the
-features (``encode``) are called directly, not through ``forward``."""
+features (``encode``, and ``encode_checked`` in the generation loop) are called directly, not
+through ``forward``."""
 
 # Units whose parameters stay gathered between their forward and their backward: the heads run
 # last in the forward and first in the backward.

@@ -768,14 +768,8 @@ class Action(nn.Module):
     def step(
         self,
         U: CauchyVector,
-        mode: str | InferenceMode | Decoding = STANDARD,
-        temperature: float | None = None,
+        decoding: Decoding | str | InferenceMode = STANDARD,
         *,
-        generator: torch.Generator | None = None,
-        eps_seed: torch.Tensor | None = None,
-        eps_noise: torch.Tensor | None = None,
-        top_k: int | None = None,
-        top_p: float | None = None,
         num_token_id: int | None = None,
         return_distributions: bool = False,
         context: torch.Tensor | None = None,
@@ -793,19 +787,15 @@ class Action(nn.Module):
         ``|W_cls|`` (and, for half-precision heads, the float32 copies of the heads) are computed
         once and reused while the weights are unchanged, so a decoding loop pays one GEMM per head
         and step and nothing else over the vocabulary. A loop passes one
-        :class:`~cauchylin.nn.modes.Decoding`, checked once before its first step.
+        :class:`~cauchylin.nn.modes.Decoding`, checked once before its first step: it carries
+        every decoding option (temperature, generator, ``top_k``/``top_p``, a shared mode's
+        draw), which this method takes from it alone.
 
         Args:
             U: :class:`~cauchylin.CauchyVector` ``[..., C]`` (one position per row).
-            mode: one of :data:`~cauchylin.nn.MODES` (or its
-                :class:`~cauchylin.nn.InferenceMode`), or a
-                :class:`~cauchylin.nn.modes.Decoding` that carries the options below.
-            temperature: ``T >= 0`` (default 1).
-            generator: ``torch.Generator`` of the random modes and of compatible sampling.
-            eps_seed: ``shared_individual``'s fixed draw.
-            eps_noise: ``shared_noise``'s fixed draw.
-            top_k: compatible mode: keep the ``k`` largest logits.
-            top_p: compatible mode: nucleus mass in ``(0, 1]``.
+            decoding: the checked :class:`~cauchylin.nn.modes.Decoding`
+                (:meth:`~cauchylin.nn.modes.Decoding.make`), or a mode's name (or its
+                :class:`~cauchylin.nn.InferenceMode`) to run at ``T = 1`` without options.
             num_token_id: id of ``<NUM>``: where it is chosen, ``values`` holds ``loc_Y``.
             return_distributions: also compute ``scale_S`` and ``scale_Y`` for every mode.
             context: ``[...]`` int64 context codes of the positions, as in :meth:`forward`.
@@ -814,12 +804,14 @@ class Action(nn.Module):
             :class:`ActionStep`.
 
         Raises:
-            ValueError: as :meth:`decision_input`, or bad ``top_k`` / ``top_p``.
+            ValueError: ``U`` of the wrong size, or a mode name that needs options (a shared
+                mode's draw: pass a :class:`~cauchylin.nn.modes.Decoding`).
 
         Example:
             >>> import torch
             >>> from cauchylin import CauchyVector
             >>> from cauchylin.nn import Action
+            >>> from cauchylin.nn.modes import Decoding
             >>> act = Action(3, 5, threshold=0.0)
             >>> U = CauchyVector(torch.randn(2, 3), torch.ones(2, 3))
             >>> step = act.step(U, "causal", num_token_id=4)
@@ -827,16 +819,12 @@ class Action(nn.Module):
             True
             >>> bool((step.values[step.ids != 4] == 0).all())  # values only at <NUM>
             True
+            >>> greedy = Decoding.make("compatible", 0.0)  # the options travel in the record
+            >>> bool(torch.equal(act.step(U, greedy).ids, act(U, greedy).loc_S.argmax(-1)))
+            True
         """
         U = self._check_input(U)
-        options = {
-            "generator": generator,
-            "eps_seed": eps_seed,
-            "eps_noise": eps_noise,
-            "top_k": top_k,
-            "top_p": top_p,
-        }
-        decoding = self._decoding(U, mode, temperature, options)
+        decoding = self._decoding(U, decoding, None, {})
         Up = decoding.decision_input(U, self.b_noise.abs())
         dtype = self.compute_dtype
         W = self._cached("W", self.classifier.weight, dtype, absolute=False)

@@ -178,6 +178,8 @@ class NumericEmbedding(nn.Module):
         base_embeds: torch.Tensor,
         numeric_values: torch.Tensor,
         num_token_mask: torch.Tensor | None = None,
+        *,
+        validate_args: bool | None = None,
     ) -> torch.Tensor:
         """The enhanced embedding ``base_embeds (+ delta at <NUM>) + phi(numeric_values)``.
 
@@ -191,6 +193,8 @@ class NumericEmbedding(nn.Module):
                 broadcastable to it).
             num_token_mask: ``[...]`` bool, True at ``<NUM>`` positions (``base_embeds`` without
                 its last dimension), or None; needs ``token_offset=True``.
+            validate_args: check the inputs (None: the layer's ``validate_args``; False skips
+                the checks for inputs the caller already checked, e.g. a generation loop's).
 
         Returns:
             ``[..., H]`` with ``base_embeds``' dtype and shape.
@@ -210,7 +214,7 @@ class NumericEmbedding(nn.Module):
             >>> out.dtype, bool(torch.equal(out[0, 0], base[0, 0]))
             (torch.bfloat16, True)
         """
-        if self.validate_args is not False:
+        if (self.validate_args if validate_args is None else validate_args) is not False:
             self._check_forward(base_embeds, numeric_values, num_token_mask)
         out = base_embeds
         if num_token_mask is not None and self.num_token_delta is not None:

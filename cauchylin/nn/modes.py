@@ -247,6 +247,13 @@ EPS_SEED = FixedDraw("eps_seed", draw_eps_seed, _check_open_interval, float64=Tr
 EPS_NOISE = FixedDraw("eps_noise", draw_eps_noise, check_finite, float64=False)
 
 
+def _given_draw(
+    draw: FixedDraw, eps_seed: torch.Tensor | None, eps_noise: torch.Tensor | None
+) -> torch.Tensor | None:
+    """The one of ``eps_seed`` / ``eps_noise`` that ``draw`` names (the one place that picks)."""
+    return eps_seed if draw.name == EPS_SEED.name else eps_noise
+
+
 def check_draw(mode: str, draw: FixedDraw, eps: Any, shape: torch.Size) -> torch.Tensor:
     """Check the fixed draw of a shared mode against the shape of ``U``.
 
@@ -692,13 +699,111 @@ class Decoding:
         check_sampling_options(top_k, top_p)
         draw = None
         if spec.draw is not None:
-            given = eps_seed if spec.draw.name == "eps_seed" else eps_noise
             if shape is None:
                 raise ValueError(
                     f"mode {spec.name!r}: the shape of U is needed to check {spec.draw.name}"
                 )
+            given = _given_draw(spec.draw, eps_seed, eps_noise)
             draw = check_draw(spec.name, spec.draw, given, torch.Size(shape))
         return cls(spec, resolve_mode(spec, t), t, top_k, top_p, generator, draw)
+
+    @classmethod
+    def for_rows(
+        cls,
+        mode: str | InferenceMode = STANDARD,
+        temperature: float = 1.0,
+        *,
+        rows: int,
+        size: int,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        generator: torch.Generator | None = None,
+        eps_seed: torch.Tensor | None = None,
+        eps_noise: torch.Tensor | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> Decoding:
+        """The decoding of ``rows`` sequences, with the shared modes' draw built here.
+
+        A shared mode holds one draw per row for a whole sequence: the given one (``[C]``, the
+        same for every row, or ``[rows, C]``), else a fresh one drawn once per row from
+        ``generator``. It is held as ``[rows, C]`` on ``device``, in float64 for ``eps_seed``
+        (:attr:`FixedDraw.float64`) and in ``dtype`` otherwise; :attr:`draws` gives it back by
+        name. The other options are checked as by :meth:`make`.
+
+        Args:
+            mode: one of :data:`MODES` (or its :class:`InferenceMode`).
+            temperature: ``T >= 0``.
+            rows: the number of sequences ``B``.
+            size: the causal size ``C``.
+            top_k: compatible mode: ``None`` or an int ``>= 1``.
+            top_p: compatible mode: ``None`` or a number in ``(0, 1]``.
+            generator: the ``torch.Generator`` of every random draw (a fresh draw comes from
+                it, on its device).
+            eps_seed: ``shared_individual``'s draw (``[C]`` or ``[rows, C]``), or None to draw.
+            eps_noise: ``shared_noise``'s draw (likewise).
+            device: where the draw is held (default: where it was given or drawn).
+            dtype: the dtype of ``eps_noise`` (default: torch's default dtype).
+
+        Returns:
+            The checked :class:`Decoding` (its :attr:`draw` ``[rows, C]`` for a shared mode).
+
+        Raises:
+            ValueError: as :meth:`make`, or a given draw that is neither ``[C]`` nor
+                ``[rows, C]``.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin.nn.modes import Decoding
+            >>> g = torch.Generator().manual_seed(0)
+            >>> d = Decoding.for_rows("shared_individual", rows=2, size=3, generator=g)
+            >>> tuple(d.draw.shape), d.draw.dtype, list(d.draws)
+            ((2, 3), torch.float64, ['eps_seed'])
+            >>> d = Decoding.for_rows("shared_noise", rows=2, size=3, eps_noise=torch.zeros(3))
+            >>> d.draws["eps_noise"].tolist()  # the given [C] draw, in every row
+            [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+        """
+        spec = get_mode(mode)
+        draws: dict[str, torch.Tensor] = {}
+        if spec.draw is not None:
+            shape = torch.Size((rows, size))
+            given = _given_draw(spec.draw, eps_seed, eps_noise)
+            dtype = torch.float64 if spec.draw.float64 else dtype
+            if given is None:
+                # drawn where the generator lives (a CPU generator draws float64 on the CPU)
+                home = generator.device if generator is not None else device
+                given = spec.draw.sample(shape, generator=generator, device=home, dtype=dtype)
+            elif check_draw(spec.name, spec.draw, given, shape).shape not in ((size,), shape):
+                raise ValueError(
+                    f"{spec.draw.name} has shape {tuple(given.shape)}; expected [C]=[{size}] or "
+                    f"[B, C]=[{rows}, {size}]"
+                )
+            draws[spec.draw.name] = given.to(device=device, dtype=dtype).expand(shape)
+        return cls.make(
+            spec,
+            temperature,
+            shape=(rows, size),
+            top_k=top_k,
+            top_p=top_p,
+            generator=generator,
+            **draws,
+        )
+
+    @property
+    def draws(self) -> dict[str, torch.Tensor]:
+        """The fixed draw by its keyword (``{"eps_seed": ...}``), empty for the other modes.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin.nn.modes import Decoding
+            >>> Decoding.make("standard").draws
+            {}
+            >>> list(Decoding.make("shared_noise", shape=(3,), eps_noise=torch.zeros(3)).draws)
+            ['eps_noise']
+        """
+        if self.mode.draw is None or self.draw is None:
+            return {}
+        return {self.mode.draw.name: self.draw}
 
     def decision_input(self, U: CauchyVector, noise: torch.Tensor) -> CauchyVector:
         """The decision input ``U'`` of the mode that runs (no checks: the record was checked).

@@ -18,6 +18,7 @@ from torch.nn import functional as F
 from cauchylin import CauchyVector
 from cauchylin import _fused_heads as FH
 from cauchylin.nn import Action
+from cauchylin.nn.modes import Decoding
 
 
 def _gamma(c: int, dtype: torch.dtype) -> float:
@@ -146,9 +147,8 @@ def test_action_step_is_the_same_with_the_loop_on_and_off(monkeypatch, mode):
     for enabled in (False, True):
         FH.set_fused_heads(enabled)
         try:
-            steps[enabled] = act.step(
-                U, mode, 1.0, generator=torch.Generator().manual_seed(1), return_distributions=True
-            )
+            decoding = Decoding.make(mode, 1.0, generator=torch.Generator().manual_seed(1))
+            steps[enabled] = act.step(U, decoding, return_distributions=True)
         finally:
             FH.set_fused_heads(None)
     assert FH._READY, "the fused loop did not run"

@@ -511,6 +511,36 @@ def test_shared_draw_values_are_validated():
         act(U, "shared_noise", eps_noise=torch.tensor([0.0, math.inf, 1.0]))
 
 
+def test_decoding_for_rows_builds_the_shared_draw_once_per_row():
+    """The draw of a sequence-level mode: the given one, [C] in every row or [B, C] as it is,
+    else one fresh draw per row from the generator; eps_seed held in float64."""
+    from cauchylin.nn.modes import Decoding
+
+    eps = torch.tensor([0.2, 0.5, 0.9])
+    d = Decoding.for_rows("shared_individual", rows=2, size=C, eps_seed=eps)
+    assert d.draw.shape == (2, C) and d.draw.dtype == torch.float64
+    assert torch.equal(d.draws["eps_seed"], eps.double().expand(2, C))
+    own = torch.randn(2, C)
+    d = Decoding.for_rows("shared_noise", rows=2, size=C, eps_noise=own, dtype=torch.float64)
+    assert torch.equal(d.draw, own.double()) and list(d.draws) == ["eps_noise"]
+    for bad in (torch.full((1, C), 0.5), torch.full((3, C), 0.5), torch.full((C + 1,), 0.5)):
+        with pytest.raises(ValueError, match="eps_seed has shape"):
+            Decoding.for_rows("shared_individual", rows=2, size=C, eps_seed=bad)
+    with pytest.raises(ValueError, match="eps_seed must lie in the open interval"):
+        Decoding.for_rows("shared_individual", rows=2, size=C, eps_seed=torch.ones(C))
+    # fresh: from the generator, one draw per row, reproducible
+    first = Decoding.for_rows(
+        "shared_individual", rows=2, size=C, generator=torch.Generator().manual_seed(5)
+    ).draw
+    again = draw_eps_seed((2, C), generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    assert torch.equal(first, again) and not torch.equal(first[0], first[1])
+    noise = Decoding.for_rows("shared_noise", 0.0, rows=4, size=C, dtype=torch.bfloat16)
+    assert noise.draw.shape == (4, C) and noise.draw.dtype == torch.bfloat16
+    assert noise.runs.name == "causal"  # T = 0: drawn all the same, so a loop can replay it
+    plain = Decoding.for_rows("sampling", rows=2, size=C)
+    assert plain.draw is None and plain.draws == {}
+
+
 # ---------------------------------------------------------------------------------------- draws
 
 

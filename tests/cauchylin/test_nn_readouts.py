@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from cauchylin import CauchyVector, cat
 from cauchylin.nn import Action
+from cauchylin.nn.modes import Decoding
 from cauchylin.nn.readouts import (
     MAX_CONTEXT_TOKENS,
     OTHER,
@@ -106,7 +107,8 @@ def test_step_and_forward_agree() -> None:
     for mode in ("causal", "standard", "sampling"):
         g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
         out = act(U, mode, 1.0, context=context, generator=g1)
-        step = act.step(U, mode, 1.0, context=context, generator=g2, return_distributions=True)
+        decoding = Decoding.make(mode, 1.0, generator=g2)
+        step = act.step(U, decoding, context=context, return_distributions=True)
         torch.testing.assert_close(step.loc_Y, out.loc_Y)
         torch.testing.assert_close(step.scale_Y, out.scale_Y)
 

@@ -209,6 +209,24 @@ def test_generate_on_a_base_folder(base_dir, capsys):
     assert capsys.readouterr().out.startswith("hi")
 
 
+def test_a_prompt_as_long_as_the_context_exits_2_in_predict_and_generate(base_dir, capsys):
+    """One rule (the library's): before, generate warned and exited 0 where predict exited 2.
+    The index counts every prompt, also past the first batch."""
+    long = " ".join(["7 eggs"] * 256)  # the tiny Qwen2 (RoPE) has 256 positions
+    for command in ("generate", "predict"):
+        argv = [command, str(base_dir), "--prompt", "3 eggs", "--prompt", long]
+        assert cli.main([*argv, "--batch-size", "1", "--no-progress"]) == 2
+        captured = capsys.readouterr()
+        (line,) = captured.err.strip().splitlines()
+        assert re.fullmatch(
+            rf"cauchylin-lm {command}: error: prompts\[1\] is \d+ tokens long: the model's "
+            r"context of 256 positions \(max_position_embeddings\) leaves no room for the token "
+            r"after it; 1 of 2 prompts are that long: shorten them",
+            line,
+        ), line
+        assert captured.out == ""  # refused before the first batch: nothing written
+
+
 def test_verify_passes_on_the_base(base_dir, capsys):
     assert cli.main(["verify", str(base_dir), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -362,7 +380,7 @@ def _generate(folder, capsys, *extra):
 
 
 def test_generated_numbers_use_the_decimals_of_their_field(forced, capsys):
-    from cauchylin_hf.app.precision import NumberPrecision
+    from cauchylin_hf.precision import NumberPrecision
 
     folder = forced["num"]
     raw = _generate(folder, capsys, "--max-new-tokens", "1")
@@ -386,6 +404,35 @@ def test_generated_numbers_use_the_decimals_of_their_field(forced, capsys):
         assert [n.value for n in find_numbers(row["continuation"])] == [139.0, 139.0]
     finally:
         (folder / cli.DATA_FORMAT_FILE).unlink()
+
+
+def test_python_generate_writes_numbers_as_the_command_line_does(forced, capsys):
+    """One rule (the library's NumberPrecision, read from the model's folder): before, Python's
+    generate wrote 138.6916 where the command line wrote 139 on the same model and prompt."""
+    from cauchylin_hf.generation import generate
+    from cauchylin_hf.precision import NumberPrecision
+    from cauchylin_hf.tokenizer import NumericTokenizer
+
+    folder = forced["num"]
+    prompt = "price 4.50, 3 boxes of 12 eggs hold"  # 4.50: the prompt keeps its spelling
+    precision = NumberPrecision.from_texts(["3 boxes of 12 eggs hold 36 eggs.", "price 4.25"])
+    record = {"template": None, "target": None, "precision": precision.to_dict()}
+    try:
+        for with_format in (False, True):
+            if with_format:
+                (folder / cli.DATA_FORMAT_FILE).write_text(json.dumps(record))
+            model = CauchyLMForCausalLM.from_pretrained(folder)
+            ntok = NumericTokenizer.from_pretrained(folder)
+            argv = ["generate", str(folder), "--prompt", prompt, "--mode", "causal", "--json"]
+            assert cli.main([*argv, "--max-new-tokens", "2"]) == 0
+            row = json.loads(capsys.readouterr().out)
+            out = generate(model, [prompt], tokenizer=ntok, mode="causal", max_new_tokens=2)
+            assert (out.texts[0], out.new_texts[0]) == (row["text"], row["continuation"])
+            numbers = [n.value for n in find_numbers(out.new_texts[0])]
+            expected = 139.0 if with_format else pytest.approx(138.6916, abs=1e-3)
+            assert numbers == [expected, expected] and "4.50" in out.texts[0]
+    finally:
+        (folder / cli.DATA_FORMAT_FILE).unlink(missing_ok=True)
 
 
 def test_generation_stops_at_the_sentence_end_by_default(forced, capsys):

@@ -8,13 +8,6 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 import numpy as np
 import pytest
-from cauchylin_hf.app.precision import (
-    MAX_DECIMALS,
-    NumberPrecision,
-    decimals_of,
-    field_before,
-    needed_decimals,
-)
 from cauchylin_hf.app.scratch import PRESETS, backbone_config, build_from_config
 from cauchylin_hf.app.tables import (
     Table,
@@ -25,6 +18,13 @@ from cauchylin_hf.app.tables import (
     read_table,
 )
 from cauchylin_hf.numbers import find_numbers, to_float32
+from cauchylin_hf.precision import (
+    MAX_DECIMALS,
+    NumberPrecision,
+    decimals_of,
+    field_before,
+    needed_decimals,
+)
 
 # ------------------------------------------------------------------------------------ tables
 

@@ -366,7 +366,7 @@ def test_a_text_longer_than_a_learned_position_context_is_a_clear_error(tmp_path
     argv = ["predict", str(base), "--prompt", "a rather long note " * 8, "--threads", "1"]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "prompt 1 is" in err[0] and "context of 32 positions" in err[0]
+    assert len(err) == 1 and "prompts[0] is" in err[0] and "context of 32 positions" in err[0]
 
 
 # ------------------------------------------------ another program writing to the same folder

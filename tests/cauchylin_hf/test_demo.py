@@ -8,8 +8,8 @@ import torch
 from cauchylin_hf.app import cli
 from cauchylin_hf.app.corpus import make_splits
 from cauchylin_hf.app.demo import MODE_SETTINGS, PROMPTS, QUICK, mean_baseline, metrics_table
-from cauchylin_hf.app.precision import NumberPrecision, decimals_of
 from cauchylin_hf.numbers import find_numbers
+from cauchylin_hf.precision import NumberPrecision, decimals_of
 
 
 def test_quick_demo_runs_end_to_end(tmp_path, capsys):

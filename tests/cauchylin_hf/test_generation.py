@@ -26,6 +26,7 @@ ARCHS = ["qwen2", "llama", "gpt2"]
 
 def make_model(arch: str = "qwen2", seed: int = 0) -> CauchyLMForCausalLM:
     base = tiny_base_model(arch, vocab_size=VOCAB, spare_rows=1, seed=seed)
+    torch.manual_seed(seed)  # the heads' random init: the same model whatever ran before
     return CauchyLMForCausalLM.from_base(base, num_token_id=NUM)
 
 
@@ -85,18 +86,21 @@ def test_cached_equals_uncached(models, arch, mode):
 
 
 def test_cache_runs_one_token_per_step(models, monkeypatch):
+    """One prefill, then one token per step, through the inner encode that trusts its inputs
+    (the prompt was checked once): the public, checking ``encode`` is not re-entered."""
     model = models["qwen2"]
-    lengths = []
-    encode = model.encode
+    lengths, public = [], []
+    encode = model.encode_checked
 
     def spy(input_ids=None, *args, **kwargs):
         lengths.append(input_ids.shape[1])
         return encode(input_ids, *args, **kwargs)
 
-    monkeypatch.setattr(model, "encode", spy)
+    monkeypatch.setattr(model, "encode_checked", spy)
+    monkeypatch.setattr(model, "encode", lambda *a, **k: public.append(1))
     ids, values = prompts(length=6)
     generate(model, ids, values, max_new_tokens=5, eos_token_id=[])
-    assert lengths == [6, 1, 1, 1, 1]
+    assert lengths == [6, 1, 1, 1, 1] and not public
 
 
 @pytest.mark.parametrize("mode", ["causal", "standard"])
@@ -487,3 +491,58 @@ def test_a_top_p_that_is_not_a_number_is_refused_before_the_loop(models, ntok, t
     """top_p="0.9" passed the check (float("0.9") works) and failed later with a TypeError."""
     with pytest.raises(ValueError, match=r"top_p must be None or a number in \(0, 1\]"):
         generate(models["qwen2"], "3 eggs", tokenizer=ntok, mode="compatible", top_p=top_p)
+
+
+# ------------------------------------------------------------------- the prompt-batch step
+
+
+def test_prepare_prompts_pads_text_on_the_left_and_checks_once(models, ntok):
+    model = models["qwen2"]
+    batch = generation.prepare_prompts(model, ["ab 2.5", "abcd"], tokenizer=ntok)
+    enc = [ntok(t) for t in ("ab 2.5", "abcd")]
+    n = [len(e["input_ids"]) for e in enc]
+    L = max(n)
+    assert batch.input_ids.shape == (2, L) and batch.lengths.tolist() == n
+    for row, e in enumerate(enc):  # each row: its own encoding, left-padded
+        assert batch.input_ids[row, L - n[row] :].tolist() == e["input_ids"]
+        assert batch.numeric_values[row, L - n[row] :].tolist() == e["numeric_values"]
+        assert batch.attention_mask[row].tolist() == [0] * (L - n[row]) + [1] * n[row]
+    assert 2.5 in batch.numeric_values[0].tolist() and batch.mask_given
+    ids = torch.tensor([5, 6, 7])  # one id row: a batch of one, values 0, mask 1
+    one = generation.prepare_prompts(model, ids)
+    assert one.input_ids.tolist() == [[5, 6, 7]] and not one.mask_given
+    assert one.numeric_values.tolist() == [[0.0] * 3] and one.attention_mask.tolist() == [[1] * 3]
+    bad = torch.tensor([[0.0, float("nan"), 0.0]])  # checked here: the loop trusts the values
+    with pytest.raises(ValueError, match="numeric_values"):
+        generation.prepare_prompts(model, ids[None], bad)
+    with pytest.raises(ValueError, match="pad prompts on the left"):
+        generation.prepare_prompts(model, ids[None], attention_mask=torch.tensor([[1, 1, 0]]))
+    with pytest.raises(ValueError, match="at least one token"):
+        generation.prepare_prompts(model, ids[None], attention_mask=torch.tensor([[0, 0, 0]]))
+    with pytest.raises(ValueError, match="must have the shape of input_ids"):
+        generation.prepare_prompts(model, ids[None], torch.zeros(1, 4))
+
+
+def test_a_prompt_as_long_as_the_context_is_refused_by_name(models, ntok):
+    """One rule for every reader of a prompt's next token: before, generate on a RoPE base only
+    warned (and ran past the context) where predict refused."""
+    from cauchylin_hf.predict import predict_values
+
+    model = models["qwen2"]  # RoPE: a continuation past the context only warns
+    context = model.config.max_position_embeddings
+    ids = torch.randint(3, VOCAB, (3, context))
+    mask = torch.ones_like(ids)
+    mask[0, :-3] = 0  # row 0: 3 tokens; rows 1 and 2 fill the context
+    with pytest.raises(ValueError) as err:
+        generate(model, ids, attention_mask=mask, max_new_tokens=1, eos_token_id=[])
+    assert str(err.value).startswith(
+        f"prompts[1] is {context} tokens long: the model's context of {context} positions"
+    )
+    assert "2 of 3 prompts" in str(err.value)
+    out = generate(model, ids[:, 1:], attention_mask=mask[:, 1:], max_new_tokens=1, eos_token_id=[])
+    assert out.sequences.shape == (3, context)  # one token shorter: room for one more
+    long = " ".join(["7 eggs"] * context)
+    with pytest.raises(ValueError, match=r"prompts\[1\] is \d+ tokens long: the model's context"):
+        generate(model, ["3 eggs", long], tokenizer=ntok, max_new_tokens=1)
+    with pytest.raises(ValueError, match=r"prompts\[1\] is \d+ tokens long: the model's context"):
+        predict_values(model, ntok, ["3 eggs", long], batch_size=1)

@@ -12,9 +12,9 @@ import random
 
 import pytest
 import torch
-from cauchylin_hf.app.precision import field_before
 from cauchylin_hf.app.tables import Table, TableTemplate
 from cauchylin_hf.numbers import find_numbers, to_float32
+from cauchylin_hf.precision import field_before
 from cauchylin_hf.predict import NumberPredictions, ValuePrediction, number_metrics
 
 # The names (scikit-learn's diabetes with readable headers), and harder ones.

@@ -9,8 +9,6 @@ Nothing in the library (:mod:`cauchylin_hf` outside this subpackage) imports it.
 * :mod:`cauchylin_hf.app.inputs`, :mod:`cauchylin_hf.app.reports` — what the commands read (data,
   prompts, the model) and what they print about the numbers;
 * :mod:`cauchylin_hf.app.tables` — CSV tables written as text through a template;
-* :mod:`cauchylin_hf.app.precision` — the decimals of each field of the training data, for the
-  numbers the command line writes;
 * :mod:`cauchylin_hf.app.scratch` — a model from nothing: a tokenizer trained on the data and a
   random backbone from a preset or a ``config.json``;
 * :mod:`cauchylin_hf.app.demo` — the embedded demo that ``cauchylin-lm demo`` runs;

@@ -23,12 +23,12 @@ from typing import Any
 from cauchylin_lm import PROG
 
 from ..atomic_save import FolderState, folder_state
+from ..precision import DATA_FORMAT_FILE
 from ..textfile import read_text_file
 from ..trainer_checkpoints import is_checkpoint_entry
 from .tables import Table, TableTemplate, is_table_file, read_table
 
 __all__ = [
-    "DATA_FORMAT_FILE",
     "CliError",
     "check_output_dir",
     "data_format",
@@ -41,11 +41,6 @@ __all__ = [
     "saved_median",
     "warn",
 ]
-
-DATA_FORMAT_FILE = "data_format.json"
-"""The file ``train`` writes next to the model: the table template and target column (or None),
-the decimals of each field (:class:`~cauchylin_hf.app.precision.NumberPrecision`) and the median
-of the training targets (the baseline of ``evaluate``)."""
 
 
 class CliError(ValueError):

@@ -27,8 +27,8 @@ from typing import Any
 
 from cauchylin_lm import build_parser, main
 
+from ..precision import DATA_FORMAT_FILE
 from .checks import (
-    DATA_FORMAT_FILE,
     CliError,
     check_output_dir,
     data_format,
@@ -79,7 +79,7 @@ _CHECK_TEXTS = 256  # training texts the learning check reads when there is no -
 
 
 def _check_decimals(args: argparse.Namespace) -> None:
-    from .precision import check_decimals
+    from ..precision import check_decimals
 
     if args.decimals is not None:
         check_decimals(args.decimals, "--decimals")
@@ -270,9 +270,9 @@ def _train_and_save(
     from safetensors import SafetensorError
 
     from ..atomic_save import FolderChangedError, replace_folder
+    from ..precision import NumberPrecision
     from ..trainer_checkpoints import last_checkpoint
     from ..training import train
-    from .precision import NumberPrecision
 
     train_ds = encode(model, ntok, data, args.max_length)
     eval_ds = encode(model, ntok, held, args.max_length) if held is not None else None
@@ -465,8 +465,8 @@ def _prediction_line(args: argparse.Namespace, pred: Any, i: int, texts: list[st
 
 def cmd_predict(args: argparse.Namespace) -> int:
     """``predict``: the next number after each prompt, with intervals and ``P(<NUM>)``."""
+    from ..precision import field_before
     from ..predict import predict_values
-    from .precision import field_before
 
     _check_decimals(args)
     prompts, table = read_prompts(args, data_format(args.model))
@@ -476,7 +476,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if model.config.num_token_id is None:
         raise CliError("the model has no <NUM> token: it cannot predict numbers")
     precision = load_precision(args.model)
-    check_prompt_lengths(model, ntok, prompts)
     pred = predict_values(
         model,
         ntok,
@@ -539,6 +538,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     _set_threads(args)
     model, ntok = load_causal_model(args.model, tokenizer=args.tokenizer)
     precision = load_precision(args.model)
+    check_prompt_lengths(model, ntok, prompts)
     eos = _eos_ids(model, ntok)
     if args.sentence_stop:
         eos += [i for i in _sentence_end_ids(ntok) if i not in eos]

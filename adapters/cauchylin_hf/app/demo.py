@@ -42,8 +42,8 @@ import torch
 from cauchylin.nn import modes
 from cauchylin.value_space import from_value_space
 
+from ..precision import NumberPrecision
 from .compare import Recipe
-from .precision import NumberPrecision
 
 __all__ = [
     "FULL",

@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
+from ..precision import DATA_FORMAT_FILE
 from .checks import (
-    DATA_FORMAT_FILE,
     CliError,
     data_format,
     data_path,
@@ -263,7 +263,9 @@ def encode(model: Any, ntok: Any, data: Data, max_length: int | None) -> Any:
 
 
 def check_prompt_lengths(model: Any, ntok: Any, prompts: list[str]) -> None:
-    """Refuse a prompt longer than the model's context (the number after it has no position).
+    """Refuse a prompt longer than the model's context before the first batch, by the library's
+    rule (:func:`~cauchylin_hf.generation.check_prompt_lengths`), over every prompt (so that its
+    index counts them all).
 
     Args:
         model: the model.
@@ -271,7 +273,7 @@ def check_prompt_lengths(model: Any, ntok: Any, prompts: list[str]) -> None:
         prompts: the prompts.
 
     Raises:
-        CliError: a prompt that leaves no position for the number after it.
+        ValueError: a prompt that leaves no position for the token after it.
 
     Example:
         >>> from cauchylin_hf.testing import tiny_tokenizer
@@ -281,18 +283,9 @@ def check_prompt_lengths(model: Any, ntok: Any, prompts: list[str]) -> None:
         >>> model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=64))
         >>> check_prompt_lengths(model, ntok, ["3 eggs"])
     """
-    context = context_length(model)
-    if context is None:
-        return
-    lengths = [len(ids) for ids in ntok(prompts)["input_ids"]]
-    over = [i for i, n in enumerate(lengths) if n >= context]
-    if over:
-        i = over[0]
-        raise CliError(
-            f"prompt {i + 1} is {lengths[i]} tokens long: the model's context of {context} "
-            f"positions (max_position_embeddings) leaves no room for the number after it; "
-            f"{len(over)} of {len(prompts)} prompts are that long: shorten them"
-        )
+    from ..generation import check_prompt_lengths as library_rule
+
+    library_rule(model, [len(ids) for ids in ntok(prompts)["input_ids"]])
 
 
 def load_causal_model(
@@ -374,7 +367,7 @@ def load_precision(folder: str | os.PathLike[str]) -> Any:
         folder: the model folder.
 
     Returns:
-        The :class:`~cauchylin_hf.app.precision.NumberPrecision` (empty for a folder without one).
+        The :class:`~cauchylin_hf.precision.NumberPrecision` (empty for a folder without one).
 
     Raises:
         CliError: the recorded decimals cannot be read.
@@ -383,7 +376,7 @@ def load_precision(folder: str | os.PathLike[str]) -> Any:
         >>> load_precision("/no/such/model").to_dict()
         {'decimals': {}, 'default': None}
     """
-    from .precision import NumberPrecision
+    from ..precision import NumberPrecision
 
     saved = data_format(folder).get("precision")
     if saved is None:

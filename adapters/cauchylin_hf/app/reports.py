@@ -64,7 +64,7 @@ def format_record(tt: Any, precision: Any, median: float | None) -> dict[str, An
 
     Args:
         tt: the table template, or None for free text.
-        precision: the :class:`~cauchylin_hf.app.precision.NumberPrecision`, or None.
+        precision: the :class:`~cauchylin_hf.precision.NumberPrecision`, or None.
         median: the median of the training targets, or None.
 
     Returns:
@@ -284,7 +284,7 @@ def write_value(precision: Any, value: float, prefix: str, decimals: int | None)
     """A predicted number as the training data wrote its field (``inf`` and ``-inf`` as such).
 
     Args:
-        precision: the :class:`~cauchylin_hf.app.precision.NumberPrecision` of the model.
+        precision: the :class:`~cauchylin_hf.precision.NumberPrecision` of the model.
         value: the number.
         prefix: the text before it (its field).
         decimals: ``--decimals``, or None for the field's own.
@@ -293,7 +293,7 @@ def write_value(precision: Any, value: float, prefix: str, decimals: int | None)
         The number as text.
 
     Example:
-        >>> from cauchylin_hf.app.precision import NumberPrecision
+        >>> from cauchylin_hf.precision import NumberPrecision
         >>> write_value(NumberPrecision(), float("inf"), "price ", None)
         'inf'
     """

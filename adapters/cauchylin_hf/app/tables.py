@@ -584,7 +584,7 @@ class TableTemplate:
         """The template's own text between the placeholder before the target and the target.
 
         Returns:
-            The text (its words are the target's field, :func:`~cauchylin_hf.predict.field_of`,
+            The text (its words are the target's field, :func:`~cauchylin_hf.precision.field_of`,
             when the cell before is a number).
 
         Raises:

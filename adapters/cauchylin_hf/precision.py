@@ -2,7 +2,7 @@
 
 A model predicts a float (``139.1988``) where the data wrote ``139``. :class:`NumberPrecision`
 learns, from the training texts, the decimals each *field* was written with (the field of a
-number is the words just before it, :func:`cauchylin_hf.predict.field_of`; ``"price 4.25"``
+number is the words just before it, :func:`~cauchylin_hf.numbers.field_of`; ``"price 4.25"``
 has field ``price`` and 2 decimals), and writes a predicted number of that field with as many:
 the largest count seen for the field, or the largest over all numbers for a field the data never
 had.
@@ -12,23 +12,27 @@ value (the value the model reads), and never more than it was written with: ``12
 (a table written by pandas with 12 decimals) counts 2, like ``12.09``; ``0.30000000000000004``
 counts 1; ``4.50`` counts 1 (trailing zeros carry no value); ``1.5e-3`` counts 4 (``0.0015``).
 
-The command line saves it next to the model (``data_format.json``) when it trains, and rounds
-the numbers it generates or prints with it (``--decimals N`` overrides; at most
+The command line saves it next to the model (``data_format.json``) when it trains; the library
+reads it back from a model's folder (:meth:`NumberPrecision.of_model`), so
+:func:`cauchylin_hf.generation.generate` and the command line write a generated number by the
+same rule (the command line's ``--decimals N`` overrides the count; at most
 :data:`MAX_DECIMALS`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from ..numbers import NumberSpan, find_numbers, format_number
-from ..predict import field_of
+from .numbers import NumberSpan, field_of, find_numbers, format_number
 
 __all__ = [
+    "DATA_FORMAT_FILE",
     "MAX_DECIMALS",
     "NumberPrecision",
     "check_decimals",
@@ -36,6 +40,10 @@ __all__ = [
     "field_before",
     "needed_decimals",
 ]
+
+DATA_FORMAT_FILE = "data_format.json"
+"""The file of a model folder that records how its training data wrote numbers (its
+``"precision"`` entry: :meth:`NumberPrecision.to_dict`), written by the command line's ``train``."""
 
 MAX_DECIMALS = 50
 """The most decimals a number is written with. A float32 needs at most 46 (its smallest
@@ -127,7 +135,7 @@ def field_before(text: str) -> str:
     """The field of a number that would follow ``text``: the words after its last number.
 
     The same rule as :func:`cauchylin_hf.predict.number_predictions` (which passes
-    :func:`~cauchylin_hf.predict.field_of` the text since the previous number).
+    :func:`~cauchylin_hf.numbers.field_of` the text since the previous number).
 
     Args:
         text: everything before the number.
@@ -245,7 +253,12 @@ class NumberPrecision:
         return text[1:] if text.startswith("-") and float(text) == 0.0 else text
 
     def write_generation(
-        self, out: Any, row: int, prompt: str, tokenizer: Any, decimals: int | None = None
+        self,
+        out: Any,
+        row: int,
+        prompt: str | None,
+        tokenizer: Any,
+        decimals: int | None = None,
     ) -> tuple[str, str, list[str]]:
         """One generated row as text, its numbers written with the decimals of their fields.
 
@@ -256,7 +269,8 @@ class NumberPrecision:
             out: a :class:`~cauchylin_hf.generation.GenerateOutput` (``sequences``,
                 ``numeric_values``, ``attention_mask``, ``prompt_length``).
             row: the row of ``out``.
-            prompt: that row's prompt text.
+            prompt: that row's prompt text (None for a prompt given as ids: its numbers are
+                then written as their float32 values, :func:`~cauchylin_hf.numbers.format_number`).
             tokenizer: the :class:`~cauchylin_hf.tokenizer.NumericTokenizer` of the model.
             decimals: override the learned decimals (>= 0).
 
@@ -284,19 +298,23 @@ class NumberPrecision:
         ids = out.sequences[row][mask].tolist()
         values = out.numeric_values[row][mask].tolist()
         start = int(out.attention_mask[row][: out.prompt_length].sum())  # after left padding
-        spellings: list[str | None] = list(
-            tokenizer(prompt, return_number_texts=True)["number_texts"]
-        )
-        spellings = spellings[: sum(1 for t in ids[:start] if t == num)]
+        in_prompt = sum(1 for t in ids[:start] if t == num)
+        spellings: list[str | None] = [None] * in_prompt
+        if prompt is not None:
+            spellings = list(tokenizer(prompt, return_number_texts=True)["number_texts"])
+            spellings = spellings[:in_prompt]
         new: list[str] = []
+        by_field = decimals is None and (self.decimals or self.default is not None)
         for j in range(start, len(ids)):
             if ids[j] != num:
                 continue
-            prefix = tokenizer.decode(
-                ids[:j], values[:j], number_texts=spellings, skip_special_tokens=True
-            )
             value = float(values[j])
             if math.isfinite(value):
+                prefix = ""  # read only where the decimals depend on the field
+                if by_field:
+                    prefix = tokenizer.decode(
+                        ids[:j], values[:j], number_texts=spellings, skip_special_tokens=True
+                    )
                 spelled = self.write(value, prefix, decimals)
             else:
                 spelled = "inf" if value > 0 else "-inf"
@@ -307,6 +325,48 @@ class NumberPrecision:
             ids[start:], values[start:], number_texts=new, skip_special_tokens=True
         )
         return text, continuation, new
+
+    @classmethod
+    def of_model(cls, model: Any) -> NumberPrecision:
+        """The precision recorded in the folder a model was loaded from, else an empty one.
+
+        The folder is the model's ``name_or_path`` (set by ``from_pretrained``); its
+        :data:`DATA_FORMAT_FILE` holds the precision ``train`` learned. A model without one (a
+        base checkpoint, a model built or saved from Python) gets ``NumberPrecision()``, which
+        writes the shortest decimal of the float32 value.
+
+        Args:
+            model: a model with ``name_or_path`` (a transformers ``PreTrainedModel``).
+
+        Returns:
+            The :class:`NumberPrecision`.
+
+        Raises:
+            ValueError: a data-format file that cannot be read, or whose precision is invalid
+                (the message names the file).
+
+        Example:
+            >>> import json, tempfile
+            >>> from pathlib import Path
+            >>> from types import SimpleNamespace
+            >>> folder = Path(tempfile.mkdtemp())
+            >>> NumberPrecision.of_model(SimpleNamespace(name_or_path=str(folder)))
+            NumberPrecision(decimals={}, default=None)
+            >>> record = {"precision": {"decimals": {"apples": 0}, "default": 0}}
+            >>> _ = (folder / DATA_FORMAT_FILE).write_text(json.dumps(record))
+            >>> NumberPrecision.of_model(SimpleNamespace(name_or_path=str(folder))).write(
+            ...     52.256485, "3 boxes hold ")
+            '52'
+        """
+        folder = getattr(model, "name_or_path", None)
+        path = Path(folder) / DATA_FORMAT_FILE if isinstance(folder, str) and folder else None
+        if path is None or not path.is_file():
+            return cls()
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8")).get("precision")
+            return cls() if saved is None else cls.from_dict(saved)
+        except (OSError, ValueError, AttributeError, RecursionError) as exc:
+            raise ValueError(f"{path}: {exc}") from None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (read back with :meth:`from_dict`).
