@@ -46,7 +46,15 @@ from transformers import AddedToken, AutoTokenizer, BatchEncoding, PreTrainedTok
 from .batch import check_size, field_dtype, pad_rows, padded_length
 from .batch import pad_values as batch_pad_values
 from .config import read_json_object
-from .numbers import find_numbers, format_number, is_number, parse_number, split_numbers
+from .encoding import assemble_encoding, truncate_encoding
+from .numbers import (
+    SplitText,
+    find_numbers,
+    format_number,
+    is_number,
+    parse_number,
+    split_numbers_batch,
+)
 
 __all__ = ["NUMERIC_TOKENIZER_CONFIG", "NumericTokenizer", "check_text", "load_tokenizer_folder"]
 
@@ -230,6 +238,24 @@ def _join_numbers(pieces: list[tuple[str, bool]]) -> str:
         out.append(text)
         tail = (tail + text)[-_CONTEXT:]
     return "".join(out)
+
+
+def _batch_of_texts(text: Any) -> tuple[list[str], bool]:
+    """``(texts, single)``: a ``str`` or a non-empty list/tuple of ``str``, each checked."""
+    if isinstance(text, str):
+        check_text(text, "text")
+        return [text], True
+    if not isinstance(text, (list, tuple)):
+        raise ValueError(f"text must be a str or a list of str, got {type(text).__name__}")
+    if not text:
+        raise ValueError("text must be a str or a non-empty list of str, got an empty list")
+    for i, t in enumerate(text):
+        if not isinstance(t, str):
+            raise ValueError(f"text[{i}] must be a str, got {type(t).__name__}")
+    if _SURROGATE.search("".join(text)) is not None:  # rare: find the text to name it
+        for i, t in enumerate(text):
+            check_text(t, f"text[{i}] (text {i + 1})")
+    return list(text), False
 
 
 def _rows(x: Any, name: str) -> list[Any]:
@@ -469,110 +495,145 @@ class NumericTokenizer:
             >>> enc["input_ids"].count(ntok.num_token_id), len(enc["input_ids"])  # 32 bytes of text
             (2, 34)
         """
-        single = isinstance(text, str)
-        texts: list[str]
-        if single:
-            texts = [cast(str, text)]
-            check_text(texts[0], "text")
-        elif isinstance(text, (list, tuple)):
-            if not text:
-                raise ValueError("text must be a str or a non-empty list of str, got an empty list")
-            for i, t in enumerate(text):
-                if not isinstance(t, str):
-                    raise ValueError(f"text[{i}] must be a str, got {type(t).__name__}")
-                check_text(t, f"text[{i}] (text {i + 1})")
-            texts = list(text)
-        else:
-            raise ValueError(f"text must be a str or a list of str, got {type(text).__name__}")
+        texts, single = _batch_of_texts(text)
         if return_tensors not in (None, "pt", "np"):
             raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {return_tensors!r}")
         check_size("max_length", max_length)
         check_size("pad_to_multiple_of", pad_to_multiple_of)
         self._check_num_id()
-
-        # 1. split every text; tokenize all non-empty segments in one call of the wrapped tokenizer
-        split = [split_numbers(t) for t in texts]
-        pieces = [self._pieces(seg) for segments, _ in split for seg in segments if seg]
-        flat = [p for seg_pieces in pieces for p in seg_pieces]
-        flat_ids = iter(
-            self.tokenizer(flat, add_special_tokens=False, verbose=False)["input_ids"]
-            if flat
-            else []
-        )
-        seg_ids = [[t for _ in seg_pieces for t in next(flat_ids)] for seg_pieces in pieces]
+        # 1. cut every text at its numbers; tokenize all segments in one call
+        split = split_numbers_batch(texts)
+        segment_ids = self._segment_ids(split, texts)
+        # 2. per text: ids and values interleaved, truncated, special tokens at the ends
         prefix, suffix = self._special_affixes() if add_special_tokens else ([], [])
-
-        # 2. assemble ids / values / number texts per text, truncate
-        do_truncate = bool(truncation) and truncation != "do_not_truncate"
-        if do_truncate and max_length is None:
-            model_max = getattr(self.tokenizer, "model_max_length", None)
-            max_length = model_max if model_max is not None and model_max < _NO_LIMIT else None
+        max_length, budget = self._budget(truncation, max_length, len(prefix) + len(suffix))
+        side = getattr(self.tokenizer, "truncation_side", "right")
         k = self.num_token_id
-        features: list[dict[str, list]] = []
-        it = iter(seg_ids)
-        for (segments, numbers), source in zip(split, texts, strict=True):
-            ids: list[int] = []
-            values: list[float] = []
-            for j, seg in enumerate(segments):
-                if seg:
-                    piece = list(next(it))
-                    if k in piece:
-                        raise ValueError(
-                            f"text contains text the wrapped tokenizer maps to the <NUM> id {k} "
-                            f"({self.num_token!r}): {source[:80]!r}; choose another num_token"
-                        )
-                    ids.extend(piece)
-                    values.extend([0.0] * len(piece))
-                if j < len(numbers):
-                    ids.append(k)
-                    values.append(numbers[j].value)
-            spellings = [n.text for n in numbers]
-            if do_truncate and max_length is not None:
-                budget = max_length - len(prefix) - len(suffix)
-                if budget < 0:
-                    raise ValueError(
-                        f"max_length={max_length} is shorter than the {len(prefix) + len(suffix)} "
-                        f"special tokens the wrapped tokenizer adds"
-                    )
-                if len(ids) > budget:
-                    if getattr(self.tokenizer, "truncation_side", "right") == "left":
-                        cut = len(ids) - budget
-                        dropped = ids[:cut].count(k)
-                        ids, values = ids[cut:], values[cut:]
-                        spellings = spellings[dropped:]
-                    else:
-                        ids, values = ids[:budget], values[:budget]
-                        spellings = spellings[: ids.count(k)]
-            ids = prefix + ids + suffix
-            values = [0.0] * len(prefix) + values + [0.0] * len(suffix)
-            feature: dict[str, list] = {"input_ids": ids, "numeric_values": values}
-            if return_attention_mask:
-                feature["attention_mask"] = [1] * len(ids)
-            if return_number_texts:
-                feature["number_texts"] = spellings
-            features.append(feature)
-
+        columns: dict[str, list] = {"input_ids": [], "numeric_values": []}
+        spellings_of: list[list[str]] = []
+        for parts, ids_of in zip(split, segment_ids, strict=True):
+            ids, values = assemble_encoding(ids_of, parts.values, k)
+            spellings = parts.spellings
+            if budget is not None and len(ids) > budget:
+                ids, values, spellings = truncate_encoding(ids, values, spellings, budget, k, side)
+            columns["input_ids"].append(prefix + ids + suffix if prefix or suffix else ids)
+            columns["numeric_values"].append(
+                [0.0] * len(prefix) + values + [0.0] * len(suffix) if prefix or suffix else values
+            )
+            spellings_of.append(spellings)
+        if return_attention_mask:
+            columns["attention_mask"] = [[1] * len(ids) for ids in columns["input_ids"]]
+        if return_number_texts:
+            columns["number_texts"] = spellings_of
         # 3. pad and convert
-        if padding is False or padding == "do_not_pad" or padding is None:
-            if return_tensors is not None and len({len(f["input_ids"]) for f in features}) > 1:
-                raise ValueError(
-                    "sequences have different lengths: pass padding=True to return tensors"
-                )
-            if return_tensors is None:
-                out = {key: [f[key] for f in features] for key in features[0]}
-                if single:
-                    out = {key: v[0] for key, v in out.items()}
-                return BatchEncoding(out)
-            padding = True  # equal lengths: padding is a no-op that builds the tensors
-        enc = self.pad(
-            features,
+        return self._output(
+            columns,
+            single,
             padding=padding,
             max_length=max_length,
             pad_to_multiple_of=pad_to_multiple_of,
             padding_side=padding_side,
             return_tensors=return_tensors,
         )
-        if not return_attention_mask:
+
+    def _segment_ids(self, split: list[SplitText], texts: list[str]) -> list[list[list[int]]]:
+        """The ids of every text segment (``[]`` for an empty one), from one tokenizer call."""
+        token = self.num_token
+        cut = (
+            len(token) >= 2
+            and self.num_token_id < len(self.tokenizer)
+            and any(token in t for t in texts)
+        )
+        segments = [seg for parts in split for seg in parts.segments if seg]
+        if cut:
+            pieces = [self._pieces(seg) for seg in segments]
+            piece_ids = iter(self._encode_plain([p for ps in pieces for p in ps]))
+            flat = [[t for _ in ps for t in next(piece_ids)] for ps in pieces]
+        else:
+            flat = self._encode_plain(segments)
+        k = self.num_token_id
+        if any(k in ids for ids in flat):
+            it = iter(flat)
+            for source, parts in zip(texts, split, strict=True):
+                if any(k in next(it) for seg in parts.segments if seg):
+                    raise ValueError(
+                        f"text contains text the wrapped tokenizer maps to the <NUM> id {k} "
+                        f"({self.num_token!r}): {source[:80]!r}; choose another num_token"
+                    )
+        it = iter(flat)
+        return [[next(it) if seg else [] for seg in parts.segments] for parts in split]
+
+    def _encode_plain(self, texts: list[str]) -> list[list[int]]:
+        """The wrapped tokenizer's ids of each text, without special tokens.
+
+        A fast tokenizer's Rust encoder is called directly when the Hugging Face call would
+        only switch off truncation and padding that are already off: its per-text conversion to
+        Python dicts costs more than the encoding.
+        """
+        if not texts:
+            return []
+        tok = self.tokenizer
+        backend = getattr(tok, "backend_tokenizer", None) if tok.is_fast else None
+        if (
+            backend is not None
+            and backend.truncation is None
+            and backend.padding is None
+            and backend.encode_special_tokens == bool(getattr(tok, "split_special_tokens", False))
+        ):
+            return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
+        return cast(
+            "list[list[int]]", tok(texts, add_special_tokens=False, verbose=False)["input_ids"]
+        )
+
+    def _budget(
+        self, truncation: bool | str | None, max_length: int | None, n_special: int
+    ) -> tuple[int | None, int | None]:
+        """``(max_length, budget)``: the length truncation cuts to (by default the wrapped
+        tokenizer's ``model_max_length``) and the positions it leaves the text (None: no cut)."""
+        if not truncation or truncation == "do_not_truncate":
+            return max_length, None
+        if max_length is None:
+            model_max = getattr(self.tokenizer, "model_max_length", None)
+            max_length = model_max if model_max is not None and model_max < _NO_LIMIT else None
+        if max_length is None:
+            return None, None
+        if max_length < n_special:
+            raise ValueError(
+                f"max_length={max_length} is shorter than the {n_special} special tokens the "
+                f"wrapped tokenizer adds"
+            )
+        return max_length, max_length - n_special
+
+    def _output(
+        self,
+        columns: dict[str, list],
+        single: bool,
+        *,
+        padding: bool | str,
+        max_length: int | None,
+        pad_to_multiple_of: int | None,
+        padding_side: str | None,
+        return_tensors: str | None,
+    ) -> BatchEncoding:
+        """The encoding's columns padded and converted as ``__call__``'s arguments ask."""
+        if padding is False or padding == "do_not_pad" or padding is None:
+            if return_tensors is not None and len(set(map(len, columns["input_ids"]))) > 1:
+                raise ValueError(
+                    "sequences have different lengths: pass padding=True to return tensors"
+                )
+            if return_tensors is None:
+                return BatchEncoding({k: v[0] for k, v in columns.items()} if single else columns)
+            padding = True  # equal lengths: padding is a no-op that builds the tensors
+        with_mask = "attention_mask" in columns
+        enc = self.pad(
+            columns,
+            padding=padding,
+            max_length=max_length,
+            pad_to_multiple_of=pad_to_multiple_of,
+            padding_side=padding_side,
+            return_tensors=return_tensors,
+        )
+        if not with_mask:
             del enc["attention_mask"]
         if single and return_tensors is None:
             enc = BatchEncoding({key: v[0] for key, v in enc.items()})
