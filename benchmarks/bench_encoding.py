@@ -75,10 +75,9 @@ def _worker(texts_path: str, tokenizer_dir: str, out_path: str) -> None:
     times: dict[str, float] = {}
 
     t0 = time.perf_counter()
-    batch_finder = getattr(numbers, "find_numbers_batch", None)
+    batch_finder = getattr(numbers, "split_numbers_batch", None)
     if batch_finder is not None:
-        found = batch_finder(texts)
-        n_numbers = sum(len(f) for f in found)
+        n_numbers = sum(len(parts.spellings) for parts in batch_finder(texts))
     else:
         n_numbers = sum(len(numbers.find_numbers(t)) for t in texts)
     times["numbers"] = time.perf_counter() - t0

@@ -537,31 +537,31 @@ class NumericTokenizer:
         )
 
     def _segment_ids(self, split: list[SplitText], texts: list[str]) -> list[list[list[int]]]:
-        """The ids of every text segment (``[]`` for an empty one), from one tokenizer call."""
+        """The ids of every text segment (``[]`` for an empty one).
+
+        Each distinct segment is tokenized once, all in one call: segments are tokenized apart
+        from their neighbours, so a segment's ids do not depend on where it stands (the text
+        between a table's numbers is the same in every row).
+        """
+        unique = list(dict.fromkeys(seg for parts in split for seg in parts.segments if seg))
         token = self.num_token
-        cut = (
-            len(token) >= 2
-            and self.num_token_id < len(self.tokenizer)
-            and any(token in t for t in texts)
-        )
-        segments = [seg for parts in split for seg in parts.segments if seg]
-        if cut:
-            pieces = [self._pieces(seg) for seg in segments]
+        if len(token) >= 2 and self.num_token_id < len(self.tokenizer) and token in "".join(texts):
+            pieces = [self._pieces(seg) for seg in unique]
             piece_ids = iter(self._encode_plain([p for ps in pieces for p in ps]))
             flat = [[t for _ in ps for t in next(piece_ids)] for ps in pieces]
         else:
-            flat = self._encode_plain(segments)
+            flat = self._encode_plain(unique)
         k = self.num_token_id
+        ids_of = dict(zip(unique, flat, strict=True))
         if any(k in ids for ids in flat):
-            it = iter(flat)
             for source, parts in zip(texts, split, strict=True):
-                if any(k in next(it) for seg in parts.segments if seg):
+                if any(k in ids_of[seg] for seg in parts.segments if seg):
                     raise ValueError(
                         f"text contains text the wrapped tokenizer maps to the <NUM> id {k} "
                         f"({self.num_token!r}): {source[:80]!r}; choose another num_token"
                     )
-        it = iter(flat)
-        return [[next(it) if seg else [] for seg in parts.segments] for parts in split]
+        empty: list[int] = []
+        return [[ids_of[seg] if seg else empty for seg in parts.segments] for parts in split]
 
     def _encode_plain(self, texts: list[str]) -> list[list[int]]:
         """The wrapped tokenizer's ids of each text, without special tokens.
