@@ -258,6 +258,61 @@ def _batch_of_texts(text: Any) -> tuple[list[str], bool]:
     return list(text), False
 
 
+def _feature_row(feature: Mapping[str, Any], b: int, fill: Mapping[str, Any]) -> dict[str, list]:
+    """One example for :meth:`NumericTokenizer.pad`: each field a checked list of its dtype."""
+    if "input_ids" not in feature:
+        raise ValueError(f"features[{b}] has no 'input_ids'")
+    ids = _to_int_list(feature["input_ids"], f"features[{b}]['input_ids']")
+    row: dict[str, list] = {}
+    seq: list[Any]
+    for key, value in feature.items():
+        if key == "number_texts":
+            row[key] = list(value)
+            continue
+        if key not in fill:
+            raise ValueError(
+                f"features[{b}] has the field {key!r} with no padding value; "
+                f"pass pad_values={{{key!r}: ...}}"
+            )
+        if field_dtype(key, fill[key]).is_floating_point:
+            seq = _to_float_list(value, f"features[{b}][{key!r}]")
+        else:
+            seq = _to_int_list(value, f"features[{b}][{key!r}]")
+        if len(seq) != len(ids):
+            raise ValueError(f"features[{b}][{key!r}] has length {len(seq)}, input_ids {len(ids)}")
+        row[key] = seq
+    row.setdefault("attention_mask", [1] * len(ids))
+    return row
+
+
+def _decode_inputs(
+    input_ids: Any, numeric_values: Any, attention_mask: Any
+) -> tuple[list[int], list[float] | None]:
+    """:meth:`NumericTokenizer.decode`'s ids and values as checked lists, padding dropped."""
+    ids = _to_int_list(input_ids, "input_ids")
+    for i, t in enumerate(ids):
+        if not 0 <= t < _ID_LIMIT:
+            raise ValueError(
+                f"input_ids[{i}] = {t} is not a token id (ids lie in [0, {_ID_LIMIT}))"
+            )
+    values: list[float] | None = None
+    if numeric_values is not None:
+        values = _to_float_list(numeric_values, "numeric_values")
+        if len(values) != len(ids):
+            raise ValueError(
+                f"numeric_values has length {len(values)} but input_ids has {len(ids)}"
+            )
+    if attention_mask is not None:
+        mask = _to_int_list(attention_mask, "attention_mask")
+        if len(mask) != len(ids):
+            raise ValueError(f"attention_mask has length {len(mask)} but input_ids has {len(ids)}")
+        keep = [i for i, m in enumerate(mask) if m]
+        ids = [ids[i] for i in keep]
+        if values is not None:
+            values = [values[i] for i in keep]
+    return ids, values
+
+
 def _rows(x: Any, name: str) -> list[Any]:
     """Split a 2-D tensor / array / sequence of sequences into its rows."""
     if isinstance(x, torch.Tensor) or (hasattr(x, "ndim") and hasattr(x, "shape")):
@@ -507,24 +562,12 @@ class NumericTokenizer:
         # 2. per text: ids and values interleaved, truncated, special tokens at the ends
         prefix, suffix = self._special_affixes() if add_special_tokens else ([], [])
         max_length, budget = self._budget(truncation, max_length, len(prefix) + len(suffix))
-        side = getattr(self.tokenizer, "truncation_side", "right")
-        k = self.num_token_id
-        columns: dict[str, list] = {"input_ids": [], "numeric_values": []}
-        spellings_of: list[list[str]] = []
-        for parts, ids_of in zip(split, segment_ids, strict=True):
-            ids, values = assemble_encoding(ids_of, parts.values, k)
-            spellings = parts.spellings
-            if budget is not None and len(ids) > budget:
-                ids, values, spellings = truncate_encoding(ids, values, spellings, budget, k, side)
-            columns["input_ids"].append(prefix + ids + suffix if prefix or suffix else ids)
-            columns["numeric_values"].append(
-                [0.0] * len(prefix) + values + [0.0] * len(suffix) if prefix or suffix else values
-            )
-            spellings_of.append(spellings)
+        columns = self._assemble(split, segment_ids, prefix, suffix, budget)
+        spellings = columns.pop("number_texts")
         if return_attention_mask:
             columns["attention_mask"] = [[1] * len(ids) for ids in columns["input_ids"]]
         if return_number_texts:
-            columns["number_texts"] = spellings_of
+            columns["number_texts"] = spellings
         # 3. pad and convert
         return self._output(
             columns,
@@ -535,6 +578,32 @@ class NumericTokenizer:
             padding_side=padding_side,
             return_tensors=return_tensors,
         )
+
+    def _assemble(
+        self,
+        split: list[SplitText],
+        segment_ids: list[list[list[int]]],
+        prefix: list[int],
+        suffix: list[int],
+        budget: int | None,
+    ) -> dict[str, list]:
+        """Each text's ids, values and number texts (:mod:`cauchylin_hf.encoding`), cut to
+        ``budget`` positions (None: uncut) and set between the special tokens."""
+        side = getattr(self.tokenizer, "truncation_side", "right")
+        k = self.num_token_id
+        columns: dict[str, list] = {"input_ids": [], "numeric_values": [], "number_texts": []}
+        zeros_before, zeros_after = [0.0] * len(prefix), [0.0] * len(suffix)
+        for parts, ids_of in zip(split, segment_ids, strict=True):
+            ids, values = assemble_encoding(ids_of, parts.values, k)
+            spellings = parts.spellings
+            if budget is not None and len(ids) > budget:
+                ids, values, spellings = truncate_encoding(ids, values, spellings, budget, k, side)
+            if prefix or suffix:
+                ids, values = prefix + ids + suffix, zeros_before + values + zeros_after
+            columns["input_ids"].append(ids)
+            columns["numeric_values"].append(values)
+            columns["number_texts"].append(spellings)
+        return columns
 
     def _segment_ids(self, split: list[SplitText], texts: list[str]) -> list[list[list[int]]]:
         """The ids of every text segment (``[]`` for an empty one).
@@ -711,33 +780,7 @@ class NumericTokenizer:
             raise ValueError(f"padding must be True, 'longest' or 'max_length', got {padding!r}")
         fill = {**batch_pad_values(self.pad_token_id), **(pad_values or {})}
 
-        rows: list[dict[str, list]] = []
-        for b, feature in enumerate(features):
-            if "input_ids" not in feature:
-                raise ValueError(f"features[{b}] has no 'input_ids'")
-            ids = _to_int_list(feature["input_ids"], f"features[{b}]['input_ids']")
-            row: dict[str, list] = {}
-            seq: list[Any]
-            for key, value in feature.items():
-                if key == "number_texts":
-                    row[key] = list(value)
-                    continue
-                if key not in fill:
-                    raise ValueError(
-                        f"features[{b}] has the field {key!r} with no padding value; "
-                        f"pass pad_values={{{key!r}: ...}}"
-                    )
-                if field_dtype(key, fill[key]).is_floating_point:
-                    seq = _to_float_list(value, f"features[{b}][{key!r}]")
-                else:
-                    seq = _to_int_list(value, f"features[{b}][{key!r}]")
-                if len(seq) != len(ids):
-                    raise ValueError(
-                        f"features[{b}][{key!r}] has length {len(seq)}, input_ids {len(ids)}"
-                    )
-                row[key] = seq
-            row.setdefault("attention_mask", [1] * len(ids))
-            rows.append(row)
+        rows = [_feature_row(feature, b, fill) for b, feature in enumerate(features)]
         keys = list(rows[0])
         for b, row in enumerate(rows):
             if list(row) != keys and set(row) != set(keys):
@@ -829,29 +872,7 @@ class NumericTokenizer:
             >>> ntok.decode(enc["input_ids"])
             '<NUM> eggs'
         """
-        ids = _to_int_list(input_ids, "input_ids")
-        for i, t in enumerate(ids):
-            if not 0 <= t < _ID_LIMIT:
-                raise ValueError(
-                    f"input_ids[{i}] = {t} is not a token id (ids lie in [0, {_ID_LIMIT}))"
-                )
-        values = None
-        if numeric_values is not None:
-            values = _to_float_list(numeric_values, "numeric_values")
-            if len(values) != len(ids):
-                raise ValueError(
-                    f"numeric_values has length {len(values)} but input_ids has {len(ids)}"
-                )
-        if attention_mask is not None:
-            mask = _to_int_list(attention_mask, "attention_mask")
-            if len(mask) != len(ids):
-                raise ValueError(
-                    f"attention_mask has length {len(mask)} but input_ids has {len(ids)}"
-                )
-            keep = [i for i, m in enumerate(mask) if m]
-            ids = [ids[i] for i in keep]
-            if values is not None:
-                values = [values[i] for i in keep]
+        ids, values = _decode_inputs(input_ids, numeric_values, attention_mask)
         k = self.num_token_id
         positions = [i for i, t in enumerate(ids) if t == k]
         if number_texts is not None:
