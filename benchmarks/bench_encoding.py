@@ -13,7 +13,7 @@ its own fresh process, the sides interleaved over ``--rounds``; the ratio is old
 within a round, reported as the median with [min-max]. Stages timed on each side:
 
 * ``numbers``: finding the numbers and their values (``find_numbers`` per text on the old side,
-  the batched finder on the new side);
+  ``split_numbers_batch`` per chunk of 1024 texts on the new side);
 * ``decimals``: ``NumberPrecision.from_texts``;
 * ``tokenizer``: ``NumericTokenizer.__call__`` (numbers, segments, the wrapped tokenizer, assembly);
 * ``total``: decimals + tokenizer (what training spends);
@@ -77,7 +77,11 @@ def _worker(texts_path: str, tokenizer_dir: str, out_path: str) -> None:
     t0 = time.perf_counter()
     batch_finder = getattr(numbers, "split_numbers_batch", None)
     if batch_finder is not None:
-        n_numbers = sum(len(parts.spellings) for parts in batch_finder(texts))
+        n_numbers = sum(
+            len(parts.spellings)
+            for start in range(0, len(texts), CHUNK)
+            for parts in batch_finder(texts[start : start + CHUNK])
+        )
     else:
         n_numbers = sum(len(numbers.find_numbers(t)) for t in texts)
     times["numbers"] = time.perf_counter() - t0

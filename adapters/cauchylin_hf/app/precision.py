@@ -126,6 +126,7 @@ def needed_decimals(span: NumberSpan) -> int:
     return min(decimals_of(span.text), decimals_of(format_number(span.value)))
 
 
+_CHUNK = 4096  # texts read at once by NumberPrecision.from_texts
 _FLT_MIN = 2.0**-126  # the smallest normal float32
 _SIGNS = "+-\u2212\u2013"
 
@@ -285,23 +286,28 @@ class NumberPrecision:
             >>> NumberPrecision.from_texts(["a 1.5, b 2", "a 0.25"]).decimals
             {'a': 2, 'b': 0}
         """
-        split = split_numbers_batch(list(texts))
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ValueError(f"texts[{i}] must be a str, got {type(text).__name__}")
         names: dict[str, str] = {}  # the field of each distinct segment, worked out once
-        fields = []
-        for parts in split:
-            for seg in parts.segments[:-1]:
-                name = names.get(seg)
-                if name is None:
-                    name = names[seg] = field_of(seg)
-                fields.append(name)
-        decimals = needed_decimals_batch(
-            [s for parts in split for s in parts.spellings],
-            [v for parts in split for v in parts.values],
-        )
         out: dict[str, int] = {}
-        for name, d in zip(fields, decimals, strict=True):
-            if d > out.get(name, -1):
-                out[name] = d
+        for start in range(0, len(texts), _CHUNK):  # chunks keep the intermediate lists small
+            split = split_numbers_batch(texts[start : start + _CHUNK])
+            fields = []
+            for parts in split:
+                for seg in parts.segments[:-1]:
+                    name = names.get(seg)
+                    if name is None:
+                        name = names[seg] = field_of(seg)
+                    fields.append(name)
+            decimals = needed_decimals_batch(
+                [s for parts in split for s in parts.spellings],
+                [v for parts in split for v in parts.values],
+            )
+            for name, d in zip(fields, decimals, strict=True):
+                if d > out.get(name, -1):
+                    out[name] = d
         return cls(out, max(out.values()) if out else None)
 
     def decimals_for(self, prefix: str) -> int | None:
