@@ -63,11 +63,10 @@ def make_texts(rows: int, seed: int) -> list[str]:
 
 def _worker(texts_path: str, tokenizer_dir: str, out_path: str) -> None:
     """Time the stages in this process, with whichever ``cauchylin_hf`` is on the path."""
-    from transformers import AutoTokenizer
-
     from cauchylin_hf import numbers
     from cauchylin_hf.app.precision import NumberPrecision
     from cauchylin_hf.tokenizer import NumericTokenizer
+    from transformers import AutoTokenizer
 
     texts = json.loads(Path(texts_path).read_text())
     hf = AutoTokenizer.from_pretrained(tokenizer_dir)
@@ -156,7 +155,6 @@ def main(argv: list[str] | None = None) -> dict:
     sys.path.insert(0, str(ROOT / "adapters"))
     sys.path.insert(1, str(ROOT / "benchmarks"))
     from _machine import describe, machine_info
-
     from cauchylin_hf.app.corpus import train_corpus_tokenizer
 
     print(describe())

@@ -77,15 +77,24 @@ _SIGNED_NUMBER = re.compile(
 
 # The same grammar as one pattern, for batches (``split_numbers_batch``): the decisions that
 # ``find_numbers`` takes in Python after each run are lookarounds here, so that one C-level
-# ``split`` per text finds every number. A run starts at a digit that no earlier run continues
-# (no digit, ``digit.``, ``digitE`` or ``digitE+`` before it) and whose leading dot does not apply;
-# a number ends where its run ends. ``\w`` is ``str.isalnum`` plus ``_``, as in ``_blocks``.
-_RUN_START = r"(?<![0-9])(?<![0-9][.eE])(?<![0-9][eE][+-])(?:(?<!\.)|(?<=[\w.]\.)|(?<=[eE][+-]\.))"
-_RUN_END = r"(?![0-9]|\.[0-9]|[eE][+-]?[0-9])"
+# ``split`` per text finds every number. ``\w`` is ``str.isalnum`` plus ``_``, as in ``_blocks``.
+_EXP = r"(?:[eE][+-]?[0-9]+)?"
 _BATCH_NUMBER = re.compile(
-    r"((?:(?<![\w.)\]}+\-\u2212\u2013])[+\-\u2212\u2013])?"  # a sign where one may stand
-    r"(?:(?<![\w.])(?<![eE][+-])\.[0-9]+(?:[eE][+-]?[0-9]+)?"  # a leading dot
-    rf"|{_RUN_START}[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?){_RUN_END})"
+    # The first character is a sign, a dot or a digit (so the search skips every other character
+    # fast); lookbehinds that include it then check what stands before it.
+    r"([+\-\u2212\u2013.0-9]"
+    # a sign where one may stand, then a number with or without a leading dot
+    r"(?:(?<=[+\-\u2212\u2013])(?<![\w.)\]}+\-\u2212\u2013].)"
+    rf"(?:\.[0-9]+{_EXP}|[0-9]+(?:\.[0-9]+)?{_EXP})"
+    # a leading dot that is no run's continuation and not after "e+" or "e-"
+    rf"|(?<=\.)(?<![\w.]\.)(?<![eE][+-]\.)[0-9]+{_EXP}"
+    # a digit that starts a run (no digit, "digit.", "digitE", "digitE+" before it) and has no
+    # leading dot that applies
+    r"|(?<=[0-9])(?<![0-9].)(?<![0-9][.eE].)(?<![0-9][eE][+-].)"
+    r"(?:(?<!\..)|(?<=[\w.]\..)|(?<=[eE][+-]\..))"
+    rf"[0-9]*(?:\.[0-9]+)?{_EXP})"
+    # where its run ends
+    r"(?![0-9]|\.[0-9]|[eE][+-]?[0-9]))"
 )
 _TO_ASCII_MINUS = str.maketrans("\u2212\u2013", "--")
 
@@ -325,11 +334,12 @@ def split_numbers_batch(texts: Sequence[str]) -> list[SplitText]:
         values32 = np.array(list(map(float, spellings_ascii)), dtype=np.float64).astype(np.float32)
     finite = np.isfinite(values32)
     values = values32.astype(np.float64).tolist()
+    overflow = not finite.all()
     out: list[SplitText] = []
     k = 0
     for pieces in parts:
         n = len(pieces) // 2
-        if n and not finite[k : k + n].all():
+        if overflow and not finite[k : k + n].all():
             pieces, kept = _as_text(pieces, finite[k : k + n].tolist()), values[k : k + n]
             vals = [v for v, ok in zip(kept, finite[k : k + n].tolist(), strict=True) if ok]
         else:

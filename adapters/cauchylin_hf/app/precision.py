@@ -126,7 +126,7 @@ def needed_decimals(span: NumberSpan) -> int:
     return min(decimals_of(span.text), decimals_of(format_number(span.value)))
 
 
-_CHUNK = 4096  # texts read at once by NumberPrecision.from_texts
+_CHUNK = 1024  # texts read at once by NumberPrecision.from_texts
 _FLT_MIN = 2.0**-126  # the smallest normal float32
 _SIGNS = "+-\u2212\u2013"
 
@@ -157,7 +157,7 @@ def needed_decimals_batch(spellings: Sequence[str], values: Sequence[float]) -> 
     if len(spellings) != len(values):
         raise ValueError(f"spellings has {len(spellings)} entries but values {len(values)}")
     counts: dict[str, int] = {}
-    slow: dict[str, float] = {}
+    slow: dict[str, tuple[float, int]] = {}
     for spelling, value in zip(spellings, values, strict=True):
         if spelling in counts or spelling in slow:
             continue
@@ -167,11 +167,10 @@ def needed_decimals_batch(spellings: Sequence[str], values: Sequence[float]) -> 
         elif written == 0 or value == 0.0:
             counts[spelling] = 0
         else:
-            slow[spelling] = value
+            slow[spelling] = (value, written)
     if slow:
-        shortest = np.array(list(slow.values()), dtype=np.float32).astype(str).tolist()
-        for (spelling, value), guess in zip(slow.items(), shortest, strict=True):
-            written = _written_decimals(spelling)[0]
+        shortest = np.array([v for v, _ in slow.values()], dtype=np.float32).astype(str).tolist()
+        for (spelling, (value, written)), guess in zip(slow.items(), shortest, strict=True):
             counts[spelling] = min(written, _shortest_decimals(value, _significant(guess)))
     return [counts[s] for s in spellings]
 
