@@ -101,10 +101,15 @@ def decimals_of(spelling: str) -> int:
     spans = find_numbers(spelling)
     if len(spans) != 1 or spans[0].text != spelling:
         raise ValueError(f"spelling must be one number, got {spelling!r}")
-    body = spelling.lstrip("+-\u2212\u2013").lower()
-    mantissa, _, exponent = body.partition("e")
-    fraction = mantissa.partition(".")[2]
-    return max(0, len(fraction) - (int(exponent) if exponent else 0))
+    _, fraction, exponent = _parts(spelling)
+    return max(0, len(fraction) - exponent)
+
+
+def _parts(spelling: str) -> tuple[str, str, int]:
+    """``(whole digits, fraction digits, exponent)`` of a number's spelling (sign dropped)."""
+    mantissa, _, exponent = spelling.lstrip("+-\u2212\u2013").lower().partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    return whole, fraction, int(exponent) if exponent else 0
 
 
 def needed_decimals(span: NumberSpan) -> int:
@@ -128,7 +133,6 @@ def needed_decimals(span: NumberSpan) -> int:
 
 _CHUNK = 1024  # texts read at once by NumberPrecision.from_texts
 _FLT_MIN = 2.0**-126  # the smallest normal float32
-_SIGNS = "+-\u2212\u2013"
 
 
 def needed_decimals_batch(spellings: Sequence[str], values: Sequence[float]) -> list[int]:
@@ -178,12 +182,9 @@ def needed_decimals_batch(spellings: Sequence[str], values: Sequence[float]) -> 
 def _written_decimals(spelling: str) -> tuple[int, int | None]:
     """``(decimals_of(spelling), its decimals without trailing zeros when it has at most 6
     significant digits, else None)``, for a spelling known to be a number."""
-    mantissa, _, exponent = spelling.lstrip(_SIGNS).lower().partition("e")
-    whole, _, fraction = mantissa.partition(".")
-    shift = int(exponent) if exponent else 0
+    whole, fraction, shift = _parts(spelling)
     written = max(0, len(fraction) - shift)
-    digits = (whole + fraction).lstrip("0").rstrip("0")
-    if len(digits) > 6:
+    if _significant(spelling) > 6:
         return written, None
     kept = fraction.rstrip("0")
     last = len(kept) if kept else len(whole.rstrip("0")) - len(whole)
@@ -192,8 +193,8 @@ def _written_decimals(spelling: str) -> tuple[int, int | None]:
 
 def _significant(spelling: str) -> int:
     """The significant digits of a spelling (at least 1)."""
-    mantissa = spelling.lstrip(_SIGNS).lower().partition("e")[0].replace(".", "")
-    return max(1, len(mantissa.lstrip("0").rstrip("0")))
+    whole, fraction, _ = _parts(spelling)
+    return max(1, len((whole + fraction).strip("0")))
 
 
 def _reads_as(spelling: str, value: float) -> bool:
@@ -215,13 +216,9 @@ def _shortest_decimals(value: float, guess: int) -> int:
     x = abs(value)
     if math.frexp(x)[0] != 0.5 and _reads_as(f"{x:.{guess - 1}e}", x):
         if guess == 1 or not _reads_as(f"{x:.{guess - 2}e}", x):
-            mantissa, _, exponent = f"{x:.{guess - 1}e}".partition("e")
-            digits = mantissa.replace(".", "").rstrip("0")
-            return max(0, len(digits) - 1 - int(exponent))
-    body = format_number(x)
-    mantissa, _, exponent = body.partition("e")
-    fraction = mantissa.partition(".")[2]
-    return max(0, len(fraction) - (int(exponent) if exponent else 0))
+            _, fraction, exponent = _parts(f"{x:.{guess - 1}e}")
+            return max(0, len(fraction.rstrip("0")) - exponent)
+    return decimals_of(format_number(x))
 
 
 def field_before(text: str) -> str:
