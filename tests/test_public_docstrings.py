@@ -61,6 +61,7 @@ MODULES = [
     "cauchylin_hf.verify",
     "cauchylin_hf.tokenizer",
     "cauchylin_hf.numbers",
+    "cauchylin_hf.encoding",
     "cauchylin_hf.batch",
     "cauchylin_hf.textfile",
     "cauchylin_hf.data",

@@ -24,12 +24,21 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .numbers import NumberSpan, field_of, find_numbers, format_number
+import numpy as np
+
+from .numbers import (
+    NumberSpan,
+    field_of,
+    find_numbers,
+    format_number,
+    split_numbers_batch,
+    to_float32,
+)
 
 __all__ = [
     "DATA_FORMAT_FILE",
@@ -39,6 +48,7 @@ __all__ = [
     "decimals_of",
     "field_before",
     "needed_decimals",
+    "needed_decimals_batch",
 ]
 
 DATA_FORMAT_FILE = "data_format.json"
@@ -106,10 +116,15 @@ def decimals_of(spelling: str) -> int:
     spans = find_numbers(spelling)
     if len(spans) != 1 or spans[0].text != spelling:
         raise ValueError(f"spelling must be one number, got {spelling!r}")
-    body = spelling.lstrip("+-\u2212\u2013").lower()
-    mantissa, _, exponent = body.partition("e")
-    fraction = mantissa.partition(".")[2]
-    return max(0, len(fraction) - (int(exponent) if exponent else 0))
+    _, fraction, exponent = _parts(spelling)
+    return max(0, len(fraction) - exponent)
+
+
+def _parts(spelling: str) -> tuple[str, str, int]:
+    """``(whole digits, fraction digits, exponent)`` of a number's spelling (sign dropped)."""
+    mantissa, _, exponent = spelling.lstrip("+-\u2212\u2013").lower().partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    return whole, fraction, int(exponent) if exponent else 0
 
 
 def needed_decimals(span: NumberSpan) -> int:
@@ -131,6 +146,96 @@ def needed_decimals(span: NumberSpan) -> int:
     return min(decimals_of(span.text), decimals_of(format_number(span.value)))
 
 
+_CHUNK = 1024  # texts read at once by NumberPrecision.from_texts
+_FLT_MIN = 2.0**-126  # the smallest normal float32
+
+
+def needed_decimals_batch(spellings: Sequence[str], values: Sequence[float]) -> list[int]:
+    """:func:`needed_decimals` of many numbers at once.
+
+    The same counts (a test holds the two together), found without writing most numbers out:
+    a spelling of at most 6 significant digits is itself the shortest spelling of its float32
+    value (float32 tells apart any two such decimals, so no shorter one reads back to it);
+    for longer ones NumPy's shortest float32 spelling, computed for the batch, gives the digit
+    count, which two reads check (see ``_shortest_decimals``); each spelling is counted once.
+
+    Args:
+        spellings: the numbers as written (``NumberSpan.text``).
+        values: their float32 values (``NumberSpan.value``).
+
+    Returns:
+        The decimals each number needs, in order.
+
+    Raises:
+        ValueError: when ``spellings`` and ``values`` differ in length.
+
+    Example:
+        >>> needed_decimals_batch(["12.090000000000", "4.50", "1.5e-3", "7"], [12.09, 4.5, 0.0015, 7.0])
+        [2, 1, 4, 0]
+    """
+    if len(spellings) != len(values):
+        raise ValueError(f"spellings has {len(spellings)} entries but values {len(values)}")
+    counts: dict[str, int] = {}
+    slow: dict[str, tuple[float, int]] = {}
+    for spelling, value in zip(spellings, values, strict=True):
+        if spelling in counts or spelling in slow:
+            continue
+        written, short = _written_decimals(spelling)
+        if short is not None and abs(value) >= _FLT_MIN:
+            counts[spelling] = short
+        elif written == 0 or value == 0.0:
+            counts[spelling] = 0
+        else:
+            slow[spelling] = (value, written)
+    if slow:
+        shortest = np.array([v for v, _ in slow.values()], dtype=np.float32).astype(str).tolist()
+        for (spelling, (value, written)), guess in zip(slow.items(), shortest, strict=True):
+            counts[spelling] = min(written, _shortest_decimals(value, _significant(guess)))
+    return [counts[s] for s in spellings]
+
+
+def _written_decimals(spelling: str) -> tuple[int, int | None]:
+    """``(decimals_of(spelling), its decimals without trailing zeros when it has at most 6
+    significant digits, else None)``, for a spelling known to be a number."""
+    whole, fraction, shift = _parts(spelling)
+    written = max(0, len(fraction) - shift)
+    if _significant(spelling) > 6:
+        return written, None
+    kept = fraction.rstrip("0")
+    last = len(kept) if kept else len(whole.rstrip("0")) - len(whole)
+    return written, max(0, last - shift)
+
+
+def _significant(spelling: str) -> int:
+    """The significant digits of a spelling (at least 1)."""
+    whole, fraction, _ = _parts(spelling)
+    return max(1, len((whole + fraction).strip("0")))
+
+
+def _reads_as(spelling: str, value: float) -> bool:
+    try:
+        return to_float32(float(spelling)) == value
+    except ValueError:  # too large for float32
+        return False
+
+
+def _shortest_decimals(value: float, guess: int) -> int:
+    """``decimals_of(format_number(value))``, checking a guess of its significant digits.
+
+    ``format_number`` takes the fewest digits ``p`` whose correctly rounded spelling reads back.
+    For a value that is not a power of two, the values that read back to it form an interval
+    about it that is symmetric, so if ``p`` digits read back, so do ``p + 1`` (their spelling
+    is at least as close): ``p = guess`` is right when ``guess`` digits read back and
+    ``guess - 1`` do not. Otherwise (or at a power of two) ``format_number`` decides.
+    """
+    x = abs(value)
+    if math.frexp(x)[0] != 0.5 and _reads_as(f"{x:.{guess - 1}e}", x):
+        if guess == 1 or not _reads_as(f"{x:.{guess - 2}e}", x):
+            _, fraction, exponent = _parts(f"{x:.{guess - 1}e}")
+            return max(0, len(fraction.rstrip("0")) - exponent)
+    return decimals_of(format_number(x))
+
+
 def field_before(text: str) -> str:
     """The field of a number that would follow ``text``: the words after its last number.
 
@@ -149,13 +254,6 @@ def field_before(text: str) -> str:
     """
     spans = find_numbers(text)
     return field_of(text[spans[-1].end :] if spans else text)
-
-
-def _fields(text: str) -> list[tuple[NumberSpan, str]]:
-    spans = find_numbers(text)
-    return [
-        (s, field_of(text[(spans[k - 1].end if k else 0) : s.start])) for k, s in enumerate(spans)
-    ]
 
 
 @dataclass
@@ -199,12 +297,28 @@ class NumberPrecision:
             >>> NumberPrecision.from_texts(["a 1.5, b 2", "a 0.25"]).decimals
             {'a': 2, 'b': 0}
         """
-        out: dict[str, int] = {}
+        texts = list(texts)
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise ValueError(f"texts[{i}] must be a str, got {type(text).__name__}")
-            for span, name in _fields(text):
-                out[name] = max(out.get(name, 0), needed_decimals(span))
+        names: dict[str, str] = {}  # the field of each distinct segment, worked out once
+        out: dict[str, int] = {}
+        for start in range(0, len(texts), _CHUNK):  # chunks keep the intermediate lists small
+            split = split_numbers_batch(texts[start : start + _CHUNK])
+            fields = []
+            for parts in split:
+                for seg in parts.segments[:-1]:
+                    name = names.get(seg)
+                    if name is None:
+                        name = names[seg] = field_of(seg)
+                    fields.append(name)
+            decimals = needed_decimals_batch(
+                [s for parts in split for s in parts.spellings],
+                [v for parts in split for v in parts.values],
+            )
+            for name, d in zip(fields, decimals, strict=True):
+                if d > out.get(name, -1):
+                    out[name] = d
         return cls(out, max(out.values()) if out else None)
 
     def decimals_for(self, prefix: str) -> int | None:

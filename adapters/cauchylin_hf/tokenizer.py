@@ -46,7 +46,15 @@ from transformers import AddedToken, AutoTokenizer, BatchEncoding, PreTrainedTok
 from .batch import check_size, field_dtype, pad_rows, padded_length
 from .batch import pad_values as batch_pad_values
 from .config import read_json_object
-from .numbers import find_numbers, format_number, is_number, parse_number, split_numbers
+from .encoding import assemble_encoding, truncate_encoding
+from .numbers import (
+    SplitText,
+    find_numbers,
+    format_number,
+    is_number,
+    parse_number,
+    split_numbers_batch,
+)
 
 __all__ = ["NUMERIC_TOKENIZER_CONFIG", "NumericTokenizer", "check_text", "load_tokenizer_folder"]
 
@@ -230,6 +238,79 @@ def _join_numbers(pieces: list[tuple[str, bool]]) -> str:
         out.append(text)
         tail = (tail + text)[-_CONTEXT:]
     return "".join(out)
+
+
+def _batch_of_texts(text: Any) -> tuple[list[str], bool]:
+    """``(texts, single)``: a ``str`` or a non-empty list/tuple of ``str``, each checked."""
+    if isinstance(text, str):
+        check_text(text, "text")
+        return [text], True
+    if not isinstance(text, (list, tuple)):
+        raise ValueError(f"text must be a str or a list of str, got {type(text).__name__}")
+    if not text:
+        raise ValueError("text must be a str or a non-empty list of str, got an empty list")
+    for i, t in enumerate(text):
+        if not isinstance(t, str):
+            raise ValueError(f"text[{i}] must be a str, got {type(t).__name__}")
+    if _SURROGATE.search("".join(text)) is not None:  # rare: find the text to name it
+        for i, t in enumerate(text):
+            check_text(t, f"text[{i}] (text {i + 1})")
+    return list(text), False
+
+
+def _feature_row(feature: Mapping[str, Any], b: int, fill: Mapping[str, Any]) -> dict[str, list]:
+    """One example for :meth:`NumericTokenizer.pad`: each field a checked list of its dtype."""
+    if "input_ids" not in feature:
+        raise ValueError(f"features[{b}] has no 'input_ids'")
+    ids = _to_int_list(feature["input_ids"], f"features[{b}]['input_ids']")
+    row: dict[str, list] = {}
+    seq: list[Any]
+    for key, value in feature.items():
+        if key == "number_texts":
+            row[key] = list(value)
+            continue
+        if key not in fill:
+            raise ValueError(
+                f"features[{b}] has the field {key!r} with no padding value; "
+                f"pass pad_values={{{key!r}: ...}}"
+            )
+        if field_dtype(key, fill[key]).is_floating_point:
+            seq = _to_float_list(value, f"features[{b}][{key!r}]")
+        else:
+            seq = _to_int_list(value, f"features[{b}][{key!r}]")
+        if len(seq) != len(ids):
+            raise ValueError(f"features[{b}][{key!r}] has length {len(seq)}, input_ids {len(ids)}")
+        row[key] = seq
+    row.setdefault("attention_mask", [1] * len(ids))
+    return row
+
+
+def _decode_inputs(
+    input_ids: Any, numeric_values: Any, attention_mask: Any
+) -> tuple[list[int], list[float] | None]:
+    """:meth:`NumericTokenizer.decode`'s ids and values as checked lists, padding dropped."""
+    ids = _to_int_list(input_ids, "input_ids")
+    for i, t in enumerate(ids):
+        if not 0 <= t < _ID_LIMIT:
+            raise ValueError(
+                f"input_ids[{i}] = {t} is not a token id (ids lie in [0, {_ID_LIMIT}))"
+            )
+    values: list[float] | None = None
+    if numeric_values is not None:
+        values = _to_float_list(numeric_values, "numeric_values")
+        if len(values) != len(ids):
+            raise ValueError(
+                f"numeric_values has length {len(values)} but input_ids has {len(ids)}"
+            )
+    if attention_mask is not None:
+        mask = _to_int_list(attention_mask, "attention_mask")
+        if len(mask) != len(ids):
+            raise ValueError(f"attention_mask has length {len(mask)} but input_ids has {len(ids)}")
+        keep = [i for i, m in enumerate(mask) if m]
+        ids = [ids[i] for i in keep]
+        if values is not None:
+            values = [values[i] for i in keep]
+    return ids, values
 
 
 def _rows(x: Any, name: str) -> list[Any]:
@@ -469,110 +550,159 @@ class NumericTokenizer:
             >>> enc["input_ids"].count(ntok.num_token_id), len(enc["input_ids"])  # 32 bytes of text
             (2, 34)
         """
-        single = isinstance(text, str)
-        texts: list[str]
-        if single:
-            texts = [cast(str, text)]
-            check_text(texts[0], "text")
-        elif isinstance(text, (list, tuple)):
-            if not text:
-                raise ValueError("text must be a str or a non-empty list of str, got an empty list")
-            for i, t in enumerate(text):
-                if not isinstance(t, str):
-                    raise ValueError(f"text[{i}] must be a str, got {type(t).__name__}")
-                check_text(t, f"text[{i}] (text {i + 1})")
-            texts = list(text)
-        else:
-            raise ValueError(f"text must be a str or a list of str, got {type(text).__name__}")
+        texts, single = _batch_of_texts(text)
         if return_tensors not in (None, "pt", "np"):
             raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {return_tensors!r}")
         check_size("max_length", max_length)
         check_size("pad_to_multiple_of", pad_to_multiple_of)
         self._check_num_id()
-
-        # 1. split every text; tokenize all non-empty segments in one call of the wrapped tokenizer
-        split = [split_numbers(t) for t in texts]
-        pieces = [self._pieces(seg) for segments, _ in split for seg in segments if seg]
-        flat = [p for seg_pieces in pieces for p in seg_pieces]
-        flat_ids = iter(
-            self.tokenizer(flat, add_special_tokens=False, verbose=False)["input_ids"]
-            if flat
-            else []
-        )
-        seg_ids = [[t for _ in seg_pieces for t in next(flat_ids)] for seg_pieces in pieces]
+        # 1. cut every text at its numbers; tokenize all segments in one call
+        split = split_numbers_batch(texts)
+        segment_ids = self._segment_ids(split, texts)
+        # 2. per text: ids and values interleaved, truncated, special tokens at the ends
         prefix, suffix = self._special_affixes() if add_special_tokens else ([], [])
-
-        # 2. assemble ids / values / number texts per text, truncate
-        do_truncate = bool(truncation) and truncation != "do_not_truncate"
-        if do_truncate and max_length is None:
-            model_max = getattr(self.tokenizer, "model_max_length", None)
-            max_length = model_max if model_max is not None and model_max < _NO_LIMIT else None
-        k = self.num_token_id
-        features: list[dict[str, list]] = []
-        it = iter(seg_ids)
-        for (segments, numbers), source in zip(split, texts, strict=True):
-            ids: list[int] = []
-            values: list[float] = []
-            for j, seg in enumerate(segments):
-                if seg:
-                    piece = list(next(it))
-                    if k in piece:
-                        raise ValueError(
-                            f"text contains text the wrapped tokenizer maps to the <NUM> id {k} "
-                            f"({self.num_token!r}): {source[:80]!r}; choose another num_token"
-                        )
-                    ids.extend(piece)
-                    values.extend([0.0] * len(piece))
-                if j < len(numbers):
-                    ids.append(k)
-                    values.append(numbers[j].value)
-            spellings = [n.text for n in numbers]
-            if do_truncate and max_length is not None:
-                budget = max_length - len(prefix) - len(suffix)
-                if budget < 0:
-                    raise ValueError(
-                        f"max_length={max_length} is shorter than the {len(prefix) + len(suffix)} "
-                        f"special tokens the wrapped tokenizer adds"
-                    )
-                if len(ids) > budget:
-                    if getattr(self.tokenizer, "truncation_side", "right") == "left":
-                        cut = len(ids) - budget
-                        dropped = ids[:cut].count(k)
-                        ids, values = ids[cut:], values[cut:]
-                        spellings = spellings[dropped:]
-                    else:
-                        ids, values = ids[:budget], values[:budget]
-                        spellings = spellings[: ids.count(k)]
-            ids = prefix + ids + suffix
-            values = [0.0] * len(prefix) + values + [0.0] * len(suffix)
-            feature: dict[str, list] = {"input_ids": ids, "numeric_values": values}
-            if return_attention_mask:
-                feature["attention_mask"] = [1] * len(ids)
-            if return_number_texts:
-                feature["number_texts"] = spellings
-            features.append(feature)
-
+        max_length, budget = self._budget(truncation, max_length, len(prefix) + len(suffix))
+        columns = self._assemble(split, segment_ids, prefix, suffix, budget)
+        spellings = columns.pop("number_texts")
+        if return_attention_mask:
+            columns["attention_mask"] = [[1] * len(ids) for ids in columns["input_ids"]]
+        if return_number_texts:
+            columns["number_texts"] = spellings
         # 3. pad and convert
-        if padding is False or padding == "do_not_pad" or padding is None:
-            if return_tensors is not None and len({len(f["input_ids"]) for f in features}) > 1:
-                raise ValueError(
-                    "sequences have different lengths: pass padding=True to return tensors"
-                )
-            if return_tensors is None:
-                out = {key: [f[key] for f in features] for key in features[0]}
-                if single:
-                    out = {key: v[0] for key, v in out.items()}
-                return BatchEncoding(out)
-            padding = True  # equal lengths: padding is a no-op that builds the tensors
-        enc = self.pad(
-            features,
+        return self._output(
+            columns,
+            single,
             padding=padding,
             max_length=max_length,
             pad_to_multiple_of=pad_to_multiple_of,
             padding_side=padding_side,
             return_tensors=return_tensors,
         )
-        if not return_attention_mask:
+
+    def _assemble(
+        self,
+        split: list[SplitText],
+        segment_ids: list[list[list[int]]],
+        prefix: list[int],
+        suffix: list[int],
+        budget: int | None,
+    ) -> dict[str, list]:
+        """Each text's ids, values and number texts (:mod:`cauchylin_hf.encoding`), cut to
+        ``budget`` positions (None: uncut) and set between the special tokens."""
+        side = getattr(self.tokenizer, "truncation_side", "right")
+        k = self.num_token_id
+        columns: dict[str, list] = {"input_ids": [], "numeric_values": [], "number_texts": []}
+        zeros_before, zeros_after = [0.0] * len(prefix), [0.0] * len(suffix)
+        for parts, ids_of in zip(split, segment_ids, strict=True):
+            ids, values = assemble_encoding(ids_of, parts.values, k)
+            spellings = parts.spellings
+            if budget is not None and len(ids) > budget:
+                ids, values, spellings = truncate_encoding(ids, values, spellings, budget, k, side)
+            if prefix or suffix:
+                ids, values = prefix + ids + suffix, zeros_before + values + zeros_after
+            columns["input_ids"].append(ids)
+            columns["numeric_values"].append(values)
+            columns["number_texts"].append(spellings)
+        return columns
+
+    def _segment_ids(self, split: list[SplitText], texts: list[str]) -> list[list[list[int]]]:
+        """The ids of every text segment (``[]`` for an empty one).
+
+        Each distinct segment is tokenized once, all in one call: segments are tokenized apart
+        from their neighbours, so a segment's ids do not depend on where it stands (the text
+        between a table's numbers is the same in every row).
+        """
+        unique = list(dict.fromkeys(seg for parts in split for seg in parts.segments if seg))
+        token = self.num_token
+        if len(token) >= 2 and self.num_token_id < len(self.tokenizer) and token in "".join(texts):
+            pieces = [self._pieces(seg) for seg in unique]
+            piece_ids = iter(self._encode_plain([p for ps in pieces for p in ps]))
+            flat = [[t for _ in ps for t in next(piece_ids)] for ps in pieces]
+        else:
+            flat = self._encode_plain(unique)
+        k = self.num_token_id
+        ids_of = dict(zip(unique, flat, strict=True))
+        if any(k in ids for ids in flat):
+            for source, parts in zip(texts, split, strict=True):
+                if any(k in ids_of[seg] for seg in parts.segments if seg):
+                    raise ValueError(
+                        f"text contains text the wrapped tokenizer maps to the <NUM> id {k} "
+                        f"({self.num_token!r}): {source[:80]!r}; choose another num_token"
+                    )
+        empty: list[int] = []
+        return [[ids_of[seg] if seg else empty for seg in parts.segments] for parts in split]
+
+    def _encode_plain(self, texts: list[str]) -> list[list[int]]:
+        """The wrapped tokenizer's ids of each text, without special tokens.
+
+        A fast tokenizer's Rust encoder is called directly when the Hugging Face call would
+        only switch off truncation and padding that are already off: its per-text conversion to
+        Python dicts costs more than the encoding.
+        """
+        if not texts:
+            return []
+        tok = self.tokenizer
+        backend = getattr(tok, "backend_tokenizer", None) if tok.is_fast else None
+        if (
+            backend is not None
+            and backend.truncation is None
+            and backend.padding is None
+            and backend.encode_special_tokens == bool(getattr(tok, "split_special_tokens", False))
+        ):
+            return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
+        return cast(
+            "list[list[int]]", tok(texts, add_special_tokens=False, verbose=False)["input_ids"]
+        )
+
+    def _budget(
+        self, truncation: bool | str | None, max_length: int | None, n_special: int
+    ) -> tuple[int | None, int | None]:
+        """``(max_length, budget)``: the length truncation cuts to (by default the wrapped
+        tokenizer's ``model_max_length``) and the positions it leaves the text (None: no cut)."""
+        if not truncation or truncation == "do_not_truncate":
+            return max_length, None
+        if max_length is None:
+            model_max = getattr(self.tokenizer, "model_max_length", None)
+            max_length = model_max if model_max is not None and model_max < _NO_LIMIT else None
+        if max_length is None:
+            return None, None
+        if max_length < n_special:
+            raise ValueError(
+                f"max_length={max_length} is shorter than the {n_special} special tokens the "
+                f"wrapped tokenizer adds"
+            )
+        return max_length, max_length - n_special
+
+    def _output(
+        self,
+        columns: dict[str, list],
+        single: bool,
+        *,
+        padding: bool | str,
+        max_length: int | None,
+        pad_to_multiple_of: int | None,
+        padding_side: str | None,
+        return_tensors: str | None,
+    ) -> BatchEncoding:
+        """The encoding's columns padded and converted as ``__call__``'s arguments ask."""
+        if padding is False or padding == "do_not_pad" or padding is None:
+            if return_tensors is not None and len(set(map(len, columns["input_ids"]))) > 1:
+                raise ValueError(
+                    "sequences have different lengths: pass padding=True to return tensors"
+                )
+            if return_tensors is None:
+                return BatchEncoding({k: v[0] for k, v in columns.items()} if single else columns)
+            padding = True  # equal lengths: padding is a no-op that builds the tensors
+        with_mask = "attention_mask" in columns
+        enc = self.pad(
+            columns,
+            padding=padding,
+            max_length=max_length,
+            pad_to_multiple_of=pad_to_multiple_of,
+            padding_side=padding_side,
+            return_tensors=return_tensors,
+        )
+        if not with_mask:
             del enc["attention_mask"]
         if single and return_tensors is None:
             enc = BatchEncoding({key: v[0] for key, v in enc.items()})
@@ -650,33 +780,7 @@ class NumericTokenizer:
             raise ValueError(f"padding must be True, 'longest' or 'max_length', got {padding!r}")
         fill = {**batch_pad_values(self.pad_token_id), **(pad_values or {})}
 
-        rows: list[dict[str, list]] = []
-        for b, feature in enumerate(features):
-            if "input_ids" not in feature:
-                raise ValueError(f"features[{b}] has no 'input_ids'")
-            ids = _to_int_list(feature["input_ids"], f"features[{b}]['input_ids']")
-            row: dict[str, list] = {}
-            seq: list[Any]
-            for key, value in feature.items():
-                if key == "number_texts":
-                    row[key] = list(value)
-                    continue
-                if key not in fill:
-                    raise ValueError(
-                        f"features[{b}] has the field {key!r} with no padding value; "
-                        f"pass pad_values={{{key!r}: ...}}"
-                    )
-                if field_dtype(key, fill[key]).is_floating_point:
-                    seq = _to_float_list(value, f"features[{b}][{key!r}]")
-                else:
-                    seq = _to_int_list(value, f"features[{b}][{key!r}]")
-                if len(seq) != len(ids):
-                    raise ValueError(
-                        f"features[{b}][{key!r}] has length {len(seq)}, input_ids {len(ids)}"
-                    )
-                row[key] = seq
-            row.setdefault("attention_mask", [1] * len(ids))
-            rows.append(row)
+        rows = [_feature_row(feature, b, fill) for b, feature in enumerate(features)]
         keys = list(rows[0])
         for b, row in enumerate(rows):
             if list(row) != keys and set(row) != set(keys):
@@ -768,29 +872,7 @@ class NumericTokenizer:
             >>> ntok.decode(enc["input_ids"])
             '<NUM> eggs'
         """
-        ids = _to_int_list(input_ids, "input_ids")
-        for i, t in enumerate(ids):
-            if not 0 <= t < _ID_LIMIT:
-                raise ValueError(
-                    f"input_ids[{i}] = {t} is not a token id (ids lie in [0, {_ID_LIMIT}))"
-                )
-        values = None
-        if numeric_values is not None:
-            values = _to_float_list(numeric_values, "numeric_values")
-            if len(values) != len(ids):
-                raise ValueError(
-                    f"numeric_values has length {len(values)} but input_ids has {len(ids)}"
-                )
-        if attention_mask is not None:
-            mask = _to_int_list(attention_mask, "attention_mask")
-            if len(mask) != len(ids):
-                raise ValueError(
-                    f"attention_mask has length {len(mask)} but input_ids has {len(ids)}"
-                )
-            keep = [i for i, m in enumerate(mask) if m]
-            ids = [ids[i] for i in keep]
-            if values is not None:
-                values = [values[i] for i in keep]
+        ids, values = _decode_inputs(input_ids, numeric_values, attention_mask)
         k = self.num_token_id
         positions = [i for i, t in enumerate(ids) if t == k]
         if number_texts is not None:

@@ -176,3 +176,18 @@ def test_bench_func_vmap_against_the_loop_and_torch(tmp_path):
     }
     assert all(_positive(r) for r in data["ratios"].values())
     assert max(data["differences"].values()) <= data["tolerance"]
+
+
+@pytest.mark.slow
+def test_bench_encoding_old_and_new_agree(tmp_path):
+    """The encoding benchmark runs both sides (here the same revision) and compares them."""
+    data, stdout = _run("bench_encoding.py", *("--rows", "300", "--old", "HEAD"), tmp_path=tmp_path)
+    assert [r["stage"] for r in data["table"]] == [
+        "numbers",
+        "decimals",
+        "tokenizer",
+        "total",
+        "rust floor",
+    ]
+    assert all(_positive(r["ratio"]) and _positive(r["new_s"]) for r in data["table"])
+    assert "rows/s" in stdout

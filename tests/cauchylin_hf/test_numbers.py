@@ -14,6 +14,7 @@ from cauchylin_hf.numbers import (
     is_number,
     parse_number,
     split_numbers,
+    split_numbers_batch,
     to_float32,
 )
 from hypothesis import given
@@ -43,60 +44,60 @@ def texts(text):
 # ---------------------------------------------------------------- documented decisions
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("3 boxes of 12 eggs", ["3", "12"]),
-        ("-3", ["-3"]),
-        ("+3", ["+3"]),
-        ("x = -3", ["-3"]),
-        ("(-3)", ["-3"]),
-        ("2*-3", ["2", "-3"]),
-        ("x-3", ["3"]),  # hyphen / operator after a letter
-        ("3-4", ["3", "4"]),  # a range: two positive numbers
-        ("(a)-3", ["3"]),
-        ("--3", ["3"]),  # a sign after a sign is text
-        ("-+3", ["3"]),
-        ("1,234", ["1", "234"]),  # thousands separators are text
-        ("2024-01-05", ["2024", "01", "05"]),  # dates: three integers
-        ("1.2.3", []),  # versions stay text
-        ("192.168.0.1", []),
-        ("v1.2.3 and 4", ["4"]),
-        ("1e5.3", []),  # malformed runs stay text
-        ("1e2e3", []),
-        ("4.5e1", ["4.5e1"]),
-        ("1E+3", ["1E+3"]),
-        ("1e-3", ["1e-3"]),
-        ("3e", ["3"]),
-        ("3eggs", ["3"]),
-        ("1e+", ["1"]),
-        (".5", [".5"]),
-        ("-.5", ["-.5"]),
-        ("a.5", ["5"]),
-        ("..5", ["5"]),
-        ("1e-.5", ["1", "5"]),  # no leading dot after e-: keeps canonical spelling stable
-        ("3.", ["3"]),  # a trailing dot is text
-        ("I have 3.", ["3"]),
-        ("H2O", ["2"]),
-        ("Qwen2.5", ["2.5"]),
-        ("١٢٣ ３ ²", []),  # Unicode digits stay text
-        ("inf nan Infinity NaN", []),
-        ("1e39 -1e39 1e309", []),  # too large for float32: text
-        ("9" * 40, []),
-        ("3.4028235e38", ["3.4028235e38"]),  # float32 max is fine
-        ("0x1F", ["0", "1"]),  # no hex: decimal digits only
-        ("1_000", ["1", "000"]),
-        ("", []),
-        ("x = \u22125", ["\u22125"]),  # the minus sign U+2212 is a minus
-        ("\u20133 C", ["\u20133"]),  # so is the en dash U+2013 where a sign may stand
-        ("pages 10\u201320", ["10", "20"]),  # an en-dash range: two positive numbers
-        ("a\u22123", ["3"]),
-        ("\u2212-3", ["3"]),  # a sign after a sign is text
-        ("-\u20133", ["3"]),
-        ("(\u2212.5)", ["\u2212.5"]),
-        ("1e\u22125", ["1", "5"]),  # the exponent's sign is ASCII only
-    ],
-)
+GRAMMAR_CASES = [
+    ("3 boxes of 12 eggs", ["3", "12"]),
+    ("-3", ["-3"]),
+    ("+3", ["+3"]),
+    ("x = -3", ["-3"]),
+    ("(-3)", ["-3"]),
+    ("2*-3", ["2", "-3"]),
+    ("x-3", ["3"]),  # hyphen / operator after a letter
+    ("3-4", ["3", "4"]),  # a range: two positive numbers
+    ("(a)-3", ["3"]),
+    ("--3", ["3"]),  # a sign after a sign is text
+    ("-+3", ["3"]),
+    ("1,234", ["1", "234"]),  # thousands separators are text
+    ("2024-01-05", ["2024", "01", "05"]),  # dates: three integers
+    ("1.2.3", []),  # versions stay text
+    ("192.168.0.1", []),
+    ("v1.2.3 and 4", ["4"]),
+    ("1e5.3", []),  # malformed runs stay text
+    ("1e2e3", []),
+    ("4.5e1", ["4.5e1"]),
+    ("1E+3", ["1E+3"]),
+    ("1e-3", ["1e-3"]),
+    ("3e", ["3"]),
+    ("3eggs", ["3"]),
+    ("1e+", ["1"]),
+    (".5", [".5"]),
+    ("-.5", ["-.5"]),
+    ("a.5", ["5"]),
+    ("..5", ["5"]),
+    ("1e-.5", ["1", "5"]),  # no leading dot after e-: keeps canonical spelling stable
+    ("3.", ["3"]),  # a trailing dot is text
+    ("I have 3.", ["3"]),
+    ("H2O", ["2"]),
+    ("Qwen2.5", ["2.5"]),
+    ("١٢٣ ３ ²", []),  # Unicode digits stay text
+    ("inf nan Infinity NaN", []),
+    ("1e39 -1e39 1e309", []),  # too large for float32: text
+    ("9" * 40, []),
+    ("3.4028235e38", ["3.4028235e38"]),  # float32 max is fine
+    ("0x1F", ["0", "1"]),  # no hex: decimal digits only
+    ("1_000", ["1", "000"]),
+    ("", []),
+    ("x = \u22125", ["\u22125"]),  # the minus sign U+2212 is a minus
+    ("\u20133 C", ["\u20133"]),  # so is the en dash U+2013 where a sign may stand
+    ("pages 10\u201320", ["10", "20"]),  # an en-dash range: two positive numbers
+    ("a\u22123", ["3"]),
+    ("\u2212-3", ["3"]),  # a sign after a sign is text
+    ("-\u20133", ["3"]),
+    ("(\u2212.5)", ["\u2212.5"]),
+    ("1e\u22125", ["1", "5"]),  # the exponent's sign is ASCII only
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), GRAMMAR_CASES)
 def test_grammar_decisions(text, expected):
     assert texts(text) == expected
 
@@ -349,3 +350,52 @@ def test_canonical_stability_on_adversarial_alphabet(text):
 @pytest.mark.parametrize("text", ["6e-.80", "5E+.4", "8E7 8,0e+.79E.", "-+3", "x-0.50", "1e20.5"])
 def test_canonical_stability_regressions(text):
     check_invariants_and_stability(text)
+
+
+# ---------------------------------------------------------------- the batched splitter
+
+
+def check_batch_agrees(texts):
+    """``split_numbers_batch`` gives, text by text, what ``find_numbers`` finds (the definition)."""
+    batch = split_numbers_batch(texts)
+    assert len(batch) == len(texts)
+    for text, got in zip(texts, batch, strict=True):
+        segments, numbers = split_numbers(text)
+        assert got.segments == segments, text
+        assert got.spellings == [n.text for n in numbers], text
+        assert len(got.values) == len(numbers)
+        assert all(same_float(a, n.value) for a, n in zip(got.values, numbers, strict=True)), text
+
+
+# Characters at which the grammar decides something: signs, dots, exponents, blockers, a Unicode
+# letter and digit, the separators the batch must not confuse with text.
+ADVERSARIAL = "0123456789..eE++--\u2212\u2013_a )]}(x,٣é\n\t "
+
+
+@given(st.lists(st.text(alphabet=ADVERSARIAL, max_size=30), min_size=1, max_size=6))
+def test_batch_split_agrees_with_find_numbers_on_adversarial_text(texts):
+    check_batch_agrees(texts)
+
+
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.text(max_size=6), number_strings(allow_overflow=True), AFTER), max_size=4
+        ).map(lambda parts: "".join(c + n + a for c, n, a in parts)),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_batch_split_agrees_with_find_numbers_on_spliced_numbers(texts):
+    """Every spelling the grammar reads (signs, leading dots, exponents, overflow) in any text."""
+    check_batch_agrees(texts)
+
+
+@pytest.mark.parametrize("text", [t for t, _ in GRAMMAR_CASES])
+def test_batch_split_agrees_on_the_documented_decisions(text):
+    check_batch_agrees([text, text + " " + text, ""])
+
+
+def test_batch_split_refuses_a_non_string():
+    with pytest.raises(ValueError, match=r"texts\[1\] must be a str"):
+        split_numbers_batch(["3", 4])
