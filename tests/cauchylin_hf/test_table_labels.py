@@ -129,3 +129,41 @@ def test_a_bad_placeholder_is_a_template_error_that_says_how_to_fix_the_template
     with pytest.raises(ValueError) as missing:
         TableTemplate("age {age} -> {target}", "cost").check(columns)
     assert not isinstance(missing.value, TemplateError)
+
+
+def _awkward_table(path, rows: int = 40):
+    rng = random.Random(0)
+    lines = ["Age (years),log(TG),BMI,bmi,y"]
+    for _ in range(rows):
+        lines.append(",".join(str(rng.randint(1, 90)) for _ in range(5)))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_command_line_says_once_which_column_names_it_writes_differently(tmp_path, capsys):
+    """`train` on a table with awkward names: the note on renamed columns comes once (the table
+    is read by the checks before torch and again for training), then training runs."""
+    from cauchylin_hf.app import cli
+
+    data = _awkward_table(tmp_path / "t.csv")
+    argv = ["train", "--from-config", "qwen2-tiny", "--data", str(data), "--max-steps", "1"]
+    argv += ["--output-dir", str(tmp_path / "out"), "--threads", "1", "--no-progress"]
+    argv += ["--calibration", "0", "--no-readouts"]
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    notes = [line for line in err.splitlines() if "writes some column names differently" in line]
+    assert len(notes) == 1, err
+    assert "'BMI' as" in notes[0] or "'bmi' as" in notes[0]
+
+
+def test_a_bad_placeholder_on_the_command_line_does_not_advise_target(tmp_path, capsys):
+    """The placeholder is the problem, not the target column: no `--target` hint."""
+    from cauchylin_hf.app import cli
+
+    data = _awkward_table(tmp_path / "t.csv")
+    argv = ["train", "--from-config", "qwen2-tiny", "--data", str(data)]
+    argv += ["--template", "a {z} -> {target}", "--output-dir", str(tmp_path / "out")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "{z}" in err[0], err
+    assert "--target" not in err[0]

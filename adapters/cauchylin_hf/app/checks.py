@@ -26,7 +26,14 @@ from ..atomic_save import FolderState, folder_state
 from ..precision import DATA_FORMAT_FILE
 from ..textfile import read_text_file
 from ..trainer_checkpoints import is_checkpoint_entry
-from .tables import Table, TableTemplate, is_table_file, read_table
+from .tables import (
+    Table,
+    TableTemplate,
+    TemplateError,
+    is_table_file,
+    read_table,
+    renamed_columns,
+)
 
 __all__ = [
     "CliError",
@@ -269,6 +276,13 @@ def read_table_data(
     template = getattr(args, "template", None) or saved.get("template")
     if template is None:
         tt = TableTemplate.default(table.columns, target)
+        renamed = renamed_columns(table.columns)
+        if renamed and say is not None:  # a model's saved template is not announced again
+            listed = ", ".join(f"{c!r} as {label!r}" for c, label in renamed.items())
+            say(
+                args,
+                f"the text writes some column names differently (one field per column): {listed}",
+            )
     else:
         if target is None:
             target = "target" if "target" in table.columns else table.columns[-1]
@@ -284,7 +298,8 @@ def read_table_data(
         try:
             tt.target_values(table)
         except ValueError as exc:
-            hint = "" if getattr(args, "target", None) else "; pick the target with --target COLUMN"
+            bad_target = not isinstance(exc, TemplateError) and not getattr(args, "target", None)
+            hint = "; pick the target with --target COLUMN" if bad_target else ""
             raise CliError(f"{exc}{hint}") from None
     return tt, table
 
