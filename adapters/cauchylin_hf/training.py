@@ -23,6 +23,7 @@ its own shard and the gradients are averaged over ranks, as for any HF causal LM
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import time
@@ -44,6 +45,7 @@ from .batch import IGNORE_INDEX
 from .data import NumericDataCollator, NumericDataset
 from .loss import next_token_targets
 from .readouts import CalibrationReport, ReadoutReport, calibrate, solve_readouts
+from .streaming import LazyNumericDataset, as_numeric_dataset, sample_rows
 from .tokenizer import NumericTokenizer
 
 __all__ = [
@@ -58,6 +60,8 @@ __all__ = [
 
 LOSS_PARTS = ("cls_loss", "reg_loss")
 """The loss parts of the model's output that :class:`LossPartsCallback` records."""
+READOUT_ROWS = 50_000
+"""The most training rows the readouts are solved on (a random sample of a larger dataset)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -385,7 +389,8 @@ class LossPartsCallback(TrainerCallback):
 
 
 DataSource = Dataset | Iterable[str] | os.PathLike[str]
-"""Training or evaluation data: an encoded dataset, texts, or a dataset file (a ``Path``)."""
+"""Training or evaluation data: an encoded dataset, texts, a dataset file (a ``Path``), or a
+Hugging Face ``datasets.Dataset`` / ``IterableDataset`` with a ``"text"`` column."""
 
 
 def _as_dataset(
@@ -394,20 +399,10 @@ def _as_dataset(
     name: str,
     max_length: int | None,
 ) -> Dataset | None:
-    """A dataset from texts or a file (encoded) or a dataset (checked non-empty)."""
+    """A dataset from texts, a file, a ``datasets`` dataset (encoded when read) or a dataset."""
     if data is None:
         return None
-    if isinstance(data, os.PathLike):
-        return NumericDataset.from_jsonl(data, tokenizer, max_length=max_length, name=str(data))
-    if isinstance(data, Dataset):
-        try:
-            n = len(data)  # type: ignore[arg-type]
-        except TypeError:
-            return data  # an IterableDataset: its length is unknown
-        if n == 0:
-            raise ValueError(f"{name} is empty: the dataset needs at least one example")
-        return data
-    return NumericDataset.from_texts(data, tokenizer, max_length=max_length, name=name)
+    return as_numeric_dataset(data, tokenizer, name=name, max_length=max_length)
 
 
 def _calibration_split(
@@ -433,6 +428,8 @@ def _calibration_split(
     else:
         held = _as_dataset(calibration, tokenizer, "calibration", max_length)
         return train_ds, held
+    if isinstance(train_ds, LazyNumericDataset):  # by hash: nothing encoded, nothing kept per row
+        return train_ds.split_held_out(size, seed)
     # Copies of one text go to the same side: a calibration text that training also saw would
     # be read better than a new one, and the intervals would come out too narrow. A held-out
     # text is calibrated on once: a text repeated ten times is not ten new texts (on the demo
@@ -456,6 +453,17 @@ def _calibration_split(
     chosen = {i for g in order[: len(held_out)] for i in members[g]}
     kept = [i for i in range(n) if i not in chosen]
     return Subset(train_ds, kept), Subset(train_ds, sorted(held_out))
+
+
+def _readout_rows(train_ds: Dataset, seed: int) -> Dataset:
+    """The training rows the readouts are solved on: all, or a sample of ``READOUT_ROWS``
+    (a random one, or the stream's first rows for an iterable dataset)."""
+    try:
+        n = len(train_ds)  # type: ignore[arg-type]
+    except TypeError:
+        return NumericDataset(list(itertools.islice(iter(train_ds), READOUT_ROWS)), name="readouts")
+    rows = sample_rows(n, READOUT_ROWS, seed)
+    return train_ds if rows is None else Subset(train_ds, rows)
 
 
 def _example_key(example: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -1006,7 +1014,8 @@ def train(
     if getattr(inner.config, "num_token_id", None) is not None:
         batch = args.per_device_eval_batch_size
         if readouts:
-            result.readouts = solve_readouts(inner, tokenizer, train_ds, batch_size=batch)
+            solved_on = _readout_rows(train_ds, seed)
+            result.readouts = solve_readouts(inner, tokenizer, solved_on, batch_size=batch)
         if calibration_ds is not None:
             result.calibration = calibrate(inner, tokenizer, calibration_ds, batch_size=batch)
     if evaluate and eval_ds is not None:

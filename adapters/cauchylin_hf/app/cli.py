@@ -270,6 +270,8 @@ def _read_data(
     from .tables import is_table_file, read_table
 
     p = _data_path(path)
+    if is_table_file(p) and not prompts:  # texts to train or evaluate on: streamed, not held
+        return _stream_table(args, p, saved, path)
     if is_table_file(p):
         table = read_table(p)
         tt = _table_template(args, table, saved)
@@ -286,6 +288,22 @@ def _read_data(
     texts = read_texts(p)
     _note_float32_misses(args, texts, path)
     return _Data(texts, None, None, path)
+
+
+def _stream_table(args: argparse.Namespace, p: Path, saved: dict[str, Any], path: str) -> _Data:
+    """The texts of a table, checked and kept in memory-mapped Arrow (never all in memory)."""
+    from .table_stream import stream_table_texts
+    from .tables import Table
+
+    try:
+        texts, tt = stream_table_texts(
+            p, lambda cols: _table_template(args, Table(cols, [], p), saved)
+        )
+    except ValueError as exc:
+        if not str(exc).startswith("target column") or getattr(args, "target", None):
+            raise
+        raise CliError(f"{exc}; pick the target with --target COLUMN") from None
+    return _Data(texts, tt, None, path)
 
 
 def _note_float32_misses(args: argparse.Namespace, texts: list[str], path: str) -> None:
@@ -324,9 +342,14 @@ def _encode(model: Any, ntok: Any, data: _Data, max_length: int | None) -> Any:
     """The dataset of ``data``'s texts, refused when a text is longer than the model's context
     (a learned-position base such as GPT-2 would fail with an ``IndexError``)."""
     from ..data import NumericDataset
+    from ..streaming import TextColumn, as_numeric_dataset
 
-    dataset = NumericDataset.from_texts(data.texts, ntok, max_length=max_length, name=data.path)
     context = _context_length(model)
+    if isinstance(data.texts, TextColumn):  # encoded as training reads it; too long: refused then
+        return as_numeric_dataset(
+            data.texts, ntok, name=data.path, max_length=max_length, max_tokens=context
+        )
+    dataset = NumericDataset.from_texts(data.texts, ntok, max_length=max_length, name=data.path)
     if context is None:
         return dataset
     lengths = [int(dataset[i]["input_ids"].numel()) for i in range(len(dataset))]
@@ -710,7 +733,7 @@ def _describe(data: _Data, field: str | None, targets: list[float]) -> None:
 
     median = f"median {quantiles(_tensor(targets), (0.5,))[0]:.6g} over " if targets else "none in "
     print(f"target: {_target_name(data, field)} ({median}{len(data.texts)} texts)")
-    first = "row 1 as text" if data.table is not None else "text 1"
+    first = "row 1 as text" if data.template is not None else "text 1"
     print(f"{first}: {_shorten(data.texts[0])}", flush=True)
 
 
@@ -756,6 +779,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from cauchylin.metrics import quantiles
 
     from ..predict import target_numbers
+    from ..streaming import STATS_ROWS, text_sample
     from ..training import train
     from .precision import NumberPrecision
 
@@ -774,12 +798,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         held = _read_data(args, args.eval_file, _format_record(data.template, None, None))
     _set_threads(args)
 
+    sample = text_sample(data.texts, STATS_ROWS, seed=args.seed)  # tokenizer, median, decimals
     if args.from_config is not None:
         from .scratch import build_from_config
 
         model, ntok = build_from_config(
             args.from_config,
-            data.texts,
+            sample,
             vocab_size=args.vocab_size,
             seed=args.seed,
             freeze_backbone=args.train_backbone is False,
@@ -808,13 +833,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         flush=True,
     )
     field = _target_field(data.template, args)
-    targets = target_numbers(data.texts, target_field=field)
+    targets = target_numbers(sample, target_field=field)
     _describe(data, field, targets)
     median = quantiles(_tensor(targets), (0.5,))[0] if targets else None
     extra: dict[str, Any] = {"warmup_steps": _warmup_steps(args, len(data.texts))}
     if args.lr_scheduler is not None:
         extra["lr_scheduler_type"] = args.lr_scheduler
-    precision = NumberPrecision.from_texts(data.texts)
+    precision = NumberPrecision.from_texts(sample)
     existed = out.exists()
     try:
         with _staging(out, seen) as staging:

@@ -1,0 +1,94 @@
+"""A table too large for memory: its rows written as texts into memory-mapped Arrow, in one pass.
+
+:func:`cauchylin_hf.app.tables.read_table` keeps every row as a dict of cells (about 1 KB a row of
+a small table); :func:`stream_table_texts` reads the file row by row instead, checks every target
+cell (:func:`~cauchylin_hf.app.tables.not_a_number`), writes each row with its template
+(:meth:`~cauchylin_hf.app.tables.TableTemplate.text`) and keeps the texts in an Arrow file that
+the operating system maps in as it is read (:func:`cauchylin_hf.streaming.table_texts`). The
+texts come back as a :class:`~cauchylin_hf.streaming.TextColumn`, a sequence of ``str`` that
+training encodes as it reads (:class:`~cauchylin_hf.streaming.LazyNumericDataset`).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..streaming import TextColumn, table_texts
+from .tables import TableTemplate, not_a_number
+
+__all__ = ["stream_table_texts"]
+
+_DELIMITERS = {".tsv": "\t"}
+
+
+def stream_table_texts(
+    path: str | os.PathLike[str],
+    template_for: Callable[[list[str]], TableTemplate],
+) -> tuple[TextColumn, TableTemplate]:
+    """The texts of a table's rows, written by its template, checked and stored in one pass.
+
+    Args:
+        path: the table (``.csv``; ``.tsv`` is tab-separated), with a header row.
+        template_for: the template for the header's columns (e.g. ``TableTemplate.default``).
+
+    Returns:
+        ``(the texts, one per data row, the template)``.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: what :func:`cauchylin_hf.app.tables.read_table` refuses (no header or data
+            row, a row with the wrong number of cells, ...), a template that does not fit the
+            columns, an empty cell the template needs, or target cells that are not numbers
+            (the message names the first one, its row and line, and how many there are).
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> f = Path(tempfile.mkdtemp()) / "t.csv"
+        >>> _ = f.write_text("x,y\\n1,2.50\\n3,6\\n")
+        >>> texts, tt = stream_table_texts(f, TableTemplate.default)
+        >>> list(texts), tt.target
+        (['x 1 -> y 2.50.', 'x 3 -> y 6.'], 'y')
+    """
+    p = Path(path)
+    state: dict[str, Any] = {"rows": 0, "bad": 0, "first": None}
+
+    def on_header(columns: list[str]) -> None:
+        tt = template_for(columns)
+        tt.check(columns)
+        state["template"] = tt
+
+    def render(row: dict[str, str], line: int) -> str:
+        tt: TableTemplate = state["template"]
+        state["rows"] += 1
+        reason = not_a_number(row.get(tt.target, ""))
+        if reason is not None:
+            state["bad"] += 1
+            if state["first"] is None:
+                state["first"] = (state["rows"], line, reason)
+        try:
+            return tt.text(row)
+        except ValueError as exc:
+            raise ValueError(f"{p}, data row {state['rows']}: {exc}") from None
+
+    delimiter = _DELIMITERS.get(p.suffix.lower(), ",")
+    try:
+        column = table_texts(p, render, delimiter=delimiter, on_header=on_header)
+    except csv.Error as exc:
+        raise ValueError(
+            f"{p}: {exc} ({csv.field_size_limit()} characters); a cell that long is usually "
+            'an unclosed quote (") that swallows the lines after it'
+        ) from None
+    tt = state["template"]
+    if state["bad"]:
+        i, line, reason = state["first"]
+        raise ValueError(
+            f"target column {tt.target!r} must hold a number in every row, but {p}, data row "
+            f"{i} (line {line}) does not: {reason}; {state['bad']} of {state['rows']} rows are "
+            "not numbers"
+        )
+    return column, tt

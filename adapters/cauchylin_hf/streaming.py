@@ -1,0 +1,763 @@
+"""Datasets beyond memory: texts kept in memory-mapped Arrow and encoded as they are read.
+
+:class:`~cauchylin_hf.data.NumericDataset` encodes every text before training starts and keeps
+every example in memory (about 4 KB a row of a small table): a million rows take minutes and
+gigabytes before the first step. The classes here keep only the *texts*, in a Hugging Face
+``datasets`` dataset (Arrow, memory-mapped from disk), and encode a batch of them when the
+``DataLoader`` asks for it, with the same :meth:`NumericDataset.from_texts
+<cauchylin_hf.data.NumericDataset.from_texts>` call (so the ids and values are the same):
+
+* :class:`LazyNumericDataset`: a map-style dataset over a ``datasets.Dataset`` with a text column.
+  The ``DataLoader``'s sampler picks the rows, so under ``torchrun`` each process encodes only the
+  rows of its own shard, and with ``dataloader_num_workers=k`` the encoding runs in ``k`` worker
+  processes ahead of the training step.
+* :class:`IterableNumericDataset`: an ``IterableDataset`` over a ``datasets.IterableDataset`` (a
+  streaming one included) or any re-iterable source of texts, encoded in chunks; each
+  ``DataLoader`` worker and each ``torchrun`` process takes every ``n``-th row.
+* :func:`table_texts` writes a CSV table's rows as texts into an Arrow file in one streaming pass
+  (checking every target cell) and returns them as a memory-mapped ``datasets.Dataset``.
+* :func:`as_numeric_dataset` turns any data argument (texts, a file, a ``datasets`` dataset, an
+  encoded dataset) into a dataset for :func:`~cauchylin_hf.training.train`.
+
+Statistics that would need every encoded example use a stated sample or a hash instead:
+:meth:`LazyNumericDataset.split_held_out` holds out the texts whose hash falls below a threshold
+(copies of a text go to the same side, nothing is kept per row but the row numbers), and
+:func:`sample_rows` draws the rows the readouts are solved on.
+
+Needs the ``datasets`` package (``pip install 'cauchylin[hf]'``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import csv
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
+
+from .data import NumericDataset, read_texts
+from .tokenizer import NumericTokenizer
+
+__all__ = [
+    "STATS_ROWS",
+    "IterableNumericDataset",
+    "LazyNumericDataset",
+    "TextColumn",
+    "as_numeric_dataset",
+    "sample_rows",
+    "table_texts",
+    "text_sample",
+]
+
+STATS_ROWS = 20_000
+"""The most texts a whole-data statistic reads (the command line's tokenizer, target median and
+decimals per field): a random sample of a larger dataset, every text of a smaller one."""
+
+_ARROW_BATCH = 8192  # rows per Arrow record batch written or hashed at a time
+_BOMS = (
+    (b"\xef\xbb\xbf", "utf-8-sig"),
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+)
+
+
+def _datasets() -> Any:
+    try:
+        import datasets
+    except ImportError as exc:  # pragma: no cover - the hf extra installs it
+        raise ImportError(
+            "streamed datasets need the 'datasets' package: pip install 'cauchylin[hf]'"
+        ) from exc
+    return datasets
+
+
+def _encode(
+    texts: list[str], tokenizer: NumericTokenizer, max_length: int | None, name: str
+) -> list[dict[str, torch.Tensor]]:
+    """The examples of ``texts``, encoded exactly as :meth:`NumericDataset.from_texts` does."""
+    ds = NumericDataset.from_texts(texts, tokenizer, max_length=max_length, name=name)
+    return [ds[i] for i in range(len(ds))]
+
+
+def _check_length(
+    examples: list[dict[str, torch.Tensor]], max_tokens: int | None, where: Callable[[int], str]
+) -> None:
+    if max_tokens is None:
+        return
+    for j, ex in enumerate(examples):
+        n = int(ex["input_ids"].numel())
+        if n > max_tokens:
+            raise ValueError(
+                f"{where(j)} is {n} tokens long, longer than the model's context of "
+                f"{max_tokens} positions; pass max_length={max_tokens} to cut it"
+            )
+
+
+def _text_hash(text: str, seed: int) -> int:
+    """A 64-bit hash of a text that depends only on the text and ``seed`` (not on the process)."""
+    key = seed.to_bytes(8, "little", signed=True)
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8, key=key)
+    return int.from_bytes(digest.digest(), "little")
+
+
+class TextColumn(Sequence[str]):
+    """The texts of a ``datasets.Dataset`` column as a sequence of ``str``, read from Arrow.
+
+    Indexing and slicing read only the rows asked for; iterating reads batches of rows in
+    order. Training encodes it as it reads (:func:`as_numeric_dataset` gives a
+    :class:`LazyNumericDataset`); code written for a list of texts runs on it unchanged.
+
+    Args:
+        data: a ``datasets.Dataset``.
+        text_field: its column of texts.
+
+    Raises:
+        ValueError: ``data`` is not a ``datasets.Dataset`` or has no column ``text_field``.
+
+    Example:
+        >>> import datasets
+        >>> texts = TextColumn(datasets.Dataset.from_dict({"text": ["a 1.", "b 2.", "c 3."]}))
+        >>> len(texts), texts[1], texts[-2:], list(texts)[0]
+        (3, 'b 2.', ['b 2.', 'c 3.'], 'a 1.')
+    """
+
+    def __init__(self, data: Any, text_field: str = "text") -> None:
+        datasets = _datasets()
+        if not isinstance(data, datasets.Dataset):
+            raise ValueError(f"data must be a datasets.Dataset, got {type(data).__name__}")
+        if text_field not in data.column_names:
+            raise ValueError(f"the dataset has no column {text_field!r}: {data.column_names}")
+        self.data = data
+        self.text_field = text_field
+
+    def __len__(self) -> int:
+        """The number of texts."""
+        return len(self.data)
+
+    def __getitem__(self, index: Any) -> Any:
+        """Text ``index`` (a ``str``), or a list of texts for a slice."""
+        if isinstance(index, slice):
+            rows = list(range(*index.indices(len(self))))
+            return list(self.data[rows][self.text_field]) if rows else []
+        n = len(self)
+        i = int(index)
+        if not -n <= i < n:
+            raise IndexError(f"text index {i} is out of range for {n} texts")
+        return self.data[i % n][self.text_field]
+
+    def __iter__(self) -> Iterator[str]:
+        """The texts in order, read a batch of rows at a time."""
+        for batch in self.data.iter(batch_size=_ARROW_BATCH):
+            yield from batch[self.text_field]
+
+    def sample(self, size: int, seed: int = 0) -> list[str]:
+        """A random sample of the texts (all of them, in order, when there are at most ``size``).
+
+        Args:
+            size: the sample's size (>= 1).
+            seed: the draw's seed.
+
+        Returns:
+            The sampled texts, in row order.
+
+        Raises:
+            ValueError: ``size`` not a positive int.
+
+        Example:
+            >>> import datasets
+            >>> texts = TextColumn(datasets.Dataset.from_dict({"text": [f"{i}." for i in range(9)]}))
+            >>> len(texts.sample(4)), texts.sample(20) == list(texts)
+            (4, True)
+        """
+        rows = sample_rows(len(self), size, seed)
+        if rows is None:
+            return list(self)
+        return list(self.data[rows][self.text_field])
+
+
+class LazyNumericDataset(Dataset):
+    """A map-style dataset of texts in a ``datasets.Dataset``, encoded when they are read.
+
+    Item ``i`` equals ``NumericDataset.from_texts([text_i], tokenizer, max_length=...)[0]``; a
+    batch of indices (``__getitems__``, which the ``DataLoader`` calls) is encoded in one
+    tokenizer call. Nothing encoded is kept: memory holds the Arrow table's pages the operating
+    system maps in, not the examples.
+
+    Args:
+        data: a ``datasets.Dataset`` with a string column ``text_field`` (e.g. from
+            ``datasets.load_dataset("json", data_files=...)`` or :func:`table_texts`).
+        tokenizer: the numeric tokenizer.
+        text_field: the column holding the texts.
+        max_length: cut each example to at most this many tokens (as ``from_texts``).
+        max_tokens: refuse (ValueError when read) an example longer than this (the model's
+            context); None accepts any length.
+        name: what the texts are called in error messages.
+        indices: the rows of ``data`` this dataset holds, in order (a 1-D integer array); None
+            holds them all.
+
+    Raises:
+        ValueError: ``data`` is not a ``datasets.Dataset``, has no column ``text_field`` or no
+            rows, or ``tokenizer`` is not a ``NumericTokenizer``. Reading an item raises
+            ``from_texts``'s errors (a text with no tokens) naming the row.
+
+    Example:
+        >>> import datasets
+        >>> from cauchylin_hf.testing import tiny_tokenizer
+        >>> ntok = NumericTokenizer(tiny_tokenizer(300))
+        >>> hf = datasets.Dataset.from_dict({"text": ["3 eggs.", "12 pens."]})
+        >>> ds = LazyNumericDataset(hf, ntok)
+        >>> len(ds), ds[1]["numeric_values"][ds[1]["input_ids"] == ntok.num_token_id].tolist()
+        (2, [12.0])
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        tokenizer: NumericTokenizer,
+        *,
+        text_field: str = "text",
+        max_length: int | None = None,
+        max_tokens: int | None = None,
+        name: str = "texts",
+        indices: np.ndarray | None = None,
+    ) -> None:
+        datasets = _datasets()
+        if not isinstance(data, datasets.Dataset):
+            raise ValueError(f"data must be a datasets.Dataset, got {type(data).__name__}")
+        if not isinstance(tokenizer, NumericTokenizer):
+            raise ValueError(
+                f"tokenizer must be a cauchylin_hf.tokenizer.NumericTokenizer, got "
+                f"{type(tokenizer).__name__}; wrap it: NumericTokenizer(tokenizer)"
+            )
+        if text_field not in data.column_names:
+            raise ValueError(
+                f"{name} has no column {text_field!r} (columns: {data.column_names}); pass "
+                "text_field=... to choose another"
+            )
+        self._data = data.select_columns([text_field])
+        self.text_field = text_field
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.max_tokens = max_tokens
+        self.name = name
+        self._indices = None if indices is None else np.asarray(indices, dtype=np.int64)
+        if len(self) == 0:
+            raise ValueError(f"{name} is empty: the dataset needs at least one example")
+
+    def __len__(self) -> int:
+        """The number of examples."""
+        return len(self._data) if self._indices is None else int(self._indices.size)
+
+    def _rows(self, indices: Sequence[int]) -> list[int]:
+        n = len(self)
+        rows = []
+        for i in indices:
+            i = int(i)
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of range for {n} examples")
+            i %= n
+            rows.append(i if self._indices is None else int(self._indices[i]))
+        return rows
+
+    def texts(self, indices: Sequence[int]) -> list[str]:
+        """The texts of some examples.
+
+        Args:
+            indices: example indices.
+
+        Returns:
+            Their texts, in order.
+
+        Raises:
+            IndexError: an index out of range.
+
+        Example:
+            >>> import datasets
+            >>> from cauchylin_hf.testing import tiny_tokenizer
+            >>> hf = datasets.Dataset.from_dict({"text": ["3 eggs.", "12 pens."]})
+            >>> LazyNumericDataset(hf, NumericTokenizer(tiny_tokenizer(300))).texts([1, 0])
+            ['12 pens.', '3 eggs.']
+        """
+        rows = self._rows(indices)
+        if not rows:
+            return []
+        return list(self._data[rows][self.text_field])
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, torch.Tensor]]:
+        """Examples ``indices``, encoded in one tokenizer call (the ``DataLoader`` calls this)."""
+        rows = self._rows(indices)
+        texts = list(self._data[rows][self.text_field]) if rows else []
+        bad = [r for r, t in zip(rows, texts, strict=True) if not isinstance(t, str)]
+        if bad:
+            raise ValueError(f"{self.name}, row {bad[0] + 1}: the text must be a str")
+        try:
+            examples = _encode(texts, self.tokenizer, self.max_length, self.name)
+        except ValueError:
+            for r, t in zip(rows, texts, strict=True):  # find the row and name it
+                _encode([t], self.tokenizer, self.max_length, f"{self.name}, row {r + 1}: text")
+            raise
+        _check_length(examples, self.max_tokens, lambda j: f"{self.name}, row {rows[j] + 1}")
+        return examples
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        """Example ``index``: a dict of 1-D tensors, as :class:`NumericDataset` gives it."""
+        return self.__getitems__([index])[0]
+
+    def __repr__(self) -> str:
+        """The name and the number of examples."""
+        return f"LazyNumericDataset({self.name!r}, examples={len(self)})"
+
+    def _hashes(self, seed: int) -> np.ndarray:
+        out = np.empty(len(self._data), dtype=np.uint64)
+        at = 0
+        for batch in self._data.iter(batch_size=_ARROW_BATCH):
+            texts = batch[self.text_field]
+            out[at : at + len(texts)] = [_text_hash(t, seed) for t in texts]
+            at += len(texts)
+        return out if self._indices is None else out[self._indices]
+
+    def split_held_out(
+        self, size: int, seed: int = 0
+    ) -> tuple[LazyNumericDataset, LazyNumericDataset | None]:
+        """Hold out about ``size`` texts, copies of one text together, in one pass of hashes.
+
+        A text is held out when its 64-bit hash (keyed by ``seed``) is below
+        ``size / len(self)`` of the hash range: copies of a text share the hash, so they fall
+        on the same side, and nothing is kept per row but the row numbers. The count held out
+        is binomial around ``size`` (the standard deviation is about ``sqrt(size)``), and a
+        held-out text is kept once (its first copy).
+
+        Args:
+            size: the number of texts to hold out (about).
+            seed: keys the hash.
+
+        Returns:
+            ``(the rows to train on, the held-out rows or None when none fell out)``.
+
+        Raises:
+            ValueError: ``size`` negative, or every row held out.
+
+        Example:
+            >>> import datasets
+            >>> from cauchylin_hf.testing import tiny_tokenizer
+            >>> hf = datasets.Dataset.from_dict({"text": [f"x {i} y {2 * i}." for i in range(400)]})
+            >>> train, held = LazyNumericDataset(hf, NumericTokenizer(tiny_tokenizer(300))).split_held_out(80)
+            >>> len(train) + len(held), 40 < len(held) < 120
+            (400, True)
+        """
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"size must be an int >= 0, got {size!r}")
+        n = len(self)
+        if size == 0:
+            return self, None
+        hashes = self._hashes(seed)
+        threshold = np.uint64(min(size / n, 1.0) * float(2**64 - 1))
+        held = hashes < threshold
+        if bool(held.all()):
+            raise ValueError(f"calibration holds out all {n} texts: nothing left to train on")
+        positions = np.arange(n, dtype=np.int64)
+        rows = positions if self._indices is None else self._indices
+        # one copy of each held-out text: the first row of each hash
+        _, first = np.unique(hashes[held], return_index=True)
+        held_rows = np.sort(rows[held][first])
+        train = self._with_indices(rows[~held])
+        if held_rows.size == 0:
+            return train, None
+        return train, self._with_indices(held_rows)
+
+    def _with_indices(self, rows: np.ndarray) -> LazyNumericDataset:
+        out = LazyNumericDataset.__new__(LazyNumericDataset)
+        out.__dict__.update(self.__dict__)
+        out._indices = rows
+        return out
+
+
+class IterableNumericDataset(IterableDataset):
+    """An ``IterableDataset`` of texts encoded in chunks as they stream in.
+
+    Each ``DataLoader`` worker and each ``torch.distributed`` process takes every ``n``-th text
+    (``n`` = processes x workers), so no text is encoded twice and each process encodes only
+    its own share; a ``datasets.IterableDataset`` is split with
+    ``datasets.distributed.split_dataset_by_node`` (whole files per process when the files
+    divide evenly). The examples equal :meth:`NumericDataset.from_texts
+    <cauchylin_hf.data.NumericDataset.from_texts>`'s, in the stream's order.
+
+    Args:
+        source: a ``datasets.IterableDataset`` (or ``datasets.Dataset``) with a string column
+            ``text_field``, or a callable returning a fresh iterator of texts each time (a
+            generator function).
+        tokenizer: the numeric tokenizer.
+        text_field: the column holding the texts (``datasets`` sources).
+        max_length: cut each example to at most this many tokens.
+        chunk_size: texts encoded per tokenizer call.
+        name: what the texts are called in error messages.
+
+    Raises:
+        ValueError: an unsupported ``source`` or a tokenizer that is not a ``NumericTokenizer``;
+            iterating raises ``from_texts``'s errors.
+
+    Example:
+        >>> from cauchylin_hf.testing import tiny_tokenizer
+        >>> ntok = NumericTokenizer(tiny_tokenizer(300))
+        >>> ds = IterableNumericDataset(lambda: iter(["3 eggs.", "12 pens."]), ntok)
+        >>> [ex["numeric_values"][ex["input_ids"] == ntok.num_token_id].tolist() for ex in ds]
+        [[3.0], [12.0]]
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        tokenizer: NumericTokenizer,
+        *,
+        text_field: str = "text",
+        max_length: int | None = None,
+        chunk_size: int = 256,
+        name: str = "texts",
+    ) -> None:
+        datasets = _datasets()
+        if not isinstance(tokenizer, NumericTokenizer):
+            raise ValueError(
+                f"tokenizer must be a cauchylin_hf.tokenizer.NumericTokenizer, got "
+                f"{type(tokenizer).__name__}; wrap it: NumericTokenizer(tokenizer)"
+            )
+        hf = (datasets.Dataset, datasets.IterableDataset)
+        if not isinstance(source, hf) and not callable(source):
+            raise ValueError(
+                "source must be a datasets.IterableDataset, a datasets.Dataset or a callable "
+                f"returning an iterator of texts, got {type(source).__name__}"
+            )
+        if isinstance(source, hf):
+            columns = source.column_names
+            if columns is not None and text_field not in columns:
+                raise ValueError(
+                    f"{name} has no column {text_field!r} (columns: {columns}); pass "
+                    "text_field=... to choose another"
+                )
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+        self.source = source
+        self.tokenizer = tokenizer
+        self.text_field = text_field
+        self.max_length = max_length
+        self.chunk_size = chunk_size
+        self.name = name
+
+    def _shard(self) -> tuple[int, int]:
+        """``(this reader's index, the number of readers)`` over processes and workers."""
+        rank, world = 0, 1
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        info = get_worker_info()
+        workers, worker = (1, 0) if info is None else (info.num_workers, info.id)
+        return rank * workers + worker, world * workers
+
+    def _texts(self) -> Iterator[tuple[int, str]]:
+        """``(row, text)`` of this reader's share of the stream."""
+        datasets = _datasets()
+        index, count = self._shard()
+        if isinstance(self.source, datasets.Dataset):
+            rows = range(index, len(self.source), count)
+            column = self.source.select_columns([self.text_field])
+            for start in range(0, len(rows), _ARROW_BATCH):
+                part = list(rows[start : start + _ARROW_BATCH])
+                yield from zip(part, column[part][self.text_field], strict=True)
+            return
+        if isinstance(self.source, datasets.IterableDataset):
+            from datasets.distributed import split_dataset_by_node
+
+            stream = split_dataset_by_node(self.source, rank=index, world_size=count)
+            for row, record in enumerate(stream):
+                yield row, record[self.text_field]
+            return
+        for row, text in enumerate(self.source()):
+            if row % count == index:
+                yield row, text
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        """The encoded examples of this reader's share, in stream order."""
+        chunk: list[tuple[int, str]] = []
+        for item in self._texts():
+            chunk.append(item)
+            if len(chunk) == self.chunk_size:
+                yield from self._encode(chunk)
+                chunk = []
+        if chunk:
+            yield from self._encode(chunk)
+
+    def _encode(self, chunk: list[tuple[int, str]]) -> list[dict[str, torch.Tensor]]:
+        texts = [t for _, t in chunk]
+        try:
+            return _encode(texts, self.tokenizer, self.max_length, self.name)
+        except ValueError:
+            for row, text in chunk:
+                _encode([text], self.tokenizer, self.max_length, f"{self.name}, row {row + 1}")
+            raise
+
+
+def sample_rows(n: int, size: int, seed: int = 0) -> list[int] | None:
+    """A sorted random sample of ``size`` of ``n`` row numbers, or None when ``n <= size``.
+
+    What the steps that read the model's features on the training rows (the readouts) use on
+    a large dataset: their fit needs thousands of rows, not millions.
+
+    Args:
+        n: the number of rows.
+        size: the sample's size (>= 1).
+        seed: the draw's seed.
+
+    Returns:
+        The sampled row numbers, sorted, or None (take every row).
+
+    Raises:
+        ValueError: ``size`` not a positive int, or ``n`` negative.
+
+    Example:
+        >>> sample_rows(10, 20) is None, len(sample_rows(1000, 50))
+        (True, 50)
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"size must be a positive int, got {size!r}")
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n!r}")
+    if n <= size:
+        return None
+    rng = np.random.default_rng(seed)
+    return sorted(int(i) for i in rng.choice(n, size=size, replace=False))
+
+
+def text_sample(texts: Sequence[str], size: int, seed: int = 0) -> list[str]:
+    """A random sample of ``size`` texts in their order, or all of them when there are fewer.
+
+    Args:
+        texts: the texts (a list, a :class:`TextColumn`, any sequence).
+        size: the sample's size (>= 1).
+        seed: the draw's seed.
+
+    Returns:
+        The texts, a list.
+
+    Raises:
+        ValueError: ``size`` not a positive int.
+
+    Example:
+        >>> text_sample(["a", "b", "c"], 5), len(text_sample([str(i) for i in range(100)], 10))
+        (['a', 'b', 'c'], 10)
+    """
+    if isinstance(texts, TextColumn):
+        return texts.sample(size, seed)
+    rows = sample_rows(len(texts), size, seed)
+    return list(texts) if rows is None else [texts[i] for i in rows]
+
+
+_TEMP_DIRS: list[str] = []
+
+
+def _scratch_dir() -> Path:
+    """A folder for this process's Arrow files, removed when the process exits."""
+    if not _TEMP_DIRS:
+        path = tempfile.mkdtemp(prefix="cauchylin_arrow_")
+        _TEMP_DIRS.append(path)
+        atexit.register(shutil.rmtree, path, True)
+    return Path(_TEMP_DIRS[0])
+
+
+def _open_text(p: Path) -> Any:
+    with p.open("rb") as f:
+        head = f.read(4)
+    encoding = next((name for bom, name in _BOMS if head.startswith(bom)), "utf-8-sig")
+    return p.open(encoding=encoding, newline="")
+
+
+def table_texts(
+    path: str | os.PathLike[str],
+    render: Callable[[dict[str, str], int], str],
+    *,
+    delimiter: str = ",",
+    on_header: Callable[[list[str]], None] | None = None,
+) -> Any:
+    """The rows of a CSV table as texts, in a memory-mapped ``datasets.Dataset``, in one pass.
+
+    The file is read row by row (never whole), each row written with ``render`` and appended
+    to an Arrow file in a temporary folder (removed when the process exits); memory holds one
+    batch of rows at a time. Cells are stripped of surrounding spaces and blank lines skipped,
+    as :func:`cauchylin_hf.app.tables.read_table` does.
+
+    Args:
+        path: the CSV (UTF-8, or UTF-16/UTF-32 with a byte-order mark).
+        render: a row (``{column: cell}``) and its line number to its text (raise to refuse
+            the table, e.g. for a target cell that is not a number).
+        delimiter: the cell separator.
+        on_header: called with the header's column names before the first row.
+
+    Returns:
+        A :class:`TextColumn` of the texts (a ``datasets.Dataset`` with one column ``"text"``
+        underneath), one per data row.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: no header or no data row, an empty or repeated column name, a row with
+            more or fewer cells than the header (the message names the line), or what
+            ``render`` raises.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> f = Path(tempfile.mkdtemp()) / "t.csv"
+        >>> _ = f.write_text("x,y\\n1,2.50\\n3,6\\n")
+        >>> list(table_texts(f, lambda row, line: f"x {row['x']} -> y {row['y']}."))
+        ['x 1 -> y 2.50.', 'x 3 -> y 6.']
+    """
+    import pyarrow as pa
+
+    datasets = _datasets()
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"table file not found: {str(p)!r}")
+    out = Path(tempfile.mkstemp(suffix=".arrow", dir=_scratch_dir())[1])
+    schema = pa.schema([("text", pa.string())])
+    header: list[str] | None = None
+    count = 0
+    batch: list[str] = []
+    with _open_text(p) as f, pa.OSFile(str(out), "wb") as sink:
+        writer = pa.ipc.new_stream(sink, schema)
+        reader = csv.reader(f, delimiter=delimiter)
+        first = 1
+        for record in reader:
+            start, first = first, reader.line_num + 1
+            if not any(cell.strip() for cell in record):
+                continue
+            cells = [cell.strip() for cell in record]
+            if header is None:
+                header = _check_header(cells, p)
+                if on_header is not None:
+                    on_header(header)
+                continue
+            if len(cells) != len(header):
+                raise ValueError(
+                    f"{p}, line {start}: {len(cells)} cells, but the header has "
+                    f"{len(header)} columns"
+                )
+            batch.append(render(dict(zip(header, cells, strict=True)), start))
+            count += 1
+            if len(batch) == _ARROW_BATCH:
+                writer.write_batch(pa.record_batch([pa.array(batch, pa.string())], schema))
+                batch = []
+        if batch:
+            writer.write_batch(pa.record_batch([pa.array(batch, pa.string())], schema))
+        writer.close()
+    if header is None:
+        raise ValueError(f"{p} is empty: a header row and at least one data row are needed")
+    if count == 0:
+        raise ValueError(f"{p} has a header but no data row")
+    return TextColumn(datasets.Dataset.from_file(str(out)))
+
+
+def _check_header(cells: list[str], p: Path) -> list[str]:
+    bad = [i for i, name in enumerate(cells) if not name]
+    if bad:
+        raise ValueError(f"{p}: column {bad[0] + 1} of the header has no name")
+    repeated = sorted({n for n in cells if cells.count(n) > 1})
+    if repeated:
+        raise ValueError(f"{p}: the header repeats the column names {repeated}")
+    return cells
+
+
+def as_numeric_dataset(
+    data: Any,
+    tokenizer: NumericTokenizer,
+    *,
+    name: str = "texts",
+    max_length: int | None = None,
+    max_tokens: int | None = None,
+    text_field: str = "text",
+) -> Dataset:
+    """A dataset for training from any data argument.
+
+    * a :class:`TextColumn`, or a ``datasets.Dataset`` with a text column: a :class:`LazyNumericDataset` (encoded when
+      read); one already encoded (an ``input_ids`` column) is returned in torch format;
+    * a ``datasets.IterableDataset``: an :class:`IterableNumericDataset`;
+    * a torch ``Dataset`` (e.g. a :class:`~cauchylin_hf.data.NumericDataset`): itself, checked
+      non-empty when it has a length;
+    * a file (a ``pathlib.Path``): read with :func:`~cauchylin_hf.data.read_texts` and encoded;
+    * texts: encoded with :meth:`NumericDataset.from_texts
+      <cauchylin_hf.data.NumericDataset.from_texts>`.
+
+    Args:
+        data: the data.
+        tokenizer: the numeric tokenizer.
+        name: what the data is called in error messages.
+        max_length: cut each example to at most this many tokens.
+        max_tokens: a :class:`LazyNumericDataset` refuses (when read) an example longer than
+            this (the model's context); None accepts any length.
+        text_field: the text column of a ``datasets`` dataset (or JSON field of a file).
+
+    Returns:
+        A torch ``Dataset`` (map-style or iterable) of examples.
+
+    Raises:
+        ValueError: empty data, a ``datasets`` dataset without the text column, or what
+            encoding raises.
+        FileNotFoundError: a file that does not exist.
+
+    Example:
+        >>> import datasets
+        >>> from cauchylin_hf.testing import tiny_tokenizer
+        >>> ntok = NumericTokenizer(tiny_tokenizer(300))
+        >>> hf = datasets.Dataset.from_dict({"text": ["3 eggs.", "12 pens."]})
+        >>> type(as_numeric_dataset(hf, ntok)).__name__, type(as_numeric_dataset(["3 eggs."], ntok)).__name__
+        ('LazyNumericDataset', 'NumericDataset')
+    """
+    try:
+        import datasets
+    except ImportError:
+        datasets = None
+    if isinstance(data, TextColumn):
+        return LazyNumericDataset(
+            data.data,
+            tokenizer,
+            text_field=data.text_field,
+            max_length=max_length,
+            max_tokens=max_tokens,
+            name=name,
+        )
+    if datasets is not None and isinstance(data, datasets.Dataset):
+        if "input_ids" in data.column_names and text_field not in data.column_names:
+            if len(data) == 0:
+                raise ValueError(f"{name} is empty: the dataset needs at least one example")
+            return data.with_format("torch")  # type: ignore[no-any-return]
+        return LazyNumericDataset(
+            data,
+            tokenizer,
+            text_field=text_field,
+            max_length=max_length,
+            max_tokens=max_tokens,
+            name=name,
+        )
+    if datasets is not None and isinstance(data, datasets.IterableDataset):
+        return IterableNumericDataset(
+            data, tokenizer, text_field=text_field, max_length=max_length, name=name
+        )
+    if isinstance(data, Dataset):
+        try:
+            n = len(data)  # type: ignore[arg-type]
+        except TypeError:
+            return data  # an IterableDataset: its length is unknown
+        if n == 0:
+            raise ValueError(f"{name} is empty: the dataset needs at least one example")
+        return data
+    if isinstance(data, os.PathLike):
+        texts = read_texts(data, text_field=text_field)
+        return NumericDataset.from_texts(texts, tokenizer, max_length=max_length, name=str(data))
+    if not isinstance(data, Iterable):
+        raise ValueError(f"{name} must be texts, a file, or a dataset, got {type(data).__name__}")
+    return NumericDataset.from_texts(data, tokenizer, max_length=max_length, name=name)
