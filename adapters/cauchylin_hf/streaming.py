@@ -452,19 +452,20 @@ class IterableNumericDataset(IterableDataset):
         self.chunk_size = chunk_size
         self.name = name
 
-    def _shard(self) -> tuple[int, int]:
-        """``(this reader's index, the number of readers)`` over processes and workers."""
+    def _shard(self) -> tuple[int, int, int, int]:
+        """``(rank, processes, worker, workers)`` of this reader."""
         rank, world = 0, 1
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
         info = get_worker_info()
-        workers, worker = (1, 0) if info is None else (info.num_workers, info.id)
-        return rank * workers + worker, world * workers
+        worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        return rank, world, worker, workers
 
     def _texts(self) -> Iterator[tuple[int, str]]:
         """``(row, text)`` of this reader's share of the stream."""
         datasets = _datasets()
-        index, count = self._shard()
+        rank, world, worker, workers = self._shard()
+        index, count = rank * workers + worker, world * workers
         if isinstance(self.source, datasets.Dataset):
             rows = range(index, len(self.source), count)
             column = self.source.select_columns([self.text_field])
@@ -475,7 +476,9 @@ class IterableNumericDataset(IterableDataset):
         if isinstance(self.source, datasets.IterableDataset):
             from datasets.distributed import split_dataset_by_node
 
-            stream = split_dataset_by_node(self.source, rank=index, world_size=count)
+            # by process here; a datasets.IterableDataset splits its shards among the
+            # DataLoader's workers itself
+            stream = split_dataset_by_node(self.source, rank=rank, world_size=world)
             for row, record in enumerate(stream):
                 yield row, record[self.text_field]
             return
