@@ -222,3 +222,34 @@ def test_train_accepts_hf_datasets(tmp_path, kind):
     assert result.readouts is not None
     if kind == "dataset":  # 160 rows: auto holds out a fifth, by hash
         assert result.calibration is not None and 0 < result.calibration_size < 160
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
+    reason="torch.distributed with gloo is not available",
+)
+def test_torchrun_each_process_encodes_its_half(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from cauchylin_hf.testing import tiny_tokenizer
+
+    tok_dir = tmp_path / "tokenizer"
+    NumericTokenizer(tiny_tokenizer(300)).save_pretrained(tok_dir)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR"):
+        env.pop(key, None)
+    env.pop("MASTER_PORT", None)
+    rows = 64
+    worker = Path(__file__).with_name("streaming_ddp_worker.py")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"]
+    cmd += [str(worker), "--tokenizer", str(tok_dir), "--rows", str(rows), "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, check=False)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    read = [[int(x) for x in (tmp_path / f"rank{r}.txt").read_text().split()] for r in (0, 1)]
+    assert len(read[0]) == len(read[1]) == rows // 2  # each process encoded half of the rows
+    assert not set(read[0]) & set(read[1])  # no row twice
+    assert sorted(read[0] + read[1]) == list(range(rows))  # together, every row once
