@@ -253,3 +253,16 @@ def test_torchrun_each_process_encodes_its_half(tmp_path):
     assert len(read[0]) == len(read[1]) == rows // 2  # each process encoded half of the rows
     assert not set(read[0]) & set(read[1])  # no row twice
     assert sorted(read[0] + read[1]) == list(range(rows))  # together, every row once
+
+
+def test_streamed_table_writes_odd_column_names_as_the_template_does(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("price.usd,1990,s 1,a[0],y\n2.5,7,3,4,10.25\n1,2,3,4,5\n")
+    template = "p {price.usd} y {1990} s {s 1} a {a[0]} {{braces}} -> {target}."
+    column, _ = stream_table_texts(path, lambda cols: TableTemplate(template, "y"))
+    table = read_table(path)
+    assert list(column) == TableTemplate(template, "y").texts(table)
+    assert column[0] == "p 2.5 y 7 s 3 a 4 {braces} -> 10.25."
+    path.write_text("x,y\n1,2\n,3\n")
+    with pytest.raises(ValueError, match=r"data row 2: column 'x' is empty"):
+        stream_table_texts(path, TableTemplate.default)
