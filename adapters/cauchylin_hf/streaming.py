@@ -1,28 +1,30 @@
-"""Datasets beyond memory: texts kept in memory-mapped Arrow and encoded as they are read.
+"""Datasets beyond memory: texts kept in Arrow on disk and encoded as they are read.
 
 :class:`~cauchylin_hf.data.NumericDataset` encodes every text before training starts and keeps
 every example in memory (about 4 KB a row of a small table): a million rows take minutes and
-gigabytes before the first step. The classes here keep only the *texts*, in a Hugging Face
-``datasets`` dataset (Arrow, memory-mapped from disk), and encode a batch of them when the
-``DataLoader`` asks for it, with the same :meth:`NumericDataset.from_texts
-<cauchylin_hf.data.NumericDataset.from_texts>` call (so the ids and values are the same):
+gigabytes before the first step. The classes here keep only the *texts*, in Arrow on disk (a
+Hugging Face ``datasets`` dataset, memory-mapped, or an Arrow file read a batch at a time:
+:class:`TextColumn`), and encode a batch of them when the ``DataLoader`` asks for it, with the
+same :meth:`NumericDataset.from_texts <cauchylin_hf.data.NumericDataset.from_texts>` call (so the
+ids and values are the same):
 
-* :class:`LazyNumericDataset`: a map-style dataset over a ``datasets.Dataset`` with a text column.
-  The ``DataLoader``'s sampler picks the rows, so under ``torchrun`` each process encodes only the
-  rows of its own shard, and with ``dataloader_num_workers=k`` the encoding runs in ``k`` worker
-  processes ahead of the training step.
+* :class:`LazyNumericDataset`: a map-style dataset over a :class:`TextColumn` or a
+  ``datasets.Dataset`` with a text column. The ``DataLoader``'s sampler picks the rows, so under
+  ``torchrun`` each process encodes only the rows of its own shard, and with
+  ``dataloader_num_workers=k`` the encoding runs in ``k`` worker processes ahead of the step.
 * :class:`IterableNumericDataset`: an ``IterableDataset`` over a ``datasets.IterableDataset`` (a
   streaming one included) or any re-iterable source of texts, encoded in chunks; each
-  ``DataLoader`` worker and each ``torchrun`` process takes every ``n``-th row.
+  ``torchrun`` process reads only its share, and so does each ``DataLoader`` worker.
 * :func:`table_texts` writes a CSV table's rows as texts into an Arrow file in one streaming pass
-  (checking every target cell) and returns them as a memory-mapped ``datasets.Dataset``.
+  and returns them as a :class:`TextColumn`.
 * :func:`as_numeric_dataset` turns any data argument (texts, a file, a ``datasets`` dataset, an
   encoded dataset) into a dataset for :func:`~cauchylin_hf.training.train`.
 
 Statistics that would need every encoded example use a stated sample or a hash instead:
 :meth:`LazyNumericDataset.split_held_out` holds out the texts whose hash falls below a threshold
-(copies of a text go to the same side, nothing is kept per row but the row numbers), and
-:func:`sample_rows` draws the rows the readouts are solved on.
+(copies of a text go to the same side; memory holds the held-out rows only),
+:func:`sample_rows` draws the rows the readouts are solved on and :func:`text_sample` the texts
+the command line's statistics read (:data:`STATS_ROWS`).
 
 Needs the ``datasets`` package (``pip install 'cauchylin[hf]'``).
 """
@@ -111,18 +113,23 @@ def _text_hash(text: str, seed: int) -> int:
 
 
 class TextColumn(Sequence[str]):
-    """The texts of a ``datasets.Dataset`` column as a sequence of ``str``, read from Arrow.
+    """Texts kept in Arrow, as a sequence of ``str``: a ``datasets.Dataset`` column or a file.
 
-    Indexing and slicing read only the rows asked for; iterating reads batches of rows in
-    order. Training encodes it as it reads (:func:`as_numeric_dataset` gives a
-    :class:`LazyNumericDataset`); code written for a list of texts runs on it unchanged.
+    Two stores: a ``datasets.Dataset`` column (memory-mapped by ``datasets``), or an Arrow IPC
+    file of one string column ``"text"`` written in batches of 8192 rows (what
+    :func:`table_texts` writes), which is read a record batch at a time with plain reads, not
+    mapped: a pass over ten million rows then holds one batch, where a mapped file would count
+    every page it touched in the process's resident memory. Indexing and slicing read only the
+    rows asked for; iterating reads them in order. Training encodes it as it reads
+    (:func:`as_numeric_dataset` gives a :class:`LazyNumericDataset`); code written for a list of
+    texts runs on it unchanged.
 
     Args:
-        data: a ``datasets.Dataset``.
-        text_field: its column of texts.
+        data: a ``datasets.Dataset``, or the path of an Arrow IPC file written as above.
+        text_field: the dataset's column of texts.
 
     Raises:
-        ValueError: ``data`` is not a ``datasets.Dataset`` or has no column ``text_field``.
+        ValueError: ``data`` is neither, or the dataset has no column ``text_field``.
 
     Example:
         >>> import datasets
@@ -133,32 +140,101 @@ class TextColumn(Sequence[str]):
 
     def __init__(self, data: Any, text_field: str = "text") -> None:
         datasets = _datasets()
+        self.text_field = text_field
+        self._cached: tuple[int, Any] | None = None
+        self._reader: Any = None
+        if isinstance(data, (str, os.PathLike)):
+            self.data: Any = None
+            self.path: str | None = os.fspath(data)
+            self._length = sum(self._file().get_batch(i).num_rows for i in range(self._batches()))
+            return
         if not isinstance(data, datasets.Dataset):
-            raise ValueError(f"data must be a datasets.Dataset, got {type(data).__name__}")
+            raise ValueError(
+                f"data must be a datasets.Dataset or an Arrow file, got {type(data).__name__}"
+            )
         if text_field not in data.column_names:
             raise ValueError(f"the dataset has no column {text_field!r}: {data.column_names}")
-        self.data = data
-        self.text_field = text_field
+        self.data = data.select_columns([text_field])
+        self.path = None
+        self._length = len(data)
+
+    def _file(self) -> Any:
+        if self._reader is None:
+            import pyarrow as pa
+
+            self._reader = pa.ipc.open_file(pa.OSFile(self.path, "rb"))
+        return self._reader
+
+    def _batches(self) -> int:
+        return int(self._file().num_record_batches)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a ``DataLoader`` worker gets: the file's path, not its open reader."""
+        return {**self.__dict__, "_reader": None, "_cached": None}
 
     def __len__(self) -> int:
         """The number of texts."""
-        return len(self.data)
+        return self._length
+
+    def take(self, rows: Sequence[int]) -> list[str]:
+        """The texts of some rows (0-based, in range), in the order given.
+
+        Args:
+            rows: row numbers.
+
+        Returns:
+            Their texts.
+
+        Example:
+            >>> import datasets
+            >>> TextColumn(datasets.Dataset.from_dict({"text": ["a", "b", "c"]})).take([2, 0])
+            ['c', 'a']
+        """
+        rows = [int(r) for r in rows]
+        if not rows:
+            return []
+        if self.data is not None:
+            return list(self.data[rows][self.text_field])
+        out = []
+        for r in rows:
+            b, j = divmod(r, _ARROW_BATCH)
+            if self._cached is None or self._cached[0] != b:
+                self._cached = (b, self._file().get_batch(b).column(0))
+            out.append(self._cached[1][j].as_py())
+        return out
 
     def __getitem__(self, index: Any) -> Any:
         """Text ``index`` (a ``str``), or a list of texts for a slice."""
         if isinstance(index, slice):
-            rows = list(range(*index.indices(len(self))))
-            return list(self.data[rows][self.text_field]) if rows else []
+            return self.take(range(*index.indices(len(self))))
         n = len(self)
         i = int(index)
         if not -n <= i < n:
             raise IndexError(f"text index {i} is out of range for {n} texts")
-        return self.data[i % n][self.text_field]
+        return self.take([i % n])[0]
+
+    def batches(self) -> Iterator[list[str]]:
+        """The texts in order, a batch of rows at a time.
+
+        Returns:
+            An iterator of lists of texts.
+
+        Example:
+            >>> import datasets
+            >>> [len(b) for b in TextColumn(datasets.Dataset.from_dict({"text": ["a"] * 3})).batches()]
+            [3]
+        """
+        if self.data is not None:
+            for batch in self.data.iter(batch_size=_ARROW_BATCH):
+                yield list(batch[self.text_field])
+            return
+        for b in range(self._batches()):
+            yield self._file().get_batch(b).column(0).to_pylist()
 
     def __iter__(self) -> Iterator[str]:
         """The texts in order, read a batch of rows at a time."""
-        for batch in self.data.iter(batch_size=_ARROW_BATCH):
-            yield from batch[self.text_field]
+        for batch in self.batches():
+            yield from batch
 
     def sample(self, size: int, seed: int = 0) -> list[str]:
         """A random sample of the texts (all of them, in order, when there are at most ``size``).
@@ -180,34 +256,30 @@ class TextColumn(Sequence[str]):
             (4, True)
         """
         rows = sample_rows(len(self), size, seed)
-        if rows is None:
-            return list(self)
-        return list(self.data[rows][self.text_field])
+        return list(self) if rows is None else self.take(rows)
 
 
 class LazyNumericDataset(Dataset):
-    """A map-style dataset of texts in a ``datasets.Dataset``, encoded when they are read.
+    """A map-style dataset of texts kept in Arrow, encoded when they are read.
 
     Item ``i`` equals ``NumericDataset.from_texts([text_i], tokenizer, max_length=...)[0]``; a
     batch of indices (``__getitems__``, which the ``DataLoader`` calls) is encoded in one
-    tokenizer call. Nothing encoded is kept: memory holds the Arrow table's pages the operating
-    system maps in, not the examples.
+    tokenizer call. Nothing encoded is kept: memory holds the texts being read, not the
+    examples.
 
     Args:
-        data: a ``datasets.Dataset`` with a string column ``text_field`` (e.g. from
-            ``datasets.load_dataset("json", data_files=...)`` or :func:`table_texts`).
+        data: a :class:`TextColumn`, or a ``datasets.Dataset`` with a string column
+            ``text_field`` (e.g. from ``datasets.load_dataset("json", data_files=...)``).
         tokenizer: the numeric tokenizer.
-        text_field: the column holding the texts.
+        text_field: the dataset's column holding the texts.
         max_length: cut each example to at most this many tokens (as ``from_texts``).
         max_tokens: refuse (ValueError when read) an example longer than this (the model's
             context); None accepts any length.
         name: what the texts are called in error messages.
-        indices: the rows of ``data`` this dataset holds, in order (a 1-D integer array); None
-            holds them all.
 
     Raises:
-        ValueError: ``data`` is not a ``datasets.Dataset``, has no column ``text_field`` or no
-            rows, or ``tokenizer`` is not a ``NumericTokenizer``. Reading an item raises
+        ValueError: ``data`` is neither, has no column ``text_field`` or no rows, or
+            ``tokenizer`` is not a ``NumericTokenizer``. Reading an item raises
             ``from_texts``'s errors (a text with no tokens) naming the row.
 
     Example:
@@ -229,45 +301,77 @@ class LazyNumericDataset(Dataset):
         max_length: int | None = None,
         max_tokens: int | None = None,
         name: str = "texts",
-        indices: np.ndarray | None = None,
     ) -> None:
-        datasets = _datasets()
-        if not isinstance(data, datasets.Dataset):
-            raise ValueError(f"data must be a datasets.Dataset, got {type(data).__name__}")
         if not isinstance(tokenizer, NumericTokenizer):
             raise ValueError(
                 f"tokenizer must be a cauchylin_hf.tokenizer.NumericTokenizer, got "
                 f"{type(tokenizer).__name__}; wrap it: NumericTokenizer(tokenizer)"
             )
-        if text_field not in data.column_names:
-            raise ValueError(
-                f"{name} has no column {text_field!r} (columns: {data.column_names}); pass "
-                "text_field=... to choose another"
-            )
-        self._data = data.select_columns([text_field])
-        self.text_field = text_field
+        if not isinstance(data, TextColumn):
+            datasets = _datasets()
+            if not isinstance(data, datasets.Dataset):
+                raise ValueError(
+                    f"data must be a TextColumn or a datasets.Dataset, got {type(data).__name__}"
+                )
+            if text_field not in data.column_names:
+                raise ValueError(
+                    f"{name} has no column {text_field!r} (columns: {data.column_names}); pass "
+                    "text_field=... to choose another"
+                )
+            data = TextColumn(data, text_field)
+        self.column = data
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.max_tokens = max_tokens
         self.name = name
-        self._indices = None if indices is None else np.asarray(indices, dtype=np.int64)
+        # the rows held: every row of the column but ``_excluded`` (sorted), or ``_indices``
+        self._indices: np.ndarray | None = None
+        self._excluded: np.ndarray | None = None
         if len(self) == 0:
             raise ValueError(f"{name} is empty: the dataset needs at least one example")
 
     def __len__(self) -> int:
         """The number of examples."""
-        return len(self._data) if self._indices is None else int(self._indices.size)
+        if self._indices is not None:
+            return int(self._indices.size)
+        skipped = 0 if self._excluded is None else int(self._excluded.size)
+        return len(self.column) - skipped
 
     def _rows(self, indices: Sequence[int]) -> list[int]:
         n = len(self)
-        rows = []
-        for i in indices:
-            i = int(i)
-            if not -n <= i < n:
-                raise IndexError(f"index {i} is out of range for {n} examples")
-            i %= n
-            rows.append(i if self._indices is None else int(self._indices[i]))
-        return rows
+        pos = np.asarray([int(i) for i in indices], dtype=np.int64)
+        if pos.size and (pos.min() < -n or pos.max() >= n):
+            bad = pos[(pos < -n) | (pos >= n)][0]
+            raise IndexError(f"index {bad} is out of range for {n} examples")
+        pos %= max(n, 1)
+        if self._indices is not None:
+            return [int(r) for r in self._indices[pos]]
+        if self._excluded is None:
+            return [int(r) for r in pos]
+        # the i-th row kept is i plus the number of excluded rows e_j with e_j - j <= i
+        shift = self._excluded - np.arange(self._excluded.size)
+        return [int(r) for r in pos + np.searchsorted(shift, pos, side="right")]
+
+    def rows(self, indices: Sequence[int]) -> list[int]:
+        """The column's row numbers of some examples (what error messages name, 0-based).
+
+        Args:
+            indices: example indices.
+
+        Returns:
+            Their rows in the underlying column.
+
+        Raises:
+            IndexError: an index out of range.
+
+        Example:
+            >>> import datasets
+            >>> from cauchylin_hf.testing import tiny_tokenizer
+            >>> hf = datasets.Dataset.from_dict({"text": ["3 eggs.", "12 pens."]})
+            >>> LazyNumericDataset(hf, NumericTokenizer(tiny_tokenizer(300))).rows([-1])
+            [1]
+        """
+        return self._rows(indices)
 
     def texts(self, indices: Sequence[int]) -> list[str]:
         """The texts of some examples.
@@ -288,15 +392,12 @@ class LazyNumericDataset(Dataset):
             >>> LazyNumericDataset(hf, NumericTokenizer(tiny_tokenizer(300))).texts([1, 0])
             ['12 pens.', '3 eggs.']
         """
-        rows = self._rows(indices)
-        if not rows:
-            return []
-        return list(self._data[rows][self.text_field])
+        return self.column.take(self._rows(indices))
 
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, torch.Tensor]]:
         """Examples ``indices``, encoded in one tokenizer call (the ``DataLoader`` calls this)."""
         rows = self._rows(indices)
-        texts = list(self._data[rows][self.text_field]) if rows else []
+        texts = self.column.take(rows)
         bad = [r for r, t in zip(rows, texts, strict=True) if not isinstance(t, str)]
         if bad:
             raise ValueError(f"{self.name}, row {bad[0] + 1}: the text must be a str")
@@ -317,15 +418,6 @@ class LazyNumericDataset(Dataset):
         """The name and the number of examples."""
         return f"LazyNumericDataset({self.name!r}, examples={len(self)})"
 
-    def _hashes(self, seed: int) -> np.ndarray:
-        out = np.empty(len(self._data), dtype=np.uint64)
-        at = 0
-        for batch in self._data.iter(batch_size=_ARROW_BATCH):
-            texts = batch[self.text_field]
-            out[at : at + len(texts)] = [_text_hash(t, seed) for t in texts]
-            at += len(texts)
-        return out if self._indices is None else out[self._indices]
-
     def split_held_out(
         self, size: int, seed: int = 0
     ) -> tuple[LazyNumericDataset, LazyNumericDataset | None]:
@@ -333,9 +425,9 @@ class LazyNumericDataset(Dataset):
 
         A text is held out when its 64-bit hash (keyed by ``seed``) is below
         ``size / len(self)`` of the hash range: copies of a text share the hash, so they fall
-        on the same side, and nothing is kept per row but the row numbers. The count held out
-        is binomial around ``size`` (the standard deviation is about ``sqrt(size)``), and a
-        held-out text is kept once (its first copy).
+        on the same side. The count held out is binomial around ``size`` (its standard
+        deviation is about ``sqrt(size)``); a held-out text is kept once (its first copy).
+        Memory holds the held-out rows only, never a number per row.
 
         Args:
             size: the number of texts to hold out (about).
@@ -345,7 +437,8 @@ class LazyNumericDataset(Dataset):
             ``(the rows to train on, the held-out rows or None when none fell out)``.
 
         Raises:
-            ValueError: ``size`` negative, or every row held out.
+            ValueError: ``size`` negative, every row held out, or a dataset that is itself a
+                split.
 
         Example:
             >>> import datasets
@@ -357,28 +450,35 @@ class LazyNumericDataset(Dataset):
         """
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise ValueError(f"size must be an int >= 0, got {size!r}")
+        if self._indices is not None or self._excluded is not None:
+            raise ValueError("split_held_out splits a whole column, not a split of one")
         n = len(self)
         if size == 0:
             return self, None
-        hashes = self._hashes(seed)
-        threshold = np.uint64(min(size / n, 1.0) * float(2**64 - 1))
-        held = hashes < threshold
-        if bool(held.all()):
+        threshold = int(min(size / n, 1.0) * float(2**64 - 1))
+        held_rows: list[int] = []
+        first: dict[int, int] = {}  # hash -> the first row with it, among the held out
+        at = 0
+        for batch in self.column.batches():
+            for j, text in enumerate(batch):
+                h = _text_hash(text, seed)
+                if h < threshold:
+                    held_rows.append(at + j)
+                    first.setdefault(h, at + j)
+            at += len(batch)
+        if len(held_rows) >= n:
             raise ValueError(f"calibration holds out all {n} texts: nothing left to train on")
-        positions = np.arange(n, dtype=np.int64)
-        rows = positions if self._indices is None else self._indices
-        # one copy of each held-out text: the first row of each hash
-        _, first = np.unique(hashes[held], return_index=True)
-        held_rows = np.sort(rows[held][first])
-        train = self._with_indices(rows[~held])
-        if held_rows.size == 0:
+        train = self._view(excluded=np.asarray(held_rows, dtype=np.int64))
+        if not held_rows:
             return train, None
-        return train, self._with_indices(held_rows)
+        return train, self._view(indices=np.sort(np.fromiter(first.values(), dtype=np.int64)))
 
-    def _with_indices(self, rows: np.ndarray) -> LazyNumericDataset:
+    def _view(
+        self, *, indices: np.ndarray | None = None, excluded: np.ndarray | None = None
+    ) -> LazyNumericDataset:
         out = LazyNumericDataset.__new__(LazyNumericDataset)
         out.__dict__.update(self.__dict__)
-        out._indices = rows
+        out._indices, out._excluded = indices, excluded
         return out
 
 
@@ -591,8 +691,8 @@ def table_texts(
     """The rows of a CSV table as texts, in a memory-mapped ``datasets.Dataset``, in one pass.
 
     The file is read row by row (never whole), each row written with ``render`` and appended
-    to an Arrow file in a temporary folder (removed when the process exits); memory holds one
-    batch of rows at a time. Cells are stripped of surrounding spaces and blank lines skipped,
+    to an Arrow IPC file in a temporary folder (removed when the process exits); memory holds
+    one batch of rows at a time. Cells are stripped of surrounding spaces and blank lines skipped,
     as :func:`cauchylin_hf.app.tables.read_table` does.
 
     Args:
@@ -603,8 +703,8 @@ def table_texts(
         on_header: called with the header's column names before the first row.
 
     Returns:
-        A :class:`TextColumn` of the texts (a ``datasets.Dataset`` with one column ``"text"``
-        underneath), one per data row.
+        A :class:`TextColumn` of the texts (an Arrow file read a batch at a time), one per data
+        row.
 
     Raises:
         FileNotFoundError: the file does not exist.
@@ -622,7 +722,6 @@ def table_texts(
     """
     import pyarrow as pa
 
-    datasets = _datasets()
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"table file not found: {str(p)!r}")
@@ -632,7 +731,7 @@ def table_texts(
     count = 0
     batch: list[str] = []
     with _open_text(p) as f, pa.OSFile(str(out), "wb") as sink:
-        writer = pa.ipc.new_stream(sink, schema)
+        writer = pa.ipc.new_file(sink, schema)
         reader = csv.reader(f, delimiter=delimiter)
         first = 1
         for record in reader:
@@ -662,7 +761,7 @@ def table_texts(
         raise ValueError(f"{p} is empty: a header row and at least one data row are needed")
     if count == 0:
         raise ValueError(f"{p} has a header but no data row")
-    return TextColumn(datasets.Dataset.from_file(str(out)))
+    return TextColumn(out)
 
 
 def _check_header(cells: list[str], p: Path) -> list[str]:
@@ -726,9 +825,8 @@ def as_numeric_dataset(
         datasets = None
     if isinstance(data, TextColumn):
         return LazyNumericDataset(
-            data.data,
+            data,
             tokenizer,
-            text_field=data.text_field,
             max_length=max_length,
             max_tokens=max_tokens,
             name=name,

@@ -266,3 +266,38 @@ def test_streamed_table_writes_odd_column_names_as_the_template_does(tmp_path):
     path.write_text("x,y\n1,2\n,3\n")
     with pytest.raises(ValueError, match=r"data row 2: column 'x' is empty"):
         stream_table_texts(path, TableTemplate.default)
+
+
+def test_lazy_views_map_indices_to_the_rows_they_hold(ntok):
+    texts = _texts(500, seed=7)
+    lazy = LazyNumericDataset(datasets.Dataset.from_dict({"text": texts}), ntok)
+    train, held = lazy.split_held_out(60, seed=3)
+    held_rows = set(held.rows(range(len(held))))
+    kept = [r for r in range(len(texts)) if r not in held_rows]  # no copies in these texts
+    assert train.rows(range(len(train))) == kept
+    assert train.texts([0, -1]) == [texts[kept[0]], texts[kept[-1]]]
+    for i in (0, 17, len(kept) - 1):
+        _same(train[i], NumericDataset.from_texts([texts[kept[i]]], ntok)[0])
+
+
+def test_text_column_from_an_arrow_file_reads_in_workers(tmp_path, ntok):
+    path = tmp_path / "t.csv"
+    rows = 20_000  # more than one Arrow batch
+    path.write_text("x,y\n" + "".join(f"{i},{i % 97}.5\n" for i in range(rows)))
+    column, _ = stream_table_texts(path, TableTemplate.default)
+    assert column.path is not None and len(column) == rows
+    for i in (0, 8191, 8192, rows - 1):  # across the batch boundary
+        assert column[i] == f"x {i} -> y {i % 97}.5."
+    assert column.take([19_999, 3, 8192]) == [column[-1], column[3], column[8192]]
+    lazy = as_numeric_dataset(column, ntok)
+    loader = torch.utils.data.DataLoader(lazy, batch_size=500, num_workers=2, collate_fn=_plain)
+    got = [ex for batch in loader for ex in batch]
+    assert len(got) == rows
+    for i in (0, 8191, 8192, rows - 1):
+        want = NumericDataset.from_texts([column[i]], ntok)[0]
+        assert got[i] == (want["input_ids"].tolist(), want["numeric_values"].tolist())
+
+
+def _plain(batch: list[dict[str, torch.Tensor]]) -> list[tuple[list, list]]:
+    """Examples as lists (a worker passing thousands of tensors runs out of file handles)."""
+    return [(ex["input_ids"].tolist(), ex["numeric_values"].tolist()) for ex in batch]
