@@ -54,6 +54,7 @@ __all__ = [
     "LazyNumericDataset",
     "TextColumn",
     "as_numeric_dataset",
+    "load_text_column",
     "sample_rows",
     "table_texts",
     "text_sample",
@@ -772,6 +773,46 @@ def _check_header(cells: list[str], p: Path) -> list[str]:
     if repeated:
         raise ValueError(f"{p}: the header repeats the column names {repeated}")
     return cells
+
+
+def load_text_column(path: str | os.PathLike[str], text_field: str = "text") -> TextColumn:
+    """The texts of a dataset saved with ``datasets.Dataset.save_to_disk``, memory-mapped.
+
+    Args:
+        path: the folder.
+        text_field: the column holding the texts.
+
+    Returns:
+        A :class:`TextColumn` over it.
+
+    Raises:
+        ValueError: the folder holds no saved ``datasets.Dataset`` (a ``DatasetDict`` names
+            its splits: save one split), or it has no column ``text_field``.
+
+    Example:
+        >>> import datasets, tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> datasets.Dataset.from_dict({"text": ["3 eggs.", "12 pens."]}).save_to_disk(folder)
+        >>> list(load_text_column(folder))
+        ['3 eggs.', '12 pens.']
+    """
+    datasets = _datasets()
+    try:
+        data = datasets.load_from_disk(os.fspath(path))
+    except FileNotFoundError as exc:
+        raise ValueError(
+            f"{os.fspath(path)!r} is a folder but not a saved datasets.Dataset ({exc})"
+        ) from None
+    if not isinstance(data, datasets.Dataset):
+        raise ValueError(
+            f"{os.fspath(path)!r} holds a {type(data).__name__} (splits {list(data)}): pass the "
+            "folder of one split (save it with dataset_dict[split].save_to_disk(folder))"
+        )
+    if text_field not in data.column_names:
+        raise ValueError(
+            f"{os.fspath(path)!r} has no column {text_field!r} (columns: {data.column_names})"
+        )
+    return TextColumn(data, text_field)
 
 
 def as_numeric_dataset(

@@ -301,3 +301,26 @@ def test_text_column_from_an_arrow_file_reads_in_workers(tmp_path, ntok):
 def _plain(batch: list[dict[str, torch.Tensor]]) -> list[tuple[list, list]]:
     """Examples as lists (a worker passing thousands of tensors runs out of file handles)."""
     return [(ex["input_ids"].tolist(), ex["numeric_values"].tolist()) for ex in batch]
+
+
+def test_cli_trains_on_a_saved_datasets_folder(tmp_path, capsys):
+    from cauchylin_hf.app import cli
+
+    folder = tmp_path / "ds"
+    datasets.Dataset.from_dict({"text": _texts(120, seed=8)}).save_to_disk(folder)
+    out = tmp_path / "model"
+    args = ["train", "--from-config", "qwen2-tiny", "--data", str(folder), "--output-dir"]
+    args += [str(out), "--max-steps", "2", "--batch-size", "8", "--threads", "1"]
+    threads = torch.get_num_threads()
+    try:
+        assert cli.main([*args, "--no-progress"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    printed = capsys.readouterr().out
+    assert f"on 96 texts of {folder}" in printed
+    assert "held-out rows never trained on" in printed
+    assert (out / "config.json").is_file() and (out / "data_format.json").is_file()
+    with pytest.raises(ValueError, match=r"not a saved datasets\.Dataset"):
+        from cauchylin_hf.streaming import load_text_column
+
+        load_text_column(tmp_path)

@@ -267,8 +267,11 @@ def _read_data(
     For texts of a table (training, evaluation), every target cell must be a number.
     """
     from ..data import read_texts
+    from ..streaming import load_text_column
     from .tables import is_table_file, read_table
 
+    if Path(path).is_dir() and not prompts:  # a datasets folder (save_to_disk): read as it trains
+        return _Data(load_text_column(path), None, None, path)
     p = _data_path(path)
     if is_table_file(p) and not prompts:  # texts to train or evaluate on: streamed, not held
         return _stream_table(args, p, saved, path)
@@ -731,8 +734,11 @@ def _describe(data: _Data, field: str | None, targets: list[float]) -> None:
     """Before training: which number is the target, and how the first row reads as text."""
     from cauchylin.metrics import quantiles
 
+    from ..streaming import STATS_ROWS
+
     median = f"median {quantiles(_tensor(targets), (0.5,))[0]:.6g} over " if targets else "none in "
-    print(f"target: {_target_name(data, field)} ({median}{len(data.texts)} texts)")
+    of = f"a sample of {len(targets)} of " if len(data.texts) > STATS_ROWS else ""
+    print(f"target: {_target_name(data, field)} ({median}{of}{len(data.texts)} texts)")
     first = "row 1 as text" if data.template is not None else "text 1"
     print(f"{first}: {_shorten(data.texts[0])}", flush=True)
 
