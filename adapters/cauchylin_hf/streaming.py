@@ -102,7 +102,8 @@ def _check_length(
         if n > max_tokens:
             raise ValueError(
                 f"{where(j)} is {n} tokens long, longer than the model's context of "
-                f"{max_tokens} positions; pass max_length={max_tokens} to cut it"
+                f"{max_tokens} positions (max_position_embeddings): cut it (max_length="
+                f"{max_tokens}, --max-length {max_tokens}) or shorten it"
             )
 
 
@@ -117,7 +118,8 @@ class TextColumn(Sequence[str]):
     """Texts kept in Arrow, as a sequence of ``str``: a ``datasets.Dataset`` column or a file.
 
     Two stores: a ``datasets.Dataset`` column (memory-mapped by ``datasets``), or an Arrow IPC
-    file of one string column ``"text"`` written in batches of 8192 rows (what
+    file of a string column ``"text"`` and an integer column ``"line"`` (each row's line in the
+    file it was read from) written in batches of 8192 rows (what
     :func:`table_texts` writes), which is read a record batch at a time with plain reads, not
     mapped: a pass over ten million rows then holds one batch, where a mapped file would count
     every page it touched in the process's resident memory. Indexing and slicing read only the
@@ -204,6 +206,25 @@ class TextColumn(Sequence[str]):
             out.append(self._cached[1][j].as_py())
         return out
 
+    def line(self, row: int) -> int | None:
+        """The file's line a row was read from (None for a ``datasets`` column).
+
+        Args:
+            row: the row (0-based).
+
+        Returns:
+            The line number (1-based), as :func:`table_texts` recorded it.
+
+        Example:
+            >>> import datasets
+            >>> TextColumn(datasets.Dataset.from_dict({"text": ["a"]})).line(0) is None
+            True
+        """
+        if self.data is not None:
+            return None
+        b, j = divmod(int(row), _ARROW_BATCH)
+        return int(self._file().get_batch(b).column(1)[j].as_py())
+
     def __getitem__(self, index: Any) -> Any:
         """Text ``index`` (a ``str``), or a list of texts for a slice."""
         if isinstance(index, slice):
@@ -277,6 +298,7 @@ class LazyNumericDataset(Dataset):
         max_tokens: refuse (ValueError when read) an example longer than this (the model's
             context); None accepts any length.
         name: what the texts are called in error messages.
+        where: where a row (0-based) is, for error messages (default ``"<name>, row <n>"``).
 
     Raises:
         ValueError: ``data`` is neither, has no column ``text_field`` or no rows, or
@@ -302,6 +324,7 @@ class LazyNumericDataset(Dataset):
         max_length: int | None = None,
         max_tokens: int | None = None,
         name: str = "texts",
+        where: Callable[[int], str] | None = None,
     ) -> None:
         if not isinstance(tokenizer, NumericTokenizer):
             raise ValueError(
@@ -325,6 +348,7 @@ class LazyNumericDataset(Dataset):
         self.max_length = max_length
         self.max_tokens = max_tokens
         self.name = name
+        self._where = where
         # the rows held: every row of the column but ``_excluded`` (sorted), or ``_indices``
         self._indices: np.ndarray | None = None
         self._excluded: np.ndarray | None = None
@@ -401,15 +425,33 @@ class LazyNumericDataset(Dataset):
         texts = self.column.take(rows)
         bad = [r for r, t in zip(rows, texts, strict=True) if not isinstance(t, str)]
         if bad:
-            raise ValueError(f"{self.name}, row {bad[0] + 1}: the text must be a str")
+            raise ValueError(f"{self.where(bad[0])}: the text must be a str")
         try:
             examples = _encode(texts, self.tokenizer, self.max_length, self.name)
         except ValueError:
             for r, t in zip(rows, texts, strict=True):  # find the row and name it
-                _encode([t], self.tokenizer, self.max_length, f"{self.name}, row {r + 1}: text")
+                _encode([t], self.tokenizer, self.max_length, f"{self.where(r)}: text")
             raise
-        _check_length(examples, self.max_tokens, lambda j: f"{self.name}, row {rows[j] + 1}")
+        _check_length(examples, self.max_tokens, lambda j: self.where(rows[j]))
         return examples
+
+    def where(self, row: int) -> str:
+        """Where a row (0-based) is, for error messages.
+
+        Args:
+            row: the row of the underlying column.
+
+        Returns:
+            What ``where`` gave the constructor says, else ``"<name>, row <row + 1>"``.
+
+        Example:
+            >>> import datasets
+            >>> from cauchylin_hf.testing import tiny_tokenizer
+            >>> hf = datasets.Dataset.from_dict({"text": ["3 eggs."]})
+            >>> LazyNumericDataset(hf, NumericTokenizer(tiny_tokenizer(300)), name="t").where(0)
+            't, row 1'
+        """
+        return self._where(row) if self._where is not None else f"{self.name}, row {row + 1}"
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         """Example ``index``: a dict of 1-D tensors, as :class:`NumericDataset` gives it."""
@@ -727,10 +769,11 @@ def table_texts(
     if not p.is_file():
         raise FileNotFoundError(f"table file not found: {str(p)!r}")
     out = Path(tempfile.mkstemp(suffix=".arrow", dir=_scratch_dir())[1])
-    schema = pa.schema([("text", pa.string())])
+    schema = pa.schema([("text", pa.string()), ("line", pa.int64())])
     header: list[str] | None = None
     count = 0
     batch: list[str] = []
+    lines: list[int] = []
     with _open_text(p) as f, pa.OSFile(str(out), "wb") as sink:
         writer = pa.ipc.new_file(sink, schema)
         reader = csv.reader(f, delimiter=delimiter)
@@ -751,12 +794,13 @@ def table_texts(
                     f"{len(header)} columns"
                 )
             batch.append(render(dict(zip(header, cells, strict=True)), start))
+            lines.append(start)
             count += 1
             if len(batch) == _ARROW_BATCH:
-                writer.write_batch(pa.record_batch([pa.array(batch, pa.string())], schema))
-                batch = []
+                writer.write_batch(pa.record_batch([batch, lines], schema=schema))
+                batch, lines = [], []
         if batch:
-            writer.write_batch(pa.record_batch([pa.array(batch, pa.string())], schema))
+            writer.write_batch(pa.record_batch([batch, lines], schema=schema))
         writer.close()
     if header is None:
         raise ValueError(f"{p} is empty: a header row and at least one data row are needed")
@@ -823,6 +867,7 @@ def as_numeric_dataset(
     max_length: int | None = None,
     max_tokens: int | None = None,
     text_field: str = "text",
+    where: Callable[[int], str] | None = None,
 ) -> Dataset:
     """A dataset for training from any data argument.
 
@@ -843,6 +888,7 @@ def as_numeric_dataset(
         max_tokens: a :class:`LazyNumericDataset` refuses (when read) an example longer than
             this (the model's context); None accepts any length.
         text_field: the text column of a ``datasets`` dataset (or JSON field of a file).
+        where: where a row is, for a :class:`LazyNumericDataset`'s error messages.
 
     Returns:
         A torch ``Dataset`` (map-style or iterable) of examples.
@@ -871,6 +917,7 @@ def as_numeric_dataset(
             max_length=max_length,
             max_tokens=max_tokens,
             name=name,
+            where=where,
         )
     if datasets is not None and isinstance(data, datasets.Dataset):
         if "input_ids" in data.column_names and text_field not in data.column_names:
@@ -884,6 +931,7 @@ def as_numeric_dataset(
             max_length=max_length,
             max_tokens=max_tokens,
             name=name,
+            where=where,
         )
     if datasets is not None and isinstance(data, datasets.IterableDataset):
         return IterableNumericDataset(

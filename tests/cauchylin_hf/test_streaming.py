@@ -108,9 +108,11 @@ def test_streamed_table_gives_the_texts_and_decimals_of_read_table(tmp_path):
     body = "\n".join(rows[:10]) + "\n\n" + "\n".join(f" {r} " for r in rows[10:]) + "\n"
     path = tmp_path / "t.csv"
     path.write_bytes(("area,price,age\n" + body).encode("utf-8-sig"))
-    column, _ = stream_table_texts(path, lambda cols: TableTemplate.default(cols, "price"))
+    streamed, _ = stream_table_texts(path, lambda cols: TableTemplate.default(cols, "price"))
+    column = streamed.texts
     table = read_table(path)
     want = TableTemplate.default(table.columns, "price").texts(table)
+    assert [streamed.where(i) for i in range(40)] == [table.where(i) for i in range(40)]
     assert list(column) == want and len(column) == 40
     assert column[3] == want[3] and column[5:9] == want[5:9]
     assert NumberPrecision.from_texts(column) == NumberPrecision.from_texts(want)
@@ -259,7 +261,7 @@ def test_streamed_table_writes_odd_column_names_as_the_template_does(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("price.usd,1990,s 1,a[0],y\n2.5,7,3,4,10.25\n1,2,3,4,5\n")
     template = "p {price.usd} y {1990} s {s 1} a {a[0]} {{braces}} -> {target}."
-    column, _ = stream_table_texts(path, lambda cols: TableTemplate(template, "y"))
+    column = stream_table_texts(path, lambda cols: TableTemplate(template, "y"))[0].texts
     table = read_table(path)
     assert list(column) == TableTemplate(template, "y").texts(table)
     assert column[0] == "p 2.5 y 7 s 3 a 4 {braces} -> 10.25."
@@ -284,7 +286,7 @@ def test_text_column_from_an_arrow_file_reads_in_workers(tmp_path, ntok):
     path = tmp_path / "t.csv"
     rows = 20_000  # more than one Arrow batch
     path.write_text("x,y\n" + "".join(f"{i},{i % 97}.5\n" for i in range(rows)))
-    column, _ = stream_table_texts(path, TableTemplate.default)
+    column = stream_table_texts(path, TableTemplate.default)[0].texts
     assert column.path is not None and len(column) == rows
     for i in (0, 8191, 8192, rows - 1):  # across the batch boundary
         assert column[i] == f"x {i} -> y {i % 97}.5."
@@ -324,3 +326,28 @@ def test_cli_trains_on_a_saved_datasets_folder(tmp_path, capsys):
         from cauchylin_hf.streaming import load_text_column
 
         load_text_column(tmp_path)
+
+
+def test_cli_streams_a_large_table_and_names_a_row_too_long(tmp_path, capsys, monkeypatch):
+    from cauchylin_hf import streaming
+    from cauchylin_hf.app import cli
+    from cauchylin_hf.testing import save_tiny_base
+
+    monkeypatch.setattr(streaming, "STATS_ROWS", 8)  # above it, the table is encoded as read
+    base = save_tiny_base(tmp_path / "gpt2", "gpt2", spare_rows=2, max_position_embeddings=32)
+    data = tmp_path / "long.csv"
+    rows = "".join(f"note {i},{i}\n" for i in range(40))
+    data.write_text("note,y\n" + rows + "\n" + "a rather long note " * 8 + ",2\n")
+    capsys.readouterr()
+    args = ["train", str(base), "--data", str(data), "--output-dir", str(tmp_path / "out")]
+    args += ["--epochs", "1", "--batch-size", "41", "--threads", "1", "--no-progress"]
+    threads = torch.get_num_threads()
+    try:
+        assert cli.main(args) == 2
+    finally:
+        torch.set_num_threads(threads)
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"{data}, data row 41 (line 43) is" in err
+    assert "of 41 texts are" not in err  # found when read, not by encoding every row first
+    assert "longer than the model's context of 32 positions" in err and "--max-length 32" in err
+    assert not (tmp_path / "out").exists()

@@ -299,14 +299,14 @@ def _stream_table(args: argparse.Namespace, p: Path, saved: dict[str, Any], path
     from .tables import Table
 
     try:
-        texts, tt = stream_table_texts(
+        table, tt = stream_table_texts(
             p, lambda cols: _table_template(args, Table(cols, [], p), saved)
         )
     except ValueError as exc:
         if not str(exc).startswith("target column") or getattr(args, "target", None):
             raise
         raise CliError(f"{exc}; pick the target with --target COLUMN") from None
-    return _Data(texts, tt, None, path)
+    return _Data(table.texts, tt, table, path)
 
 
 def _note_float32_misses(args: argparse.Namespace, texts: list[str], path: str) -> None:
@@ -345,12 +345,18 @@ def _encode(model: Any, ntok: Any, data: _Data, max_length: int | None) -> Any:
     """The dataset of ``data``'s texts, refused when a text is longer than the model's context
     (a learned-position base such as GPT-2 would fail with an ``IndexError``)."""
     from ..data import NumericDataset
-    from ..streaming import TextColumn, as_numeric_dataset
+    from ..streaming import STATS_ROWS, TextColumn, as_numeric_dataset
 
     context = _context_length(model)
-    if isinstance(data.texts, TextColumn):  # encoded as training reads it; too long: refused then
+    if isinstance(data.texts, TextColumn) and len(data.texts) > STATS_ROWS:
+        # encoded as training reads it: a text too long is refused when it is read
         return as_numeric_dataset(
-            data.texts, ntok, name=data.path, max_length=max_length, max_tokens=context
+            data.texts,
+            ntok,
+            name=data.path,
+            max_length=max_length,
+            max_tokens=context,
+            where=data.where,
         )
     dataset = NumericDataset.from_texts(data.texts, ntok, max_length=max_length, name=data.path)
     if context is None:
@@ -739,7 +745,7 @@ def _describe(data: _Data, field: str | None, targets: list[float]) -> None:
     median = f"median {quantiles(_tensor(targets), (0.5,))[0]:.6g} over " if targets else "none in "
     of = f"a sample of {len(targets)} of " if len(data.texts) > STATS_ROWS else ""
     print(f"target: {_target_name(data, field)} ({median}{of}{len(data.texts)} texts)")
-    first = "row 1 as text" if data.template is not None else "text 1"
+    first = "row 1 as text" if data.table is not None else "text 1"
     print(f"{first}: {_shorten(data.texts[0])}", flush=True)
 
 

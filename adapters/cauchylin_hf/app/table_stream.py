@@ -15,21 +15,59 @@ import csv
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..streaming import TextColumn, table_texts
 from .tables import TARGET, TableTemplate, not_a_number
 
-__all__ = ["stream_table_texts"]
+__all__ = ["StreamedTable", "stream_table_texts"]
 
 _DELIMITERS = {".tsv": "\t"}
 _CACHED_CELLS = 1 << 16  # distinct target cells remembered at a time
 
 
+class StreamedTable(NamedTuple):
+    """A table read by :func:`stream_table_texts`: its columns and where each row came from.
+
+    Attributes:
+        columns: the header's column names.
+        texts: the rows' texts.
+        path: the file.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> f = Path(tempfile.mkdtemp()) / "t.csv"
+        >>> _ = f.write_text("x,y\n\n1,2\n")
+        >>> table, _ = stream_table_texts(f, TableTemplate.default)
+        >>> table.columns, table.where(0).endswith("t.csv, data row 1 (line 3)")
+        (['x', 'y'], True)
+    """
+
+    columns: list[str]
+    texts: TextColumn
+    path: Path
+
+    def where(self, i: int) -> str:
+        """Where data row ``i`` (0-based) is, as :meth:`cauchylin_hf.app.tables.Table.where` says.
+
+        Args:
+            i: the row.
+
+        Returns:
+            ``"<path>, data row <i + 1> (line <n>)"``.
+        """
+        return f"{self.path}, data row {i + 1} (line {self.texts.line(i)})"
+
+    def __len__(self) -> int:
+        """The number of data rows."""
+        return len(self.texts)
+
+
 def stream_table_texts(
     path: str | os.PathLike[str],
     template_for: Callable[[list[str]], TableTemplate],
-) -> tuple[TextColumn, TableTemplate]:
+) -> tuple[StreamedTable, TableTemplate]:
     """The texts of a table's rows, written by its template, checked and stored in one pass.
 
     Args:
@@ -37,7 +75,7 @@ def stream_table_texts(
         template_for: the template for the header's columns (e.g. ``TableTemplate.default``).
 
     Returns:
-        ``(the texts, one per data row, the template)``.
+        ``(the table, whose texts are one per data row, the template)``.
 
     Raises:
         FileNotFoundError: the file does not exist.
@@ -51,8 +89,8 @@ def stream_table_texts(
         >>> from pathlib import Path
         >>> f = Path(tempfile.mkdtemp()) / "t.csv"
         >>> _ = f.write_text("x,y\\n1,2.50\\n3,6\\n")
-        >>> texts, tt = stream_table_texts(f, TableTemplate.default)
-        >>> list(texts), tt.target
+        >>> table, tt = stream_table_texts(f, TableTemplate.default)
+        >>> list(table.texts), tt.target
         (['x 1 -> y 2.50.', 'x 3 -> y 6.'], 'y')
     """
     p = Path(path)
@@ -65,6 +103,7 @@ def stream_table_texts(
         tt = template_for(columns)
         tt.check(columns)
         state["template"] = tt
+        state["columns"] = list(columns)
         state["needed"] = list(dict.fromkeys(tt.placeholders()))
         # str.format_map reads "a.b", "a[0]" and "7" as attribute, item and position
         state["fast"] = not any(set(n) & set(".[]") or n.isdigit() for n in state["needed"])
@@ -108,4 +147,4 @@ def stream_table_texts(
             f"{i} (line {line}) does not: {reason}; {state['bad']} of {state['rows']} rows are "
             "not numbers"
         )
-    return column, tt
+    return StreamedTable(state["columns"], column, p), tt
