@@ -45,7 +45,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from .data import NumericDataset, read_texts
+from .data import NumericDataset, read_text_file, read_texts
 from .tokenizer import NumericTokenizer
 
 __all__ = [
@@ -777,8 +777,9 @@ def table_texts(
     with _open_text(p) as f, pa.OSFile(str(out), "wb") as sink:
         writer = pa.ipc.new_file(sink, schema)
         reader = csv.reader(f, delimiter=delimiter)
-        first = 1
-        for record in reader:
+        first = 1  # the line a record starts on (a quoted cell may span lines)
+        # the lambda reads "first" as it is when a record fails (late binding on purpose)
+        for record in _records(reader, p, lambda: first):  # noqa: B023
             start, first = first, reader.line_num + 1
             if not any(cell.strip() for cell in record):
                 continue
@@ -807,6 +808,24 @@ def table_texts(
     if count == 0:
         raise ValueError(f"{p} has a header but no data row")
     return TextColumn(out)
+
+
+def _records(reader: Any, p: Path, line: Callable[[], int]) -> Iterator[list[str]]:
+    """The CSV reader's records; bytes that are not text and overlong cells named."""
+    while True:
+        try:
+            record = next(reader)
+        except StopIteration:
+            return
+        except UnicodeDecodeError:
+            read_text_file(p)  # raises, naming the line, the encoding and the conversion
+            raise
+        except csv.Error as exc:
+            raise ValueError(
+                f"{p}, line {line()}: {exc} ({csv.field_size_limit()} characters); a cell that "
+                'long is usually an unclosed quote (") that swallows the lines after it'
+            ) from None
+        yield record
 
 
 def _check_header(cells: list[str], p: Path) -> list[str]:

@@ -11,7 +11,6 @@ training encodes as it reads (:class:`~cauchylin_hf.streaming.LazyNumericDataset
 
 from __future__ import annotations
 
-import csv
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -132,13 +131,7 @@ def stream_table_texts(
             raise ValueError(f"{p}, data row {state['rows']}: {exc}") from None
 
     delimiter = _DELIMITERS.get(p.suffix.lower(), ",")
-    try:
-        column = table_texts(p, render, delimiter=delimiter, on_header=on_header)
-    except csv.Error as exc:
-        raise ValueError(
-            f"{p}: {exc} ({csv.field_size_limit()} characters); a cell that long is usually "
-            'an unclosed quote (") that swallows the lines after it'
-        ) from None
+    column = table_texts(p, render, delimiter=delimiter, on_header=on_header)
     tt = state["template"]
     if state["bad"]:
         i, line, reason = state["first"]
