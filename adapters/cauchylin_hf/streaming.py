@@ -39,7 +39,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -942,7 +942,7 @@ def as_numeric_dataset(
         if "input_ids" in data.column_names and text_field not in data.column_names:
             if len(data) == 0:
                 raise ValueError(f"{name} is empty: the dataset needs at least one example")
-            return data.with_format("torch")  # type: ignore[no-any-return]
+            return cast(Dataset, data.with_format("torch"))
         return LazyNumericDataset(
             data,
             tokenizer,

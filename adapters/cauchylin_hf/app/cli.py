@@ -219,7 +219,7 @@ def _saved_median(folder: str | os.PathLike[str]) -> float | None:
 class _Data(NamedTuple):
     """Texts read from a data file (or a table's prompts), with the table and its template."""
 
-    texts: list[str]
+    texts: Sequence[str]  # a list, or a TextColumn (Arrow on disk) for a table or a dataset
     template: Any  # TableTemplate | None
     table: Any  # Table | None
     path: str
