@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--encode-rows", type=int, default=20_000, help="rows of the rate test")
+    parser.add_argument(
+        "--no-encoding", action="store_true", help="skip the encoding rates (an older version)"
+    )
     parser.add_argument("--json", help="write the numbers here")
     parser.add_argument("--plot", help="write the figure here (PNG)")
     ns = parser.parse_args(argv)
@@ -152,15 +155,16 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         encode_rows = min(ns.encode_rows, ns.rows[-1])
-        rates = encoding_rates(table, encode_rows, ns.batch_size)
+        rates = {} if ns.no_encoding else encoding_rates(table, encode_rows, ns.batch_size)
     steps = [r["step_s"] for r in results if r["step_s"]]
     consume = ns.batch_size / min(steps) if steps else float("nan")
-    print(
-        f"encoding ({encode_rows} rows, batches of {ns.batch_size}): lazy "
-        f"{rates['lazy_rows_per_s']:.0f} rows/s per worker, in memory "
-        f"{rates['eager_rows_per_s']:.0f} rows/s; the training step consumes {consume:.0f} "
-        f"rows/s (batch {ns.batch_size})"
-    )
+    print(f"the training step consumes {consume:.0f} rows/s (batch {ns.batch_size})")
+    if rates:
+        print(
+            f"encoding ({encode_rows} rows, batches of {ns.batch_size}): lazy "
+            f"{rates['lazy_rows_per_s']:.0f} rows/s per worker, in memory "
+            f"{rates['eager_rows_per_s']:.0f} rows/s"
+        )
     data = {
         "machine": machine_info(),
         "command": f"train --from-config qwen2-tiny --max-steps {ns.steps} --threads {ns.threads}",
