@@ -106,8 +106,7 @@ def encoding_rates(table: Path, rows: int, batch: int) -> dict:
     from cauchylin_hf.streaming import LazyNumericDataset
     from cauchylin_hf.tokenizer import NumericTokenizer
 
-    column, _ = stream_table_texts(table, TableTemplate.default)
-    texts = column[:rows]
+    texts = stream_table_texts(table, TableTemplate.default)[0].texts[:rows]
     ntok = NumericTokenizer(train_corpus_tokenizer(texts[:2000], vocab_size=1024))
     lazy = LazyNumericDataset(datasets.Dataset.from_dict({"text": texts}), ntok)
     start = time.perf_counter()
