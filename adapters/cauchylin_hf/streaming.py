@@ -14,7 +14,7 @@ ids and values are the same):
   ``dataloader_num_workers=k`` the encoding runs in ``k`` worker processes ahead of the step.
 * :class:`IterableNumericDataset`: an ``IterableDataset`` over a ``datasets.IterableDataset`` (a
   streaming one included) or any re-iterable source of texts, encoded in chunks; each
-  ``torchrun`` process reads only its share, and so does each ``DataLoader`` worker.
+  ``DataLoader`` worker reads only its share.
 * :func:`table_texts` writes a CSV table's rows as texts into an Arrow file in one streaming pass
   and returns them as a :class:`TextColumn`.
 * :func:`as_numeric_dataset` turns any data argument (texts, a file, a ``datasets`` dataset, an
@@ -528,12 +528,15 @@ class LazyNumericDataset(Dataset):
 class IterableNumericDataset(IterableDataset):
     """An ``IterableDataset`` of texts encoded in chunks as they stream in.
 
-    Each ``DataLoader`` worker and each ``torch.distributed`` process takes every ``n``-th text
-    (``n`` = processes x workers), so no text is encoded twice and each process encodes only
-    its own share; a ``datasets.IterableDataset`` is split with
-    ``datasets.distributed.split_dataset_by_node`` (whole files per process when the files
-    divide evenly). The examples equal :meth:`NumericDataset.from_texts
-    <cauchylin_hf.data.NumericDataset.from_texts>`'s, in the stream's order.
+    Each ``DataLoader`` worker takes every ``k``-th text of ``k`` workers (a
+    ``datasets.IterableDataset`` gives each worker whole shards itself), so no text is encoded
+    twice. Under ``torchrun`` the ``Trainer`` (through accelerate) reads an iterable dataset in
+    the main process and sends every process its batches, so by default the stream is not split
+    by process; ``split_by_process=True`` makes each ``torch.distributed`` process read only its
+    share (every ``n``-th text, or ``datasets.distributed.split_dataset_by_node``), for a
+    training loop of your own that does not shard. The examples equal
+    :meth:`NumericDataset.from_texts <cauchylin_hf.data.NumericDataset.from_texts>`'s, in the
+    stream's order.
 
     Args:
         source: a ``datasets.IterableDataset`` (or ``datasets.Dataset``) with a string column
@@ -544,6 +547,7 @@ class IterableNumericDataset(IterableDataset):
         max_length: cut each example to at most this many tokens.
         chunk_size: texts encoded per tokenizer call.
         name: what the texts are called in error messages.
+        split_by_process: each ``torch.distributed`` process reads only its share.
 
     Raises:
         ValueError: an unsupported ``source`` or a tokenizer that is not a ``NumericTokenizer``;
@@ -566,6 +570,7 @@ class IterableNumericDataset(IterableDataset):
         max_length: int | None = None,
         chunk_size: int = 256,
         name: str = "texts",
+        split_by_process: bool = False,
     ) -> None:
         datasets = _datasets()
         if not isinstance(tokenizer, NumericTokenizer):
@@ -594,11 +599,13 @@ class IterableNumericDataset(IterableDataset):
         self.max_length = max_length
         self.chunk_size = chunk_size
         self.name = name
+        self.split_by_process = split_by_process
 
     def _shard(self) -> tuple[int, int, int, int]:
         """``(rank, processes, worker, workers)`` of this reader."""
         rank, world = 0, 1
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if self.split_by_process and distributed:
             rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
         info = get_worker_info()
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
@@ -621,7 +628,9 @@ class IterableNumericDataset(IterableDataset):
 
             # by process here; a datasets.IterableDataset splits its shards among the
             # DataLoader's workers itself
-            stream = split_dataset_by_node(self.source, rank=rank, world_size=world)
+            stream = self.source
+            if world > 1:
+                stream = split_dataset_by_node(stream, rank=rank, world_size=world)
             for row, record in enumerate(stream):
                 yield row, record[self.text_field]
             return
