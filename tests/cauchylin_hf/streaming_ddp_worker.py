@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     rank = int(os.environ.get("RANK", "0"))
     (Path(ns.out) / f"rank{rank}.txt").write_text("".join(f"{i}\n" for i in encoded))
+    if torch.distributed.is_initialized():  # leave together: no rank exits inside a collective
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
     return 0
 
 

@@ -245,6 +245,7 @@ def test_torchrun_each_process_encodes_its_half(tmp_path):
     for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR"):
         env.pop(key, None)
     env.pop("MASTER_PORT", None)
+    env.pop("ACCELERATE_USE_CPU", None)
     rows = 64
     worker = Path(__file__).with_name("streaming_ddp_worker.py")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"]
