@@ -352,3 +352,20 @@ def test_cli_streams_a_large_table_and_names_a_row_too_long(tmp_path, capsys, mo
     assert "of 41 texts are" not in err  # found when read, not by encoding every row first
     assert "longer than the model's context of 32 positions" in err and "--max-length 32" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_iterable_split_by_process_reads_only_its_share(ntok, monkeypatch):
+    texts = _texts(30, seed=9)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda: 1)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda: 2)
+    eager = NumericDataset.from_texts(texts, ntok)
+    mine = list(IterableNumericDataset(lambda: iter(texts), ntok, split_by_process=True))
+    assert len(mine) == 15
+    for k, ex in enumerate(mine):  # rank 1 of 2: the odd rows
+        _same(ex, eager[2 * k + 1])
+    # the default reads the whole stream (the Trainer dispatches batches from the main process)
+    assert len(list(IterableNumericDataset(lambda: iter(texts), ntok))) == 30
+    stream = datasets.Dataset.from_dict({"text": texts}).to_iterable_dataset(num_shards=2)
+    hf = list(IterableNumericDataset(stream, ntok, split_by_process=True))
+    assert len(hf) == 15
