@@ -294,7 +294,7 @@ def _read_data(
 
 
 def _stream_table(args: argparse.Namespace, p: Path, saved: dict[str, Any], path: str) -> _Data:
-    """The texts of a table, checked and kept in memory-mapped Arrow (never all in memory)."""
+    """The texts of a table, checked and kept in Arrow on disk (never all in memory)."""
     from .table_stream import stream_table_texts
     from .tables import Table
 
