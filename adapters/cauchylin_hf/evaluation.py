@@ -55,8 +55,9 @@ from cauchylin.nn.modes import INDIVIDUAL, STANDARD
 from cauchylin.vector import CauchyVector
 
 from .batch import IGNORE_INDEX
-from .data import NumericDataCollator, NumericDataset
+from .data import NumericDataCollator
 from .loss import next_token_targets
+from .streaming import as_numeric_dataset
 from .tokenizer import NumericTokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -420,7 +421,7 @@ def evaluate_model(
     """
     batch_size = positive_int("batch_size", batch_size)
     loader = DataLoader(
-        _dataset(data, tokenizer, max_length),
+        as_numeric_dataset(data, tokenizer, name="data", max_length=max_length),
         batch_size=batch_size,
         shuffle=False,
         collate_fn=NumericDataCollator(tokenizer, padding_side="right"),
@@ -453,25 +454,6 @@ def evaluate_model(
         model.train(was_training)
     metrics.update(losses.metrics(float(getattr(inner.config, "reg_weight", 1.0))))
     return metrics
-
-
-def _dataset(
-    data: Dataset | Iterable[str] | os.PathLike[str],
-    tokenizer: NumericTokenizer,
-    max_length: int | None,
-) -> Dataset:
-    """An encoded dataset from texts or a file, or a given dataset checked non-empty."""
-    if isinstance(data, os.PathLike):
-        return NumericDataset.from_jsonl(data, tokenizer, max_length=max_length, name=str(data))
-    if isinstance(data, Dataset):
-        try:
-            n = len(data)  # type: ignore[arg-type]
-        except TypeError:
-            return data  # an IterableDataset: its length is unknown
-        if n == 0:
-            raise ValueError("data is empty: the dataset needs at least one example")
-        return data
-    return NumericDataset.from_texts(data, tokenizer, max_length=max_length, name="data")
 
 
 @dataclass

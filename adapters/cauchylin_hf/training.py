@@ -23,6 +23,7 @@ its own shard and the gradients are averaged over ranks, as for any HF causal LM
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import os
 import time
@@ -43,6 +44,7 @@ from .data import NumericDataCollator, NumericDataset
 from .evaluation import evaluate_model
 from .hf_compat import progress_bars
 from .readouts import CalibrationReport, ReadoutReport, calibrate, solve_readouts
+from .streaming import LazyNumericDataset, as_numeric_dataset, sample_rows
 from .tokenizer import NumericTokenizer
 from .trainer_checkpoints import CHECKPOINT_PREFIX, resolve_resume_checkpoint
 
@@ -58,6 +60,8 @@ __all__ = [
 
 LOSS_PARTS = ("cls_loss", "reg_loss")
 """The loss parts of the model's output that :class:`LossPartsCallback` records."""
+READOUT_ROWS = 50_000
+"""The most training rows the readouts are solved on (a random sample of a larger dataset)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -413,7 +417,8 @@ class LossPartsCallback(TrainerCallback):
 
 
 DataSource = Dataset | Iterable[str] | os.PathLike[str]
-"""Training or evaluation data: an encoded dataset, texts, or a dataset file (a ``Path``)."""
+"""Training or evaluation data: an encoded dataset, texts, a dataset file (a ``Path``), or a
+Hugging Face ``datasets.Dataset`` / ``IterableDataset`` with a ``"text"`` column."""
 
 
 class CheckpointFilesCallback(TrainerCallback):
@@ -473,20 +478,10 @@ def _as_dataset(
     name: str,
     max_length: int | None,
 ) -> Dataset | None:
-    """A dataset from texts or a file (encoded) or a dataset (checked non-empty)."""
+    """A dataset from texts, a file, a ``datasets`` dataset (encoded when read) or a dataset."""
     if data is None:
         return None
-    if isinstance(data, os.PathLike):
-        return NumericDataset.from_jsonl(data, tokenizer, max_length=max_length, name=str(data))
-    if isinstance(data, Dataset):
-        try:
-            n = len(data)  # type: ignore[arg-type]
-        except TypeError:
-            return data  # an IterableDataset: its length is unknown
-        if n == 0:
-            raise ValueError(f"{name} is empty: the dataset needs at least one example")
-        return data
-    return NumericDataset.from_texts(data, tokenizer, max_length=max_length, name=name)
+    return as_numeric_dataset(data, tokenizer, name=name, max_length=max_length)
 
 
 def _calibration_split(
@@ -512,6 +507,8 @@ def _calibration_split(
     else:
         held = _as_dataset(calibration, tokenizer, "calibration", max_length)
         return train_ds, held
+    if isinstance(train_ds, LazyNumericDataset):  # by hash: nothing encoded, nothing kept per row
+        return train_ds.split_held_out(size, seed)
     # Copies of one text go to the same side: a calibration text that training also saw would
     # be read better than a new one, and the intervals would come out too narrow. A held-out
     # text is calibrated on once: a text repeated ten times is not ten new texts (on the demo
@@ -535,6 +532,17 @@ def _calibration_split(
     chosen = {i for g in order[: len(held_out)] for i in members[g]}
     kept = [i for i in range(n) if i not in chosen]
     return Subset(train_ds, kept), Subset(train_ds, sorted(held_out))
+
+
+def _readout_rows(train_ds: Dataset, seed: int) -> Dataset:
+    """The training rows the readouts are solved on: all, or a sample of ``READOUT_ROWS``
+    (a random one, or the stream's first rows for an iterable dataset)."""
+    try:
+        n = len(train_ds)  # type: ignore[arg-type]
+    except TypeError:
+        return NumericDataset(list(itertools.islice(iter(train_ds), READOUT_ROWS)), name="readouts")
+    rows = sample_rows(n, READOUT_ROWS, seed)
+    return train_ds if rows is None else Subset(train_ds, rows)
 
 
 def _example_key(example: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -792,7 +800,10 @@ def train(
     holds out that share; texts, a file or a dataset are calibration texts of their own
     (nothing is held out); None or 0 calibrates nothing. Copies of one text are held out
     together or not at all (a calibration text that training saw would be read too well), and
-    a held-out text is calibrated on once. The
+    a held-out text is calibrated on once. From a ``datasets.Dataset`` the texts are held out
+    by a hash of the text instead (about the share, copies together, nothing encoded:
+    :meth:`~cauchylin_hf.streaming.LazyNumericDataset.split_held_out`), and the readouts are
+    solved on at most ``READOUT_ROWS`` (50,000) training rows, a random sample. The
     model never trains on the texts it is calibrated on: that is what makes a calibrated
     interval of coverage ``c`` cover a new number with probability at least ``c``.
 
@@ -818,7 +829,10 @@ def train(
         tokenizer: the ``NumericTokenizer`` the model was built with.
         train_texts: training texts, a dataset file (a ``pathlib.Path``: JSONL with a ``"text"``
             field, or plain text with one example per line; see
-            :func:`~cauchylin_hf.data.read_texts`) or an encoded dataset.
+            :func:`~cauchylin_hf.data.read_texts`), an encoded dataset, or a Hugging Face
+            ``datasets.Dataset`` / ``IterableDataset`` with a ``"text"`` column, kept on disk
+            and encoded as it is read (:func:`~cauchylin_hf.streaming.as_numeric_dataset`; an
+            iterable one needs ``max_steps`` and ``calibration=None`` or texts of its own).
         eval_texts: held-out texts, file or dataset, or None.
         output_dir: where checkpoints, the final model and the tokenizer go.
         max_steps: optimizer steps; -1 trains ``num_train_epochs`` epochs.
@@ -955,7 +969,8 @@ def train(
     if getattr(inner.config, "num_token_id", None) is not None:
         batch = args.per_device_eval_batch_size
         if readouts:
-            result.readouts = solve_readouts(inner, tokenizer, train_ds, batch_size=batch)
+            solved_on = _readout_rows(train_ds, seed)
+            result.readouts = solve_readouts(inner, tokenizer, solved_on, batch_size=batch)
         if calibration_ds is not None:
             result.calibration = calibrate(inner, tokenizer, calibration_ds, batch_size=batch)
     if evaluate and eval_ds is not None:

@@ -191,3 +191,18 @@ def test_bench_encoding_old_and_new_agree(tmp_path):
     ]
     assert all(_positive(r["ratio"]) and _positive(r["new_s"]) for r in data["table"])
     assert "rows/s" in stdout
+
+
+@pytest.mark.slow
+def test_bench_data_scaling_toy(tmp_path):
+    data, stdout = _run(
+        "bench_data_scaling.py",
+        *("--rows", "300", "--steps", "2", "--encode-rows", "200"),
+        tmp_path=tmp_path,
+    )
+    (run,) = data["runs"]
+    assert run["rows"] == 300 and 0 < run["first_step_s"] <= run["total_s"]
+    assert _positive(run["peak_rss_mb"]) and _positive(run["step_s"])
+    rates = data["encoding"]
+    assert _positive(rates["lazy_rows_per_s"]) and _positive(rates["eager_rows_per_s"])
+    assert "rows/s" in stdout

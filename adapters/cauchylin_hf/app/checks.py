@@ -31,6 +31,7 @@ from .tables import (
     TableTemplate,
     TemplateError,
     is_table_file,
+    read_columns,
     read_table,
     renamed_columns,
 )
@@ -46,8 +47,14 @@ __all__ = [
     "preflight",
     "read_table_data",
     "saved_median",
+    "table_template",
     "warn",
 ]
+
+
+WHOLE_TABLE_CHECK_BYTES = 2**20
+"""The largest table whose every cell is checked before torch is imported; a larger one is
+checked by its header first and cell by cell as training streams it."""
 
 
 class CliError(ValueError):
@@ -231,6 +238,55 @@ def saved_median(folder: str | os.PathLike[str]) -> float | None:
     return float(value)
 
 
+def table_template(
+    args: argparse.Namespace,
+    columns: list[str],
+    saved: dict[str, Any],
+    *,
+    say: Callable[[argparse.Namespace, str], None] | None = note,
+) -> TableTemplate:
+    """The template of a table with these columns: ``--template``, else the model's saved one,
+    else the default (one field per column; the names it writes differently are said once).
+
+    Args:
+        args: the parsed arguments (``--template``, ``--target``).
+        columns: the table's column names.
+        saved: the model's ``data_format.json`` (:func:`data_format`).
+        say: where notes go (None: nowhere).
+
+    Returns:
+        The :class:`~cauchylin_hf.app.tables.TableTemplate`.
+
+    Example:
+        >>> args = argparse.Namespace(command="train", template=None, target="age")
+        >>> table_template(args, ["age", "price"], {}).template
+        'price {price} -> age {target}.'
+    """
+    target = getattr(args, "target", None) or saved.get("target")
+    template = getattr(args, "template", None) or saved.get("template")
+    if template is None:
+        tt = TableTemplate.default(columns, target)
+        renamed = renamed_columns(columns)
+        if renamed and say is not None:  # a model's saved template is not announced again
+            listed = ", ".join(f"{c!r} as {label!r}" for c, label in renamed.items())
+            say(
+                args,
+                f"the text writes some column names differently (one field per column): {listed}",
+            )
+    else:
+        if target is None:
+            target = "target" if "target" in columns else columns[-1]
+        tt = TableTemplate(template, target)
+        numbers = tt.literal_numbers()
+        if numbers and getattr(args, "template", None) and say is not None:
+            say(
+                args,
+                f"the template's own text holds the numbers {numbers}; the model reads them as "
+                "values (write a column name like s1 as s₁, or without digits)",
+            )
+    return tt
+
+
 def read_table_data(
     args: argparse.Namespace,
     path: Path,
@@ -272,28 +328,7 @@ def read_table_data(
         cauchylin_hf.app.checks.CliError: ...'n/a'...; pick the target with --target COLUMN
     """
     table = read_table(path)
-    target = getattr(args, "target", None) or saved.get("target")
-    template = getattr(args, "template", None) or saved.get("template")
-    if template is None:
-        tt = TableTemplate.default(table.columns, target)
-        renamed = renamed_columns(table.columns)
-        if renamed and say is not None:  # a model's saved template is not announced again
-            listed = ", ".join(f"{c!r} as {label!r}" for c, label in renamed.items())
-            say(
-                args,
-                f"the text writes some column names differently (one field per column): {listed}",
-            )
-    else:
-        if target is None:
-            target = "target" if "target" in table.columns else table.columns[-1]
-        tt = TableTemplate(template, target)
-        numbers = tt.literal_numbers()
-        if numbers and getattr(args, "template", None) and say is not None:
-            say(
-                args,
-                f"the template's own text holds the numbers {numbers}; the model reads them as "
-                "values (write a column name like s1 as s₁, or without digits)",
-            )
+    tt = table_template(args, table.columns, saved, say=say)
     if not prompts:
         try:
             tt.target_values(table)
@@ -366,9 +401,21 @@ def _check_train(args: argparse.Namespace) -> None:
 
 def _check_file(args: argparse.Namespace, path: str, saved: dict[str, Any], table: bool) -> None:
     """A data file exists and is text; a table's template and target (for ``--data``) fit it."""
+    prompts = args.command == "predict"
+    if table and not prompts and Path(path).is_dir():  # a datasets folder, read as it trains
+        if not (Path(path) / "state.json").is_file():
+            raise CliError(
+                f"--data {path!r} is a folder but not a dataset saved by "
+                "datasets.Dataset.save_to_disk (no state.json)"
+            )
+        return
     p = data_path(path)
-    if table and is_table_file(p):
-        read_table_data(args, p, saved, prompts=args.command == "predict", say=None)
+    if table and is_table_file(p) and not prompts and p.stat().st_size > WHOLE_TABLE_CHECK_BYTES:
+        # a large table is streamed when it is read: its header here, its cells then
+        columns = read_columns(p)
+        table_template(args, columns, saved, say=None).check(columns)
+    elif table and is_table_file(p):
+        read_table_data(args, p, saved, prompts=prompts, say=None)
     else:
         read_text_file(p)
 

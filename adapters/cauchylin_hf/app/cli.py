@@ -21,7 +21,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +191,7 @@ def _warmup_steps(args: argparse.Namespace, n_texts: int) -> int:
     return math.ceil(args.warmup_ratio * total)
 
 
-def _model_to_train(args: argparse.Namespace, data: Data) -> tuple[Any, Any, str]:
+def _model_to_train(args: argparse.Namespace, sample: Sequence[str]) -> tuple[Any, Any, str]:
     """``(model, tokenizer, what it is)``: built by ``--from-config``, or loaded from MODEL with
     its backbone trainable as ``--train-backbone`` (default: as a saved model had it; a base's
     stays frozen)."""
@@ -200,7 +200,7 @@ def _model_to_train(args: argparse.Namespace, data: Data) -> tuple[Any, Any, str
 
         model, ntok = build_from_config(
             args.from_config,
-            data.texts,
+            sample,
             vocab_size=args.vocab_size,
             seed=args.seed,
             freeze_backbone=args.train_backbone is False,
@@ -271,6 +271,7 @@ def _train_and_save(
 
     from ..atomic_save import FolderChangedError, replace_folder
     from ..precision import NumberPrecision
+    from ..streaming import STATS_ROWS, text_sample
     from ..trainer_checkpoints import last_checkpoint
     from ..training import train
 
@@ -278,7 +279,8 @@ def _train_and_save(
     eval_ds = encode(model, ntok, held, args.max_length) if held is not None else None
     out, existed = Path(args.output_dir), Path(args.output_dir).exists()
     say: Callable[[str], None] = lambda text: note(args, text)  # noqa: E731
-    record = format_record(data.template, NumberPrecision.from_texts(data.texts), median)
+    sample = text_sample(data.texts, STATS_ROWS, seed=args.seed)  # the decimals of each field
+    record = format_record(data.template, NumberPrecision.from_texts(sample), median)
     text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
     resume, seen = _checkpoint_folder(args, out, seen)
     try:
@@ -339,6 +341,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from cauchylin.metrics import quantiles
 
     from ..predict import target_numbers
+    from ..streaming import STATS_ROWS, text_sample
 
     seen = check_output_dir(args)  # checked again at the swap
     if args.overwrite:
@@ -348,7 +351,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.eval_file:
         held = read_data(args, args.eval_file, format_record(data.template, None, None))
     _set_threads(args)
-    model, ntok, what = _model_to_train(args, data)
+    # the tokenizer and the target's median read a sample of a large table (the whole of a small)
+    sample = text_sample(data.texts, STATS_ROWS, seed=args.seed)
+    model, ntok, what = _model_to_train(args, sample)
     try:
         held_out = calibration_holdout(len(data.texts), args.calibration)
     except ValueError as exc:
@@ -362,7 +367,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         flush=True,
     )
     field = target_field(data.template, args)
-    targets = target_numbers(data.texts, target_field=field)
+    targets = target_numbers(sample, target_field=field)
     describe(data, field, targets)
     median = quantiles(torch.tensor(targets, dtype=torch.float64), (0.5,))[0] if targets else None
     metrics = _train_and_save(args, model, ntok, data, held, median, seen)

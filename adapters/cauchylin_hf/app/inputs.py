@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -21,6 +22,7 @@ from .checks import (
     model_folder,
     note,
     read_table_data,
+    table_template,
 )
 from .tables import is_table_file, not_a_number
 
@@ -51,7 +53,7 @@ class Data(NamedTuple):
         't.txt, text 1'
     """
 
-    texts: list[str]
+    texts: Sequence[str]  # a list, or a TextColumn (Arrow on disk) for a table or a dataset
     template: Any  # TableTemplate | None
     table: Any  # Table | None
     path: str
@@ -99,12 +101,18 @@ def read_data(
         >>> table = Path(tempfile.mkdtemp()) / "t.csv"
         >>> _ = table.write_text("age,target\\n59,151\\n48,75\\n")
         >>> args = argparse.Namespace(command="train", template=None, target=None)
-        >>> read_data(args, str(table), {}).texts
+        >>> list(read_data(args, str(table), {}).texts)  # streamed into Arrow on disk
         ['age 59 -> target 151.', 'age 48 -> target 75.']
     """
     from ..data import read_texts
 
+    if Path(path).is_dir() and not prompts:  # a datasets folder (save_to_disk): read as it trains
+        from ..streaming import load_text_column
+
+        return Data(load_text_column(path), None, None, path)
     p = data_path(path)
+    if is_table_file(p) and not prompts:  # texts to train or evaluate on: streamed, not held
+        return _stream_table(args, p, saved, path)
     if is_table_file(p):
         tt, table = read_table_data(args, p, saved, prompts=prompts)
         return Data(tt.prompts(table) if prompts else tt.texts(table), tt, table, path)
@@ -113,6 +121,21 @@ def read_data(
     texts = read_texts(p)
     _note_float32_misses(args, texts, path)
     return Data(texts, None, None, path)
+
+
+def _stream_table(args: argparse.Namespace, p: Path, saved: dict[str, Any], path: str) -> Data:
+    """The texts of a table, checked and kept in Arrow on disk (never all in memory)."""
+    from .table_stream import stream_table_texts
+    from .tables import TemplateError
+
+    try:
+        table, tt = stream_table_texts(p, lambda columns: table_template(args, columns, saved))
+    except ValueError as exc:
+        bad_target = not isinstance(exc, TemplateError) and str(exc).startswith("target column")
+        if not bad_target or getattr(args, "target", None):
+            raise
+        raise CliError(f"{exc}; pick the target with --target COLUMN") from None
+    return Data(table.texts, tt, table, path)
 
 
 def _note_float32_misses(args: argparse.Namespace, texts: list[str], path: str) -> None:
@@ -245,9 +268,20 @@ def encode(model: Any, ntok: Any, data: Data, max_length: int | None) -> Any:
         cauchylin_hf.app.checks.CliError: t, text 1 is ...
     """
     from ..data import NumericDataset
+    from ..streaming import STATS_ROWS, TextColumn, as_numeric_dataset
 
-    dataset = NumericDataset.from_texts(data.texts, ntok, max_length=max_length, name=data.path)
     context = context_length(model)
+    if isinstance(data.texts, TextColumn) and len(data.texts) > STATS_ROWS:
+        # encoded as training reads it: a text too long is refused when it is read
+        return as_numeric_dataset(
+            data.texts,
+            ntok,
+            name=data.path,
+            max_length=max_length,
+            max_tokens=context,
+            where=data.where,
+        )
+    dataset = NumericDataset.from_texts(data.texts, ntok, max_length=max_length, name=data.path)
     if context is None:
         return dataset
     lengths = [int(dataset[i]["input_ids"].numel()) for i in range(len(dataset))]

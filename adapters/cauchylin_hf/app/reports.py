@@ -129,9 +129,12 @@ def describe(data: Data, field: str | None, targets: Sequence[float]) -> None:
 
     from cauchylin.metrics import quantiles
 
+    from ..streaming import STATS_ROWS
+
     values = torch.tensor(targets, dtype=torch.float64)
     median = f"median {quantiles(values, (0.5,))[0]:.6g} over " if targets else "none in "
-    print(f"target: {_target_name(data, field)} ({median}{len(data.texts)} texts)")
+    of = f"a sample of {len(targets)} of " if len(data.texts) > STATS_ROWS else ""
+    print(f"target: {_target_name(data, field)} ({median}{of}{len(data.texts)} texts)")
     first = "row 1 as text" if data.table is not None else "text 1"
     print(f"{first}: {shorten(data.texts[0])}", flush=True)
 

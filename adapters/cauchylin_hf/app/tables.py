@@ -52,6 +52,7 @@ __all__ = [
     "is_table_file",
     "label_of",
     "not_a_number",
+    "read_columns",
     "read_table",
     "renamed_columns",
 ]
@@ -143,6 +144,32 @@ def is_table_file(path: str | os.PathLike[str]) -> bool:
         (True, False)
     """
     return Path(path).suffix.lower() in _TABLE_SUFFIXES
+
+
+def read_columns(path: str | os.PathLike[str]) -> list[str]:
+    """The column names of a table, read from its header row alone (a large table's cells are
+    checked as it is streamed, :mod:`cauchylin_hf.app.table_stream`).
+
+    Args:
+        path: a ``.csv`` or ``.tsv`` file.
+
+    Returns:
+        The names in the header row (empty for an empty file).
+
+    Raises:
+        UnicodeDecodeError: a header that is not UTF-8.
+
+    Example:
+        >>> import tempfile
+        >>> table = Path(tempfile.mkdtemp()) / "t.tsv"
+        >>> _ = table.write_text("age\\tprice\\n59\\t151\\n")
+        >>> read_columns(table)
+        ['age', 'price']
+    """
+    p = Path(path)
+    delimiter = _TABLE_SUFFIXES.get(p.suffix.lower(), ",")
+    with open(p, encoding="utf-8-sig", newline="") as f:
+        return next(csv.reader(f, delimiter=delimiter), [])
 
 
 def read_table(path: str | os.PathLike[str]) -> Table:
