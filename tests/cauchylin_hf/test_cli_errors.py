@@ -70,7 +70,13 @@ def files(tmp_path_factory):
     (model / "config.json").write_text(json.dumps({"model_type": "cauchy_lm"}))
     a_file = folder / "out.txt"
     a_file.write_text("")
+    big = folder / "big.csv"  # over WHOLE_TABLE_CHECK_BYTES: checked by its header first
+    big.write_text("age,bmi,target\n" + "59,32.1,151\n" * 100_000)
+    not_dataset = folder / "plain_folder"
+    not_dataset.mkdir()
     return {
+        "big": big,
+        "not_dataset": not_dataset,
         "folder": folder,
         "table": table,
         "latin": latin,
@@ -116,6 +122,12 @@ def _no_model_cases(f):
         ([*new, table, "--output-dir", folder], 2, "train",
          r"is a non-empty folder that does not hold a cauchylin model; choose a new folder"),
         (["verify", "no-base"], 2, "verify", r"base folder not found: 'no-base'"),
+        # a table too large to check cell by cell up front, and a folder that is no dataset
+        ([*new, str(f["big"]), "--target", "bpm", "--output-dir", out], 2, "train",
+         r"target column 'bpm' is not in the table"),
+        ([*new, str(f["not_dataset"]), "--output-dir", out], 2, "train",
+         r"--data '.*plain_folder' is a folder but not a dataset saved by "
+         r"datasets\.Dataset\.save_to_disk"),
         ([*new, table, "--epochs", "0"], 2, None, r"argument --epochs: expected a number in "
          r"\(0, inf\), got '0' \(see cauchylin-lm train --help\)"),
     ]  # fmt: skip
