@@ -45,7 +45,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from .data import NumericDataset, read_text_file, read_texts
+from .data import NumericDataset, read_texts
+from .textfile import check_header, read_text_file
 from .tokenizer import NumericTokenizer
 
 __all__ = [
@@ -794,7 +795,7 @@ def table_texts(
                 continue
             cells = [cell.strip() for cell in record]
             if header is None:
-                header = _check_header(cells, p)
+                header = check_header(cells, p)
                 if on_header is not None:
                     on_header(header)
                 continue
@@ -835,16 +836,6 @@ def _records(reader: Any, p: Path, line: Callable[[], int]) -> Iterator[list[str
                 'long is usually an unclosed quote (") that swallows the lines after it'
             ) from None
         yield record
-
-
-def _check_header(cells: list[str], p: Path) -> list[str]:
-    bad = [i for i, name in enumerate(cells) if not name]
-    if bad:
-        raise ValueError(f"{p}: column {bad[0] + 1} of the header has no name")
-    repeated = sorted({n for n in cells if cells.count(n) > 1})
-    if repeated:
-        raise ValueError(f"{p}: the header repeats the column names {repeated}")
-    return cells
 
 
 def load_text_column(path: str | os.PathLike[str], text_field: str = "text") -> TextColumn:

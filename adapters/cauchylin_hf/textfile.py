@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["read_text_file"]
+__all__ = ["check_header", "read_text_file"]
 
 _BOMS = (  # byte-order marks, longest first (UTF-32's starts like UTF-16's)
     (b"\xef\xbb\xbf", "utf-8-sig"),
@@ -87,3 +87,33 @@ def read_text_file(path: str | os.PathLike[str]) -> str:
             f"utf-8 {convert}"
         )
     return text
+
+
+def check_header(cells: list[str], path: str | os.PathLike[str]) -> list[str]:
+    """Check a table's header row: every column named, no name twice.
+
+    Args:
+        cells: the header's cells (stripped).
+        path: the table, for the message.
+
+    Returns:
+        ``cells``.
+
+    Raises:
+        ValueError: a column without a name, or a repeated name (the message names the file).
+
+    Example:
+        >>> check_header(["age", "bmi"], "t.csv")
+        ['age', 'bmi']
+        >>> check_header(["age", "age"], "t.csv")
+        Traceback (most recent call last):
+        ...
+        ValueError: t.csv: the header repeats the column names ['age']
+    """
+    bad = [i for i, name in enumerate(cells) if not name]
+    if bad:
+        raise ValueError(f"{path}: column {bad[0] + 1} of the header has no name")
+    repeated = sorted({n for n in cells if cells.count(n) > 1})
+    if repeated:
+        raise ValueError(f"{path}: the header repeats the column names {repeated}")
+    return cells

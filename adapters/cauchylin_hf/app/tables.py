@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..numbers import field_of, find_numbers, is_number, parse_number, to_float32
-from ..textfile import read_text_file
+from ..textfile import check_header, read_text_file
 
 __all__ = [
     "TARGET",
@@ -224,13 +224,7 @@ def read_table(path: str | os.PathLike[str]) -> Table:
             continue
         cells = [cell.strip() for cell in record]
         if header is None:
-            header = cells
-            bad = [i for i, name in enumerate(header) if not name]
-            if bad:
-                raise ValueError(f"{p}: column {bad[0] + 1} of the header has no name")
-            repeated = sorted({n for n in header if header.count(n) > 1})
-            if repeated:
-                raise ValueError(f"{p}: the header repeats the column names {repeated}")
+            header = check_header(cells, p)
             continue
         if len(cells) != len(header):
             raise ValueError(
