@@ -38,6 +38,7 @@ from torch.utils.data import Dataset, Subset
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import TrainerControl, TrainerState
 
+from cauchylin._validation import finite_number, positive_int
 from cauchylin.conformal import calibration_holdout
 
 from .data import NumericDataCollator, NumericDataset
@@ -755,6 +756,27 @@ class TrainResult:
         return [row[key] for row in self.history if key in row]
 
 
+def _solve(
+    model: nn.Module, tokenizer: NumericTokenizer, data: Dataset, args: TrainingArguments
+) -> ReadoutReport | None:
+    """The per-context readouts, solved after training (a model without ``<NUM>``: none)."""
+    inner = _unwrap(model)
+    if getattr(inner.config, "num_token_id", None) is None:
+        return None
+    return solve_readouts(inner, tokenizer, data, batch_size=args.per_device_eval_batch_size)
+
+
+def _calibrate(
+    model: nn.Module, tokenizer: NumericTokenizer, data: Dataset, args: TrainingArguments
+) -> CalibrationReport | None:
+    """The conformal widths, from the held-out calibration texts (a model without ``<NUM>``:
+    none)."""
+    inner = _unwrap(model)
+    if getattr(inner.config, "num_token_id", None) is None:
+        return None
+    return calibrate(inner, tokenizer, data, batch_size=args.per_device_eval_batch_size)
+
+
 def train(
     model: nn.Module,
     tokenizer: NumericTokenizer,
@@ -895,22 +917,17 @@ def train(
         >>> sorted(p.name for p in result.output_dir.glob("*.json"))[:2]
         ['config.json', 'generation_config.json']
     """
-    positive = [("batch_size", batch_size), ("logging_steps", logging_steps)]
-    positive += [
-        (n, v)
-        for n, v in (("save_steps", save_steps), ("save_total_limit", save_total_limit))
-        if v is not None
-    ]
-    for name, value in positive:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    positive_int("batch_size", batch_size)
+    positive_int("logging_steps", logging_steps)
+    for name, optional in (("save_steps", save_steps), ("save_total_limit", save_total_limit)):
+        if optional is not None:
+            positive_int(name, optional)
     if not isinstance(tokenizer, NumericTokenizer):
         raise ValueError(
             f"tokenizer must be a cauchylin_hf.tokenizer.NumericTokenizer, got "
             f"{type(tokenizer).__name__}"
         )
-    if not (isinstance(learning_rate, (int, float)) and math.isfinite(learning_rate)):
-        raise ValueError(f"learning_rate must be a finite number, got {learning_rate!r}")
+    finite_number("learning_rate", learning_rate)
     train_ds = _as_dataset(train_texts, tokenizer, "train_texts", max_length)
     if train_ds is None:
         raise ValueError("train_texts is None: pass the training texts")
@@ -965,14 +982,10 @@ def train(
     result.global_step = int(out.global_step)
     result.history = list(trainer.loss_parts.history)  # type: ignore[attr-defined]
     result.eval_history = list(trainer.loss_parts.eval_history)  # type: ignore[attr-defined]
-    inner = _unwrap(model)
-    if getattr(inner.config, "num_token_id", None) is not None:
-        batch = args.per_device_eval_batch_size
-        if readouts:
-            solved_on = _readout_rows(train_ds, seed)
-            result.readouts = solve_readouts(inner, tokenizer, solved_on, batch_size=batch)
-        if calibration_ds is not None:
-            result.calibration = calibrate(inner, tokenizer, calibration_ds, batch_size=batch)
+    if readouts:
+        result.readouts = _solve(model, tokenizer, _readout_rows(train_ds, seed), args)
+    if calibration_ds is not None:
+        result.calibration = _calibrate(model, tokenizer, calibration_ds, args)
     if evaluate and eval_ds is not None:
         result.metrics = evaluate_model(
             model, tokenizer, eval_ds, batch_size=args.per_device_eval_batch_size
