@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import sys
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -390,4 +389,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from worker_exit import leave
+
+    leave(main())
