@@ -10,10 +10,7 @@ transformers.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import random
-from pathlib import Path
 
 import pytest
 import torch
@@ -23,18 +20,9 @@ from cauchylin_hf.testing import save_tiny_base
 from cauchylin_hf.trainer_checkpoints import checkpoint_step, list_checkpoints
 from transformers import TrainerCallback
 
+from .tables import flats
+
 STEPS, STOP = 7, 4  # 24 rows, batch 8: three steps an epoch; Ctrl-C after the checkpoint of 4
-
-
-def _flats(path: Path, n: int, seed: int) -> Path:
-    r = random.Random(seed)
-    with path.open("w", newline="") as f:
-        table = csv.writer(f)
-        table.writerow(["area", "rooms", "price"])
-        for _ in range(n):
-            area = r.randint(30, 200)
-            table.writerow([area, r.randint(1, 6), round(3 * area + r.uniform(-10, 10))])
-    return path
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +37,7 @@ def _threads():
 def setup(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ckpt")
     base = save_tiny_base(folder / "base", "qwen2", spare_rows=2)
-    return {"base": base, "data": _flats(folder / "flats.csv", 24, seed=0)}
+    return {"base": base, "data": flats(folder / "flats.csv", 24, seed=0)}
 
 
 def _train(setup, out, *extra):

@@ -11,7 +11,6 @@ import csv
 import hashlib
 import json
 import os
-import random
 import re
 import signal
 from pathlib import Path
@@ -24,23 +23,14 @@ from cauchylin_hf.model import CauchyLMForCausalLM
 from cauchylin_hf.testing import save_tiny_base
 from cauchylin_hf.tokenizer import NumericTokenizer
 
-
-def _flats(path: Path, n: int, seed: int) -> Path:
-    r = random.Random(seed)
-    with path.open("w", newline="") as f:
-        table = csv.writer(f)
-        table.writerow(["area", "rooms", "price"])
-        for _ in range(n):
-            area = r.randint(30, 200)
-            table.writerow([area, r.randint(1, 6), round(3 * area + r.uniform(-10, 10))])
-    return path
+from .tables import flats
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     folder = tmp_path_factory.mktemp("saves")
     base = save_tiny_base(folder / "base", "qwen2", spare_rows=2)
-    data = _flats(folder / "flats.csv", 24, seed=0)
+    data = flats(folder / "flats.csv", 24, seed=0)
     model = folder / "model"
     threads = torch.get_num_threads()
     try:
