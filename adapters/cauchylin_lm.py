@@ -421,7 +421,8 @@ _FLAGS = (
         "--threads",
         on=_TORCH,
         type=_positive_int,
-        help="torch CPU threads (default: torch's choice, with a note when the machine is busy)",
+        help="torch CPU threads (default: no more than the free cores, the cores minus the "
+        "load average; a note when that lowers torch's count)",
     ),
     _flag(
         "--no-progress",

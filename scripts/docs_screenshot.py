@@ -15,7 +15,7 @@ CDN shows it. Look at the PNGs afterwards: math typeset, navigation tabs and sid
 Install Chromium on Debian with ``apt-get install chromium``. Usage::
 
     python scripts/docs_screenshot.py --out outputs/screenshots
-    python scripts/docs_screenshot.py --out /tmp/shots --pages "" concepts/ notation/ --dark
+    python scripts/docs_screenshot.py --out /tmp/shots --pages "" concepts.html notation.html --dark
 
 Exit status 1 if any page has unrendered or failed math, or an image that does not load. Not
 part of CI.
@@ -39,7 +39,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_PAGES = ["", "concepts/"]
+DEFAULT_PAGES = ["", "concepts.html"]
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):

@@ -48,7 +48,7 @@ def test_readme_commands_run_as_written_in_an_empty_folder(tmp_path):
         )
         assert proc.returncode == 0, f"{block.test_id}:\n{proc.stdout}\n{proc.stderr}"
         assert block.expected is not None, f"{block.test_id} shows no Output block"
-        problem = compare_output(proc.stdout, block.expected, block.rtol)
+        problem = compare_output(proc.stdout, block.expected, block.rtol, block.measured)
         assert problem is None, f"{block.test_id}: {problem}"
 
 

@@ -61,6 +61,7 @@ __all__ = [
     "number_metrics",
     "number_predictions",
     "predict_values",
+    "spearman_undefined",
     "target_numbers",
 ]
 
@@ -594,14 +595,56 @@ def number_metrics(preds: NumberPredictions) -> dict[str, float]:
         >>> m["target/mae"], m["all/coverage_50"], m["field/x/mdae"]
         (3.0, 0.5, 0.5)
     """
-    p, y = preds.prediction, preds.true
     out: dict[str, float] = {}
+    for group, keep in _groups(preds).items():
+        for key, value in _summary(preds.prediction, preds.true, keep).items():
+            out[f"{group}/{key}"] = value
+    return out
+
+
+def _groups(preds: NumberPredictions) -> dict[str, torch.Tensor]:
+    """The groups of :func:`number_metrics` and the rows of each."""
     groups = {"target": preds.is_target, "all": torch.ones_like(preds.is_target)}
     for name in dict.fromkeys(preds.fields):
         groups[f"field/{name or '(none)'}"] = torch.tensor([f == name for f in preds.fields])
-    for group, keep in groups.items():
-        for key, value in _summary(p, y, keep).items():
-            out[f"{group}/{key}"] = value
+    return groups
+
+
+def spearman_undefined(preds: NumberPredictions) -> dict[str, str]:
+    """Why ``spearman`` is ``nan`` in a group of :func:`number_metrics`, for each such group.
+
+    Args:
+        preds: from :func:`number_predictions`.
+
+    Returns:
+        ``{group: reason}`` (``"target"``, ``"all"``, ``"field/<field>"``), e.g. ``"seen once"``
+        or ``"the model predicts one value for all its 107 numbers"``; groups whose rank
+        correlation is defined are left out.
+
+    Example:
+        >>> import torch
+        >>> p = ValuePrediction(torch.tensor([4.0, 4.0, 2.0]), torch.zeros(3), torch.ones(3),
+        ...                     torch.ones(3), (0.5,), torch.zeros(3, 1), torch.ones(3, 1),
+        ...                     "identity")
+        >>> spearman_undefined(NumberPredictions(p, torch.tensor([1.0, 3.0, 5.0]),
+        ...     torch.tensor([0, 1, 2]), torch.tensor([False, False, True]), ["x", "x", "y"]))
+        {'target': 'seen once', 'field/x': 'the model predicts one value for all its 2 numbers', 'field/y': 'seen once'}
+    """
+    out: dict[str, str] = {}
+    for group, keep in _groups(preds).items():
+        n = int(keep.sum())
+        if n < 2:
+            out[group] = "seen once" if n == 1 else "not seen"
+            continue
+        predicted, true = preds.prediction.median[keep], preds.true[keep]
+        flat_pred = bool((predicted == predicted[0]).all())
+        flat_true = bool((true == true[0]).all())
+        if flat_pred and flat_true:
+            out[group] = f"its {n} true values are all equal, and so are the predictions"
+        elif flat_pred:
+            out[group] = f"the model predicts one value for all its {n} numbers"
+        elif flat_true:
+            out[group] = f"its {n} true values are all equal"
     return out
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import math
 import os
 import time
@@ -46,6 +47,7 @@ from .evaluation import evaluate_model
 from .hf_compat import progress_bars
 from .readouts import CalibrationReport, ReadoutReport, calibrate, solve_readouts
 from .streaming import LazyNumericDataset, as_numeric_dataset, sample_rows
+from .threads import fit_threads
 from .tokenizer import NumericTokenizer
 from .trainer_checkpoints import CHECKPOINT_PREFIX, resolve_resume_checkpoint
 
@@ -58,6 +60,8 @@ __all__ = [
     "make_training_arguments",
     "train",
 ]
+
+logger = logging.getLogger(__name__)
 
 LOSS_PARTS = ("cls_loss", "reg_loss")
 """The loss parts of the model's output that :class:`LossPartsCallback` records."""
@@ -804,6 +808,7 @@ def train(
     resume_from_checkpoint: bool | str | os.PathLike[str] | None = None,
     checkpoint_dir: str | os.PathLike[str] | None = None,
     checkpoint_files: Mapping[str, str] | None = None,
+    threads: int | None = None,
     **training_args: Any,
 ) -> TrainResult:
     """Train the causal language model on texts with the HF ``Trainer``.
@@ -840,6 +845,12 @@ def train(
     same batches as an uninterrupted one, and logs the same losses
     (:mod:`cauchylin_hf.trainer_checkpoints`). Ctrl-C raises ``KeyboardInterrupt`` as usual; the
     checkpoints written so far stay.
+
+    **Threads.** On a CPU, training uses ``threads`` torch threads; by default no more than the
+    cores that are free (the usable cores minus the one-minute load average, at least 1:
+    :func:`~cauchylin_hf.threads.fit_threads`), which on a busy machine is many times faster
+    than one thread per core. A lowered count is logged once (a warning of the
+    ``cauchylin_hf.training`` logger); torch's own count is restored when ``train`` returns.
 
     Launched with ``torchrun --nproc_per_node N``
     (or ``accelerate launch``) the same call trains data-parallel: ``batch_size`` is per process;
@@ -883,6 +894,7 @@ def train(
             ``output_dir``).
         checkpoint_files: ``{file name: text}`` written into every checkpoint beside the model
             and the tokenizer (the CLI's ``data_format.json``).
+        threads: torch CPU threads while training; None: no more than the free cores.
         **training_args: any other ``TrainingArguments`` field (e.g.
             ``gradient_accumulation_steps``, ``lr_scheduler_type``, ``weight_decay``), and
             ``warmup_ratio`` (a share of the steps; the running transformers release may spell
@@ -919,6 +931,8 @@ def train(
     """
     positive_int("batch_size", batch_size)
     positive_int("logging_steps", logging_steps)
+    if threads is not None:
+        positive_int("threads", threads)
     for name, optional in (("save_steps", save_steps), ("save_total_limit", save_total_limit)):
         if optional is not None:
             positive_int(name, optional)
@@ -971,29 +985,36 @@ def train(
     result = TrainResult(model=model, trainer=trainer)
     if calibration_ds is not None:
         result.calibration_size = len(calibration_ds)  # type: ignore[arg-type]
-    if eval_before and evaluate and eval_ds is not None:
-        result.initial_metrics = evaluate_model(
-            model, tokenizer, eval_ds, batch_size=args.per_device_eval_batch_size
-        )
-    start = time.perf_counter()
-    with progress_bars(progress):
-        out = trainer.train(resume_from_checkpoint=resume)
-    result.train_runtime = time.perf_counter() - start
-    result.global_step = int(out.global_step)
-    result.history = list(trainer.loss_parts.history)  # type: ignore[attr-defined]
-    result.eval_history = list(trainer.loss_parts.eval_history)  # type: ignore[attr-defined]
-    if readouts:
-        result.readouts = _solve(model, tokenizer, _readout_rows(train_ds, seed), args)
-    if calibration_ds is not None:
-        result.calibration = _calibrate(model, tokenizer, calibration_ds, args)
-    if evaluate and eval_ds is not None:
-        result.metrics = evaluate_model(
-            model, tokenizer, eval_ds, batch_size=args.per_device_eval_batch_size
-        )
-    if save:
+    before = torch.get_num_threads()
+    choice = fit_threads(threads)
+    if choice.first:
+        logger.warning(choice.sentence("train(threads=N) chooses another number"))
+    try:
+        if eval_before and evaluate and eval_ds is not None:
+            result.initial_metrics = evaluate_model(
+                model, tokenizer, eval_ds, batch_size=args.per_device_eval_batch_size
+            )
+        start = time.perf_counter()
         with progress_bars(progress):
-            trainer.save_model(str(output_dir))
-        if trainer.is_world_process_zero():
-            tokenizer.save_pretrained(str(output_dir))
-        result.output_dir = Path(output_dir)
+            out = trainer.train(resume_from_checkpoint=resume)
+        result.train_runtime = time.perf_counter() - start
+        result.global_step = int(out.global_step)
+        result.history = list(trainer.loss_parts.history)  # type: ignore[attr-defined]
+        result.eval_history = list(trainer.loss_parts.eval_history)  # type: ignore[attr-defined]
+        if readouts:
+            result.readouts = _solve(model, tokenizer, _readout_rows(train_ds, seed), args)
+        if calibration_ds is not None:
+            result.calibration = _calibrate(model, tokenizer, calibration_ds, args)
+        if evaluate and eval_ds is not None:
+            result.metrics = evaluate_model(
+                model, tokenizer, eval_ds, batch_size=args.per_device_eval_batch_size
+            )
+        if save:
+            with progress_bars(progress):
+                trainer.save_model(str(output_dir))
+            if trainer.is_world_process_zero():
+                tokenizer.save_pretrained(str(output_dir))
+            result.output_dir = Path(output_dir)
+    finally:
+        torch.set_num_threads(before)
     return result

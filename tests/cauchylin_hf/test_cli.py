@@ -454,22 +454,43 @@ def test_threads_option_sets_torch_threads(trained, data, capsys):
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
-    assert "note: torch uses" not in capsys.readouterr().err
+    assert "thread" not in capsys.readouterr().err
 
 
-def test_a_busy_machine_gets_a_note(trained, data, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_free_cores", lambda: (2, 1.9))  # 2 cores, one busy
+def test_a_busy_machine_gets_fewer_threads_and_one_note(trained, data, capsys, monkeypatch):
+    from cauchylin_hf import threads
+
+    monkeypatch.setattr(threads, "free_cores", lambda: (2, 1.2))  # 2 cores, about one busy
+    monkeypatch.setattr(threads, "_said", set())
+    before = torch.get_num_threads()
+    argv = ["evaluate", str(trained), "--data", str(data["eval"]), "--no-progress"]
+    try:
+        for _ in range(2):
+            torch.set_num_threads(2)
+            assert cli.main(argv) == 0
+            assert torch.get_num_threads() == 1  # lowered, not only a note
+    finally:
+        torch.set_num_threads(before)
+    err = capsys.readouterr().err
+    sentence = "note: using 1 torch thread, not 2: only about 1 of 2 cores are free (load 1.2)"
+    assert err.count(sentence) == 1, err  # said once
+    assert "--threads N chooses another number" in err
+
+
+def test_an_idle_machine_keeps_its_threads_and_says_nothing(trained, data, capsys, monkeypatch):
+    from cauchylin_hf import threads
+
+    monkeypatch.setattr(threads, "free_cores", lambda: (2, 0.3))
+    monkeypatch.setattr(threads, "_said", set())
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
         argv = ["evaluate", str(trained), "--data", str(data["eval"]), "--no-progress"]
         assert cli.main(argv) == 0
-        assert torch.get_num_threads() == 2  # a note, not a change
+        assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
-    err = capsys.readouterr().err
-    assert "note: torch uses 2 threads but only about 1 of 2 cores are free" in err
-    assert "--threads 1" in err
+    assert "thread" not in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- clear errors
@@ -836,6 +857,39 @@ def test_nan_and_a_negative_loss_are_explained(table_model, capsys, monkeypatch)
     assert re.search(r"^target/spearman\s+nan$", captured.out, re.M)
     assert "note: nan (" in captured.err and "not a failure" in captured.err
     assert "eval/loss is negative, which is fine" in captured.err
+
+
+def test_the_nan_note_says_what_happened_to_each_group(table_model, capsys, monkeypatch):
+    """A field seen many times whose predictions are all equal is not 'seen once'."""
+    import dataclasses
+
+    from cauchylin_hf import predict
+
+    real = predict.number_predictions
+
+    def flat(*a, **kw):  # a model that predicts one value for every number
+        preds = real(*a, **kw)
+        median = torch.full_like(preds.prediction.median, 7.0)
+        return dataclasses.replace(
+            preds, prediction=dataclasses.replace(preds.prediction, median=median)
+        )
+
+    monkeypatch.setattr(predict, "number_predictions", flat)
+    n = len(table_model["test"].read_text().splitlines()) - 1  # rows under the header
+    argv = ["evaluate", str(table_model["model"]), "--data", str(table_model["test"])]
+    assert cli.main([*argv, "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert re.search(r"^target/spearman\s+nan$", captured.out, re.M)
+    note = next(line for line in captured.err.splitlines() if "note: nan (" in line)
+    assert f"target: the model predicts one value for all its {n} numbers" in note
+    assert "seen once" not in note
+    monkeypatch.setattr(predict, "number_predictions", real)
+    one = table_model["test"].read_text().splitlines()[:2]  # one row: seen once
+    path = table_model["test"].with_name("one.csv")
+    path.write_text("\n".join(one) + "\n")
+    assert cli.main(["evaluate", str(table_model["model"]), "--data", str(path)]) == 0
+    note = next(line for line in capsys.readouterr().err.splitlines() if "note: nan (" in line)
+    assert "target: seen once" in note
 
 
 def test_a_model_folder_without_a_training_median_compares_with_the_targets_own(

@@ -17,15 +17,26 @@
 * Each page runs in its own temporary working directory, so examples may write files.
 * **Printed output is compared.** A block followed (blank lines apart) by a ``text`` block titled
   ``Output``, e.g. ```` ```text title="Output" ````, must print exactly that (trailing spaces and
-  blank lines at the ends aside). Where the output comes from a training run, whose last digits
-  depend on the CPU's kernels and thread count, a comment just above the output block allows
-  numbers a relative difference (the text between the numbers must still match)::
+  blank lines at the ends aside): every word and every number, counts included. Where some
+  numbers are measured by a training run, whose last digits depend on the CPU's kernels and
+  thread count, a comment just above the output block names those numbers and their relative
+  tolerance::
 
-      <!-- docs-test: output rtol=0.05 -->
+      <!-- docs-test: output rtol=0.05 measured="error ~;" "price ~ |" "[~, ~]" -->
+
+  Each quoted pattern is a piece of the shown output in which ``~`` stands for a measured number
+  (a run of spaces matches any run of spaces, ``*`` any word characters such as ``_50``). Only
+  the numbers at a ``~`` may differ, by ``rtol`` relative to the larger of the two; every other
+  number (a row count, a step, a level, an input echoed back) must match exactly, as must the
+  text. A pattern that matches nothing in its block, ``rtol`` without ``measured`` or
+  ``measured`` without ``rtol`` is an error of the page.
 
 * **Updating the shown output.** When a change to the library changes what a page prints,
   ``python tests/docs/test_docs_examples.py docs/quickstart.md`` runs the page's blocks in order
-  and prints each block's output, to paste into its ``Output`` block.
+  and prints each block's output; with ``--write`` it also writes them into the page's
+  ``Output`` blocks (the marks stay; a measured pattern that no longer matches is reported).
+  Run it with one thread (``OMP_NUM_THREADS=1``), as the tests do. It works on ``README.md``
+  too.
 * **Shell blocks run where asked.** A ``bash`` (or ``console``, ``shell``, ``sh``) block marked
   ``<!-- docs-test: run -->`` runs with ``bash -euo pipefail`` in the page's directory, the
   current Python's scripts first on ``PATH`` (``cauchylin-lm``), ``OMP_NUM_THREADS=1``; its
@@ -62,7 +73,11 @@ SHELL_LANGS = {"bash", "console", "shell", "sh"}
 FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`]*)$")
 SKIP_MARK = re.compile(r"<!--\s*docs-test:\s*skip\b:?\s*(?P<reason>.*?)\s*-->")
 RUN_MARK = re.compile(r"<!--\s*docs-test:\s*run\s*-->")
-OUTPUT_MARK = re.compile(r"<!--\s*docs-test:\s*output\s+rtol=(?P<rtol>[0-9.eE+-]+)\s*-->")
+OUTPUT_MARK = re.compile(
+    r"<!--\s*docs-test:\s*output\s+rtol=(?P<rtol>[0-9.eE+-]+)"
+    r"(?:\s+measured=(?P<measured>(?:\s*\"[^\"]+\")+))?\s*-->"
+)
+ANY_OUTPUT_MARK = re.compile(r"<!--\s*docs-test:\s*output\b")
 OUTPUT_TITLE = re.compile(r"""^text\b.*\btitle=(["'])Output\1""")
 NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 SNIPPET = re.compile(
@@ -85,7 +100,10 @@ class Block:
     includes: list[str] = field(default_factory=list)
     shell: bool = False  # a marked shell block, run with bash
     expected: str | None = None  # the output block that follows, if any
-    rtol: float = 0.0  # relative tolerance of the numbers in ``expected``
+    rtol: float = 0.0  # relative tolerance of the measured numbers in ``expected``
+    measured: tuple[str, ...] = ()  # patterns of the measured numbers (``~`` marks one)
+    output_lines: tuple[int, int] | None = None  # 0-based: the Output body's first line, its end
+    output_indent: str = ""  # the Output fence's indentation
 
     @property
     def test_id(self) -> str:
@@ -120,6 +138,59 @@ def _expand_snippets(code: str, where: str) -> tuple[str, list[str]]:
     return "\n".join(out) + "\n", included
 
 
+def _normal(text: str) -> list[str]:
+    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    while lines and not lines[0]:
+        lines.pop(0)
+    return lines
+
+
+def measured_spans(line: str, measured: tuple[str, ...]) -> set[tuple[int, int]]:
+    """The spans of the numbers of ``line`` that a pattern of ``measured`` marks with ``~``."""
+    spans: set[tuple[int, int]] = set()
+    for pattern in measured:
+        for match in _measured_regex(pattern).finditer(line):
+            spans.update(match.span(g) for g in range(1, len(match.groups()) + 1))
+    return spans
+
+
+def _measured_regex(pattern: str) -> re.Pattern[str]:
+    """``~`` a number (captured), a run of spaces any run of spaces, ``*`` word characters."""
+    parts = []
+    for piece in re.split(r"(~|\s+|\*)", pattern):
+        if piece == "~":
+            parts.append(f"({NUMBER.pattern})")
+        elif piece == "*":
+            parts.append(r"\w*")
+        elif piece and piece.isspace():
+            parts.append(r"\s+")
+        else:
+            parts.append(re.escape(piece))
+    return re.compile("".join(parts))
+
+
+def _output_mark(above: str, expected: str, where: str) -> tuple[float, tuple[str, ...]]:
+    """``(rtol, measured patterns)`` of the comment above an Output block (``(0, ())``: none)."""
+    if not ANY_OUTPUT_MARK.search(above):
+        return 0.0, ()
+    mark = OUTPUT_MARK.search(above)
+    if mark is None or mark.group("measured") is None:
+        raise ValueError(
+            f"{where}: an output mark reads <!-- docs-test: output rtol=R "
+            f'measured="pattern ~" ... -->, naming the measured numbers with ~ (got {above.strip()!r})'
+        )
+    measured = tuple(re.findall(r'"([^"]+)"', mark.group("measured")))
+    lines = _normal(expected)
+    for pattern in measured:
+        if "~" not in pattern:
+            raise ValueError(f"{where}: the measured pattern {pattern!r} marks no number with ~")
+        if not any(measured_spans(line, (pattern,)) for line in lines):
+            raise ValueError(f"{where}: the measured pattern {pattern!r} matches nothing shown")
+    return float(mark.group("rtol")), measured
+
+
 def parse_markdown(path: Path) -> list[Block]:
     """The runnable blocks of one Markdown file, in order, each with its expected output."""
     rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.as_posix()
@@ -152,14 +223,14 @@ def parse_markdown(path: Path) -> list[Block]:
         above = lines[k] if k >= 0 else ""
         if OUTPUT_TITLE.match(info.strip()):
             between = lines[last_end:start]
-            if last is None or any(t.strip() and not OUTPUT_MARK.search(t) for t in between):
+            if last is None or any(t.strip() and not ANY_OUTPUT_MARK.search(t) for t in between):
                 raise ValueError(
                     f"{rel}:{start + 1}: an Output block must follow a runnable block "
                     "(a python block, or a shell block marked <!-- docs-test: run -->)"
                 )
             last.expected = "\n".join(body)
-            tol = OUTPUT_MARK.search(above)
-            last.rtol = float(tol.group("rtol")) if tol else 0.0
+            last.output_lines, last.output_indent = (start + 1, j), indent
+            last.rtol, last.measured = _output_mark(above, last.expected, f"{rel}:{start + 1}")
             last = None
             continue
         language = _language(info)
@@ -263,26 +334,20 @@ def _run_block(block: Block, state: PageState) -> None:
             os.chdir(old_cwd)
         out = buffer.getvalue()
     if block.expected is not None:
-        problem = compare_output(out, block.expected, block.rtol)
+        problem = compare_output(out, block.expected, block.rtol, block.measured)
         if problem:
             raise AssertionError(f"{block.test_id}: the printed output differs: {problem}")
 
 
-def _normal(text: str) -> list[str]:
-    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
-    while lines and not lines[-1]:
-        lines.pop()
-    while lines and not lines[0]:
-        lines.pop(0)
-    return lines
-
-
-def compare_output(actual: str, expected: str, rtol: float = 0.0) -> str | None:
+def compare_output(
+    actual: str, expected: str, rtol: float = 0.0, measured: tuple[str, ...] = ()
+) -> str | None:
     """None when ``actual`` prints ``expected``; else what differs (for the failure message).
 
-    Lines are compared after removing trailing spaces and blank lines at both ends. With
-    ``rtol > 0`` the numbers of a line may differ by ``rtol`` relative to the larger of the two
-    (``1e-12`` absolute at least); the text between them must be equal.
+    Lines are compared after removing trailing spaces and blank lines at both ends. The text
+    between the numbers must be equal, and so must every number, except those that a pattern of
+    ``measured`` marks with ``~`` in ``expected`` (see :func:`measured_spans`): these may differ by
+    ``rtol`` relative to the larger of the two (``1e-12`` absolute at least).
     """
     got, want = _normal(actual), _normal(expected)
     if len(got) != len(want):
@@ -291,10 +356,17 @@ def compare_output(actual: str, expected: str, rtol: float = 0.0) -> str | None:
         if g == w:
             continue
         if rtol > 0 and NUMBER.split(g) == NUMBER.split(w):
-            a, b = NUMBER.findall(g), NUMBER.findall(w)
-            if len(a) == len(b) and all(
-                abs(float(x) - float(y)) <= max(rtol * max(abs(float(x)), abs(float(y))), 1e-12)
-                for x, y in zip(a, b, strict=True)
+            spans = measured_spans(w, measured)
+            printed = NUMBER.findall(g)
+            shown = list(NUMBER.finditer(w))
+            if len(printed) == len(shown) and all(
+                x == y.group()
+                or (
+                    y.span() in spans
+                    and abs(float(x) - float(y.group()))
+                    <= max(rtol * max(abs(float(x)), abs(float(y.group()))), 1e-12)
+                )
+                for x, y in zip(printed, shown, strict=True)
             ):
                 continue
         return f"line {n}\n  printed:  {g!r}\n  expected: {w!r}\n--- printed\n{actual}"
@@ -400,11 +472,11 @@ def test_output_blocks_attach_to_the_block_before_and_shell_blocks_run_when_mark
             ```
             <!-- docs-test: run -->
             ```bash
-            echo hi
+            echo hi 3
             ```
-            <!-- docs-test: output rtol=0.1 -->
+            <!-- docs-test: output rtol=0.1 measured="hi ~" -->
             ```text title="Output"
-            hi
+            hi 3
             ```
             ```bash
             echo not run
@@ -414,9 +486,9 @@ def test_output_blocks_attach_to_the_block_before_and_shell_blocks_run_when_mark
         encoding="utf-8",
     )
     blocks = parse_markdown(md)
-    assert [(b.line, b.shell, b.expected, b.rtol) for b in blocks] == [
-        (1, False, "4", 0.0),
-        (9, True, "hi", 0.1),
+    assert [(b.line, b.shell, b.expected, b.rtol, b.measured) for b in blocks] == [
+        (1, False, "4", 0.0, ()),
+        (9, True, "hi 3", 0.1, ("hi ~",)),
     ]
     orphan = tmp_path / "orphan.md"
     orphan.write_text('```python\nx = 1\n```\ntext between\n```text title="Output"\n1\n```\n')
@@ -430,22 +502,74 @@ def test_output_blocks_attach_to_the_block_before_and_shell_blocks_run_when_mark
         _run_block(wrong, state)
 
 
+ERROR = "median absolute error ~;"
+
+
 @pytest.mark.parametrize(
-    ("printed", "expected", "rtol", "same"),
+    ("printed", "expected", "rtol", "measured", "same"),
     [
-        ("a 1.00 b\n", "a 1.00 b", 0.0, True),
-        ("a 1.01 b", "a 1.00 b", 0.0, False),
-        ("a 1.01 b", "a 1.00 b", 0.02, True),
-        ("a 1.03 b", "a 1.00 b", 0.02, False),
-        ("a 1.01 c", "a 1.00 b", 0.02, False),  # the words must match
-        ("price 226.  ", "price 230.", 0.02, True),
-        ("-5 and 3", "5 and 3", 0.5, False),  # a sign is part of the number
-        ("x\ny", "x", 0.0, False),
-        ("\nx\n\n", "x", 0.0, True),
+        ("a 1.00 b\n", "a 1.00 b", 0.0, (), True),
+        ("a 1.01 b", "a 1.00 b", 0.0, (), False),
+        ("a 1.01 b", "a 1.00 b", 0.02, ("a ~",), True),
+        ("a 1.03 b", "a 1.00 b", 0.02, ("a ~",), False),
+        ("a 1.01 c", "a 1.00 b", 0.02, ("a ~",), False),  # the words must match
+        ("price 226.  ", "price 230.", 0.02, ("price ~",), True),
+        ("-5 and 3", "5 and 3", 0.5, ("~ and",), False),  # a sign is part of the number
+        ("x\ny", "x", 0.0, (), False),
+        ("\nx\n\n", "x", 0.0, (), True),
+        # A number no pattern marks is a count: exact, whatever the tolerance.
+        ("calibrated on 96 rows", "calibrated on 100 rows", 0.35, ("error ~",), False),
+        ("3 of 3 contexts", "2 of 3 contexts", 0.5, (ERROR,), False),
+        ("1.01 and 1.00", "1.00 and 1.00", 0.02, ("~ and",), True),
+        ("1.00 and 1.01", "1.00 and 1.00", 0.02, ("~ and",), False),  # only the first
+        # The measured number beside exact ones on one line.
+        (
+            "on 96 rows: median absolute error 4.4; median (343.5)",
+            "on 96 rows: median absolute error 4.6; median (343.5)",
+            0.1,
+            (ERROR,),
+            True,
+        ),
+        (
+            "on 96 rows: median absolute error 4.4; median (340.5)",
+            "on 96 rows: median absolute error 4.6; median (343.5)",
+            0.1,
+            (ERROR,),
+            False,
+        ),
+        # Spaces match any run of spaces, * any word characters.
+        ("coverage_90      0.86", "coverage_90      0.84", 0.05, ("coverage_* ~",), True),
+        ("count            51", "count            50", 0.05, ("coverage_* ~",), False),
     ],
 )
-def test_compare_output(printed: str, expected: str, rtol: float, same: bool) -> None:
-    assert (compare_output(printed, expected, rtol) is None) == same
+def test_compare_output(
+    printed: str, expected: str, rtol: float, measured: tuple[str, ...], same: bool
+) -> None:
+    assert (compare_output(printed, expected, rtol, measured) is None) == same
+
+
+@pytest.mark.parametrize(
+    ("mark", "problem"),
+    [
+        ("<!-- docs-test: output rtol=0.1 -->", "naming the measured numbers"),
+        ('<!-- docs-test: output measured="a ~" -->', "naming the measured numbers"),
+        ('<!-- docs-test: output rtol=0.1 measured="b ~" -->', "matches nothing shown"),
+        ('<!-- docs-test: output rtol=0.1 measured="a 1" -->', "marks no number"),
+    ],
+)
+def test_an_output_mark_must_name_measured_numbers_that_exist(
+    tmp_path: Path, mark: str, problem: str
+) -> None:
+    md = tmp_path / "page.md"
+    md.write_text(f'```python\nprint("a 1")\n```\n{mark}\n```text title="Output"\na 1\n```\n')
+    with pytest.raises(ValueError, match=problem):
+        parse_markdown(md)
+    md.write_text(
+        '```python\nprint("a 1 b 2")\n```\n'
+        '<!-- docs-test: output rtol=0.1 measured="a ~" "b ~" -->\n'
+        '```text title="Output"\na 1 b 2\n```\n'
+    )
+    assert parse_markdown(md)[0].measured == ("a ~", "b ~")
 
 
 # --------------------------------------------------------------------------------------------
@@ -610,7 +734,7 @@ def test_built_site_needs_no_network(built_site: Path) -> None:
 
 
 def test_math_is_bundled_and_rendered_by_arithmatex(built_site: Path) -> None:
-    page = (built_site / "concepts" / "index.html").read_text(encoding="utf-8")
+    page = (built_site / "concepts.html").read_text(encoding="utf-8")
     assert 'class="arithmatex"' in page, "arithmatex (generic mode) produced no math elements"
     assert "javascripts/katex/katex.min.js" in page and "javascripts/katex-init.js" in page
     fonts = list((built_site / "javascripts" / "katex" / "fonts").glob("*.woff2"))
@@ -703,8 +827,9 @@ def test_no_latex_outside_math_in_the_built_site(built_site: Path) -> None:
     assert not problems, "raw LaTeX outside math on the site:\n" + "\n".join(problems)
 
 
-def _print_page_outputs(page: str) -> None:  # pragma: no cover - a maintainer's tool
-    """Run one page's blocks in order and print what each prints (``__main__`` below)."""
+def _print_page_outputs(page: str, write: bool = False) -> None:  # pragma: no cover
+    """Run one page's blocks in order and print what each prints; ``write``: into the page's
+    Output blocks too (a maintainer's tool: ``__main__`` below)."""
     import tempfile
 
     import torch
@@ -712,6 +837,7 @@ def _print_page_outputs(page: str) -> None:  # pragma: no cover - a maintainer's
     torch.manual_seed(0)
     state = PageState({"__name__": "__docs_example__"}, Path(tempfile.mkdtemp()))
     path = (Path.cwd() / page).resolve()
+    printed: list[tuple[Block, str]] = []
     for block in parse_markdown(path):
         if block.skip_reason is not None:
             continue
@@ -725,7 +851,19 @@ def _print_page_outputs(page: str) -> None:  # pragma: no cover - a maintainer's
         rtol = f", rtol {block.rtol:g}" if block.rtol else ""
         shown = "compared" if expected is not None else "not shown"
         print(f"--- {block.test_id} ({shown}{rtol})\n{buffer.getvalue()}", end="", flush=True)
+        if expected is not None:
+            printed.append((block, buffer.getvalue()))
+    if not write:
+        return
+    lines = path.read_text(encoding="utf-8").split("\n")
+    for block, out in reversed(printed):  # from the bottom: earlier line numbers stay valid
+        assert block.output_lines is not None
+        first, end = block.output_lines
+        lines[first:end] = [(block.output_indent + t).rstrip() for t in _normal(out)]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    parse_markdown(path)  # raises if a measured pattern no longer matches what is shown
+    print(f"--- wrote {len(printed)} Output blocks into {page}")
 
 
 if __name__ == "__main__":  # pragma: no cover
-    _print_page_outputs(sys.argv[1])
+    _print_page_outputs(sys.argv[1], write="--write" in sys.argv[2:])

@@ -119,3 +119,12 @@ def test_wide_figures_keep_a_readable_size():
     assert not unmarked, "wide figures without { .figure-wide } under them:\n" + "\n".join(unmarked)
     css = (ROOT / "docs" / "stylesheets" / "extra.css").read_text("utf-8")
     assert ".figure-wide" in css, "extra.css lost the rule that keeps wide figures readable"
+
+
+def test_the_installation_page_checks_torch_once_numpy_is_there():
+    """torch imported before NumPy is installed warns "Failed to initialize NumPy": the page's
+    torch check comes after the step that installs cauchylin (which brings NumPy)."""
+    text = (ROOT / "docs" / "installation.md").read_text(encoding="utf-8")
+    check = text.index('python -c "import torch')
+    install = text.index('pip install -e ".[hf]"')
+    assert install < check, "the torch check runs before NumPy is installed"

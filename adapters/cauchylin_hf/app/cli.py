@@ -19,7 +19,6 @@ import argparse
 import errno
 import json
 import math
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -91,36 +90,14 @@ def _progress(args: argparse.Namespace) -> bool:
     return not getattr(args, "no_progress", False) and sys.stderr.isatty()
 
 
-def _free_cores() -> tuple[int, float]:
-    """``(cores this process may use, 1-minute load average)``."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        load = 0.0
-    return cores, load
-
-
 def _set_threads(args: argparse.Namespace) -> None:
-    """``--threads N``: ``torch.set_num_threads(N)``; without it, a note when the machine is busy."""
-    import torch
+    """``--threads N``: ``torch.set_num_threads(N)``; without it, no more threads than the free
+    cores (:func:`~cauchylin_hf.threads.fit_threads`), with a note the first time it lowers them."""
+    from ..threads import fit_threads
 
-    threads = getattr(args, "threads", None)
-    if threads is not None:
-        torch.set_num_threads(threads)
-        return
-    cores, load = _free_cores()
-    free = max(1, math.floor(cores - load + 0.5))
-    if torch.get_num_threads() > free:
-        note(
-            args,
-            f"torch uses {torch.get_num_threads()} threads but only about {free} of {cores} "
-            f"cores are free (load {load:.1f}); on a busy machine each step can be many times "
-            f"slower: pass --threads {free}",
-        )
+    choice = fit_threads(getattr(args, "threads", None))
+    if choice.first:
+        note(args, choice.sentence("--threads N chooses another number"))
 
 
 def _is_model_entry(name: str) -> bool:
@@ -217,6 +194,8 @@ def _model_to_train(args: argparse.Namespace, sample: Sequence[str]) -> tuple[An
 
 def _train_settings(args: argparse.Namespace, n_texts: int) -> dict[str, Any]:
     """The keyword arguments of :func:`cauchylin_hf.training.train` from the options."""
+    import torch
+
     settings: dict[str, Any] = {
         "max_steps": args.max_steps,
         "num_train_epochs": args.epochs,
@@ -230,6 +209,7 @@ def _train_settings(args: argparse.Namespace, n_texts: int) -> dict[str, Any]:
         "warmup_steps": _warmup_steps(args, n_texts),
         "save_steps": args.save_steps,
         "save_total_limit": args.save_total_limit,
+        "threads": torch.get_num_threads(),  # what _set_threads chose
     }
     if args.lr_scheduler is not None:
         settings["lr_scheduler_type"] = args.lr_scheduler
@@ -395,13 +375,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=_progress(args),
     )
+    undefined: dict[str, str] = {}  # why a rank correlation is nan, for the note
     if model.config.num_token_id is not None:
-        metrics.update(target_report(args, model, ntok, data, median, "texts"))
+        metrics.update(target_report(args, model, ntok, data, median, "texts", undefined))
     if args.json:
         print(json.dumps(metrics, indent=2))
     else:
         print_metrics(metrics)
-    explain(args, metrics)
+    explain(args, metrics, undefined)
     return 0
 
 

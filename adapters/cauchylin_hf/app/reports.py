@@ -183,6 +183,7 @@ def target_report(
     data: Data,
     baseline: float | None,
     where: str,
+    undefined: dict[str, str] | None = None,
 ) -> dict[str, float]:
     """The number metrics of ``data`` and the learning check: the target's median absolute
     error beside the baseline's (one line), warnings when nothing was learnt.
@@ -194,6 +195,8 @@ def target_report(
         data: the texts whose target numbers are scored.
         baseline: the training median (None: the scored targets' own median).
         where: what the texts are, in the printed line (``"held-out texts"``).
+        undefined: a dict to fill with why ``spearman`` is ``nan`` in a group
+            (:func:`~cauchylin_hf.predict.spearman_undefined`), for :func:`explain`.
 
     Returns:
         The metrics of :func:`~cauchylin_hf.predict.number_metrics`, with
@@ -213,7 +216,7 @@ def target_report(
     """
     from cauchylin.metrics import quantiles
 
-    from ..predict import learning_check, number_metrics, number_predictions
+    from ..predict import learning_check, number_metrics, number_predictions, spearman_undefined
 
     preds = number_predictions(
         model,
@@ -224,6 +227,8 @@ def target_report(
         calibrated=not getattr(args, "raw_intervals", False),
     )
     metrics = number_metrics(preds)
+    if undefined is not None:
+        undefined.update(spearman_undefined(preds))
     keep = preds.is_target
     if not bool(keep.any()):
         return metrics
@@ -248,12 +253,16 @@ def target_report(
     return metrics
 
 
-def explain(args: argparse.Namespace, metrics: dict[str, float]) -> None:
+def explain(
+    args: argparse.Namespace, metrics: dict[str, float], undefined: dict[str, str] | None = None
+) -> None:
     """Notes on what can look like a fault: ``nan`` values and a negative loss.
 
     Args:
         args: the parsed arguments (the command, for the notes).
         metrics: the printed metrics.
+        undefined: why ``spearman`` is ``nan`` per group (filled by :func:`target_report`);
+            the note names what happened to the first three.
 
     Example:
         >>> import contextlib, io
@@ -270,7 +279,7 @@ def explain(args: argparse.Namespace, metrics: dict[str, float]) -> None:
             args,
             f"nan ({shown}) marks a value undefined for its group, not a failure: a rank "
             "correlation (spearman) needs at least two numbers whose predictions and true "
-            "values are not all equal (a field seen once has none)",
+            f"values are not all equal{_what_happened(undefined or {})}",
         )
     loss = metrics.get("eval/loss")
     if loss is not None and loss < 0:
@@ -281,6 +290,15 @@ def explain(args: argparse.Namespace, metrics: dict[str, float]) -> None:
             "numbers, log(pi scale_Y) + log(1 + z^2), below 0 when the predicted scale is "
             "under 1/pi (sharp predictions)",
         )
+
+
+def _what_happened(undefined: dict[str, str]) -> str:
+    """`` (here: group: reason; ...)`` for the first three groups, or nothing."""
+    if not undefined:
+        return ""
+    said = [f"{group}: {reason}" for group, reason in list(undefined.items())[:3]]
+    more = f"; and {len(undefined) - 3} more" if len(undefined) > 3 else ""
+    return f" (here {'; '.join(said)}{more})"
 
 
 def write_value(precision: Any, value: float, prefix: str, decimals: int | None) -> str:
