@@ -741,6 +741,57 @@ def test_math_is_bundled_and_rendered_by_arithmatex(built_site: Path) -> None:
     assert len(fonts) >= 10, "the KaTeX woff2 fonts are not in the site"
 
 
+def _screenshot_script() -> Any:
+    """``scripts/docs_screenshot.py`` as a module: its Chromium command line is the one home."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "docs_screenshot", ROOT / "scripts" / "docs_screenshot.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_site_works_opened_from_disk(built_site: Path, tmp_path: Path) -> None:
+    """Opened from disk (file://, no server) in headless Chromium: an internal link of the home
+    page reaches its page (not a folder listing), and search answers from the inlined index."""
+    import shutil
+    from urllib.parse import urljoin
+
+    shots = _screenshot_script()
+    binary = next(
+        (
+            shutil.which(n)
+            for n in ("chromium", "chromium-browser", "google-chrome")
+            if shutil.which(n)
+        ),
+        None,
+    )
+    if binary is None:
+        pytest.skip(
+            "Chromium is not installed (Debian: apt-get install chromium): the file:// check needs a real browser"
+        )
+
+    def rendered(url: str, name: str) -> str:
+        cmd = [*shots.chromium_args(binary, tmp_path / name, 1280, 900, False), "--dump-dom", url]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
+        assert proc.returncode == 0, f"chromium failed on {url}:\n{proc.stderr[-2000:]}"
+        return proc.stdout
+
+    home = (built_site / "index.html").as_uri()
+    links = re.findall(r'<a\b[^>]*\bhref="([^"#?:]*quickstart[^"#?]*)"', rendered(home, "home"))
+    assert links, "the home page links no quickstart page"
+    target = urljoin(home, links[0])
+    page = rendered(target, "link")
+    assert "Index of" not in page, f"{links[0]!r} from the home page opens a folder listing"
+    assert 'class="md-content"' in page and ">Quickstart<" in page, f"{target} is not the page"
+    search = rendered(target + "?q=calibrated", "search")
+    assert 'class="md-search"' in search, "the page has no search box"
+    assert "md-search-result__item" in search, "search found nothing from file://"
+
+
 class _TextOutsideMath(HTMLParser):
     """The text of a page outside math (``.arithmatex``), code, scripts and styles."""
 

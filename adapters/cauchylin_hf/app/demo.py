@@ -16,8 +16,13 @@ No download and no network: everything is built locally.
 4. **Evaluation** on the held-out sentences: token accuracy, ``<NUM>`` precision/recall/F1,
    regression errors and distribution statistics (:func:`~cauchylin_hf.evaluation.evaluate_model`) in a table next to two baselines, the same
    model before training and "predict the training mean" for every number.
-5. **Generation** (:func:`cauchylin_hf.generation.generate`) from a few prompts in every mode,
-   and one counterfactual: the same shared individual (one ``eps_seed``) on two prompts.
+5. **Prediction and generation.** First what to trust: each prompt's next number as the model
+   predicts it (:func:`~cauchylin_hf.predict.predict_values`: the median with its 50% and 90%
+   intervals). Then :func:`cauchylin_hf.generation.generate` from the same prompts in every
+   mode, each line one raw draw (the individual modes draw from a Cauchy, whose tail gives a
+   far-off number now and then), with the median of many individual draws beside them; and one
+   counterfactual: the same typical individual (one ``eps_seed``) on two prompts that differ in
+   one number.
 6. **Plots** in ``output_dir``: ``loss_curves.png``, ``predicted_vs_true.png``,
    ``ovr_prob_sums.png``; plus ``metrics.json`` and ``samples.txt``.
 
@@ -44,6 +49,7 @@ from cauchylin.value_space import from_value_space
 
 from ..precision import NumberPrecision
 from .compare import Recipe
+from .reports import write_value
 
 __all__ = [
     "FULL",
@@ -128,6 +134,9 @@ QUICK = DemoSettings(
     max_new_tokens=12,
 )
 """The shortened demo (``--quick``; about a minute)."""
+
+DRAWS = 25
+"""Individual draws per prompt whose median the demo shows beside the raw draws."""
 
 PROMPTS = (
     "3 boxes of 12 eggs hold",
@@ -504,8 +513,8 @@ def run_demo(
         stream: where to print (default ``sys.stdout``).
 
     Returns:
-        ``{"metrics", "untrained", "mean_baseline", "comparison", "generations",
-        "counterfactual", "files", "seconds", "settings"}``.
+        ``{"metrics", "untrained", "mean_baseline", "comparison", "predictions",
+        "generations", "draw_medians", "counterfactual", "files", "seconds", "settings"}``.
 
     Example:
         ``run_demo("outputs/demo", quick=True)`` is the ``--quick`` run; a tiny one in a second:
@@ -562,7 +571,9 @@ def run_demo(
 
     # Generated numbers are written with the decimals their field had in the training text.
     precision = NumberPrecision.from_texts(splits.train)
+    predictions = _predictions(model, ntok, precision, say)
     generations = _generate_in_every_mode(model, ntok, s, precision, say)
+    draw_medians = _median_of_draws(model, ntok, s, precision, say)
     counterfactual = _counterfactual(model, ntok, s, precision, say)
 
     files: list[str] = []
@@ -574,7 +585,9 @@ def run_demo(
         "untrained": untrained,
         "mean_baseline": baseline,
         "comparison": comparison,
+        "predictions": predictions,
         "generations": generations,
+        "draw_medians": draw_medians,
         "counterfactual": counterfactual,
         "files": files,
         "seconds": time.perf_counter() - start,
@@ -636,14 +649,65 @@ def _train_model(
     return model, ntok, result
 
 
+def _predicted(
+    model: Any, ntok: Any, prompts: list[str], precision: NumberPrecision
+) -> list[dict[str, Any]]:
+    """Each prompt's next number as predicted: the median and its 50% and 90% intervals."""
+    from ..predict import predict_values
+
+    pred = predict_values(model, ntok, [p + " " for p in prompts], levels=(0.5, 0.9))
+    (lo50, hi50), (lo90, hi90) = pred.interval(0.5), pred.interval(0.9)
+    rows = []
+    for i, prompt in enumerate(prompts):
+        written = [
+            write_value(precision, float(v[i]), prompt + " ", None)
+            for v in (pred.median, lo50, hi50, lo90, hi90)
+        ]
+        rows.append(
+            {
+                "prompt": prompt,
+                "median": float(pred.median[i]),
+                "line": f"{prompt} {written[0]}  |  50% [{written[1]}, {written[2]}]  "
+                f"90% [{written[3]}, {written[4]}]",
+            }
+        )
+    return rows
+
+
+def _predictions(
+    model: Any, ntok: Any, precision: NumberPrecision, say: Callable[[str], None]
+) -> list[dict[str, Any]]:
+    """What to trust: each prompt's next number, its median with the 50% and 90% intervals."""
+    say("== what to trust: each prompt's next number, the median with its 50% and 90% intervals")
+    model.eval()
+    rows = _predicted(model, ntok, list(PROMPTS), precision)
+    for row in rows:
+        say(f"  {row['line']}")
+    say("")
+    return rows
+
+
+def _first_generated_number(text: str, prompt: str) -> float | None:
+    """The first number written after ``prompt`` in ``text`` (None: the draw wrote none)."""
+    from ..numbers import find_numbers
+
+    spans = find_numbers(text[len(prompt) :])
+    return float(spans[0].value) if spans else None
+
+
 def _generate_in_every_mode(
     model: Any, ntok: Any, s: DemoSettings, precision: NumberPrecision, say: Callable[[str], None]
 ) -> dict[str, list[str]]:
-    """The same prompts continued in every inference mode (:data:`MODE_SETTINGS`), by mode."""
+    """The same prompts continued in every inference mode (:data:`MODE_SETTINGS`), by mode,
+    each a raw draw; for the individual mode also the median of :data:`DRAWS` draws."""
     from ..generation import generate
 
     generations: dict[str, list[str]] = {}
-    say("== generation from the same prompts in every mode (seed 0)")
+    say(
+        f"== generation from the same prompts in every mode (seed {s.seed}): each line is one "
+        "raw draw; the individual modes draw an individual from a Cauchy, whose tail gives a "
+        "far-off number now and then (trust the median and intervals above)"
+    )
     model.eval()
     for mode, kw in MODE_SETTINGS:
         g = generate(
@@ -658,28 +722,76 @@ def _generate_in_every_mode(
         generations[mode] = [
             precision.write_generation(g, i, prompt, ntok)[0] for i, prompt in enumerate(PROMPTS)
         ]
-        say(f"-- {mode} ({', '.join(f'{k}={v}' for k, v in kw.items())})")
+        draws = "" if mode == modes.CAUSAL else ", one raw draw each"
+        say(f"-- {mode} ({', '.join(f'{k}={v}' for k, v in kw.items())}){draws}")
         for text in generations[mode]:
             say(f"  {text}")
     say("")
     return generations
 
 
+def _median_of_draws(
+    model: Any, ntok: Any, s: DemoSettings, precision: NumberPrecision, say: Callable[[str], None]
+) -> list[str]:
+    """Per prompt, the median of the first generated number over :data:`DRAWS` individual
+    draws, written with its field's decimals (``-`` where no draw wrote a number)."""
+    from ..generation import generate
+
+    prompts = [p for p in PROMPTS for _ in range(DRAWS)]
+    g = generate(
+        model,
+        prompts,
+        tokenizer=ntok,
+        mode=modes.INDIVIDUAL,
+        max_new_tokens=s.max_new_tokens,
+        seed=s.seed,
+        temperature=1.0,
+    )
+    out = []
+    for k, prompt in enumerate(PROMPTS):
+        values = [
+            _first_generated_number(precision.write_generation(g, i, prompt, ntok)[0], prompt)
+            for i in range(k * DRAWS, (k + 1) * DRAWS)
+        ]
+        found = [v for v in values if v is not None and math.isfinite(v)]
+        out.append(
+            write_value(precision, statistics.median(found), prompt + " ", None) if found else "-"
+        )
+    say(
+        f"== the median of the first number of {DRAWS} {modes.INDIVIDUAL} draws per prompt "
+        "(close to the predicted median where the draws are well behaved):"
+    )
+    for prompt, median in zip(PROMPTS, out, strict=True):
+        say(f"  {prompt} {median}")
+    say("")
+    return out
+
+
+COUNTERFACTUAL_PAIR = (
+    "Ann had 47 pears and bought 5 more, so Ann now has",
+    "Ann had 47 pears and bought 9 more, so Ann now has",
+)
+"""Two prompts that differ in one number (4 more pears bought): the counterfactual pair."""
+
+
 def _counterfactual(
     model: Any, ntok: Any, s: DemoSettings, precision: NumberPrecision, say: Callable[[str], None]
 ) -> dict[str, Any]:
-    """One shared individual (one ``eps_seed``) on two prompts: its draw and the two texts."""
-    from cauchylin.nn import draw_eps_seed
-
+    """One typical shared individual (one ``eps_seed`` from the central half of its law) on two
+    prompts that differ in one number: its two texts, and the predicted medians beside them."""
     from ..generation import generate
 
-    say("== counterfactual: one shared individual (the same eps_seed) on two prompts")
-    eps = draw_eps_seed(
-        (model.action.causal_size,),
-        generator=torch.Generator().manual_seed(s.seed + 1),
-        dtype=torch.float64,
+    say(
+        "== counterfactual: one individual (the same eps_seed) on two prompts that differ in one "
+        "number (4 more pears bought)"
     )
-    pair = ["Ben had 20 books and bought 7 more, so Ben now has", "The average of 10 and 30 is"]
+    # A typical individual: eps_seed, the quantile that selects it, in the central half
+    # [0.25, 0.75] (an individual from the tails writes far-off numbers, as the raw draws show).
+    generator = torch.Generator().manual_seed(s.seed + 1)
+    eps = 0.25 + 0.5 * torch.rand(
+        (model.action.causal_size,), generator=generator, dtype=torch.float64
+    )
+    pair = list(COUNTERFACTUAL_PAIR)
     cf = generate(
         model,
         pair,
@@ -691,13 +803,29 @@ def _counterfactual(
     assert cf.eps_seed is not None  # a shared_individual run returns its draw
     same = bool(torch.equal(cf.eps_seed[0], cf.eps_seed[1]))
     say(
-        f"eps_seed[:4] = {[round(x, 4) for x in eps[:4].tolist()]} (identical in both rows: {same})"
+        f"eps_seed[:4] = {[round(x, 4) for x in eps[:4].tolist()]}, a typical individual "
+        f"(each in [0.25, 0.75]; identical in both rows: {same})"
     )
     cf_texts = [precision.write_generation(cf, i, prompt, ntok)[0] for i, prompt in enumerate(pair)]
     for text in cf_texts:
-        say(f"  {text}")
+        say(f"  {text}  (this individual's draw)")
+    predicted = _predicted(model, ntok, pair, precision)
+    first = [_first_generated_number(t, p) for t, p in zip(cf_texts, pair, strict=True)]
+    medians = [row["median"] for row in predicted]
+    change = f"{first[1] - first[0]:+.4g}" if first[0] is not None and first[1] is not None else "-"
+    say(
+        f"the individual's number changes by {change} and the predicted median by "
+        f"{medians[1] - medians[0]:+.4g} when 4 more pears are bought (the true change: +4); "
+        "the predictions:"
+    )
+    for row in predicted:
+        say(f"  {row['line']}")
     say("")
-    return {"eps_seed_head": eps[:4].tolist(), "texts": cf_texts}
+    return {
+        "eps_seed_head": eps[:4].tolist(),
+        "texts": cf_texts,
+        "predictions": [row["line"] for row in predicted],
+    }
 
 
 def _write_results(folder: Path, summary: dict[str, Any]) -> list[str]:
