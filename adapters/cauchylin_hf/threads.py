@@ -21,6 +21,7 @@ from cauchylin._validation import positive_int
 __all__ = ["ThreadChoice", "fit_threads", "free_cores"]
 
 _said: set[tuple[int, int]] = set()  # (torch's count, the count chosen) already reported
+_kept: list[int] = []  # a count given for the whole process (the command line's --threads)
 
 
 def free_cores() -> tuple[int, float]:
@@ -88,15 +89,19 @@ class ThreadChoice:
         )
 
 
-def fit_threads(threads: int | None = None) -> ThreadChoice:
+def fit_threads(threads: int | None = None, *, for_process: bool = False) -> ThreadChoice:
     """Set torch's CPU thread count: ``threads`` if given, else no more than the free cores.
 
     Without ``threads``, the free cores are the usable cores minus the one-minute load average,
     rounded, at least 1 (:func:`free_cores`); torch's count is lowered to that when it is
-    higher, and never raised (a count set before, e.g. by ``OMP_NUM_THREADS=1``, stays).
+    higher, and never raised (a count set before, e.g. by ``OMP_NUM_THREADS=1``, stays). A
+    count given ``for_process`` (the command line's ``--threads``) is never lowered by a later
+    call without one (the trainings a command runs).
 
     Args:
         threads: the thread count to set (a positive int), or None to fit the free cores.
+        for_process: this call decides for the whole process: a ``threads`` given is kept by
+            later calls without one, and a None forgets a count kept before.
 
     Returns:
         A :class:`ThreadChoice`; its ``first`` is True once per process and per change.
@@ -117,10 +122,13 @@ def fit_threads(threads: int | None = None) -> ThreadChoice:
     cores, load = free_cores()
     if threads is not None:
         positive_int("threads", threads)
+    if for_process:
+        _kept[:] = [] if threads is None else [threads]
+    if threads is not None:
         torch.set_num_threads(threads)
         return ThreadChoice(before, threads, cores, load, False, False)
     free = max(1, math.floor(cores - load + 0.5))
-    if before <= free:
+    if _kept or before <= free:
         return ThreadChoice(before, before, cores, load, False, False)
     torch.set_num_threads(free)
     first = (before, free) not in _said

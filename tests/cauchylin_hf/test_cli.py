@@ -462,6 +462,7 @@ def test_a_busy_machine_gets_fewer_threads_and_one_note(trained, data, capsys, m
 
     monkeypatch.setattr(threads, "free_cores", lambda: (2, 1.2))  # 2 cores, about one busy
     monkeypatch.setattr(threads, "_said", set())
+    monkeypatch.setattr(threads, "_kept", [])
     before = torch.get_num_threads()
     argv = ["evaluate", str(trained), "--data", str(data["eval"]), "--no-progress"]
     try:
@@ -482,6 +483,7 @@ def test_an_idle_machine_keeps_its_threads_and_says_nothing(trained, data, capsy
 
     monkeypatch.setattr(threads, "free_cores", lambda: (2, 0.3))
     monkeypatch.setattr(threads, "_said", set())
+    monkeypatch.setattr(threads, "_kept", [])
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)

@@ -19,6 +19,7 @@ from transformers import TrainerCallback
 def machine(monkeypatch):
     """Sets the cores and load average ``fit_threads`` sees; torch's count is restored after."""
     monkeypatch.setattr(threads, "_said", set())
+    monkeypatch.setattr(threads, "_kept", [])
     before = torch.get_num_threads()
 
     def set_machine(cores: int, load: float, torch_threads: int) -> None:
@@ -106,3 +107,13 @@ def test_train_uses_the_free_cores_says_so_once_and_restores(machine, tmp_path, 
         "train(threads=N) chooses another number"
     ]
     assert _train(tmp_path, threads=2) == {2}
+
+
+def test_a_count_given_for_the_process_is_kept_by_the_trainings_it_runs(machine, tmp_path):
+    """``--threads 2`` on a busy machine: the command's trainings keep 2 threads."""
+    machine(2, 8.7, 1)
+    assert fit_threads(2, for_process=True).threads == 2
+    assert _train(tmp_path) == {2}
+    assert fit_threads(None, for_process=True).threads == 1  # the next command fits again
+    torch.set_num_threads(2)
+    assert _train(tmp_path) == {1}

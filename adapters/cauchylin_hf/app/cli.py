@@ -95,7 +95,7 @@ def _set_threads(args: argparse.Namespace) -> None:
     cores (:func:`~cauchylin_hf.threads.fit_threads`), with a note the first time it lowers them."""
     from ..threads import fit_threads
 
-    choice = fit_threads(getattr(args, "threads", None))
+    choice = fit_threads(getattr(args, "threads", None), for_process=True)
     if choice.first:
         note(args, choice.sentence("--threads N chooses another number"))
 
@@ -194,8 +194,6 @@ def _model_to_train(args: argparse.Namespace, sample: Sequence[str]) -> tuple[An
 
 def _train_settings(args: argparse.Namespace, n_texts: int) -> dict[str, Any]:
     """The keyword arguments of :func:`cauchylin_hf.training.train` from the options."""
-    import torch
-
     settings: dict[str, Any] = {
         "max_steps": args.max_steps,
         "num_train_epochs": args.epochs,
@@ -209,7 +207,6 @@ def _train_settings(args: argparse.Namespace, n_texts: int) -> dict[str, Any]:
         "warmup_steps": _warmup_steps(args, n_texts),
         "save_steps": args.save_steps,
         "save_total_limit": args.save_total_limit,
-        "threads": torch.get_num_threads(),  # what _set_threads chose
     }
     if args.lr_scheduler is not None:
         settings["lr_scheduler_type"] = args.lr_scheduler
