@@ -148,12 +148,16 @@ def _normal(text: str) -> list[str]:
 
 
 def measured_spans(line: str, measured: tuple[str, ...]) -> set[tuple[int, int]]:
-    """The spans of the numbers of ``line`` that a pattern of ``measured`` marks with ``~``."""
-    spans: set[tuple[int, int]] = set()
-    for pattern in measured:
-        for match in _measured_regex(pattern).finditer(line):
-            spans.update(match.span(g) for g in range(1, len(match.groups()) + 1))
-    return spans
+    """The spans of the numbers of ``line`` (as :data:`NUMBER` finds them) that a pattern of
+    ``measured`` marks with ``~``: those starting where a ``~`` of a match starts (``"price ~."``
+    marks ``224.`` in ``price 224.``)."""
+    starts = {
+        match.start(g)
+        for pattern in measured
+        for match in _measured_regex(pattern).finditer(line)
+        for g in range(1, len(match.groups()) + 1)
+    }
+    return {m.span() for m in NUMBER.finditer(line) if m.start() in starts}
 
 
 def _measured_regex(pattern: str) -> re.Pattern[str]:
@@ -514,6 +518,8 @@ ERROR = "median absolute error ~;"
         ("a 1.03 b", "a 1.00 b", 0.02, ("a ~",), False),
         ("a 1.01 c", "a 1.00 b", 0.02, ("a ~",), False),  # the words must match
         ("price 226.  ", "price 230.", 0.02, ("price ~",), True),
+        ("price 226.", "price 224.", 0.02, ("price ~.",), True),  # the pattern's "." too
+        ("price 236.", "price 224.", 0.02, ("price ~.",), False),
         ("-5 and 3", "5 and 3", 0.5, ("~ and",), False),  # a sign is part of the number
         ("x\ny", "x", 0.0, (), False),
         ("\nx\n\n", "x", 0.0, (), True),
