@@ -22,6 +22,7 @@ difference between the compiled and the eager ``vmap`` (they must agree to a few
 
 Run:
     python benchmarks/bench_func.py                       # D = 1000, C = 8
+    python benchmarks/bench_func.py --threads 1 --timer process   # CPU time: a loaded machine
     python benchmarks/bench_func.py --device cuda --json func.json --plot func.png
 """
 
@@ -87,9 +88,13 @@ def sides(
 
 
 def measure(
-    fns: dict[str, Callable[[], torch.Tensor]], rounds: int, repeat: int, device: str
+    fns: dict[str, Callable[[], torch.Tensor]],
+    rounds: int,
+    repeat: int,
+    device: str,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, list[float]]:
-    """Seconds per call of each side in each of ``rounds`` interleaved rounds."""
+    """Seconds per call of each side in each of ``rounds`` interleaved rounds (by ``clock``)."""
     names = list(fns)
     per: dict[str, list[float]] = {n: [] for n in names}
     for fn in fns.values():  # warm up (allocator, first-call work)
@@ -98,11 +103,11 @@ def measure(
         order = names if r % 2 == 0 else names[::-1]
         for name in order:
             _sync(device)
-            start = time.perf_counter()
+            start = clock()
             for _ in range(repeat):
                 fns[name]()
             _sync(device)
-            per[name].append((time.perf_counter() - start) / repeat)
+            per[name].append((clock() - start) / repeat)
     return per
 
 
@@ -123,7 +128,8 @@ def run(args: argparse.Namespace) -> dict:
         "vmap vs torch (float64)": float((eager_out.double() - ref).abs().max()),
     }
     agree = all(v <= tol for v in diffs.values())
-    per_round = measure(fns, args.rounds, args.repeat, args.device)
+    clock = time.process_time if args.timer == "process" else time.perf_counter
+    per_round = measure(fns, args.rounds, args.repeat, args.device, clock)
     pairs = {
         "loop / vmap (validation on)": ("loop (validation on)", "vmap (validation on)"),
         "loop / vmap (validation off)": ("loop (validation off)", "vmap (validation off)"),
@@ -201,12 +207,21 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--repeat", type=int, default=20, help="calls per side and round")
     parser.add_argument("--backend", default="inductor", help="torch.compile backend")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU)")
+    parser.add_argument(
+        "--timer",
+        default="wall",
+        choices=["wall", "process"],
+        help="wall clock, or process CPU time (robust on a loaded machine; CPU only, with "
+        "--threads 1)",
+    )
     parser.add_argument("--json", default=None)
     parser.add_argument("--plot", default=None)
     args = parser.parse_args(argv)
     args.device = args.device or str(cauchylin.available_device())
     if args.d < 1 or args.c < 1 or args.rounds < 1 or args.repeat < 1:
         parser.error("--d, --c, --rounds and --repeat must be positive")
+    if args.timer == "process" and not args.device.startswith("cpu"):
+        parser.error("--timer process measures CPU time: use it with --device cpu")
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     print(describe(args.device, with_allocator=False))
@@ -224,6 +239,7 @@ def main(argv: list[str] | None = None) -> dict:
                     "c": args.c,
                     "device": args.device,
                     "backend": args.backend,
+                    "timer": args.timer,
                     **out,
                 },
                 f,

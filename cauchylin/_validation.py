@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 
@@ -137,7 +137,7 @@ def transforms_active() -> bool:
 def host_values(t: torch.Tensor) -> torch.Tensor | None:
     """Every value ``t`` holds, as a plain detached tensor that can be read on the host.
 
-    Outside ``torch.func`` this is ``t.detach()``. Inside a transform ``t`` may be a wrapper:
+    Outside ``torch.func`` this is ``t`` (``t.detach()`` if it requires grad). Inside a transform ``t`` may be a wrapper:
     a batched tensor of ``vmap`` (its values are those of all batch members), a gradient-tracking
     tensor of ``grad``/``jvp`` or a functional tensor of ``functionalize``. Each layer is
     unwrapped, so the result holds the values of every batch member. Only the *values* are
@@ -172,7 +172,7 @@ def host_values(t: torch.Tensor) -> torch.Tensor | None:
             t = torch._from_functional_tensor(t)
         else:
             break
-    return t.detach()
+    return t.detach() if t.requires_grad else t  # (a detached view costs an op: skip it if plain)
 
 
 def is_validating(validate_args: bool | None = None) -> bool:
@@ -623,8 +623,42 @@ def broadcast_shapes_or_raise(**named: Sequence[int] | torch.Size) -> torch.Size
         ...
         cauchylin.BroadcastError: shapes do not broadcast: loc (3,), scale (2,)
     """
+    shape = _broadcast_plain(named.values())
+    if shape is not None:
+        return shape
     try:
         return torch.broadcast_shapes(*named.values())
     except RuntimeError:
         listed = ", ".join(f"{k} {tuple(v)}" for k, v in named.items())
         raise BroadcastError(f"shapes do not broadcast: {listed}") from None
+
+
+def _broadcast_plain(shapes: Iterable[Sequence[int] | torch.Size]) -> torch.Size | None:
+    """The broadcast shape of shapes of plain non-negative ``int`` sizes, else ``None``.
+
+    ``torch.broadcast_shapes`` goes through torch's symbolic-size reference code, about 10 us a
+    call on a CPU and several times that under ``vmap`` (a check that runs on every
+    ``log_prob``). Plain shapes are broadcast here with the same rule (a size of 1 stretches,
+    other sizes must agree, a missing leading dimension counts as 1); ``None`` (for torch to
+    decide, and to raise) on anything else: a symbolic size, a negative one, sizes that do not
+    broadcast.
+    """
+    out: list[int] = []
+    for shape in shapes:
+        if not isinstance(shape, (tuple, list)):  # (torch.Size is a tuple)
+            return None
+        extra = len(shape) - len(out)
+        if extra > 0:
+            out[:0] = [1] * extra
+        offset = len(out) - len(shape)
+        for i, n in enumerate(shape):
+            if type(n) is not int or n < 0:
+                return None
+            if n == 1:
+                continue
+            have = out[offset + i]
+            if have == 1:
+                out[offset + i] = n
+            elif have != n:
+                return None
+    return torch.Size(out)

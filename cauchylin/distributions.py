@@ -161,21 +161,24 @@ def _init_distribution(
     values = [host_values(getattr(d, name)) for name in names]
     if any(v is None for v in values):
         return  # (a graph capture: nothing to read)
-    if all(v is not None and v.numel() for v in values):
+    kinds = _interval_kinds(d)
+    if kinds is not None and all(v is not None and v.numel() for v in values):
         # One screen of every parameter's extremes (``aminmax`` propagates NaN): finite, and
         # the smallest above 0 where the constraint is ``positive``. The constraints here are
         # ``real`` and ``positive`` (reduced with ``all`` by ``independent``), which hold
         # everywhere when the extremes pass; the layout of the batch dimensions underneath does
         # not matter. Anything else is checked one by one below.
-        kinds = [_interval_kind(d.arg_constraints[name]) for name in names]
-        if None not in kinds:
-            pairs = [t for v in values if v is not None for t in torch.aminmax(v)]
+        pairs = [t for v in values if v is not None for t in torch.aminmax(v)]
+        if pairs[0].device.type == "cpu":
+            ends = [t.item() for t in pairs]  # (no device to wait for: cheaper than a stack)
+        else:
             ends = torch.stack(pairs).tolist()  # one host read for all of them
-            lows = ends[0::2]
-            if all(math.isfinite(e) for e in ends) and all(
-                lo > 0 for lo, kind in zip(lows, kinds, strict=True) if kind == "positive"
-            ):
-                return
+        if all(
+            -math.inf < ends[2 * i] <= ends[2 * i + 1] < math.inf
+            and (kind == "real" or ends[2 * i] > 0)
+            for i, kind in enumerate(kinds)
+        ):
+            return
     for name, v in zip(names, values, strict=True):
         assert v is not None
         _check_constraint(
@@ -210,6 +213,24 @@ def _check_constraint(
     )
 
 
+_INTERVAL_KINDS: dict[type, tuple[str, ...] | None] = {}
+
+
+def _interval_kinds(d: TorchDistribution) -> tuple[str, ...] | None:
+    """:func:`_interval_kind` of every parameter of ``d`` in ``arg_constraints`` order, or
+    ``None`` if one is neither ``real`` nor ``positive``; computed once per class (for a class
+    whose ``arg_constraints`` is a class attribute)."""
+    cls = type(d)
+    shared = d.arg_constraints is getattr(cls, "arg_constraints", None)
+    if shared and cls in _INTERVAL_KINDS:
+        return _INTERVAL_KINDS[cls]
+    listed = [_interval_kind(c) for c in d.arg_constraints.values()]
+    kinds = None if None in listed else tuple(k for k in listed if k is not None)
+    if shared:
+        _INTERVAL_KINDS[cls] = kinds
+    return kinds
+
+
 def _interval_kind(constraint: constraints.Constraint) -> str | None:
     """``"real"`` or ``"positive"`` for those constraints (also inside ``independent``), else
     ``None``: the constraints that the extremes of a tensor decide."""
@@ -239,7 +260,9 @@ def _validate_value(d: TorchDistribution, value: torch.Tensor) -> None:
             f"The right-most size of value must match event_shape: {tuple(value.shape)} vs "
             f"{tuple(d.event_shape)}."
         )
-    broadcast_shapes_or_raise(value=value.shape, distribution=d.batch_shape + d.event_shape)
+    shape = d.batch_shape + d.event_shape
+    if value.shape != shape:
+        broadcast_shapes_or_raise(value=value.shape, distribution=shape)
     values = host_values(value) if value.numel() > 0 else None
     support = d.support
     if values is not None and support is constraints.real_vector:

