@@ -3,6 +3,7 @@ them (predict, the teacher-forced pass, forward, generate), saving and loading, 
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import tempfile
@@ -19,7 +20,7 @@ from cauchylin_hf.training import train
 from scipy.stats import beta
 
 from cauchylin.conformal import calibration_holdout, conformal_widths
-from cauchylin.nn.readouts import OTHER
+from cauchylin.nn.readouts import OTHER, code_digits
 from cauchylin.readout import cauchy_nll, fit_cauchy_readout
 from cauchylin.value_space import to_value_space
 from tests.stats import FALSE_FAILURE_RATE, split_delta
@@ -317,3 +318,50 @@ def _is_solved(model: CauchyLMForCausalLM, ntok: NumericTokenizer, field: str) -
     code = model.context_codes(enc["input_ids"], enc["attention_mask"])[0, -1]
     row = model.action.readouts.lookup(code[None])
     return bool(row[0] >= 0 and model.action.readouts.is_solved[row[0]])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_reads_the_solved_readouts(tmp_path, dtype: torch.dtype) -> None:
+    """A model cast to (or loaded in) half precision predicts what it predicts in float32, to
+    the rounding of that dtype, through the same solved readout: the context's token ids
+    (``"größe "`` ends in id 256, whose digit 357 bfloat16 rounds to 356) must survive."""
+    torch.manual_seed(0)
+    model, ntok = CauchyLMForCausalLM.from_base(
+        tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True
+    )
+    rng = random.Random(11)
+    texts = [f"width {rng.randint(2, 60)}, größe {1000 + rng.randint(-2, 2)}." for _ in range(80)]
+    solve_readouts(model, ntok, texts)
+    prompts = ["width 7, größe ", "width 40, größe "]
+    enc = ntok(prompts, padding=True, return_tensors="pt")
+    codes = model.context_codes(enc["input_ids"], enc["attention_mask"])
+    last = codes[torch.arange(2), enc["attention_mask"].sum(1) - 1]
+    table = model.action.readouts
+    rows = table.lookup(last)
+    assert bool(table.is_solved[rows].all())  # the prompts' context has a solved readout
+    digits = code_digits(last).float()
+    assert not torch.equal(digits.to(torch.bfloat16).float(), digits)  # a digit bf16 rounds
+    full = predict_values(model, ntok, prompts)
+    # the rounding bound of w . loc + b: a few eps of the sum of the magnitudes it adds
+    feats = number_features(model, ntok, [p + "1000." for p in prompts])
+    at = feats.codes == last[0]
+    magnitude = (table.weight[rows].double().abs() * feats.loc[at].abs()).sum(-1)
+    tol = 4 * torch.finfo(dtype).eps * (magnitude + table.bias[rows].double().abs())
+    model.save_pretrained(tmp_path)
+    casts = {
+        "to": lambda: copy.deepcopy(model).to(dtype),
+        "method": lambda: (
+            copy.deepcopy(model).half()
+            if dtype == torch.float16
+            else copy.deepcopy(model).bfloat16()
+        ),
+        "from_pretrained": lambda: CauchyLMForCausalLM.from_pretrained(tmp_path, dtype=dtype),
+    }
+    for how, cast in casts.items():
+        half = cast()
+        got = predict_values(half, ntok, prompts)
+        assert bool(((got.loc - full.loc).abs() <= tol).all()), (how, got.loc, full.loc, tol)
+        # the readout's own noise is the scale (the shared head's is another)
+        noise = table.noise[rows].double()
+        assert bool(((got.scale - noise).abs() <= torch.finfo(dtype).eps * noise).all()), how
+        assert half.action.readouts.codes.tolist() == table.codes.tolist(), how
