@@ -23,7 +23,9 @@ its own shard and the gradients are averaged over ranks, as for any HF causal LM
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
+import json
 import math
 import os
 import time
@@ -50,6 +52,7 @@ from .tokenizer import NumericTokenizer
 from .trainer_checkpoints import CHECKPOINT_PREFIX, resolve_resume_checkpoint
 
 __all__ = [
+    "HOLDOUT_FILE",
     "CheckpointFilesCallback",
     "DataSource",
     "LossPartsCallback",
@@ -535,6 +538,85 @@ def _calibration_split(
     return Subset(train_ds, kept), Subset(train_ds, sorted(held_out))
 
 
+HOLDOUT_FILE = "calibration_holdout.json"
+"""The file in every checkpoint that records the texts the run held out of training to calibrate
+on (their count, the seed and the training rows they were drawn with, and a digest of their
+contents): a resumed run must hold out the same texts (checked when it resumes)."""
+
+
+def _holdout_record(rows: int, held: Dataset | None, seed: int) -> dict[str, Any]:
+    """The record :data:`HOLDOUT_FILE` holds: ``rows`` training examples before the hold-out,
+    ``held`` (the held-out examples, or None) drawn with ``seed``, and an order-free digest of
+    the held-out examples' contents.
+
+    Args:
+        rows: the training examples the hold-out was drawn from.
+        held: the held-out examples, or None when none are held out.
+        seed: the seed of the draw.
+
+    Returns:
+        ``{"rows", "held_out", "seed", "digest"}``.
+
+    Example:
+        >>> _holdout_record(10, None, 0)["held_out"]
+        0
+    """
+    count = 0 if held is None else len(held)  # type: ignore[arg-type]
+    keys = sorted(
+        hashlib.sha256(repr(_example_key(held[i])).encode()).hexdigest()  # type: ignore[index]
+        for i in range(count)
+    )
+    digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()
+    return {"rows": int(rows), "held_out": count, "seed": int(seed), "digest": digest}
+
+
+def _check_resumed_holdout(checkpoint: str | os.PathLike[str], record: dict[str, Any]) -> None:
+    """Refuse to resume a run whose calibration texts would not be the run's own.
+
+    The texts held out to calibrate on must never have been trained on. A run resumed with
+    another seed or other rows draws another hold-out, whose texts the run trained on before
+    its checkpoint: the intervals calibrated on them would come out too narrow. ``record`` is
+    this call's ``_holdout_record``; the checkpoint's :data:`HOLDOUT_FILE` must hold the same
+    digest. A checkpoint without the file (written by an earlier release) is not checked.
+
+    Args:
+        checkpoint: the checkpoint folder resumed from.
+        record: this call's hold-out (only called when it holds texts out).
+
+    Raises:
+        ValueError: the checkpoint's hold-out differs, or its record cannot be read (the
+            message names the file, both hold-outs and what to do).
+    """
+    path = Path(checkpoint) / HOLDOUT_FILE
+    if not path.is_file():
+        return
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        before = {k: saved[k] for k in ("rows", "held_out", "seed", "digest")}
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise ValueError(
+            f"{path}: the record of the run's calibration texts cannot be read ({exc}); "
+            "resume from another checkpoint, or pass calibration=None to resume without "
+            "calibrating"
+        ) from None
+    if before["digest"] == record["digest"]:
+        return
+    if before["held_out"]:
+        was = (
+            f"held out {before['held_out']} of its {before['rows']} training texts (seed "
+            f"{before['seed']})"
+        )
+    else:
+        was = f"trained on all of its {before['rows']} texts"
+    raise ValueError(
+        f"resume_from_checkpoint: the run of {os.fspath(checkpoint)} {was} to calibrate on, and "
+        f"this call holds out {record['held_out']} of {record['rows']} (seed {record['seed']}) "
+        "that are not those: texts the run trained on would be calibrated on. Resume with the "
+        "run's seed and training data, or hold nothing out (calibration=None, --calibration 0) "
+        "or pass calibration texts of their own"
+    )
+
+
 def _readout_rows(train_ds: Dataset, seed: int) -> Dataset:
     """The training rows the readouts are solved on: all, or a sample of ``READOUT_ROWS``
     (a random one, or the stream's first rows for an iterable dataset)."""
@@ -838,7 +920,9 @@ def train(
     continues from the latest complete checkpoint in ``checkpoint_dir`` (a path: from that one):
     called with the same model, data and options, the resumed run takes the same steps on the
     same batches as an uninterrupted one, and logs the same losses
-    (:mod:`cauchylin_hf.trainer_checkpoints`). Ctrl-C raises ``KeyboardInterrupt`` as usual; the
+    (:mod:`cauchylin_hf.trainer_checkpoints`). Every checkpoint records the texts held out to
+    calibrate on (:data:`HOLDOUT_FILE`): a resumed call that would hold out others (another
+    ``seed``, other or more rows), texts the run has trained on, is refused. Ctrl-C raises ``KeyboardInterrupt`` as usual; the
     checkpoints written so far stay.
 
     Launched with ``torchrun --nproc_per_node N``
@@ -931,9 +1015,17 @@ def train(
     train_ds = _as_dataset(train_texts, tokenizer, "train_texts", max_length)
     if train_ds is None:
         raise ValueError("train_texts is None: pass the training texts")
+    try:
+        rows = len(train_ds)  # type: ignore[arg-type]
+    except TypeError:  # an iterable dataset: nothing of it is held out
+        rows = 0
     train_ds, calibration_ds = _calibration_split(
         train_ds, calibration, tokenizer, max_length, seed
     )
+    # the texts held out of training, recorded in every checkpoint and checked on resume
+    held_out = calibration_ds if calibration_ds is not None and train_ds is not None else None
+    holding = held_out is not None and isinstance(calibration, (str, int, float))
+    record = _holdout_record(rows, held_out if holding else None, seed)
     eval_ds = _as_dataset(eval_texts, tokenizer, "eval_texts", max_length)
     if eval_steps is not None:
         if eval_ds is None:
@@ -942,6 +1034,8 @@ def train(
         training_args.setdefault("eval_steps", eval_steps)
     checkpoints = Path(output_dir if checkpoint_dir is None else checkpoint_dir)
     resume = resolve_resume_checkpoint(resume_from_checkpoint, checkpoints)
+    if resume is not None and holding:
+        _check_resumed_holdout(resume, record)
     if save_steps is not None:
         training_args["save_steps"] = save_steps  # save_strategy "steps" then
     if save_total_limit is not None:
@@ -964,7 +1058,12 @@ def train(
         train_ds,
         eval_ds if eval_steps is not None else None,
         args=args,
-        callbacks=[CheckpointFilesCallback(tokenizer, checkpoint_files), *callbacks],
+        callbacks=[
+            CheckpointFilesCallback(
+                tokenizer, {**(checkpoint_files or {}), HOLDOUT_FILE: json.dumps(record) + "\n"}
+            ),
+            *callbacks,
+        ],
     )
     if not progress:
         trainer.remove_callback(PrinterCallback)  # no log lines either
