@@ -174,7 +174,7 @@ class ValuePrediction:
         Returns:
             ``[{"median", "loc", "scale", "p_num", "interval_50": [lo, hi], "calibrated_50":
             bool, ..., "calibrated_on": n}, ...]`` with Python floats (numbers to 7 significant
-            digits, ``inf`` for unbounded ends).
+            digits; an end beyond float32's range is its largest number, ``3.402823e+38``).
 
         Example:
             >>> import torch
@@ -225,8 +225,16 @@ def _prediction(
         centre = loc.reshape(-1, 1)
         lower = torch.where(calibrated, from_value_space(centre - half, value_space), lower)
         upper = torch.where(calibrated, from_value_space(centre + half, value_space), upper)
+    # The numbers are float32: a median or an end beyond its range (the value space's inverse
+    # of a wide interval overflows it long before float64's) is float32's largest number, so
+    # every interval lies in the numbers' range and holds its median.
+    largest = float(torch.finfo(torch.float32).max)
+    median = value_quantiles(loc, scale, 0.5, value_space).clamp(-largest, largest)
+    column = median.reshape(-1, 1)
+    lower = torch.minimum(lower.clamp(-largest, largest), column)
+    upper = torch.maximum(upper.clamp(-largest, largest), column)
     return ValuePrediction(
-        median=value_quantiles(loc, scale, 0.5, value_space),
+        median=median,
         loc=loc,
         scale=scale,
         p_num=p_num.double(),

@@ -365,3 +365,29 @@ def test_half_precision_reads_the_solved_readouts(tmp_path, dtype: torch.dtype) 
         noise = table.noise[rows].double()
         assert bool(((got.scale - noise).abs() <= torch.finfo(dtype).eps * noise).all()), how
         assert half.action.readouts.codes.tolist() == table.codes.tolist(), how
+
+
+def test_intervals_of_targets_at_float32s_limits_stay_in_its_range() -> None:
+    """Targets at +-3.4e38, calibrated: the widths in the value space are large, and their
+    inverse overflows float32 (``-3.9e115`` at 90% before): every end lies in float32's range
+    and every interval holds its median, calibrated or not, prompt or teacher-forced."""
+    torch.manual_seed(0)
+    model, ntok = CauchyLMForCausalLM.from_base(
+        tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True
+    )
+    rng = random.Random(0)
+    texts = [f"row {i}, price {rng.choice(['3.4e38', '-3.4e38'])}." for i in range(60)]
+    solve_readouts(model, ntok, texts)
+    calibrate(model, ntok, texts)
+    largest = torch.finfo(torch.float32).max
+    levels = (0.5, 0.9, 0.99)
+    preds = [
+        predict_values(model, ntok, ["row 3, price ", "row 9, price "], levels=levels),
+        predict_values(model, ntok, ["row 3, price "], levels=levels, calibrated=False),
+        number_predictions(model, ntok, texts[:5], levels=levels).prediction,
+    ]
+    assert bool(preds[0].calibrated[:, 1].all())  # the 90% interval is a calibrated one
+    for p in preds:
+        for t in (p.median, p.lower, p.upper):
+            assert bool((t.abs() <= largest).all()), t
+        assert bool((p.lower <= p.median[:, None]).all() and (p.median[:, None] <= p.upper).all())
