@@ -195,7 +195,9 @@ class ReadoutReport:
     Attributes:
         contexts: one dict per context with enough numbers: ``code``, ``count``, ``shared_nll``
             (the shared head's mean NLL on them), ``solved_nll`` (the readout's cross-validated
-            NLL), ``penalty`` and ``kept`` (whether the readout replaced the shared head).
+            NLL), ``penalty`` and ``kept`` (whether the readout replaced the shared head), and
+            ``note`` (why a readout could not be solved there: the shared head stays; else
+            empty).
         numbers: how many numbers were read.
 
     Example:
@@ -211,6 +213,11 @@ class ReadoutReport:
     def kept(self) -> int:
         """How many contexts got a solved readout."""
         return sum(1 for c in self.contexts if c["kept"])
+
+    @property
+    def unsolved(self) -> list[dict[str, Any]]:
+        """The contexts whose readout could not be solved (each keeps the shared head)."""
+        return [c for c in self.contexts if c.get("note")]
 
 
 def _groups(
@@ -297,18 +304,34 @@ def solve_readouts(
     for code, rows in _groups(shared.codes, min_count, max_contexts):
         t = shared.targets[rows]
         shared_nll = float(cauchy_nll(t, shared.loc_y[rows], shared.scale_y[rows]).mean())
-        fit = fit_cauchy_readout(shared.loc[rows], t, penalties=penalties, folds=folds, seed=seed)
-        solved_nll = fit.cv_nll if not math.isnan(fit.cv_nll) else _in_sample_nll(fit, shared, rows)
+        entry: dict[str, Any] = {"code": code, "count": int(rows.numel()), "shared_nll": shared_nll}
+        try:
+            fit = fit_cauchy_readout(
+                shared.loc[rows], t, penalties=penalties, folds=folds, seed=seed
+            )
+            solved_nll = (
+                fit.cv_nll if not math.isnan(fit.cv_nll) else _in_sample_nll(fit, shared, rows)
+            )
+            usable = bool(torch.isfinite(fit.weight).all()) and math.isfinite(float(fit.bias))
+            usable = usable and math.isfinite(float(fit.noise)) and float(fit.noise) > 0
+            if not usable:
+                raise ValueError("the solve gave a readout that is not finite")
+        except (RuntimeError, ValueError) as exc:  # torch.linalg.LinAlgError is a RuntimeError
+            # The trained model stays as it is: that context keeps the shared head.
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            report.contexts.append(
+                {
+                    **entry,
+                    "solved_nll": math.nan,
+                    "penalty": math.nan,
+                    "kept": False,
+                    "note": f"the readout could not be solved ({first})",
+                }
+            )
+            continue
         kept = solved_nll < shared_nll
         report.contexts.append(
-            {
-                "code": code,
-                "count": int(rows.numel()),
-                "shared_nll": shared_nll,
-                "solved_nll": solved_nll,
-                "penalty": fit.penalty,
-                "kept": kept,
-            }
+            {**entry, "solved_nll": solved_nll, "penalty": fit.penalty, "kept": kept, "note": ""}
         )
         if kept:
             codes.append(code)

@@ -391,3 +391,55 @@ def test_intervals_of_targets_at_float32s_limits_stay_in_its_range() -> None:
         for t in (p.median, p.lower, p.upper):
             assert bool((t.abs() <= largest).all()), t
         assert bool((p.lower <= p.median[:, None]).all() and (p.median[:, None] <= p.upper).all())
+
+
+def test_a_table_of_two_rows_repeated_trains_and_keeps_its_model(small, tmp_path) -> None:
+    """Two distinct rows, each 60 times: the readout solve failed with a singular matrix
+    after training and the trained model was lost; now training ends and saves."""
+    model, ntok = small
+    texts = ["area 50, price 150.", "area 80, price 240."] * 60
+    result = train(
+        model,
+        ntok,
+        texts,
+        None,
+        tmp_path,
+        max_steps=2,
+        batch_size=8,
+        progress=False,
+        evaluate=False,
+        calibration=None,
+    )
+    assert result.readouts is not None and len(result.readouts.contexts) == 2
+    assert (tmp_path / "config.json").is_file()
+    pred = predict_values(CauchyLMForCausalLM.from_pretrained(tmp_path), ntok, ["area 50, price "])
+    assert bool(torch.isfinite(pred.median).all())
+
+
+def test_a_readout_that_cannot_be_solved_leaves_the_shared_head_with_a_note(
+    small, tmp_path, monkeypatch
+) -> None:
+    import cauchylin_hf.readouts as readouts
+
+    def singular(*args, **kwargs):
+        raise torch.linalg.LinAlgError("the input matrix is singular")
+
+    model, ntok = small
+    monkeypatch.setattr(readouts, "fit_cauchy_readout", singular)
+    result = train(
+        model,
+        ntok,
+        _texts(60, seed=12),
+        None,
+        tmp_path,
+        max_steps=2,
+        batch_size=8,
+        progress=False,
+        evaluate=False,
+        calibration=None,
+    )
+    report = result.readouts
+    assert report is not None and report.kept == 0 and len(report.unsolved) == 2
+    assert "could not be solved (the input matrix is singular)" in report.unsolved[0]["note"]
+    assert model.action.readouts.num_contexts == 0  # the shared head everywhere
+    assert (tmp_path / "model.safetensors").is_file()
