@@ -47,7 +47,7 @@ from .data import NumericDataCollator, NumericDataset
 from .evaluation import evaluate_model
 from .hf_compat import progress_bars
 from .readouts import CalibrationReport, ReadoutReport, calibrate, solve_readouts
-from .streaming import LazyNumericDataset, as_numeric_dataset, sample_rows
+from .streaming import CopiesOfOneText, LazyNumericDataset, as_numeric_dataset, sample_rows
 from .tokenizer import NumericTokenizer
 from .trainer_checkpoints import CHECKPOINT_PREFIX, resolve_resume_checkpoint
 
@@ -521,18 +521,17 @@ def _calibration_split(
     for i in range(n):
         groups.setdefault(_example_key(train_ds[i]), []).append(i)
     members = list(groups.values())
+    if len(members) == 1:
+        raise CopiesOfOneText(n)
     order = torch.randperm(len(members), generator=torch.Generator().manual_seed(seed)).tolist()
     taken, held_out = 0, []
     for g in order:
         if taken >= size:
             break
+        if taken + len(members[g]) >= n:  # the last text: it stays to train on
+            continue
         taken += len(members[g])
         held_out.append(members[g][0])
-    if taken >= n:
-        raise ValueError(
-            f"calibration={calibration!r}: the {n} training examples are copies of "
-            f"{len(members)} texts, too few to hold some out and train on the rest"
-        )
     chosen = {i for g in order[: len(held_out)] for i in members[g]}
     kept = [i for i in range(n) if i not in chosen]
     return Subset(train_ds, kept), Subset(train_ds, sorted(held_out))
@@ -791,6 +790,9 @@ class TrainResult:
             calibration texts).
         calibration_size: how many examples the calibration read (held out of the training
             texts, or given).
+        calibration_note: why nothing was held out to calibrate on although ``calibration``
+            asked for it (the training texts are copies of one text, or none of a few distinct
+            texts fell in the hold-out); empty otherwise.
 
     Example:
         >>> import tempfile
@@ -819,6 +821,7 @@ class TrainResult:
     readouts: ReadoutReport | None = None
     calibration: CalibrationReport | None = None
     calibration_size: int = 0
+    calibration_note: str = ""
 
     def series(self, key: str) -> list[float]:
         """The values of ``key`` over :attr:`history`, in step order.
@@ -1019,9 +1022,26 @@ def train(
         rows = len(train_ds)  # type: ignore[arg-type]
     except TypeError:  # an iterable dataset: nothing of it is held out
         rows = 0
-    train_ds, calibration_ds = _calibration_split(
-        train_ds, calibration, tokenizer, max_length, seed
-    )
+    calibration_note = ""
+    try:
+        train_ds, calibration_ds = _calibration_split(
+            train_ds, calibration, tokenizer, max_length, seed
+        )
+    except CopiesOfOneText as exc:  # nothing can be held out: train on it, calibrate nothing
+        calibration_ds, calibration_note = None, str(exc)
+    else:
+        share = calibration if isinstance(calibration, (str, int, float)) else None
+        if (
+            calibration_ds is None
+            and share is not None
+            and rows
+            and calibration_holdout(rows, share)
+        ):
+            calibration_note = (
+                f"none of the {rows} training texts fell in the hold-out (they are copies of a "
+                "few distinct texts, and copies stay on one side): the intervals are not "
+                "calibrated"
+            )
     # the texts held out of training, recorded in every checkpoint and checked on resume
     held_out = calibration_ds if calibration_ds is not None and train_ds is not None else None
     holding = held_out is not None and isinstance(calibration, (str, int, float))
@@ -1067,7 +1087,7 @@ def train(
     )
     if not progress:
         trainer.remove_callback(PrinterCallback)  # no log lines either
-    result = TrainResult(model=model, trainer=trainer)
+    result = TrainResult(model=model, trainer=trainer, calibration_note=calibration_note)
     if calibration_ds is not None:
         result.calibration_size = len(calibration_ds)  # type: ignore[arg-type]
     if eval_before and evaluate and eval_ds is not None:

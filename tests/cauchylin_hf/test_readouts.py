@@ -443,3 +443,34 @@ def test_a_readout_that_cannot_be_solved_leaves_the_shared_head_with_a_note(
     assert "could not be solved (the input matrix is singular)" in report.unsolved[0]["note"]
     assert model.action.readouts.num_contexts == 0  # the shared head everywhere
     assert (tmp_path / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("rows", [150, 25_000])
+def test_copies_of_one_text_train_uncalibrated_with_a_note(small, tmp_path, rows) -> None:
+    """Every training text the same: none can be held out (a held-out copy is a text training
+    saw); the model trains on them all and says why it is not calibrated. 150 rows are
+    grouped in memory (an error before); 25,000 from a ``datasets.Dataset`` are held out by
+    hash (an error for some seeds, nothing held out and nothing said for the others)."""
+    datasets = pytest.importorskip("datasets")
+    model, ntok = small
+    texts = ["area 50, price 150."] * rows
+    data = texts if rows < 1000 else datasets.Dataset.from_dict({"text": texts})
+    for seed in (0, 1):
+        result = train(
+            model,
+            ntok,
+            data,
+            None,
+            tmp_path,
+            max_steps=1,
+            batch_size=8,
+            progress=False,
+            save=False,
+            evaluate=False,
+            readouts=False,
+            calibration="auto",
+            seed=seed,
+        )
+        assert result.global_step == 1 and result.calibration is None
+        note = getattr(result, "calibration_note", "")
+        assert f"the {rows} training texts are all copies of one text" in note

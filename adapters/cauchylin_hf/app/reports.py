@@ -157,13 +157,6 @@ def report_readouts(result: Any) -> None:
             "head)",
             flush=True,
         )
-        unsolved = getattr(solved, "unsolved", [])
-        if unsolved:
-            more = f" (and {len(unsolved) - 1} more contexts)" if len(unsolved) > 1 else ""
-            print(
-                f"note: one context's {unsolved[0]['note']}{more}: it keeps the shared head",
-                flush=True,
-            )
     cal = result.calibration
     if cal is None:
         return
