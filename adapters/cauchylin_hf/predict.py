@@ -351,7 +351,14 @@ def predict_values(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     lv = _check_levels(levels)
-    check_prompt_lengths(model, [len(ids) for ids in tokenizer(items)["input_ids"]])
+    lengths = [len(ids) for ids in tokenizer(items)["input_ids"]]
+    if 0 in lengths:
+        i = lengths.index(0)
+        raise ValueError(
+            f"prompt {i + 1} of {len(items)} has no tokens ({items[i]!r}): a number is predicted "
+            "after some text; give each prompt the text before the number"
+        )
+    check_prompt_lengths(model, lengths)
     model.eval()
     parts: list[tuple[torch.Tensor, ...]] = []
     for start in range(0, len(items), batch_size):
@@ -445,7 +452,14 @@ def number_predictions(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     lv = _check_levels(levels)
-    check_prompt_lengths(model, [len(ids) for ids in tokenizer(items)["input_ids"]])
+    lengths = [len(ids) for ids in tokenizer(items)["input_ids"]]
+    if 0 in lengths:
+        i = lengths.index(0)
+        raise ValueError(
+            f"prompt {i + 1} of {len(items)} has no tokens ({items[i]!r}): a number is predicted "
+            "after some text; give each prompt the text before the number"
+        )
+    check_prompt_lengths(model, lengths)
     model.eval()
     parts: list[tuple[torch.Tensor, ...]] = []
     true: list[float] = []

@@ -28,6 +28,7 @@ Both are stored in the model (``model.action.readouts``, a
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -293,11 +294,19 @@ def solve_readouts(
     _check_counts(model, min_count, max_contexts)
     if min_count < 2 * folds:
         raise ValueError(f"min_count must be at least 2 * folds = {2 * folds}, got {min_count}")
-    # The shared head's predictions (without earlier readouts) are the baseline of each context.
+    batch_size = positive_int("batch_size", batch_size)
+    # The shared head's predictions (without earlier readouts) are the baseline of each context;
+    # a failure while they are read (bad data, Ctrl-C) puts the earlier table back.
     table = model.action.readouts
+    before = (copy.deepcopy(table.state_dict()), model.config.readout_contexts)
     table.store([], [])
     model.config.readout_contexts = 0
-    shared = number_features(model, tokenizer, data, batch_size=batch_size)
+    try:
+        shared = number_features(model, tokenizer, data, batch_size=batch_size)
+    except BaseException:
+        _restore(table, before[0])
+        model.config.readout_contexts = before[1]
+        raise
     report = ReadoutReport(numbers=len(shared))
     codes: list[int] = []
     fits: list[CauchyReadout | None] = []
@@ -339,6 +348,12 @@ def solve_readouts(
     table.store(codes, fits)
     model.config.readout_contexts = table.num_contexts
     return report
+
+
+def _restore(table: Any, state: dict[str, torch.Tensor]) -> None:
+    """Put a table's saved buffers back (its rows, readouts, widths and counts)."""
+    for name, value in state.items():
+        table.register_buffer(name, value)
 
 
 def _in_sample_nll(fit: CauchyReadout, feats: NumberFeatures, rows: torch.Tensor) -> float:

@@ -587,7 +587,7 @@ def _check_resumed_holdout(checkpoint: str | os.PathLike[str], record: dict[str,
             message names the file, both hold-outs and what to do).
     """
     path = Path(checkpoint) / HOLDOUT_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):
         return
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))

@@ -299,12 +299,18 @@ class ContextReadouts(nn.Module):
             calibration_counts: per row, the numbers its widths were calibrated on.
 
         Raises:
-            ValueError: lengths that differ, repeated codes, a readout of another size, a
-                solved readout on the :data:`OTHER` row, or widths of the wrong shape.
+            ValueError: lengths that differ, repeated codes, a readout of another size or not
+                finite (or a noise <= 0), a solved readout on the :data:`OTHER` row, or widths
+                of the wrong shape.
         """
         k = len(codes)
         if len(readouts) != k:
             raise ValueError(f"codes ({k}) and readouts ({len(readouts)}) must have one per row")
+        if calibration_counts is not None and len(calibration_counts) != k:
+            raise ValueError(
+                f"codes ({k}) and calibration_counts ({len(calibration_counts)}) must have one "
+                "per row"
+            )
         if len(set(int(c) for c in codes)) != k:
             raise ValueError("codes must be distinct")
         order = sorted(range(k), key=lambda i: int(codes[i]))
@@ -327,6 +333,11 @@ class ContextReadouts(nn.Module):
                 )
             if int(codes[i]) == OTHER:
                 raise ValueError("the OTHER row only holds widths, not a readout")
+            finite = bool(torch.isfinite(fit.weight).all()) and math.isfinite(float(fit.bias))
+            if not (finite and math.isfinite(float(fit.noise)) and float(fit.noise) > 0):
+                raise ValueError(
+                    f"readout {i} must have a finite weight and bias and a finite noise > 0"
+                )
             self.weight[row] = fit.weight.to(self.weight)
             self.bias[row] = fit.bias.to(self.bias)
             self.noise[row] = fit.noise.to(self.noise)
@@ -426,8 +437,12 @@ class ContextReadouts(nn.Module):
             return zero, zero, torch.zeros(rows.shape, dtype=torch.bool, device=loc.device)
         safe = rows.clamp(min=0)
         known = (rows >= 0) & self.is_solved.to(rows.device)[safe]
-        w = self.weight.to(device=loc.device, dtype=loc.dtype)[safe]  # [..., C]
-        value = (w * loc).sum(-1) + self.bias.to(device=loc.device, dtype=loc.dtype)[safe]
+        # At least float32: a readout's weights can be large with terms that cancel, and a
+        # half-precision sum of them loses every digit.
+        dtype = torch.promote_types(loc.dtype, torch.float32)
+        w = self.weight.to(device=loc.device, dtype=dtype)[safe]  # [..., C]
+        value = (w * loc.to(dtype)).sum(-1) + self.bias.to(device=loc.device, dtype=dtype)[safe]
+        value = value.to(loc.dtype)
         sigma = self.noise.to(device=loc.device, dtype=loc.dtype)[safe]
         zero = torch.zeros_like(value)
         return torch.where(known, value, zero), torch.where(known, sigma, zero), known

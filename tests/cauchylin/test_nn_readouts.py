@@ -184,3 +184,16 @@ def test_a_table_saved_with_float_digits_loads_exactly() -> None:
     assigned.load_state_dict(old)
     assigned.contexts, assigned.counts = old["contexts"], old["counts"]
     assert assigned.to(torch.bfloat16).codes.tolist() == [code]
+
+
+def test_a_readout_that_is_not_finite_or_counts_of_another_length_are_refused() -> None:
+    table = ContextReadouts(2, levels=(0.5,))
+    for bad in (
+        _fit([math.nan, 1.0], 0.0, 0.5),
+        _fit([1.0, 1.0], math.inf, 0.5),
+        _fit([1.0, 1.0], 0.0, 0.0),
+    ):
+        with pytest.raises(ValueError, match="finite weight and bias and a finite noise > 0"):
+            table.store([5], [bad])
+    with pytest.raises(ValueError, match="calibration_counts"):
+        table.store([1, 2], [None, None], torch.ones(2, 1), [3])

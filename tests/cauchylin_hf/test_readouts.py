@@ -474,3 +474,25 @@ def test_copies_of_one_text_train_uncalibrated_with_a_note(small, tmp_path, rows
         assert result.global_step == 1 and result.calibration is None
         note = getattr(result, "calibration_note", "")
         assert f"the {rows} training texts are all copies of one text" in note
+
+
+def test_a_solve_that_fails_keeps_the_models_readouts_and_calibration(small) -> None:
+    """A bad call (an empty dataset, a batch size of 0) used to empty the table before it
+    failed: the model silently lost its readouts and calibration."""
+    model, ntok = small
+    solve_readouts(model, ntok, _texts(80, seed=13))
+    calibrate(model, ntok, _texts(40, seed=14))
+    prompts = ["width 9, area ", "width 33, area "]
+    before = predict_values(model, ntok, prompts)
+    assert bool(before.calibrated.all())
+    for data, batch_size in (([], 32), (_texts(40, seed=15), 0)):
+        with pytest.raises(ValueError, match=r"empty|batch_size"):
+            solve_readouts(model, ntok, data, batch_size=batch_size)
+        after = predict_values(model, ntok, prompts)
+        assert bool(after.calibrated.all()) and torch.equal(after.upper, before.upper)
+
+
+def test_an_empty_prompt_is_refused_naming_it(small) -> None:
+    model, ntok = small
+    with pytest.raises(ValueError, match=r"prompt 2 of 2 has no tokens \(''\)"):
+        predict_values(model, ntok, ["width 3, area ", ""])

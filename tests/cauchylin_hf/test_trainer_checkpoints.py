@@ -216,6 +216,18 @@ def test_a_resume_that_would_calibrate_on_trained_rows_is_refused(tmp_path):
                 resume_from_checkpoint=True,
             )
     assert [checkpoint_step(p) for p in list_checkpoints(tmp_path)] == [2]  # nothing trained
+    record = tmp_path / "checkpoint-2" / "calibration_holdout.json"
+    kept = record.read_bytes()
+    for damaged in ("{oops", None):  # a damaged record, or a folder in its place
+        record.unlink()
+        if damaged is None:
+            record.mkdir()
+        else:
+            record.write_text(damaged)
+        with pytest.raises(ValueError, match="calibration texts cannot be read"):
+            _run(tmp_path, **options, train_texts=texts, resume_from_checkpoint=True)
+    record.rmdir()
+    record.write_bytes(kept)
     # without a hold-out of its own the resume is fine; with the run's seed and rows too
     _run(
         tmp_path,
