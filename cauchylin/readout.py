@@ -209,7 +209,15 @@ def _irls(
     def solve(weights: torch.Tensor, ridge: torch.Tensor) -> torch.Tensor:
         wx = x1 * weights[..., None]  # [P, n, C+1]
         gram = x1.T @ wx + ridge[:, None, None] * eye
-        return torch.linalg.solve(gram, (wx * t[:, None]).sum(1))
+        rhs = (wx * t[:, None]).sum(1)
+        theta, info = torch.linalg.solve_ex(gram, rhs)
+        singular = info != 0
+        if bool(singular.any()):
+            # Rows that do not determine every coefficient (a fold or a table of a few distinct
+            # rows, with no penalty): the minimum-norm solution, the limit of a vanishing ridge.
+            pinv = torch.linalg.pinv(gram[singular], hermitian=True)
+            theta[singular] = (pinv @ rhs[singular][..., None])[..., 0]
+        return theta
 
     # Start: ridge least squares with the same lambda; sigma from the median absolute residual.
     theta = solve(rows, count * penalty)
@@ -352,15 +360,19 @@ def fit_cauchy_readout(
     floor = _SIGMA_FLOOR * spread
 
     best, cv = min(grid), math.nan
-    if choose and n < CV_ROWS_PER_DIMENSION * (d + 1):
-        held = _folds(torch.cat([x, t[:, None]], 1), folds, seed).to(x.device)  # [k, n]
+    # Copies of a row fall in one fold: with fewer distinct rows than folds, one fold per
+    # distinct row (a fold that held out every row would be fitted on none); with one, no choice.
+    table = torch.cat([x, t[:, None]], 1)
+    k = min(folds, int(torch.unique(table.cpu(), dim=0).shape[0])) if choose else 0
+    if k >= 2 and n < CV_ROWS_PER_DIMENSION * (d + 1):
+        held = _folds(table, k, seed).to(x.device)  # [k, n]
         rows = (1.0 - held).repeat(len(grid), 1)  # [len(grid) * k, n]: penalty-major
-        lam = torch.tensor(grid, dtype=x.dtype, device=x.device).repeat_interleave(folds)
+        lam = torch.tensor(grid, dtype=x.dtype, device=x.device).repeat_interleave(k)
         # The choice needs the held-out likelihoods to a few digits, not the optimum to tol.
         theta, sigma, _ = _irls(x1, t, rows, lam, floor, max_iter, max(tol, _CV_TOL))
         nll = cauchy_nll(t, theta @ x1.T, sigma[:, None])  # [P, n]
         held_all = held.repeat(len(grid), 1)
-        per_penalty = (nll * held_all).sum(1).reshape(len(grid), folds).sum(1) / n
+        per_penalty = (nll * held_all).sum(1).reshape(len(grid), k).sum(1) / n
         k = min(range(len(grid)), key=lambda i: (float(per_penalty[i]), -grid[i]))
         best, cv = grid[k], float(per_penalty[k])
     ones = torch.ones(1, n, dtype=x.dtype, device=x.device)

@@ -15,6 +15,8 @@ from typing import Any, cast
 
 from transformers import PreTrainedModel
 
+from cauchylin.nn.readouts import ContextReadouts
+
 from . import attach, heads_io
 from ._backbone import check_finite_weights, check_loaded_weights
 from .atomic_save import staged_folder
@@ -167,6 +169,9 @@ class CheckpointMixin(PreTrainedModel):
             raise ValueError(f"{source}: config.json is not a valid config: {detail}") from None
         model, info = cast(tuple[Any, dict[str, Any]], loaded)
         if isinstance(model, CheckpointMixin):
+            for module in model.modules():
+                if isinstance(module, ContextReadouts):  # saved as floats by earlier releases
+                    module.integer_buffers()
             check_loaded_weights(source, model, info, partial=True)
             check_head_tensors(head_tensors(model), source)
             check_finite_weights(model.named_parameters(), source)

@@ -54,6 +54,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from transformers import PreTrainedModel
 
+from cauchylin.nn.readouts import INTEGER_BUFFERS
+
 from ._backbone import input_embedding_weight
 from .atomic_save import staged_folder
 from .config import read_json_object
@@ -182,7 +184,9 @@ def _fingerprint_mismatches(
 def check_head_tensors(tensors: dict[str, torch.Tensor], source: str | os.PathLike) -> None:
     """Refuse head tensors that no training can produce: not floating point, or not finite.
 
-    A checkpoint whose ``W_cls`` was stored as integers, or whose ``b_noise`` or threshold is
+    The per-context readouts' integer buffers (``action.readouts.contexts`` and
+    ``action.readouts.counts``, :data:`cauchylin.nn.readouts.INTEGER_BUFFERS`) may be stored as
+    integers or, as earlier releases saved them, as floats. A checkpoint whose ``W_cls`` was stored as integers, or whose ``b_noise`` or threshold is
     NaN (a corrupt or hand-edited file), would otherwise load cast or as it is and give wrong
     tokens without an error. Both loaders (:func:`read_heads`, ``from_pretrained``) call this.
 
@@ -202,7 +206,10 @@ def check_head_tensors(tensors: dict[str, torch.Tensor], source: str | os.PathLi
         ...
         ValueError: heads: head tensor action.threshold holds NaN or infinite values (a corrupt checkpoint?)
     """
+    integer = {f"action.readouts.{b}" for b in INTEGER_BUFFERS}
     for name, t in tensors.items():
+        if name in integer and not t.is_floating_point() and not t.is_complex():
+            continue
         if not t.is_floating_point():
             raise ValueError(
                 f"{os.fspath(source)}: head tensor {name} is stored as {_dtype_name(t.dtype)}; "

@@ -175,7 +175,7 @@ class ValuePrediction:
         Returns:
             ``[{"median", "loc", "scale", "p_num", "interval_50": [lo, hi], "calibrated_50":
             bool, ..., "calibrated_on": n}, ...]`` with Python floats (numbers to 7 significant
-            digits, ``inf`` for unbounded ends).
+            digits; an end beyond float32's range is its largest number, ``3.402823e+38``).
 
         Example:
             >>> import torch
@@ -226,8 +226,16 @@ def _prediction(
         centre = loc.reshape(-1, 1)
         lower = torch.where(calibrated, from_value_space(centre - half, value_space), lower)
         upper = torch.where(calibrated, from_value_space(centre + half, value_space), upper)
+    # The numbers are float32: a median or an end beyond its range (the value space's inverse
+    # of a wide interval overflows it long before float64's) is float32's largest number, so
+    # every interval lies in the numbers' range and holds its median.
+    largest = float(torch.finfo(torch.float32).max)
+    median = value_quantiles(loc, scale, 0.5, value_space).clamp(-largest, largest)
+    column = median.reshape(-1, 1)
+    lower = torch.minimum(lower.clamp(-largest, largest), column)
+    upper = torch.maximum(upper.clamp(-largest, largest), column)
     return ValuePrediction(
-        median=value_quantiles(loc, scale, 0.5, value_space),
+        median=median,
         loc=loc,
         scale=scale,
         p_num=p_num.double(),
@@ -344,7 +352,14 @@ def predict_values(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     lv = _check_levels(levels)
-    check_prompt_lengths(model, [len(ids) for ids in tokenizer(items)["input_ids"]])
+    lengths = [len(ids) for ids in tokenizer(items)["input_ids"]]
+    if 0 in lengths:
+        i = lengths.index(0)
+        raise ValueError(
+            f"prompt {i + 1} of {len(items)} has no tokens ({items[i]!r}): a number is predicted "
+            "after some text; give each prompt the text before the number"
+        )
+    check_prompt_lengths(model, lengths)
     model.eval()
     parts: list[tuple[torch.Tensor, ...]] = []
     for start in range(0, len(items), batch_size):
@@ -438,7 +453,14 @@ def number_predictions(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     lv = _check_levels(levels)
-    check_prompt_lengths(model, [len(ids) for ids in tokenizer(items)["input_ids"]])
+    lengths = [len(ids) for ids in tokenizer(items)["input_ids"]]
+    if 0 in lengths:
+        i = lengths.index(0)
+        raise ValueError(
+            f"prompt {i + 1} of {len(items)} has no tokens ({items[i]!r}): a number is predicted "
+            "after some text; give each prompt the text before the number"
+        )
+    check_prompt_lengths(model, lengths)
     model.eval()
     parts: list[tuple[torch.Tensor, ...]] = []
     true: list[float] = []
@@ -661,6 +683,8 @@ class LearningCheck:
         spread_ratio: the interquartile range of the predictions over that of the true targets
             (``nan`` with fewer than 2 targets or targets that do not vary).
         min_spread: the ratio below which the predictions count as flat.
+        mae: the model's mean absolute error.
+        baseline_mae: the mean absolute error of predicting ``baseline`` for every target.
 
     Example:
         >>> check = LearningCheck(50, 30.0, 146.0, 31.0, 0.02, 0.1)
@@ -676,6 +700,8 @@ class LearningCheck:
     baseline_mdae: float
     spread_ratio: float
     min_spread: float = MIN_SPREAD
+    mae: float = math.nan
+    baseline_mae: float = math.nan
 
     @property
     def flat(self) -> bool:
@@ -683,9 +709,24 @@ class LearningCheck:
         return bool(self.spread_ratio < self.min_spread)
 
     @property
+    def compares_means(self) -> bool:
+        """Half the targets or more equal the baseline (its median error is 0, which no model
+        beats): the mean absolute errors are compared instead."""
+        return self.baseline_mdae == 0 and math.isfinite(self.baseline_mae)
+
+    @property
     def beats_baseline(self) -> bool:
-        """Whether the model's median absolute error is below the baseline's."""
-        return bool(self.mdae < self.baseline_mdae)
+        """Whether the model's error is below the baseline's: the median absolute errors, or
+        the mean ones where half the targets or more equal the baseline (its median error is
+        0); True where every target equals it (nothing to beat).
+
+        Example:
+            >>> LearningCheck(40, 1e-5, 7.0, 0.0, math.nan, mae=1e-5, baseline_mae=2.5).beats_baseline
+            True
+        """
+        if not self.compares_means:
+            return bool(self.mdae < self.baseline_mdae)
+        return bool(self.baseline_mae == 0 or self.mae < self.baseline_mae)
 
     def warnings(self, name: str = "target") -> list[str]:
         """What to tell the user: one sentence per problem (empty when the model learnt).
@@ -712,10 +753,13 @@ class LearningCheck:
                 "predictions means little; train longer (more steps or epochs)"
             )
         if not self.beats_baseline and math.isfinite(self.mdae):
+            kind, mine, theirs = "median", self.mdae, self.baseline_mdae
+            if self.compares_means:  # half the targets or more are the median: the mean errors
+                kind, mine, theirs = "mean", self.mae, self.baseline_mae
             out.append(
-                f"the model's median absolute error on {name}, {self.mdae:.4g}, is not below "
+                f"the model's {kind} absolute error on {name}, {mine:.4g}, is not below "
                 f"that of predicting the training median ({self.baseline:.4g}) for every row, "
-                f"{self.baseline_mdae:.4g}: it has learnt nothing useful about the target yet; "
+                f"{theirs:.4g}: it has learnt nothing useful about the target yet; "
                 "train longer (more steps or epochs)"
             )
         return out
@@ -731,9 +775,12 @@ def learning_check(
     """Compare a model's target predictions with the constant baseline and with the targets.
 
     With ``e_i = |predicted_i - true_i|`` and ``b_i = |baseline - true_i|``: ``mdae =
-    median(e)``, ``baseline_mdae = median(b)`` and ``spread_ratio = IQR(predicted) / IQR(true)``
-    (interquartile ranges, numpy's default interpolation). The predictions are flat when
-    ``spread_ratio < min_spread``.
+    median(e)``, ``baseline_mdae = median(b)``, ``mae = mean(e)``, ``baseline_mae = mean(b)``
+    and ``spread_ratio = IQR(predicted) / IQR(true)`` (interquartile ranges, numpy's default
+    interpolation). The predictions are flat when ``spread_ratio < min_spread``. The model
+    beats the baseline when ``mdae < baseline_mdae``; where half the targets or more equal the
+    baseline, ``baseline_mdae`` is 0 and no model could beat it, so the mean errors are
+    compared (:attr:`LearningCheck.beats_baseline`).
 
     Args:
         predicted: ``[N]`` the predicted target numbers (the medians).
@@ -784,4 +831,6 @@ def learning_check(
         baseline_mdae=_median((float(baseline) - y).abs()),
         spread_ratio=float(spread),
         min_spread=float(min_spread),
+        mae=float((p - y).abs().mean()),
+        baseline_mae=float((float(baseline) - y).abs().mean()),
     )

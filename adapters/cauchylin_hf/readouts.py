@@ -28,6 +28,7 @@ Both are stored in the model (``model.action.readouts``, a
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -195,7 +196,9 @@ class ReadoutReport:
     Attributes:
         contexts: one dict per context with enough numbers: ``code``, ``count``, ``shared_nll``
             (the shared head's mean NLL on them), ``solved_nll`` (the readout's cross-validated
-            NLL), ``penalty`` and ``kept`` (whether the readout replaced the shared head).
+            NLL), ``penalty`` and ``kept`` (whether the readout replaced the shared head), and
+            ``note`` (why a readout could not be solved there: the shared head stays; else
+            empty).
         numbers: how many numbers were read.
 
     Example:
@@ -211,6 +214,11 @@ class ReadoutReport:
     def kept(self) -> int:
         """How many contexts got a solved readout."""
         return sum(1 for c in self.contexts if c["kept"])
+
+    @property
+    def unsolved(self) -> list[dict[str, Any]]:
+        """The contexts whose readout could not be solved (each keeps the shared head)."""
+        return [c for c in self.contexts if c.get("note")]
 
 
 def _groups(
@@ -286,29 +294,53 @@ def solve_readouts(
     _check_counts(model, min_count, max_contexts)
     if min_count < 2 * folds:
         raise ValueError(f"min_count must be at least 2 * folds = {2 * folds}, got {min_count}")
-    # The shared head's predictions (without earlier readouts) are the baseline of each context.
+    batch_size = positive_int("batch_size", batch_size)
+    # The shared head's predictions (without earlier readouts) are the baseline of each context;
+    # a failure while they are read (bad data, Ctrl-C) puts the earlier table back.
     table = model.action.readouts
+    before = (copy.deepcopy(table.state_dict()), model.config.readout_contexts)
     table.store([], [])
     model.config.readout_contexts = 0
-    shared = number_features(model, tokenizer, data, batch_size=batch_size)
+    try:
+        shared = number_features(model, tokenizer, data, batch_size=batch_size)
+    except BaseException:
+        _restore(table, before[0])
+        model.config.readout_contexts = before[1]
+        raise
     report = ReadoutReport(numbers=len(shared))
     codes: list[int] = []
     fits: list[CauchyReadout | None] = []
     for code, rows in _groups(shared.codes, min_count, max_contexts):
         t = shared.targets[rows]
         shared_nll = float(cauchy_nll(t, shared.loc_y[rows], shared.scale_y[rows]).mean())
-        fit = fit_cauchy_readout(shared.loc[rows], t, penalties=penalties, folds=folds, seed=seed)
-        solved_nll = fit.cv_nll if not math.isnan(fit.cv_nll) else _in_sample_nll(fit, shared, rows)
+        entry: dict[str, Any] = {"code": code, "count": int(rows.numel()), "shared_nll": shared_nll}
+        try:
+            fit = fit_cauchy_readout(
+                shared.loc[rows], t, penalties=penalties, folds=folds, seed=seed
+            )
+            solved_nll = (
+                fit.cv_nll if not math.isnan(fit.cv_nll) else _in_sample_nll(fit, shared, rows)
+            )
+            usable = bool(torch.isfinite(fit.weight).all()) and math.isfinite(float(fit.bias))
+            usable = usable and math.isfinite(float(fit.noise)) and float(fit.noise) > 0
+            if not usable:
+                raise ValueError("the solve gave a readout that is not finite")
+        except (RuntimeError, ValueError) as exc:  # torch.linalg.LinAlgError is a RuntimeError
+            # The trained model stays as it is: that context keeps the shared head.
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            report.contexts.append(
+                {
+                    **entry,
+                    "solved_nll": math.nan,
+                    "penalty": math.nan,
+                    "kept": False,
+                    "note": f"the readout could not be solved ({first})",
+                }
+            )
+            continue
         kept = solved_nll < shared_nll
         report.contexts.append(
-            {
-                "code": code,
-                "count": int(rows.numel()),
-                "shared_nll": shared_nll,
-                "solved_nll": solved_nll,
-                "penalty": fit.penalty,
-                "kept": kept,
-            }
+            {**entry, "solved_nll": solved_nll, "penalty": fit.penalty, "kept": kept, "note": ""}
         )
         if kept:
             codes.append(code)
@@ -316,6 +348,12 @@ def solve_readouts(
     table.store(codes, fits)
     model.config.readout_contexts = table.num_contexts
     return report
+
+
+def _restore(table: Any, state: dict[str, torch.Tensor]) -> None:
+    """Put a table's saved buffers back (its rows, readouts, widths and counts)."""
+    for name, value in state.items():
+        table.register_buffer(name, value)
 
 
 def _in_sample_nll(fit: CauchyReadout, feats: NumberFeatures, rows: torch.Tensor) -> float:

@@ -51,6 +51,7 @@ from .tokenizer import NumericTokenizer
 
 __all__ = [
     "STATS_ROWS",
+    "CopiesOfOneText",
     "IterableNumericDataset",
     "LazyNumericDataset",
     "TextColumn",
@@ -106,6 +107,19 @@ def _check_length(
                 f"{max_tokens} positions (max_position_embeddings): cut it (max_length="
                 f"{max_tokens}, --max-length {max_tokens}) or shorten it"
             )
+
+
+class CopiesOfOneText(ValueError):
+    """Every training text is a copy of one text: nothing can be held out to calibrate on (a
+    held-out copy would be a text training saw). Train on it and calibrate nothing."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(
+            f"the {count} training texts are all copies of one text: none can be held out to "
+            "calibrate on (a held-out copy is a text training saw), so the model trains on "
+            "all of them and its intervals are not calibrated"
+        )
+        self.count = count
 
 
 def _text_hash(text: str, seed: int) -> int:
@@ -469,9 +483,12 @@ class LazyNumericDataset(Dataset):
 
         A text is held out when its 64-bit hash (keyed by ``seed``) is below
         ``size / len(self)`` of the hash range: copies of a text share the hash, so they fall
-        on the same side. The count held out is binomial around ``size`` (its standard
-        deviation is about ``sqrt(size)``); a held-out text is kept once (its first copy).
-        Memory holds the held-out rows only, never a number per row.
+        on the same side, and each distinct text is held out with that probability. The count
+        held out is binomial around ``size`` (its standard deviation is about ``sqrt(size)``);
+        a held-out text is kept once (its first copy). Of a few distinct texts with many
+        copies, none may fall in the hold-out (then none is held out), and were all to fall
+        in, the one of the largest hash stays to train on. Memory holds the held-out rows
+        only, never a number per row.
 
         Args:
             size: the number of texts to hold out (about).
@@ -481,8 +498,8 @@ class LazyNumericDataset(Dataset):
             ``(the rows to train on, the held-out rows or None when none fell out)``.
 
         Raises:
-            ValueError: ``size`` negative, every row held out, or a dataset that is itself a
-                split.
+            CopiesOfOneText: every row is a copy of one text (none can be held out).
+            ValueError: ``size`` negative, or a dataset that is itself a split.
 
         Example:
             >>> import datasets
@@ -501,17 +518,26 @@ class LazyNumericDataset(Dataset):
             return self, None
         threshold = int(min(size / n, 1.0) * float(2**64 - 1))
         held_rows: list[int] = []
+        held_hashes: list[int] = []
         first: dict[int, int] = {}  # hash -> the first row with it, among the held out
+        seen: set[int] = set()  # up to two distinct hashes: is every text one text?
         at = 0
         for batch in self.column.batches():
             for j, text in enumerate(batch):
                 h = _text_hash(text, seed)
+                if len(seen) < 2:
+                    seen.add(h)
                 if h < threshold:
                     held_rows.append(at + j)
+                    held_hashes.append(h)
                     first.setdefault(h, at + j)
             at += len(batch)
-        if len(held_rows) >= n:
-            raise ValueError(f"calibration holds out all {n} texts: nothing left to train on")
+        if len(seen) == 1:
+            raise CopiesOfOneText(n)
+        if len(held_rows) >= n:  # every text fell in: the one of the largest hash trains
+            last = max(first)
+            del first[last]
+            held_rows = [r for r, h in zip(held_rows, held_hashes, strict=True) if h != last]
         train = self._view(excluded=np.asarray(held_rows, dtype=np.int64))
         if not held_rows:
             return train, None

@@ -23,7 +23,9 @@ its own shard and the gradients are averaged over ranks, as for any HF causal LM
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
+import json
 import logging
 import math
 import os
@@ -46,12 +48,13 @@ from .data import NumericDataCollator, NumericDataset
 from .evaluation import evaluate_model
 from .hf_compat import progress_bars
 from .readouts import CalibrationReport, ReadoutReport, calibrate, solve_readouts
-from .streaming import LazyNumericDataset, as_numeric_dataset, sample_rows
+from .streaming import CopiesOfOneText, LazyNumericDataset, as_numeric_dataset, sample_rows
 from .threads import fit_threads
 from .tokenizer import NumericTokenizer
 from .trainer_checkpoints import CHECKPOINT_PREFIX, resolve_resume_checkpoint
 
 __all__ = [
+    "HOLDOUT_FILE",
     "CheckpointFilesCallback",
     "DataSource",
     "LossPartsCallback",
@@ -522,21 +525,99 @@ def _calibration_split(
     for i in range(n):
         groups.setdefault(_example_key(train_ds[i]), []).append(i)
     members = list(groups.values())
+    if len(members) == 1:
+        raise CopiesOfOneText(n)
     order = torch.randperm(len(members), generator=torch.Generator().manual_seed(seed)).tolist()
     taken, held_out = 0, []
     for g in order:
         if taken >= size:
             break
+        if taken + len(members[g]) >= n:  # the last text: it stays to train on
+            continue
         taken += len(members[g])
         held_out.append(members[g][0])
-    if taken >= n:
-        raise ValueError(
-            f"calibration={calibration!r}: the {n} training examples are copies of "
-            f"{len(members)} texts, too few to hold some out and train on the rest"
-        )
     chosen = {i for g in order[: len(held_out)] for i in members[g]}
     kept = [i for i in range(n) if i not in chosen]
     return Subset(train_ds, kept), Subset(train_ds, sorted(held_out))
+
+
+HOLDOUT_FILE = "calibration_holdout.json"
+"""The file in every checkpoint that records the texts the run held out of training to calibrate
+on (their count, the seed and the training rows they were drawn with, and a digest of their
+contents): a resumed run must hold out the same texts (checked when it resumes)."""
+
+
+def _holdout_record(rows: int, held: Dataset | None, seed: int) -> dict[str, Any]:
+    """The record :data:`HOLDOUT_FILE` holds: ``rows`` training examples before the hold-out,
+    ``held`` (the held-out examples, or None) drawn with ``seed``, and an order-free digest of
+    the held-out examples' contents.
+
+    Args:
+        rows: the training examples the hold-out was drawn from.
+        held: the held-out examples, or None when none are held out.
+        seed: the seed of the draw.
+
+    Returns:
+        ``{"rows", "held_out", "seed", "digest"}``.
+
+    Example:
+        >>> _holdout_record(10, None, 0)["held_out"]
+        0
+    """
+    count = 0 if held is None else len(held)  # type: ignore[arg-type]
+    keys = sorted(
+        hashlib.sha256(repr(_example_key(held[i])).encode()).hexdigest()  # type: ignore[index]
+        for i in range(count)
+    )
+    digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()
+    return {"rows": int(rows), "held_out": count, "seed": int(seed), "digest": digest}
+
+
+def _check_resumed_holdout(checkpoint: str | os.PathLike[str], record: dict[str, Any]) -> None:
+    """Refuse to resume a run whose calibration texts would not be the run's own.
+
+    The texts held out to calibrate on must never have been trained on. A run resumed with
+    another seed or other rows draws another hold-out, whose texts the run trained on before
+    its checkpoint: the intervals calibrated on them would come out too narrow. ``record`` is
+    this call's ``_holdout_record``; the checkpoint's :data:`HOLDOUT_FILE` must hold the same
+    digest. A checkpoint without the file (written by an earlier release) is not checked.
+
+    Args:
+        checkpoint: the checkpoint folder resumed from.
+        record: this call's hold-out (only called when it holds texts out).
+
+    Raises:
+        ValueError: the checkpoint's hold-out differs, or its record cannot be read (the
+            message names the file, both hold-outs and what to do).
+    """
+    path = Path(checkpoint) / HOLDOUT_FILE
+    if not os.path.lexists(path):
+        return
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        before = {k: saved[k] for k in ("rows", "held_out", "seed", "digest")}
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise ValueError(
+            f"{path}: the record of the run's calibration texts cannot be read ({exc}); "
+            "resume from another checkpoint, or pass calibration=None to resume without "
+            "calibrating"
+        ) from None
+    if before["digest"] == record["digest"]:
+        return
+    if before["held_out"]:
+        was = (
+            f"held out {before['held_out']} of its {before['rows']} training texts (seed "
+            f"{before['seed']})"
+        )
+    else:
+        was = f"trained on all of its {before['rows']} texts"
+    raise ValueError(
+        f"resume_from_checkpoint: the run of {os.fspath(checkpoint)} {was} to calibrate on, and "
+        f"this call holds out {record['held_out']} of {record['rows']} (seed {record['seed']}) "
+        "that are not those: texts the run trained on would be calibrated on. Resume with the "
+        "run's seed and training data, or hold nothing out (calibration=None, --calibration 0) "
+        "or pass calibration texts of their own"
+    )
 
 
 def _readout_rows(train_ds: Dataset, seed: int) -> Dataset:
@@ -713,6 +794,9 @@ class TrainResult:
             calibration texts).
         calibration_size: how many examples the calibration read (held out of the training
             texts, or given).
+        calibration_note: why nothing was held out to calibrate on although ``calibration``
+            asked for it (the training texts are copies of one text, or none of a few distinct
+            texts fell in the hold-out); empty otherwise.
 
     Example:
         >>> import tempfile
@@ -741,6 +825,7 @@ class TrainResult:
     readouts: ReadoutReport | None = None
     calibration: CalibrationReport | None = None
     calibration_size: int = 0
+    calibration_note: str = ""
 
     def series(self, key: str) -> list[float]:
         """The values of ``key`` over :attr:`history`, in step order.
@@ -843,7 +928,9 @@ def train(
     continues from the latest complete checkpoint in ``checkpoint_dir`` (a path: from that one):
     called with the same model, data and options, the resumed run takes the same steps on the
     same batches as an uninterrupted one, and logs the same losses
-    (:mod:`cauchylin_hf.trainer_checkpoints`). Ctrl-C raises ``KeyboardInterrupt`` as usual; the
+    (:mod:`cauchylin_hf.trainer_checkpoints`). Every checkpoint records the texts held out to
+    calibrate on (:data:`HOLDOUT_FILE`): a resumed call that would hold out others (another
+    ``seed``, other or more rows), texts the run has trained on, is refused. Ctrl-C raises ``KeyboardInterrupt`` as usual; the
     checkpoints written so far stay.
 
     **Threads.** On a CPU, training uses ``threads`` torch threads; by default no more than the
@@ -945,9 +1032,34 @@ def train(
     train_ds = _as_dataset(train_texts, tokenizer, "train_texts", max_length)
     if train_ds is None:
         raise ValueError("train_texts is None: pass the training texts")
-    train_ds, calibration_ds = _calibration_split(
-        train_ds, calibration, tokenizer, max_length, seed
-    )
+    try:
+        rows = len(train_ds)  # type: ignore[arg-type]
+    except TypeError:  # an iterable dataset: nothing of it is held out
+        rows = 0
+    calibration_note = ""
+    try:
+        train_ds, calibration_ds = _calibration_split(
+            train_ds, calibration, tokenizer, max_length, seed
+        )
+    except CopiesOfOneText as exc:  # nothing can be held out: train on it, calibrate nothing
+        calibration_ds, calibration_note = None, str(exc)
+    else:
+        share = calibration if isinstance(calibration, (str, int, float)) else None
+        if (
+            calibration_ds is None
+            and share is not None
+            and rows
+            and calibration_holdout(rows, share)
+        ):
+            calibration_note = (
+                f"none of the {rows} training texts fell in the hold-out (they are copies of a "
+                "few distinct texts, and copies stay on one side): the intervals are not "
+                "calibrated"
+            )
+    # the texts held out of training, recorded in every checkpoint and checked on resume
+    held_out = calibration_ds if calibration_ds is not None and train_ds is not None else None
+    holding = held_out is not None and isinstance(calibration, (str, int, float))
+    record = _holdout_record(rows, held_out if holding else None, seed)
     eval_ds = _as_dataset(eval_texts, tokenizer, "eval_texts", max_length)
     if eval_steps is not None:
         if eval_ds is None:
@@ -956,6 +1068,8 @@ def train(
         training_args.setdefault("eval_steps", eval_steps)
     checkpoints = Path(output_dir if checkpoint_dir is None else checkpoint_dir)
     resume = resolve_resume_checkpoint(resume_from_checkpoint, checkpoints)
+    if resume is not None and holding:
+        _check_resumed_holdout(resume, record)
     if save_steps is not None:
         training_args["save_steps"] = save_steps  # save_strategy "steps" then
     if save_total_limit is not None:
@@ -978,11 +1092,16 @@ def train(
         train_ds,
         eval_ds if eval_steps is not None else None,
         args=args,
-        callbacks=[CheckpointFilesCallback(tokenizer, checkpoint_files), *callbacks],
+        callbacks=[
+            CheckpointFilesCallback(
+                tokenizer, {**(checkpoint_files or {}), HOLDOUT_FILE: json.dumps(record) + "\n"}
+            ),
+            *callbacks,
+        ],
     )
     if not progress:
         trainer.remove_callback(PrinterCallback)  # no log lines either
-    result = TrainResult(model=model, trainer=trainer)
+    result = TrainResult(model=model, trainer=trainer, calibration_note=calibration_note)
     if calibration_ds is not None:
         result.calibration_size = len(calibration_ds)  # type: ignore[arg-type]
     before = torch.get_num_threads()

@@ -27,7 +27,8 @@ stored in buffers, so a model saves, loads and moves the table with its weights.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -38,6 +39,7 @@ from cauchylin.vector import CauchyVector
 
 __all__ = [
     "CALIBRATION_LEVELS",
+    "INTEGER_BUFFERS",
     "MAX_CONTEXT_TOKENS",
     "MAX_VOCABULARY",
     "NOT_CALIBRATED",
@@ -58,6 +60,12 @@ CALIBRATION_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8,
 
 NOT_CALIBRATED = -1.0
 """The stored width of a level a row has no calibration for (too few rows, or none)."""
+
+INTEGER_BUFFERS: tuple[str, ...] = ("contexts", "counts")
+"""The buffers of a :class:`ContextReadouts` that are int64 (token digits and counts: exact
+under any cast of the model); the others are floating point."""
+
+_T = TypeVar("_T", bound="ContextReadouts")
 
 _NONE = 0  # the digit of "no token": before the start of a sequence, or padding
 
@@ -161,12 +169,15 @@ class ContextReadouts(nn.Module):
 
     Built empty (``num_contexts = 0``: every position keeps the shared head) or with room for
     ``num_contexts`` rows, which :meth:`store` fills (a loaded model builds the table with the
-    size its checkpoint holds, then loads the buffers). Every buffer is floating point, so that
-    the table loads and casts like any head tensor: ``contexts`` ``[K, 3]`` (the digits of each
-    row's code, :func:`code_digits`; -1 in every digit for :data:`OTHER`), ``weight``
-    ``[K, C]``, ``bias``, ``noise`` (0 where the row keeps the shared head), ``solved`` (1 or
-    0), ``widths`` ``[K, L]`` (:data:`NOT_CALIBRATED` where a level has no width) and ``counts``
-    ``[K, 2]`` (the numbers each row was fitted and calibrated on).
+    size its checkpoint holds, then loads the buffers). The buffers :data:`INTEGER_BUFFERS` are
+    int64, so that no cast of the model (``.to(torch.bfloat16)``, ``.half()``, loading with
+    another ``dtype``) rounds them: ``contexts`` ``[K, 3]`` (the digits of each row's code,
+    :func:`code_digits`; -1 in every digit for :data:`OTHER`) and ``counts`` ``[K, 2]`` (the
+    numbers each row was fitted and calibrated on). The others are floating point and cast like
+    any head tensor: ``weight`` ``[K, C]``, ``bias``, ``noise`` (0 where the row keeps the
+    shared head), ``solved`` (1 or 0) and ``widths`` ``[K, L]`` (:data:`NOT_CALIBRATED` where a
+    level has no width). A table saved with floating-point ``contexts`` and ``counts`` (as
+    earlier releases did) loads into the integer buffers.
 
     Args:
         causal_size: ``C``, the size of ``U'``.
@@ -213,13 +224,47 @@ class ContextReadouts(nn.Module):
 
     def _allocate(self, k: int, device: torch.device) -> None:
         c, n_levels = self.causal_size, len(self.levels)
-        self.register_buffer("contexts", torch.zeros(k, MAX_CONTEXT_TOKENS, device=device))
+        long = torch.int64
+        self.register_buffer(
+            "contexts", torch.zeros(k, MAX_CONTEXT_TOKENS, dtype=long, device=device)
+        )
         self.register_buffer("weight", torch.zeros(k, c, device=device))
         self.register_buffer("bias", torch.zeros(k, device=device))
         self.register_buffer("noise", torch.zeros(k, device=device))
         self.register_buffer("solved", torch.zeros(k, device=device))
         self.register_buffer("widths", torch.full((k, n_levels), NOT_CALIBRATED, device=device))
-        self.register_buffer("counts", torch.zeros(k, 2, device=device))
+        self.register_buffer("counts", torch.zeros(k, 2, dtype=long, device=device))
+
+    def integer_buffers(self) -> None:
+        """Make the buffers :data:`INTEGER_BUFFERS` int64 again (rounded) where a loader left
+        them floating point (a table saved by an earlier release, loaded by assigning its
+        tensors). Every cast of the module calls this first, so none rounds a token digit.
+
+        Example:
+            >>> import torch
+            >>> table = ContextReadouts(2)
+            >>> table.contexts = torch.tensor([[0.0, 0.0, 325.0]])
+            >>> table.to(torch.bfloat16).contexts.tolist()
+            [[0, 0, 325]]
+        """
+        for name in INTEGER_BUFFERS:
+            value = self._buffers.get(name)
+            if value is not None and value.is_floating_point():
+                self._buffers[name] = value.round().long()
+
+    def _apply(self: _T, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> _T:
+        self.integer_buffers()
+        return super()._apply(fn, recurse)
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: object) -> None:
+        # Earlier releases stored the integer buffers as floats: round them into int64 (a
+        # plain copy would truncate) before the standard load.
+        for name in INTEGER_BUFFERS:
+            key = prefix + name
+            value = state_dict.get(key)
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                state_dict[key] = value.round().long()
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     @property
     def codes(self) -> torch.Tensor:
@@ -254,12 +299,18 @@ class ContextReadouts(nn.Module):
             calibration_counts: per row, the numbers its widths were calibrated on.
 
         Raises:
-            ValueError: lengths that differ, repeated codes, a readout of another size, a
-                solved readout on the :data:`OTHER` row, or widths of the wrong shape.
+            ValueError: lengths that differ, repeated codes, a readout of another size or not
+                finite (or a noise <= 0), a solved readout on the :data:`OTHER` row, or widths
+                of the wrong shape.
         """
         k = len(codes)
         if len(readouts) != k:
             raise ValueError(f"codes ({k}) and readouts ({len(readouts)}) must have one per row")
+        if calibration_counts is not None and len(calibration_counts) != k:
+            raise ValueError(
+                f"codes ({k}) and calibration_counts ({len(calibration_counts)}) must have one "
+                "per row"
+            )
         if len(set(int(c) for c in codes)) != k:
             raise ValueError("codes must be distinct")
         order = sorted(range(k), key=lambda i: int(codes[i]))
@@ -267,7 +318,7 @@ class ContextReadouts(nn.Module):
         for row, i in enumerate(order):
             code = int(codes[i])
             if code == OTHER:
-                self.contexts[row] = -1.0
+                self.contexts[row] = -1
             elif code < 0:
                 raise ValueError(f"codes must be >= 0 or OTHER, got {code}")
             else:
@@ -282,11 +333,16 @@ class ContextReadouts(nn.Module):
                 )
             if int(codes[i]) == OTHER:
                 raise ValueError("the OTHER row only holds widths, not a readout")
+            finite = bool(torch.isfinite(fit.weight).all()) and math.isfinite(float(fit.bias))
+            if not (finite and math.isfinite(float(fit.noise)) and float(fit.noise) > 0):
+                raise ValueError(
+                    f"readout {i} must have a finite weight and bias and a finite noise > 0"
+                )
             self.weight[row] = fit.weight.to(self.weight)
             self.bias[row] = fit.bias.to(self.bias)
             self.noise[row] = fit.noise.to(self.noise)
             self.solved[row] = 1.0
-            self.counts[row, 0] = float(fit.count)
+            self.counts[row, 0] = int(fit.count)
         if widths is not None:
             if tuple(widths.shape) != (k, len(self.levels)):
                 raise ValueError(
@@ -296,7 +352,7 @@ class ContextReadouts(nn.Module):
             usable = torch.isfinite(w) & (w > 0)
             self.widths.copy_(torch.where(usable, w, torch.full_like(w, NOT_CALIBRATED)))
         if calibration_counts is not None:
-            self.counts[:, 1] = torch.tensor([float(calibration_counts[i]) for i in order])
+            self.counts[:, 1] = torch.tensor([int(calibration_counts[i]) for i in order])
 
     def lookup(self, codes: torch.Tensor) -> torch.Tensor:
         """The row of each code, -1 where the table has none.
@@ -381,8 +437,12 @@ class ContextReadouts(nn.Module):
             return zero, zero, torch.zeros(rows.shape, dtype=torch.bool, device=loc.device)
         safe = rows.clamp(min=0)
         known = (rows >= 0) & self.is_solved.to(rows.device)[safe]
-        w = self.weight.to(device=loc.device, dtype=loc.dtype)[safe]  # [..., C]
-        value = (w * loc).sum(-1) + self.bias.to(device=loc.device, dtype=loc.dtype)[safe]
+        # At least float32: a readout's weights can be large with terms that cancel, and a
+        # half-precision sum of them loses every digit.
+        dtype = torch.promote_types(loc.dtype, torch.float32)
+        w = self.weight.to(device=loc.device, dtype=dtype)[safe]  # [..., C]
+        value = (w * loc.to(dtype)).sum(-1) + self.bias.to(device=loc.device, dtype=dtype)[safe]
+        value = value.to(loc.dtype)
         sigma = self.noise.to(device=loc.device, dtype=loc.dtype)[safe]
         zero = torch.zeros_like(value)
         return torch.where(known, value, zero), torch.where(known, sigma, zero), known

@@ -141,9 +141,59 @@ def test_bad_tables_are_refused(codes: list[int], readouts: list, match: str) ->
         ContextReadouts(2).store(codes, readouts)
 
 
-def test_every_buffer_is_floating_point_and_finite() -> None:
+def test_the_digits_and_counts_are_integers_and_the_rest_floating_point_and_finite() -> None:
     table = ContextReadouts(2, levels=(0.5,))
     table.store([OTHER, 4], [None, _fit([1.0, 2.0], 0.0, 0.5)], torch.tensor([[1.0], [math.nan]]))
     for name, t in table.state_dict().items():
-        assert t.is_floating_point() and bool(torch.isfinite(t).all()), name
+        if name in _INTEGER:
+            assert t.dtype == torch.int64, name
+        else:
+            assert t.is_floating_point() and bool(torch.isfinite(t).all()), name
     assert table.codes.tolist() == [OTHER, 4]
+
+
+# token ids of a large vocabulary, whose digits (id + 101) bfloat16 and float16 round
+_INTEGER = ("contexts", "counts")
+_LARGE_IDS = (150_000, 70_001, 5_001)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_a_cast_of_the_table_keeps_every_context_code(dtype: torch.dtype) -> None:
+    ids = torch.tensor([_LARGE_IDS, (7, 3_001, 325)])
+    codes = context_codes(ids, 3, 200_000)[:, -1].tolist()
+    table = ContextReadouts(2, levels=(0.5,))
+    table.store(codes, [_fit([1.0, 2.0], 3.0, 0.5), None], calibration_counts=[1001, 2049])
+    for cast in (table.to(dtype), table.to(dtype=dtype), table.half(), table.bfloat16()):
+        assert cast.codes.tolist() == sorted(codes)
+        assert sorted(cast.lookup(torch.tensor(codes)).tolist()) == [0, 1]
+        assert sorted(cast.counts[:, 1].tolist()) == [1001, 2049]
+
+
+def test_a_table_saved_with_float_digits_loads_exactly() -> None:
+    """Earlier releases stored the digits and counts as floats (exact in float32)."""
+    code = int(context_codes(torch.tensor([(*_LARGE_IDS[1:], 325)]), 3, 200_000)[0, -1])
+    table = ContextReadouts(2, levels=(0.5,))
+    table.store([code], [_fit([1.0, 2.0], 3.0, 0.5)], calibration_counts=[1001])
+    old = {k: (v.float() if k in _INTEGER else v) for k, v in table.state_dict().items()}
+    loaded = ContextReadouts(2, 1, levels=(0.5,))
+    loaded.load_state_dict(old)
+    assert loaded.contexts.dtype == torch.int64 and loaded.codes.tolist() == [code]
+    assert loaded.counts.tolist() == [[50, 1001]]
+    # a loader that assigns the float tensors as they are: a cast keeps them exact
+    assigned = ContextReadouts(2, 1, levels=(0.5,))
+    assigned.load_state_dict(old)
+    assigned.contexts, assigned.counts = old["contexts"], old["counts"]
+    assert assigned.to(torch.bfloat16).codes.tolist() == [code]
+
+
+def test_a_readout_that_is_not_finite_or_counts_of_another_length_are_refused() -> None:
+    table = ContextReadouts(2, levels=(0.5,))
+    for bad in (
+        _fit([math.nan, 1.0], 0.0, 0.5),
+        _fit([1.0, 1.0], math.inf, 0.5),
+        _fit([1.0, 1.0], 0.0, 0.0),
+    ):
+        with pytest.raises(ValueError, match="finite weight and bias and a finite noise > 0"):
+            table.store([5], [bad])
+    with pytest.raises(ValueError, match="calibration_counts"):
+        table.store([1, 2], [None, None], torch.ones(2, 1), [3])

@@ -135,3 +135,22 @@ def test_a_float32_input_gives_a_float32_readout_solved_in_float64() -> None:
 def test_bad_arguments_are_named(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         fit_cauchy_readout(**kwargs)
+
+
+@pytest.mark.parametrize("distinct", [1, 2, 3])
+def test_a_few_distinct_rows_repeated_give_a_finite_readout(distinct: int) -> None:
+    """A table of a few distinct rows, each repeated: copies share a fold, so most folds held
+    out every copy of a row and some were fitted on nothing (a singular solve before), and
+    with no penalty the rows do not determine every coefficient. The readout is the
+    minimum-norm one, and it predicts each row's target (the rows' Cauchy location)."""
+    g = torch.Generator().manual_seed(distinct)
+    base = torch.randn(distinct, 6, generator=g, dtype=torch.float64)
+    targets = torch.arange(1.0, distinct + 1, dtype=torch.float64) * 10
+    x, t = base.repeat(40, 1), targets.repeat(40)
+    for penalties in ((0.0,), (0.0, 1e-3, 1.0)):
+        fit = fit_cauchy_readout(x, t, penalties=penalties)
+        assert bool(torch.isfinite(fit.weight).all()) and math.isfinite(float(fit.bias))
+        assert math.isfinite(float(fit.noise)) and float(fit.noise) > 0
+        if penalties == (0.0,):  # unpenalised: the rows' targets exactly (to the solve)
+            loc, _ = fit.predict(base)
+            torch.testing.assert_close(loc, targets, rtol=1e-6, atol=1e-6)

@@ -456,3 +456,15 @@ def test_overwrite_replaces_the_model_and_keeps_what_is_not_the_models(setup, tm
     assert "--overwrite: the model's files in" in err and "(config.json, data_format.json," in err
     assert "vocab.json) are replaced once the training succeeded" in err
     assert "its 2 other entries (notes.md, plots) are kept" in err
+
+
+def test_a_table_of_copies_of_one_row_trains_and_says_it_is_not_calibrated(setup, tmp_path, capsys):
+    """150 copies of one row: "auto" would hold out 30, but a held-out copy is a row training
+    saw; train says so before training (not "30 more held out"), trains, and notes it."""
+    data = tmp_path / "same.csv"
+    data.write_text("area,rooms,price\n" + "50,2,150\n" * 150)
+    assert cli.main(_train(setup["base"], data, tmp_path / "new")) == 0
+    captured = capsys.readouterr()
+    assert "on 150 texts of" in captured.out and "more held out" not in captured.out
+    assert "(copies of one text: none can be held out to calibrate on)" in captured.out
+    assert "note: the 150 training texts are all copies of one text" in captured.err

@@ -279,3 +279,23 @@ def test_learning_check_arguments():
     # targets that do not vary: no spread to compare with, so not flagged as flat
     same = learning_check([1.0, 2.0, 3.0], [5.0, 5.0, 5.0], 5.0)
     assert math.isnan(same.spread_ratio) and not same.flat
+
+
+@pytest.mark.parametrize("share_at_median", [0.51, 0.7, 1.0])
+def test_a_model_with_a_tiny_error_learnt_when_half_the_targets_are_the_median(share_at_median):
+    """More than half the targets equal the median: the baseline's median error is 0, which no
+    model beats; a model off by 1e-5 everywhere has learnt the target, one that predicts far
+    off has not (the mean errors are compared)."""
+    g = torch.Generator().manual_seed(0)
+    n = 200
+    at = round(share_at_median * n)
+    true = torch.cat(
+        [torch.full((at,), 7.0, dtype=torch.float64), 50 + torch.rand(n - at, generator=g)]
+    )
+    good = learning_check(true + 1e-5, true, 7.0)
+    assert good.baseline_mdae == 0.0
+    assert good.beats_baseline and not any("learnt nothing" in w for w in good.warnings())
+    if share_at_median < 1.0:
+        bad = learning_check(true + 30.0, true, 7.0)
+        assert not bad.beats_baseline
+        assert "mean absolute error on target, 30," in bad.warnings()[-1]

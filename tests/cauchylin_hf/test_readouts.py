@@ -3,6 +3,7 @@ them (predict, the teacher-forced pass, forward, generate), saving and loading, 
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import tempfile
@@ -19,7 +20,7 @@ from cauchylin_hf.training import train
 from scipy.stats import beta
 
 from cauchylin.conformal import calibration_holdout, conformal_widths
-from cauchylin.nn.readouts import OTHER
+from cauchylin.nn.readouts import OTHER, code_digits
 from cauchylin.readout import cauchy_nll, fit_cauchy_readout
 from cauchylin.value_space import to_value_space
 from tests.stats import FALSE_FAILURE_RATE, split_delta
@@ -317,3 +318,181 @@ def _is_solved(model: CauchyLMForCausalLM, ntok: NumericTokenizer, field: str) -
     code = model.context_codes(enc["input_ids"], enc["attention_mask"])[0, -1]
     row = model.action.readouts.lookup(code[None])
     return bool(row[0] >= 0 and model.action.readouts.is_solved[row[0]])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_reads_the_solved_readouts(tmp_path, dtype: torch.dtype) -> None:
+    """A model cast to (or loaded in) half precision predicts what it predicts in float32, to
+    the rounding of that dtype, through the same solved readout: the context's token ids
+    (``"größe "`` ends in id 256, whose digit 357 bfloat16 rounds to 356) must survive."""
+    torch.manual_seed(0)
+    model, ntok = CauchyLMForCausalLM.from_base(
+        tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True
+    )
+    rng = random.Random(11)
+    texts = [f"width {rng.randint(2, 60)}, größe {1000 + rng.randint(-2, 2)}." for _ in range(80)]
+    solve_readouts(model, ntok, texts)
+    prompts = ["width 7, größe ", "width 40, größe "]
+    enc = ntok(prompts, padding=True, return_tensors="pt")
+    codes = model.context_codes(enc["input_ids"], enc["attention_mask"])
+    last = codes[torch.arange(2), enc["attention_mask"].sum(1) - 1]
+    table = model.action.readouts
+    rows = table.lookup(last)
+    assert bool(table.is_solved[rows].all())  # the prompts' context has a solved readout
+    digits = code_digits(last).float()
+    assert not torch.equal(digits.to(torch.bfloat16).float(), digits)  # a digit bf16 rounds
+    full = predict_values(model, ntok, prompts)
+    # the rounding bound of w . loc + b: a few eps of the sum of the magnitudes it adds
+    feats = number_features(model, ntok, [p + "1000." for p in prompts])
+    at = feats.codes == last[0]
+    magnitude = (table.weight[rows].double().abs() * feats.loc[at].abs()).sum(-1)
+    tol = 4 * torch.finfo(dtype).eps * (magnitude + table.bias[rows].double().abs())
+    model.save_pretrained(tmp_path)
+    casts = {
+        "to": lambda: copy.deepcopy(model).to(dtype),
+        "method": lambda: (
+            copy.deepcopy(model).half()
+            if dtype == torch.float16
+            else copy.deepcopy(model).bfloat16()
+        ),
+        "from_pretrained": lambda: CauchyLMForCausalLM.from_pretrained(tmp_path, dtype=dtype),
+    }
+    for how, cast in casts.items():
+        half = cast()
+        got = predict_values(half, ntok, prompts)
+        assert bool(((got.loc - full.loc).abs() <= tol).all()), (how, got.loc, full.loc, tol)
+        # the readout's own noise is the scale (the shared head's is another)
+        noise = table.noise[rows].double()
+        assert bool(((got.scale - noise).abs() <= torch.finfo(dtype).eps * noise).all()), how
+        assert half.action.readouts.codes.tolist() == table.codes.tolist(), how
+
+
+def test_intervals_of_targets_at_float32s_limits_stay_in_its_range() -> None:
+    """Targets at +-3.4e38, calibrated: the widths in the value space are large, and their
+    inverse overflows float32 (``-3.9e115`` at 90% before): every end lies in float32's range
+    and every interval holds its median, calibrated or not, prompt or teacher-forced."""
+    torch.manual_seed(0)
+    model, ntok = CauchyLMForCausalLM.from_base(
+        tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True
+    )
+    rng = random.Random(0)
+    texts = [f"row {i}, price {rng.choice(['3.4e38', '-3.4e38'])}." for i in range(60)]
+    solve_readouts(model, ntok, texts)
+    calibrate(model, ntok, texts)
+    largest = torch.finfo(torch.float32).max
+    levels = (0.5, 0.9, 0.99)
+    preds = [
+        predict_values(model, ntok, ["row 3, price ", "row 9, price "], levels=levels),
+        predict_values(model, ntok, ["row 3, price "], levels=levels, calibrated=False),
+        number_predictions(model, ntok, texts[:5], levels=levels).prediction,
+    ]
+    assert bool(preds[0].calibrated[:, 1].all())  # the 90% interval is a calibrated one
+    for p in preds:
+        for t in (p.median, p.lower, p.upper):
+            assert bool((t.abs() <= largest).all()), t
+        assert bool((p.lower <= p.median[:, None]).all() and (p.median[:, None] <= p.upper).all())
+
+
+def test_a_table_of_two_rows_repeated_trains_and_keeps_its_model(small, tmp_path) -> None:
+    """Two distinct rows, each 60 times: the readout solve failed with a singular matrix
+    after training and the trained model was lost; now training ends and saves."""
+    model, ntok = small
+    texts = ["area 50, price 150.", "area 80, price 240."] * 60
+    result = train(
+        model,
+        ntok,
+        texts,
+        None,
+        tmp_path,
+        max_steps=2,
+        batch_size=8,
+        progress=False,
+        evaluate=False,
+        calibration=None,
+    )
+    assert result.readouts is not None and len(result.readouts.contexts) == 2
+    assert (tmp_path / "config.json").is_file()
+    pred = predict_values(CauchyLMForCausalLM.from_pretrained(tmp_path), ntok, ["area 50, price "])
+    assert bool(torch.isfinite(pred.median).all())
+
+
+def test_a_readout_that_cannot_be_solved_leaves_the_shared_head_with_a_note(
+    small, tmp_path, monkeypatch
+) -> None:
+    import cauchylin_hf.readouts as readouts
+
+    def singular(*args, **kwargs):
+        raise torch.linalg.LinAlgError("the input matrix is singular")
+
+    model, ntok = small
+    monkeypatch.setattr(readouts, "fit_cauchy_readout", singular)
+    result = train(
+        model,
+        ntok,
+        _texts(60, seed=12),
+        None,
+        tmp_path,
+        max_steps=2,
+        batch_size=8,
+        progress=False,
+        evaluate=False,
+        calibration=None,
+    )
+    report = result.readouts
+    assert report is not None and report.kept == 0 and len(report.unsolved) == 2
+    assert "could not be solved (the input matrix is singular)" in report.unsolved[0]["note"]
+    assert model.action.readouts.num_contexts == 0  # the shared head everywhere
+    assert (tmp_path / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("rows", [150, 25_000])
+def test_copies_of_one_text_train_uncalibrated_with_a_note(small, tmp_path, rows) -> None:
+    """Every training text the same: none can be held out (a held-out copy is a text training
+    saw); the model trains on them all and says why it is not calibrated. 150 rows are
+    grouped in memory (an error before); 25,000 from a ``datasets.Dataset`` are held out by
+    hash (an error for some seeds, nothing held out and nothing said for the others)."""
+    datasets = pytest.importorskip("datasets")
+    model, ntok = small
+    texts = ["area 50, price 150."] * rows
+    data = texts if rows < 1000 else datasets.Dataset.from_dict({"text": texts})
+    for seed in (0, 1):
+        result = train(
+            model,
+            ntok,
+            data,
+            None,
+            tmp_path,
+            max_steps=1,
+            batch_size=8,
+            progress=False,
+            save=False,
+            evaluate=False,
+            readouts=False,
+            calibration="auto",
+            seed=seed,
+        )
+        assert result.global_step == 1 and result.calibration is None
+        note = getattr(result, "calibration_note", "")
+        assert f"the {rows} training texts are all copies of one text" in note
+
+
+def test_a_solve_that_fails_keeps_the_models_readouts_and_calibration(small) -> None:
+    """A bad call (an empty dataset, a batch size of 0) used to empty the table before it
+    failed: the model silently lost its readouts and calibration."""
+    model, ntok = small
+    solve_readouts(model, ntok, _texts(80, seed=13))
+    calibrate(model, ntok, _texts(40, seed=14))
+    prompts = ["width 9, area ", "width 33, area "]
+    before = predict_values(model, ntok, prompts)
+    assert bool(before.calibrated.all())
+    for data, batch_size in (([], 32), (_texts(40, seed=15), 0)):
+        with pytest.raises(ValueError, match=r"empty|batch_size"):
+            solve_readouts(model, ntok, data, batch_size=batch_size)
+        after = predict_values(model, ntok, prompts)
+        assert bool(after.calibrated.all()) and torch.equal(after.upper, before.upper)
+
+
+def test_an_empty_prompt_is_refused_naming_it(small) -> None:
+    model, ntok = small
+    with pytest.raises(ValueError, match=r"prompt 2 of 2 has no tokens \(''\)"):
+        predict_values(model, ntok, ["width 3, area ", ""])

@@ -369,3 +369,22 @@ def test_iterable_split_by_process_reads_only_its_share(ntok, monkeypatch):
     stream = datasets.Dataset.from_dict({"text": texts}).to_iterable_dataset(num_shards=2)
     hf = list(IterableNumericDataset(stream, ntok, split_by_process=True))
     assert len(hf) == 15
+
+
+def test_a_table_of_copies_of_one_text_cannot_be_split_for_any_seed(ntok):
+    """25,000 copies of one text: before, 4 seeds of 40 held out every copy (an error) and
+    the other 36 none, while 2000 were announced. Now: one clear refusal, every seed."""
+    lazy = LazyNumericDataset(datasets.Dataset.from_dict({"text": ["a 1, b 2."] * 25_000}), ntok)
+    for seed in range(40):
+        with pytest.raises(ValueError, match="the 25000 training texts are all copies"):
+            lazy.split_held_out(2000, seed=seed)
+
+
+def test_a_few_distinct_texts_that_all_fall_in_keep_one_to_train_on(ntok):
+    texts = ["a 1, b 2.", "a 3, b 4.", "a 5, b 6."] * 1000
+    lazy = LazyNumericDataset(datasets.Dataset.from_dict({"text": texts}), ntok)
+    for seed in range(5):  # a threshold of all but 1 / 3000 of the hashes: all three fall in
+        train, held = lazy.split_held_out(len(texts) - 1, seed=seed)
+        assert held is not None and len(held) == 2 and len(train) == 1000
+        trained = set(train.texts(range(len(train))))
+        assert len(trained) == 1 and not trained & set(held.texts(range(2)))

@@ -74,7 +74,8 @@ def _run(folder, **kw):
         readouts=False,
         calibration=None,
     )
-    return train(model, ntok, _texts(), output_dir=folder, **{**options, **kw})
+    texts = kw.pop("train_texts", None) or _texts()
+    return train(model, ntok, texts, output_dir=folder, **{**options, **kw})
 
 
 def _max_rel_diff(a: list[float], b: list[float]) -> float:
@@ -193,3 +194,52 @@ def test_warmup_ratio_is_the_share_of_the_steps_in_the_running_transformers():
         assert args.get_warmup_steps(steps) == want, ratio
     with pytest.raises(ValueError, match="warmup_ratio must be a number in"):
         make_training_arguments("out", warmup_ratio=1.5)
+
+
+def _rows(n: int) -> list[str]:
+    return [f"width {w}, area {2 * w + w % 3}." for w in range(1, n + 1)]
+
+
+def test_a_resume_that_would_calibrate_on_trained_rows_is_refused(tmp_path):
+    """The texts held out to calibrate on are the run's: a resume with another seed or more
+    rows would hold out others, which the run trained on before its checkpoint."""
+    texts = _rows(120)  # 120 distinct texts: "auto" holds out 24
+    options = dict(save_steps=2, max_steps=4, calibration="auto", readouts=False)
+    first = _run(tmp_path, **options, callbacks=[_StopAt(2)], train_texts=texts)
+    assert first.global_step == 2 and first.calibration_size == 24
+    for changed in ({"seed": 4}, {"train_texts": _rows(150)}):
+        with pytest.raises(ValueError, match="texts the run trained on would be calibrated on"):
+            _run(
+                tmp_path,
+                **options,
+                **{"train_texts": texts, **changed},
+                resume_from_checkpoint=True,
+            )
+    assert [checkpoint_step(p) for p in list_checkpoints(tmp_path)] == [2]  # nothing trained
+    record = tmp_path / "checkpoint-2" / "calibration_holdout.json"
+    kept = record.read_bytes()
+    for damaged in ("{oops", None):  # a damaged record, or a folder in its place
+        record.unlink()
+        if damaged is None:
+            record.mkdir()
+        else:
+            record.write_text(damaged)
+        with pytest.raises(ValueError, match="calibration texts cannot be read"):
+            _run(tmp_path, **options, train_texts=texts, resume_from_checkpoint=True)
+    record.rmdir()
+    record.write_bytes(kept)
+    # without a hold-out of its own the resume is fine; with the run's seed and rows too
+    _run(
+        tmp_path,
+        **{**options, "calibration": None},
+        train_texts=texts,
+        seed=4,
+        resume_from_checkpoint=tmp_path / "checkpoint-2",
+    )
+    shutil.rmtree(tmp_path / "checkpoint-4")
+    second = _run(tmp_path, **options, train_texts=texts, resume_from_checkpoint=True)
+    assert second.global_step == 4 and second.calibration_size == 24
+    from cauchylin_hf.training import HOLDOUT_FILE  # (the record, after the behaviour)
+
+    record = json.loads((tmp_path / "checkpoint-2" / HOLDOUT_FILE).read_text())
+    assert record["held_out"] == 24 and record["rows"] == 120 and record["seed"] == 3

@@ -278,6 +278,12 @@ def _train_and_save(
             if result.global_step < 1:
                 raise CliError("training took no step: raise --epochs or --max-steps")
             report_readouts(result)
+            unsolved = result.readouts.unsolved if result.readouts is not None else []
+            if unsolved:
+                more = f" (and {len(unsolved) - 1} more contexts)" if len(unsolved) > 1 else ""
+                say(f"one context's {unsolved[0]['note']}{more}: it keeps the shared head")
+            if result.calibration_note:
+                say(result.calibration_note)
             (staging / DATA_FORMAT_FILE).write_text(text, encoding="utf-8")
             metrics = dict(result.metrics or {})
             if median is not None and model.config.num_token_id is not None:
@@ -318,7 +324,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from cauchylin.metrics import quantiles
 
     from ..predict import target_numbers
-    from ..streaming import STATS_ROWS, text_sample
+    from ..streaming import STATS_ROWS, TextColumn, text_sample
 
     seen = check_output_dir(args)  # checked again at the swap
     if args.overwrite:
@@ -337,7 +343,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise CliError(f"--calibration {args.calibration}: {exc}") from None
     n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
     backbone = "frozen" if model.config.freeze_backbone else "trainable"
-    calibrating = f" ({held_out} more held out to calibrate the intervals on)" if held_out else ""
+    # a large table is held out by a hash of each text: about that many (copies together)
+    about = "about " if isinstance(data.texts, TextColumn) and len(data.texts) > STATS_ROWS else ""
+    calibrating = (
+        f" ({about}{held_out} more held out to calibrate the intervals on)" if held_out else ""
+    )
+    if held_out and len(set(sample)) == 1:  # (the whole table, or a sample of a large one)
+        held_out, calibrating = 0, " (copies of one text: none can be held out to calibrate on)"
     print(
         f"training {n_train / 1e6:.3f}M parameters of {what} (backbone {backbone}) on "
         f"{len(data.texts) - held_out} texts of {args.data}{calibrating}",

@@ -243,9 +243,15 @@ def target_report(
     metrics["target/mdae_baseline"] = check.baseline_mdae
     metrics["target/spread_ratio"] = check.spread_ratio
     name = data.template.target if data.template is not None else "target"
+    means = ""
+    if check.compares_means:  # half the targets or more are the median: its median error is 0
+        means = (
+            f" (half the {name} values or more equal it: mean absolute errors {check.mae:.4g} "
+            f"and {check.baseline_mae:.4g})"
+        )
     print(
         f"{name} on {check.count} {where}: median absolute error {check.mdae:.4g}; predicting "
-        f"{guess} ({check.baseline:.4g}) for every row: {check.baseline_mdae:.4g}",
+        f"{guess} ({check.baseline:.4g}) for every row: {check.baseline_mdae:.4g}{means}",
         file=sys.stderr if getattr(args, "json", False) else sys.stdout,
     )
     for message in check.warnings(name):
