@@ -648,7 +648,7 @@ def test_a_successful_training_replaces_the_model(trained, data, tmp_path, capsy
 
 def test_a_template_with_numbers_in_its_text_gets_a_note(table_model, capsys):
     argv = ["evaluate", str(table_model["model"]), "--data", str(table_model["test"])]
-    template = "age {age} s1 {s1} -> progression {target}."
+    template = "age {age} serum 1 {s1} -> progression {target}."
     assert cli.main([*argv, "--template", template, "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert "note: the template's own text holds the numbers ['1']" in err

@@ -137,6 +137,34 @@ def describe(data: Data, field: str | None, targets: Sequence[float]) -> None:
     print(f"target: {_target_name(data, field)} ({median}{of}{len(data.texts)} texts)")
     first = "row 1 as text" if data.table is not None else "text 1"
     print(f"{first}: {shorten(data.texts[0])}", flush=True)
+    _describe_categories(data)
+
+
+def _describe_categories(data: Data) -> None:
+    """One line naming the columns read as categories (cells without a number), and where a
+    template lets a category's words join the next number's field."""
+    from .tables import category_columns
+
+    word_rows = getattr(data.table, "word_rows", None)
+    if not word_rows:
+        return
+    rows = len(data.texts)
+    categories, partly = category_columns(word_rows, rows)
+    if categories or partly:
+        listed = ", ".join(categories) if categories else "none"
+        mixed = "".join(
+            f"; {c} partly ({n} of {rows} rows hold no number there)" for c, n in partly.items()
+        )
+        print(f"columns read as categories (words, no number): {listed}{mixed}", flush=True)
+    words = set(categories) | set(partly)
+    for first, second in data.template.joined_fields():
+        if first in words:
+            print(
+                f"note: the words of column {first!r} join the field of column {second!r} (the "
+                "template has no ',' or '->' between them), so that field is split by "
+                f"{first!r}'s value; put ', ' or ' -> ' between them",
+                flush=True,
+            )
 
 
 def report_readouts(result: Any) -> None:
