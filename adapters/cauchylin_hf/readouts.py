@@ -498,7 +498,7 @@ def cross_calibrate(
     data: Dataset | Iterable[str],
     readouts: ReadoutReport,
     *,
-    folds: int = 5,
+    folds: int | None = None,
     seed: int = 0,
     min_count: int = MIN_CALIBRATION_COUNT,
     batch_size: int = 32,
@@ -506,7 +506,8 @@ def cross_calibrate(
     """Cross-conformal widths from the training texts, for data too small to hold texts out.
 
     For each context with a solved readout and at least ``min_count`` numbers in ``data``: the
-    texts are dealt into ``folds`` folds (copies of a text together, shuffled with ``seed``),
+    texts are dealt into ``folds`` folds (copies of a text together, shuffled with ``seed``;
+    None: one fold per text, jackknife+),
     the readout is solved again on the other folds with the penalty of ``readouts`` (one solve
     per fold), and each number's score is ``|t - loc| / scale`` under the readout of its fold.
     The widths :func:`cauchylin.conformal.conformal_widths` of those out-of-fold scores then
@@ -516,7 +517,10 @@ def cross_calibrate(
     The guarantee is weaker than :func:`calibrate`'s: the backbone was trained on these texts
     (its features may fit them better than a new row's), and out-of-fold scores are CV+'s, whose
     coverage is at least ``1 - 2 (1 - c)`` in the worst case (Barber et al., 2021) and about
-    ``c`` in practice.
+    ``c`` in practice. Fewer folds err on the wide side (each fold's readout is solved on fewer
+    rows than the one used): on 60-row tables 5 folds covered about 0.61, 0.91 and 0.96 of fresh
+    rows at 50%, 80% and 90%, one fold per text 0.52, 0.88 and 0.94 (the default; about 0.07 s
+    per text and context).
 
     Args:
         model: a trained :class:`~cauchylin_hf.model.CauchyLMForCausalLM` with its solved
@@ -524,13 +528,13 @@ def cross_calibrate(
         tokenizer: its numeric tokenizer.
         data: the texts the readouts were solved on (or their encoded dataset).
         readouts: what :func:`solve_readouts` returned (the penalty of each context).
-        folds: the folds (at least 2).
+        folds: the folds (at least 2), or None for one per text.
         seed: seed of the fold assignment.
         min_count: the fewest numbers a context is calibrated on.
         batch_size: texts per forward pass.
 
     Returns:
-        A :class:`CalibrationReport` with ``folds`` set.
+        A :class:`CalibrationReport` with ``folds`` set (to the folds used).
 
     Raises:
         ValueError: a model without ``<NUM>``, empty data, or bad counts.
@@ -544,19 +548,18 @@ def cross_calibrate(
         ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
         >>> texts = [f"width {w}, area {2 * w}." for w in range(1, 61)]
         >>> solved = solve_readouts(model, ntok, texts)
-        >>> report = cross_calibrate(model, ntok, texts, solved)
+        >>> report = cross_calibrate(model, ntok, texts, solved, folds=5)
         >>> report.folds, [c["count"] for c in report.contexts] == [60] * solved.kept
         (5, True)
     """
     _check_counts(model, min_count, MAX_CONTEXTS)
-    folds = positive_int("folds", folds)
-    if folds < 2:
+    if folds is not None and positive_int("folds", folds) < 2:
         raise ValueError(f"folds must be at least 2, got {folds}")
     feats = number_features(model, tokenizer, data, batch_size=batch_size)
     levels = tuple(float(c) for c in model.config.calibration_levels)
-    report = CalibrationReport(levels=levels, numbers=len(feats), folds=folds)
     penalty = {int(c["code"]): float(c["penalty"]) for c in readouts.contexts if c["kept"]}
-    fold = _text_folds(feats, folds, seed)
+    fold, folds = _text_folds(feats, folds, seed)
+    report = CalibrationReport(levels=levels, numbers=len(feats), folds=folds)
     calibrated: dict[int, tuple[torch.Tensor, int]] = {}
     for code, rows in _groups(feats.codes, min_count, None):
         if code not in penalty:
@@ -575,11 +578,12 @@ def cross_calibrate(
     return report
 
 
-def _text_folds(feats: NumberFeatures, folds: int, seed: int) -> torch.Tensor:
-    """``[N]`` the fold of each number: its text's, the texts dealt at random into ``folds``
-    folds, copies of a text (the same numbers read at the same features) together."""
+def _text_folds(feats: NumberFeatures, folds: int | None, seed: int) -> tuple[torch.Tensor, int]:
+    """``([N] the fold of each number, the folds)``: its text's, the texts dealt at random into
+    ``folds`` folds (None: one per text), copies of a text (the same numbers read at the same
+    features) together."""
     if len(feats) == 0:
-        return feats.text_index.clone()
+        return feats.text_index.clone(), folds or 0
     per_text: dict[int, list[float]] = {}
     for ti, tv, first in zip(
         feats.text_index.tolist(), feats.targets.tolist(), feats.loc[:, 0].tolist(), strict=True
@@ -589,10 +593,11 @@ def _text_folds(feats: NumberFeatures, folds: int, seed: int) -> torch.Tensor:
     group = torch.zeros(int(feats.text_index.max()) + 1, dtype=torch.long)
     for ti, key in per_text.items():
         group[ti] = keys.setdefault(tuple(key), len(keys))
+    k = len(keys) if folds is None else min(folds, len(keys))
     order = torch.randperm(len(keys), generator=torch.Generator().manual_seed(seed))
     fold_of = torch.empty(len(keys), dtype=torch.long)
-    fold_of[order] = torch.arange(len(keys)) % folds
-    return fold_of[group[feats.text_index]]
+    fold_of[order] = torch.arange(len(keys)) % k
+    return fold_of[group[feats.text_index]], k
 
 
 def _widths(feats: NumberFeatures, rows: torch.Tensor, levels: tuple[float, ...]) -> torch.Tensor:

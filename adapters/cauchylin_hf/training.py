@@ -960,9 +960,7 @@ def train(
     if train_ds is None:
         raise ValueError("train_texts is None: pass the training texts")
     if calibration_split not in ("random", "last"):
-        raise ValueError(
-            f'calibration_split must be "random" or "last", got {calibration_split!r}'
-        )
+        raise ValueError(f'calibration_split must be "random" or "last", got {calibration_split!r}')
     train_ds, calibration_ds = _calibration_split(
         train_ds, calibration, tokenizer, max_length, seed, last=calibration_split == "last"
     )

@@ -9,12 +9,13 @@ import math
 
 import pytest
 import torch
-from cauchylin.conformal import MIN_ROWS_TO_CALIBRATE
 from cauchylin_hf.app import cli
 from cauchylin_hf.model import CauchyLMForCausalLM
 from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
 from cauchylin_hf.training import train
 from scipy.stats import betabinom
+
+from cauchylin.conformal import MIN_ROWS_TO_CALIBRATE
 
 from .tables import flats
 
@@ -34,7 +35,10 @@ def _cli(argv):
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     folder = tmp_path_factory.mktemp("small")
-    train_csv, fresh_csv = flats(folder / "train.csv", ROWS, 0), flats(folder / "fresh.csv", FRESH, 99)
+    train_csv, fresh_csv = (
+        flats(folder / "train.csv", ROWS, 0),
+        flats(folder / "fresh.csv", FRESH, 99),
+    )
     out = folder / "model"
     argv = ["train", "--from-config", "qwen2-tiny", "--data", str(train_csv), "--output-dir"]
     argv += [str(out), "--max-steps", "150", "--batch-size", "16", "--learning-rate", "3e-3"]
@@ -58,7 +62,7 @@ def test_a_60_row_table_gets_calibrated_intervals_that_cover_fresh_rows(small, c
     assert ROWS < MIN_ROWS_TO_CALIBRATE  # below the hold-out threshold
     assert _cli(small["argv"]) == 0
     printed = capsys.readouterr().out
-    assert "by cross-conformal widths (5 folds of the training rows" in printed
+    assert f"by cross-conformal widths ({ROWS} folds of the training rows" in printed
     assert "the target's context: among them" in printed
     argv = ["evaluate", str(small["model"]), "--data", str(small["fresh"]), "--json"]
     assert _cli([*argv, "--no-progress"]) == 0

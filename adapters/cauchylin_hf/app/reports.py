@@ -220,7 +220,9 @@ def report_readouts(result: Any, held_out: int = 0, target_code: int | None = No
             )
         return
     rows = max((int(c["count"]) for c in cal.contexts), default=0)
-    levels = f"{len(cal.levels)} levels, {round(100 * cal.levels[0])}% to {round(100 * cal.levels[-1])}%"
+    levels = (
+        f"{len(cal.levels)} levels, {round(100 * cal.levels[0])}% to {round(100 * cal.levels[-1])}%"
+    )
     if cal.folds:
         calibrated = len(cal.contexts)
         others = len(solved.contexts) - calibrated if solved is not None else 0
@@ -231,8 +233,9 @@ def report_readouts(result: Any, held_out: int = 0, target_code: int | None = No
         )
         print(
             f"calibrated the intervals ({levels}) of {calibrated} context(s) with a solved "
-            f"readout by cross-conformal widths ({cal.folds} folds of the training rows: too "
-            "few rows to hold some out)" + rest
+            f"readout by cross-conformal widths ({cal.folds} folds of the training rows, each "
+            "row scored by the readout solved without its fold: too few rows to hold some "
+            "out)" + rest
             if calibrated
             else "the intervals are not calibrated (too few rows to hold some out, and no "
             "context with a solved readout to cross-calibrate): they are the model's Cauchy "
@@ -395,8 +398,8 @@ def explain(args: argparse.Namespace, metrics: dict[str, float]) -> None:
         note(
             args,
             f"nan ({shown}) marks a value undefined for its group, not a failure: a rank "
-            "correlation (spearman) needs at least two numbers whose predictions and true "
-            "values are not all equal (a field seen once has none)",
+            "correlation (spearman) needs at least two numbers whose predictions differ and "
+            f"whose true values differ; {_why_undefined(metrics, nan)}",
         )
     loss = metrics.get("eval/loss")
     if loss is not None and loss < 0:
@@ -407,6 +410,24 @@ def explain(args: argparse.Namespace, metrics: dict[str, float]) -> None:
             "numbers, log(pi scale_Y) + log(1 + z^2), below 0 when the predicted scale is "
             "under 1/pi (sharp predictions)",
         )
+
+
+def _why_undefined(metrics: dict[str, float], nan: list[str]) -> str:
+    """Why the groups of ``nan`` keys have no rank correlation, from their counts."""
+    groups = list(dict.fromkeys(key.rpartition("/")[0] for key in nan))
+    counts = {g: metrics.get(f"{g}/count", math.nan) for g in groups}
+    once = [g for g in groups if not counts[g] >= 2]
+    alike = [f"{g} ({counts[g]:.0f} numbers)" for g in groups if counts[g] >= 2]
+    parts = []
+    if once:
+        parts.append(f"{', '.join(once[:3])}: fewer than two numbers")
+    if alike:
+        parts.append(
+            f"{', '.join(alike[:3])}: one prediction for all (a number read after the same "
+            "text in every row, as a table's first column is, always gets the same one) or one "
+            "true value for all"
+        )
+    return "; ".join(parts)
 
 
 def write_value(precision: Any, value: float, prefix: str, decimals: int | None) -> str:
