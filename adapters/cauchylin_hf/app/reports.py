@@ -20,6 +20,7 @@ __all__ = [
     "print_metrics",
     "report_readouts",
     "shorten",
+    "target_context",
     "target_field",
     "target_report",
     "write_value",
