@@ -88,6 +88,8 @@ def test_uncalibrated_intervals_are_labelled(small, capsys):
     argv[argv.index("--output-dir") + 1] += "-none"
     assert _cli([*argv, "--calibration", "0", "--max-steps", "2"]) == 0
     assert "the intervals are not calibrated (no rows held out" in capsys.readouterr().out
+    assert _cli([*argv, "--no-readouts", "--max-steps", "2", "--overwrite"]) == 0
+    assert "the intervals are not calibrated (no rows held out" in capsys.readouterr().out
 
 
 def test_the_last_rows_are_held_out_for_time_ordered_data(tmp_path):

@@ -200,6 +200,7 @@ def report_readouts(result: Any, held_out: int = 0, target_code: int | None = No
     Example:
         >>> from types import SimpleNamespace
         >>> report_readouts(SimpleNamespace(readouts=None, calibration=None))
+        the intervals are not calibrated (no rows held out to calibrate on): they are the model's Cauchy intervals
     """
     solved = result.readouts
     if solved is not None and solved.contexts:
@@ -212,35 +213,26 @@ def report_readouts(result: Any, held_out: int = 0, target_code: int | None = No
             flush=True,
         )
     cal = result.calibration
+    cauchy = "they are the model's Cauchy intervals"
     if cal is None:
-        if solved is not None:
-            print(
-                "the intervals are not calibrated (no rows held out to calibrate on): they are "
-                "the model's Cauchy intervals",
-                flush=True,
-            )
+        print(f"the intervals are not calibrated (no rows held out to calibrate on): {cauchy}")
         return
     rows = max((int(c["count"]) for c in cal.contexts), default=0)
-    levels = (
-        f"{len(cal.levels)} levels, {round(100 * cal.levels[0])}% to {round(100 * cal.levels[-1])}%"
-    )
-    if cal.folds:
-        calibrated = len(cal.contexts)
-        others = len(solved.contexts) - calibrated if solved is not None else 0
-        rest = (
-            f"; the other {others} context(s) keep the model's Cauchy intervals (not calibrated)"
-            if others > 0
-            else ""
-        )
+    first, last = round(100 * cal.levels[0]), round(100 * cal.levels[-1])
+    levels = f"{len(cal.levels)} levels, {first}% to {last}%"
+    if cal.folds and not cal.contexts:
         print(
-            f"calibrated the intervals ({levels}) of {calibrated} context(s) with a solved "
-            f"readout by cross-conformal widths ({cal.folds} folds of the training rows, each "
-            "row scored by the readout solved without its fold: too few rows to hold some "
-            "out)" + rest
-            if calibrated
-            else "the intervals are not calibrated (too few rows to hold some out, and no "
-            "context with a solved readout to cross-calibrate): they are the model's Cauchy "
-            "intervals",
+            "the intervals are not calibrated (too few rows to hold some out, and no context "
+            f"with a solved readout to calibrate on the training rows): {cauchy}",
+            flush=True,
+        )
+    elif cal.folds:
+        print(
+            f"calibrated the intervals ({levels}) of {len(cal.contexts)} context(s) with a "
+            f"solved readout by cross-conformal widths ({cal.folds} folds of the training rows, "
+            "each row scored by the readout solved without its fold: too few rows to hold some "
+            "out); the numbers of the other contexts keep the model's Cauchy intervals (not "
+            "calibrated)",
             flush=True,
         )
     elif rows:
