@@ -169,21 +169,23 @@ def _describe_categories(data: Data) -> None:
     word_rows = getattr(data.table, "word_rows", None)
     if not word_rows:
         return
-    rows = len(data.texts)
+    rows = int(getattr(data.table, "word_sample", 0)) or len(data.texts)
     categories, partly = category_columns(word_rows, rows)
     if categories or partly:
+        first = "the first " if rows < len(data.texts) else ""
         listed = ", ".join(categories) if categories else "none"
         mixed = "".join(
-            f"; {c} partly ({n} of {rows} rows hold no number there)" for c, n in partly.items()
+            f"; {c} partly ({n} of {first}{rows} rows hold no number there)"
+            for c, n in partly.items()
         )
         print(f"columns read as categories (words, no number): {listed}{mixed}", flush=True)
     words = set(categories) | set(partly)
-    for first, second in data.template.joined_fields():
-        if first in words:
+    for column, joined in data.template.joined_fields():
+        if column in words:
             print(
-                f"note: the words of column {first!r} join the field of column {second!r} (the "
+                f"note: the words of column {column!r} join the field of column {joined!r} (the "
                 "template has no ',' or '->' between them), so that field is split by "
-                f"{first!r}'s value; put ', ' or ' -> ' between them",
+                f"{column!r}'s value; put ', ' or ' -> ' between them",
                 flush=True,
             )
 

@@ -23,6 +23,7 @@ __all__ = ["StreamedTable", "stream_table_texts"]
 
 _DELIMITERS = {".tsv": "\t"}
 _CACHED_CELLS = 1 << 16  # distinct target cells remembered at a time
+_WORD_ROWS = 10_000  # the first rows whose feature cells are checked for numbers
 
 
 class StreamedTable(NamedTuple):
@@ -32,9 +33,10 @@ class StreamedTable(NamedTuple):
         columns: the header's column names.
         texts: the rows' texts.
         path: the file.
-        word_rows: for each column the template writes (the target aside), how many rows'
-            cells hold no number (:func:`~cauchylin_hf.app.tables.category_columns` reads it;
-            None when not counted).
+        word_rows: for each column the template writes (the target aside), how many of the
+            first ``word_sample`` rows' cells hold no number
+            (:func:`~cauchylin_hf.app.tables.category_columns` reads it; None when not counted).
+        word_sample: the rows ``word_rows`` counted (the first 10,000 at most).
 
     Example:
         >>> import tempfile
@@ -50,6 +52,7 @@ class StreamedTable(NamedTuple):
     texts: TextColumn
     path: Path
     word_rows: dict[str, int] | None = None
+    word_sample: int = 0
 
     def where(self, i: int) -> str:
         """Where data row ``i`` (0-based) is, as :meth:`cauchylin_hf.app.tables.Table.where` says.
@@ -126,14 +129,16 @@ def stream_table_texts(
             state["bad"] += 1
             if state["first"] is None:
                 state["first"] = (state["rows"], line, reason)
-        words = state["words"]
+        words = state["words"] if state["rows"] <= _WORD_ROWS else ()
         for c in words:
-            has = numbered.get(row.get(c) or "")
+            text = row.get(c) or ""
+            has = numbered.get(text)
             if has is None:
                 if len(numbered) >= _CACHED_CELLS:
                     numbered.clear()
-                has = numbered[row.get(c) or ""] = holds_number(row.get(c) or "")
-            words[c] += not has
+                has = numbered[text] = holds_number(text)
+            if not has:
+                words[c] += 1
         if state["fast"] and all(row.get(c) for c in state["needed"]):
             # str.format_map writes what TableTemplate.text writes when every cell it needs is
             # there (its placeholders carry no format): about 4x faster than parsing the
@@ -154,4 +159,5 @@ def stream_table_texts(
             f"{i} (line {line}) does not: {reason}; {state['bad']} of {state['rows']} rows are "
             "not numbers"
         )
-    return StreamedTable(state["columns"], column, p, state["words"]), tt
+    sample = min(state["rows"], _WORD_ROWS)
+    return StreamedTable(state["columns"], column, p, state["words"], sample), tt
