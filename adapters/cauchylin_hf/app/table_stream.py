@@ -129,7 +129,7 @@ def stream_table_texts(
             state["bad"] += 1
             if state["first"] is None:
                 state["first"] = (state["rows"], line, reason)
-        words = state["words"] if state["rows"] <= _WORD_ROWS else ()
+        words: dict[str, int] = state["words"] if state["rows"] <= _WORD_ROWS else {}
         for c in words:
             text = row.get(c) or ""
             has = numbered.get(text)
