@@ -379,8 +379,16 @@ _FLAGS = (
         default="auto",
         metavar="auto|SHARE",
         help="hold out this share of the training rows (never trained on) to calibrate the "
-        "intervals on; auto: 0.2 (at most 2000 rows) with 100 rows or more, else none; 0: no "
-        "calibration",
+        "intervals on; auto: 0.2 (at most 2000 rows) with 100 rows or more, else none and "
+        "cross-conformal widths from the training rows; 0: no calibration",
+    ),
+    _flag(
+        "--calibration-split",
+        on="train",
+        choices=("random", "last"),
+        default="random",
+        help="which rows --calibration holds out: random (default) or the last ones (rows in "
+        "time order: new rows come after the training rows, not among them)",
     ),
     _flag(
         "--no-readouts",

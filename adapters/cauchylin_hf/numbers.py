@@ -13,6 +13,10 @@ Text is scanned left to right for maximal *numeric runs*: ASCII digits joined by
 ``e[+-]digits`` continuations (``1.2.3`` and ``1e5.3`` are one run each). A run is a number when it
 is exactly one mantissa plus an optional exponent; every other run stays text. In detail:
 
+* **Words.** A run glued to a letter before it is part of the word: ``SI1``, ``VS2``, ``B12``,
+  ``Q3``, ``H2O``, ``x1``, ``Qwen2.5`` and ``a1.5`` hold no number. A *letter* here is any Unicode
+  word character that is neither a decimal digit nor ``_`` (``é``, ``²`` and ``₁`` count). Letters
+  *after* a number do not change it: ``5kg``, ``3eggs`` and ``3.5%`` are numbers with a unit.
 * **Sign.** A ``+`` or a minus directly before a run is the number's sign only when the character
   before the sign is not a letter, digit, ``_``, ``.``, ``+``, a minus, ``)``, ``]`` or ``}`` (any
   Unicode letter or digit counts). So ``-3`` and ``x = -3`` are negative, while ``x-3``, ``3-4``,
@@ -54,6 +58,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = [
+    "FIELD_BREAK",
     "NumberSpan",
     "SplitText",
     "field_of",
@@ -90,8 +95,8 @@ _BATCH_NUMBER = re.compile(
     # a leading dot that is no run's continuation and not after "e+" or "e-"
     rf"|(?<=\.)(?<![\w.]\.)(?<![eE][+-]\.)[0-9]+{_EXP}"
     # a digit that starts a run (no digit, "digit.", "digitE", "digitE+" before it) and has no
-    # leading dot that applies
-    r"|(?<=[0-9])(?<![0-9].)(?<![0-9][.eE].)(?<![0-9][eE][+-].)"
+    # leading dot that applies, and is not glued to a letter before it ("SI1")
+    r"|(?<=[0-9])(?<![0-9].)(?<![0-9][.eE].)(?<![0-9][eE][+-].)(?<![^\W\d_].)"
     r"(?:(?<!\..)|(?<=[\w.]\..)|(?<=[eE][+-]\..))"
     rf"[0-9]*(?:\.[0-9]+)?{_EXP})"
     # where its run ends
@@ -103,6 +108,10 @@ _MINUS_SIGNS = "-\u2212\u2013"  # hyphen-minus, minus sign, en dash
 _SIGNS = "+" + _MINUS_SIGNS
 _SIGN_BLOCKERS = frozenset("_.)]}" + _SIGNS)
 _DOT_BLOCKERS = frozenset("_.")
+# A run after one of these characters is part of a word ("SI1", "B12"): a letter, in the sense of
+# a word character that is neither a decimal digit nor "_" (the same class as the lookbehind of
+# ``_BATCH_NUMBER``, and the first character of a field's word in ``field_of``).
+_LETTER = re.compile(r"[^\W\d_]")
 
 
 class NumberSpan(NamedTuple):
@@ -191,12 +200,16 @@ def find_numbers(text: str) -> list[NumberSpan]:
     Example:
         >>> [s.value for s in find_numbers("3 boxes of 12 eggs, x-1, t = -4.5e1, v1.2.3")]
         [3.0, 12.0, 1.0, -45.0]
+        >>> [s.text for s in find_numbers("grade SI1, B12 5kg, 3.5%")]
+        ['5', '3.5']
     """
     if not isinstance(text, str):
         raise ValueError(f"text must be a str, got {type(text).__name__}")
     spans: list[NumberSpan] = []
     for m in _RUN.finditer(text):
         start, end = m.start(), m.end()
+        if start >= 1 and _LETTER.match(text[start - 1]):
+            continue  # glued to a letter: part of a word ("SI1", "B12")
         if (
             start >= 1
             and text[start - 1] == "."
@@ -463,15 +476,23 @@ def format_number(value: float) -> str:
     return sign + body
 
 
-# What ends the words of a field: punctuation that separates the parts of a text.
-_FIELD_BREAK = re.compile(r"[,;:.!?()\[\]{}=\n\t]")
+# What ends the words of a field: punctuation that separates the parts of a text, and an arrow
+# (``->``, ``→``: what a table's default template writes before the target's name).
+FIELD_BREAK = re.compile(r"->|→|[,;:.!?()\[\]{}=\n\t]")
+"""The breaks that end the words of a field (:func:`field_of`)."""
+# A word of a field: a letter, then letters and the digits glued to them ("si1", "q3").
+_FIELD_WORD = re.compile(r"[^\W\d_][^\W_]*")
 
 
 def field_of(prefix: str) -> str:
-    """The field a number belongs to: the words just before it, after the last punctuation.
+    """The field a number belongs to: the words just before it, after the last break.
 
     ``"radius 17.99, mean area "`` gives ``"mean area"`` (at most the last three words); a number
-    with no words before it since the last break gets ``""``.
+    with no words before it since the last break gets ``""``. A break is punctuation that
+    separates the parts of a text or an arrow (:data:`FIELD_BREAK`): in a table's row
+    ``"fuel heating oil -> price 429."`` the target's field is ``"price"``, whatever the word
+    column before it holds. A word keeps the digits glued to it (``"Q3 revenue "`` gives
+    ``"q3 revenue"``), as the number grammar does.
 
     Args:
         prefix: the text before the number (from the previous number or the start).
@@ -482,7 +503,9 @@ def field_of(prefix: str) -> str:
     Example:
         >>> field_of("radius 17.99, mean area "), field_of("3 boxes of "), field_of(", ")
         ('mean area', 'boxes of', '')
+        >>> field_of(", fuel heating oil -> price "), field_of("grade SI1, Q3 revenue ")
+        ('price', 'q3 revenue')
     """
-    tail = _FIELD_BREAK.split(prefix)[-1]
-    words = [w for w in re.findall(r"[^\W\d_]+", tail.lower())]
+    tail = FIELD_BREAK.split(prefix)[-1]
+    words = _FIELD_WORD.findall(tail.lower())
     return " ".join(words[-3:])

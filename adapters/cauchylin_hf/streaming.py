@@ -543,6 +543,38 @@ class LazyNumericDataset(Dataset):
             return train, None
         return train, self._view(indices=np.sort(np.fromiter(first.values(), dtype=np.int64)))
 
+    def split_last(self, size: int) -> tuple[LazyNumericDataset, LazyNumericDataset | None]:
+        """Hold out the last ``size`` texts (for texts in time order: the latest).
+
+        Args:
+            size: the number of texts to hold out.
+
+        Returns:
+            ``(the rows to train on, the last rows or None when size is 0)``.
+
+        Raises:
+            ValueError: ``size`` negative or every row, or a dataset that is itself a split.
+
+        Example:
+            >>> import datasets
+            >>> from cauchylin_hf.testing import tiny_tokenizer
+            >>> hf = datasets.Dataset.from_dict({"text": [f"x {i}." for i in range(10)]})
+            >>> train, held = LazyNumericDataset(hf, NumericTokenizer(tiny_tokenizer(300))).split_last(3)
+            >>> len(train), len(held)
+            (7, 3)
+        """
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"size must be an int >= 0, got {size!r}")
+        if self._indices is not None or self._excluded is not None:
+            raise ValueError("split_last splits a whole column, not a split of one")
+        n = len(self)
+        if size >= n:
+            raise ValueError(f"calibration holds out all {n} texts: nothing left to train on")
+        if size == 0:
+            return self, None
+        held = np.arange(n - size, n, dtype=np.int64)
+        return self._view(excluded=held), self._view(indices=held)
+
     def _view(
         self, *, indices: np.ndarray | None = None, excluded: np.ndarray | None = None
     ) -> LazyNumericDataset:

@@ -18,7 +18,7 @@ do not round-trip whitespace.
 Numbers that would touch: a sequence that no text encodes to, such as two adjacent ``<NUM>``
 (generation may produce one), would decode to ``-0.250.35``, which reads back as other numbers.
 Decoding therefore puts a space on each side of a number where its neighbour would merge with it or
-change its sign (between two numbers, ``-4`` after a letter, ``3`` before ``e5``): encoding the
+change its sign (between two numbers, ``4`` or ``-4`` after a letter, ``3`` before ``e5``): encoding the
 decoded text again finds the same numbers with the same values, in order
 (``-0.25 0.35``). A number that reads back as it stands gets no space, so the round trips above are
 unchanged.
@@ -214,7 +214,8 @@ def _join_numbers(pieces: list[tuple[str, bool]]) -> str:
     """Concatenate decoded pieces ``(text, is a number)``, keeping every number readable.
 
     A number next to another (two adjacent ``<NUM>``), or next to text it would merge with
-    (``-4`` after a letter reads as a hyphen and ``4``; ``3`` before ``e5`` reads as ``3e5``),
+    (``4`` after a letter is part of the word; ``-4`` after a letter reads as a hyphen and
+    ``4``; ``3`` before ``e5`` reads as ``3e5``),
     gets a space on the side that needs one, so that encoding the text again finds the same
     numbers with the same values. Numbers that read back as they are get no space.
     """

@@ -47,7 +47,13 @@ from cauchylin.conformal import calibration_holdout
 from .data import NumericDataCollator, NumericDataset
 from .evaluation import evaluate_model
 from .hf_compat import progress_bars
-from .readouts import CalibrationReport, ReadoutReport, calibrate, solve_readouts
+from .readouts import (
+    CalibrationReport,
+    ReadoutReport,
+    calibrate,
+    cross_calibrate,
+    solve_readouts,
+)
 from .streaming import CopiesOfOneText, LazyNumericDataset, as_numeric_dataset, sample_rows
 from .threads import fit_threads
 from .tokenizer import NumericTokenizer
@@ -498,8 +504,11 @@ def _calibration_split(
     tokenizer: NumericTokenizer,
     max_length: int | None,
     seed: int,
+    *,
+    last: bool = False,
 ) -> tuple[Dataset, Dataset | None]:
-    """``(the examples to train on, the examples to calibrate on or None)``."""
+    """``(the examples to train on, the examples to calibrate on or None)``; ``last`` holds
+    out the last examples (data in time order) instead of a random draw."""
     if calibration is None or isinstance(calibration, (str, int, float)):
         try:
             n = len(train_ds)  # type: ignore[arg-type]
@@ -516,7 +525,7 @@ def _calibration_split(
         held = _as_dataset(calibration, tokenizer, "calibration", max_length)
         return train_ds, held
     if isinstance(train_ds, LazyNumericDataset):  # by hash: nothing encoded, nothing kept per row
-        return train_ds.split_held_out(size, seed)
+        return train_ds.split_last(size) if last else train_ds.split_held_out(size, seed)
     # Copies of one text go to the same side: a calibration text that training also saw would
     # be read better than a new one, and the intervals would come out too narrow. A held-out
     # text is calibrated on once: a text repeated ten times is not ten new texts (on the demo
@@ -527,7 +536,10 @@ def _calibration_split(
     members = list(groups.values())
     if len(members) == 1:
         raise CopiesOfOneText(n)
-    order = torch.randperm(len(members), generator=torch.Generator().manual_seed(seed)).tolist()
+    if last:  # the groups whose last copy comes last
+        order = sorted(range(len(members)), key=lambda g: -members[g][-1])
+    else:
+        order = torch.randperm(len(members), generator=torch.Generator().manual_seed(seed)).tolist()
     taken, held_out = 0, []
     for g in order:
         if taken >= size:
@@ -888,6 +900,7 @@ def train(
     callbacks: Sequence[TrainerCallback] = (),
     readouts: bool = True,
     calibration: float | str | DataSource | None = "auto",
+    calibration_split: str = "random",
     save_steps: int | None = None,
     save_total_limit: int | None = None,
     resume_from_checkpoint: bool | str | os.PathLike[str] | None = None,
@@ -918,6 +931,19 @@ def train(
     solved on at most ``READOUT_ROWS`` (50,000) training rows, a random sample. The
     model never trains on the texts it is calibrated on: that is what makes a calibrated
     interval of coverage ``c`` cover a new number with probability at least ``c``.
+
+    **Fewer than 100 texts.** ``"auto"`` then holds none out, and calibrates the contexts with a
+    solved readout on the training texts by cross-conformal widths instead
+    (:func:`~cauchylin_hf.readouts.cross_calibrate`: each number scored by the readout solved
+    without its fold); the numbers the shared head reads keep the Cauchy intervals, which the
+    prediction functions mark as not calibrated.
+
+    **Time-ordered texts.** The guarantee needs the new rows to be exchangeable with the
+    calibration rows. Rows in time order (a yearly series) are not: a random hold-out
+    calibrates on years among the training years, and the intervals come out too narrow for the
+    years after them. ``calibration_split="last"`` holds out the last texts instead (the
+    latest, when the data is in time order), so the widths are fitted on rows that come after
+    the ones trained on, as new rows will.
 
     **Checkpoints and resuming.** With ``save_steps=N`` the Trainer writes a checkpoint every
     ``N`` optimizer steps, a folder ``checkpoint-<step>`` in ``checkpoint_dir`` (default
@@ -973,6 +999,8 @@ def train(
             (:func:`~cauchylin_hf.readouts.solve_readouts`); False keeps the shared head alone.
         calibration: ``"auto"``, a share in ``(0, 1)``, calibration texts (a file or a dataset),
             or None (see above).
+        calibration_split: which texts a share holds out: ``"random"`` (drawn with ``seed``)
+            or ``"last"`` (the last ones, for texts in time order).
         save_steps: write a checkpoint every this many optimizer steps; None writes none.
         save_total_limit: keep at most this many checkpoints (the oldest go); None keeps all.
         resume_from_checkpoint: True to continue from the latest checkpoint in
@@ -1036,10 +1064,12 @@ def train(
         rows = len(train_ds)  # type: ignore[arg-type]
     except TypeError:  # an iterable dataset: nothing of it is held out
         rows = 0
+    if calibration_split not in ("random", "last"):
+        raise ValueError(f'calibration_split must be "random" or "last", got {calibration_split!r}')
     calibration_note = ""
     try:
         train_ds, calibration_ds = _calibration_split(
-            train_ds, calibration, tokenizer, max_length, seed
+            train_ds, calibration, tokenizer, max_length, seed, last=calibration_split == "last"
         )
     except CopiesOfOneText as exc:  # nothing can be held out: train on it, calibrate nothing
         calibration_ds, calibration_note = None, str(exc)
@@ -1060,6 +1090,8 @@ def train(
     held_out = calibration_ds if calibration_ds is not None and train_ds is not None else None
     holding = held_out is not None and isinstance(calibration, (str, int, float))
     record = _holdout_record(rows, held_out if holding else None, seed)
+    # fewer texts than a hold-out needs: cross-conformal widths from the training texts
+    cross = calibration == "auto" and calibration_ds is None and not calibration_note
     eval_ds = _as_dataset(eval_texts, tokenizer, "eval_texts", max_length)
     if eval_steps is not None:
         if eval_ds is None:
@@ -1121,7 +1153,17 @@ def train(
         result.history = list(trainer.loss_parts.history)  # type: ignore[attr-defined]
         result.eval_history = list(trainer.loss_parts.eval_history)  # type: ignore[attr-defined]
         if readouts:
-            result.readouts = _solve(model, tokenizer, _readout_rows(train_ds, seed), args)
+            readout_rows = _readout_rows(train_ds, seed)
+            result.readouts = _solve(model, tokenizer, readout_rows, args)
+            if cross and result.readouts is not None:
+                result.calibration = cross_calibrate(
+                    _unwrap(model),
+                    tokenizer,
+                    readout_rows,
+                    result.readouts,
+                    seed=seed,
+                    batch_size=args.per_device_eval_batch_size,
+                )
         if calibration_ds is not None:
             result.calibration = _calibrate(model, tokenizer, calibration_ds, args)
         if evaluate and eval_ds is not None:

@@ -233,6 +233,7 @@ _VALUES = {
     "save_steps": ["1"],
     "save_total_limit": ["1"],
     "calibration": ["0.25"],
+    "calibration_split": ["last"],
     "no_readouts": [],
     "seed": ["5"],
 }

@@ -149,7 +149,8 @@ def test_the_default_template_keeps_names_with_digits_as_words():
         assert found == [to_float32(float(row[c])) for c in columns]
     assert label_of("s12") == "s₁₂" and TableTemplate.default(["x", "y"]).target == "y"
     # a user's template with the plain name: the 1 is a number of its own, and it is reported
-    assert TableTemplate("s1 {s1} -> t {target}", "target").literal_numbers() == ["1"]
+    assert TableTemplate("s 1 {s1} -> t {target}", "target").literal_numbers() == ["1"]
+    assert TableTemplate("s1 {s1} -> t {target}", "target").literal_numbers() == []  # a word
 
 
 def test_template_prompts_texts_and_their_checks():

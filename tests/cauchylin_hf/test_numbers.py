@@ -76,14 +76,18 @@ GRAMMAR_CASES = [
     ("1e-.5", ["1", "5"]),  # no leading dot after e-: keeps canonical spelling stable
     ("3.", ["3"]),  # a trailing dot is text
     ("I have 3.", ["3"]),
-    ("H2O", ["2"]),
-    ("Qwen2.5", ["2.5"]),
+    ("H2O", []),  # digits glued to a letter are part of the word
+    ("Qwen2.5", []),
+    ("grade SI1, VS2, I1", []),
+    ("B12 Q3 x1 a1.5 a1e5 é3 ²3 s₁2", []),
+    ("5kg 3eggs 3.5% 2x", ["5", "3", "3.5", "2"]),  # a number with a unit stays a number
+    ("x_1 ٣3", ["1", "3"]),  # "_" and a decimal digit are no letters
     ("١٢٣ ３ ²", []),  # Unicode digits stay text
     ("inf nan Infinity NaN", []),
     ("1e39 -1e39 1e309", []),  # too large for float32: text
     ("9" * 40, []),
     ("3.4028235e38", ["3.4028235e38"]),  # float32 max is fine
-    ("0x1F", ["0", "1"]),  # no hex: decimal digits only
+    ("0x1F", ["0"]),  # no hex: decimal digits only (x1F is a word)
     ("1_000", ["1", "000"]),
     ("", []),
     ("x = \u22125", ["\u22125"]),  # the minus sign U+2212 is a minus
@@ -309,6 +313,49 @@ def test_unicode_minus_reads_as_minus(parts):
     assert [(s.start, s.end) for s in found] == [(s.start, s.end) for s in expected]
     assert all(same_float(a.value, b.value) for a, b in zip(found, expected, strict=True))
     assert len(found) == len(parts) and all(s.value <= 0 for s in found)
+
+
+LETTERS = st.characters(categories=["Lu", "Ll", "Lt", "Lm", "Lo"])
+WORD_START = st.text(alphabet=" ,;(=/\n", max_size=2)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            WORD_START,
+            st.text(LETTERS, min_size=1, max_size=4),
+            number_strings().filter(lambda n: n.lstrip("+-")[0].isdigit()),  # "a.5" is "a." 5
+            AFTER,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_digits_glued_to_a_letter_stay_part_of_the_word(parts):
+    """A word with digits glued to it (``SI1``, ``B12``, ``Q3.5``) holds no number, whatever
+    follows; the same number after a space is found."""
+    glued = "".join(w + letters + n.lstrip("+-") + a for w, letters, n, a in parts)
+    assert find_numbers(glued) == [], glued
+    apart = "".join(w + letters + " " + n + a for w, letters, n, a in parts)
+    assert [s.text for s in find_numbers(apart)] == [n for _, _, n, _ in parts], apart
+    check_batch_agrees([glued, apart])
+
+
+UNITS = st.text(LETTERS | st.sampled_from("%$°/"), min_size=1, max_size=4).filter(
+    lambda u: u[0] not in "eE"
+)
+
+
+@given(st.lists(st.tuples(BEFORE, number_strings(), UNITS), min_size=1, max_size=4))
+def test_a_number_with_a_unit_stays_a_number(parts):
+    """Letters after a number (``5kg``, ``3.5%``) leave it a number, with its value."""
+    text = "".join(b + n + u for b, n, u in parts)
+    found = find_numbers(text)
+    assert [s.text for s in found] == [n for _, n, _ in parts], text
+    assert all(
+        same_float(s.value, np_float32(float(n))) for s, (_, n, _) in zip(found, parts, strict=True)
+    )
+    check_batch_agrees([text])
 
 
 def canonical(text):

@@ -53,6 +53,7 @@ from .reports import (
     print_metrics,
     report_readouts,
     shorten,
+    target_context,
     target_field,
     target_report,
     write_value,
@@ -204,6 +205,7 @@ def _train_settings(args: argparse.Namespace, n_texts: int) -> dict[str, Any]:
         "progress": _progress(args),
         "readouts": not args.no_readouts,
         "calibration": args.calibration,
+        "calibration_split": args.calibration_split,
         "warmup_steps": _warmup_steps(args, n_texts),
         "save_steps": args.save_steps,
         "save_total_limit": args.save_total_limit,
@@ -241,6 +243,8 @@ def _train_and_save(
     held: Data | None,
     median: float | None,
     seen: Any,
+    held_out: int = 0,
+    field: str | None = None,
 ) -> dict[str, float]:
     """Train into a staging folder that replaces ``--output-dir`` once everything succeeded;
     the metrics of the training and of the learning check."""
@@ -277,7 +281,10 @@ def _train_and_save(
             )
             if result.global_step < 1:
                 raise CliError("training took no step: raise --epochs or --max-steps")
-            report_readouts(result)
+            target_code = None
+            if model.config.num_token_id is not None and len(data.texts):
+                target_code = target_context(model, ntok, data.texts[0], field)
+            report_readouts(result, held_out, target_code)
             unsolved = result.readouts.unsolved if result.readouts is not None else []
             if unsolved:
                 more = f" (and {len(unsolved) - 1} more contexts)" if len(unsolved) > 1 else ""
@@ -359,7 +366,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     targets = target_numbers(sample, target_field=field)
     describe(data, field, targets)
     median = quantiles(torch.tensor(targets, dtype=torch.float64), (0.5,))[0] if targets else None
-    metrics = _train_and_save(args, model, ntok, data, held, median, seen)
+    metrics = _train_and_save(args, model, ntok, data, held, median, seen, held_out, field)
     print(f"saved the model, its tokenizer and {DATA_FORMAT_FILE} to {args.output_dir}")
     if metrics and held is not None:
         print_metrics(metrics)

@@ -20,6 +20,7 @@ __all__ = [
     "print_metrics",
     "report_readouts",
     "shorten",
+    "target_context",
     "target_field",
     "target_report",
     "write_value",
@@ -49,14 +50,34 @@ def print_metrics(metrics: dict[str, float]) -> None:
     Args:
         metrics: the metrics.
 
+    A coverage or interval score of a group whose intervals are not all calibrated
+    (``calibrated_50 < 1``) says so on its line.
+
     Example:
         >>> print_metrics({"eval/loss": 1.25, "eval/acc": 0.5})
         eval/acc   0.5
         eval/loss  1.25
+        >>> print_metrics({"t/coverage_50": 0.25, "t/calibrated_50": 0.0})
+        t/calibrated_50  0
+        t/coverage_50    0.25  (not calibrated: the model's Cauchy intervals)
     """
     width = max(len(k) for k in metrics)
     for key in sorted(metrics):
-        print(f"{key.ljust(width)}  {metrics[key]:.6g}")
+        print(f"{key.ljust(width)}  {metrics[key]:.6g}{_calibration_label(metrics, key)}")
+
+
+def _calibration_label(metrics: dict[str, float], key: str) -> str:
+    """``"  (not calibrated ...)"`` for a coverage or interval score of uncalibrated intervals."""
+    group, _, name = key.rpartition("/")
+    kind, _, level = name.rpartition("_")
+    if kind not in ("coverage", "interval_score"):
+        return ""
+    share = metrics.get(f"{group}/calibrated_{level}")
+    if share is None or math.isnan(share) or share >= 1:
+        return ""
+    if share <= 0:
+        return "  (not calibrated: the model's Cauchy intervals)"
+    return f"  ({share:.0%} of the intervals calibrated, the others the model's Cauchy ones)"
 
 
 def format_record(tt: Any, precision: Any, median: float | None) -> dict[str, Any]:
@@ -137,43 +158,146 @@ def describe(data: Data, field: str | None, targets: Sequence[float]) -> None:
     print(f"target: {_target_name(data, field)} ({median}{of}{len(data.texts)} texts)")
     first = "row 1 as text" if data.table is not None else "text 1"
     print(f"{first}: {shorten(data.texts[0])}", flush=True)
+    _describe_categories(data)
 
 
-def report_readouts(result: Any) -> None:
+def _describe_categories(data: Data) -> None:
+    """One line naming the columns read as categories (cells without a number), and where a
+    template lets a category's words join the next number's field."""
+    from .tables import category_columns
+
+    word_rows = getattr(data.table, "word_rows", None)
+    if not word_rows:
+        return
+    rows = int(getattr(data.table, "word_sample", 0)) or len(data.texts)
+    categories, partly = category_columns(word_rows, rows)
+    if categories or partly:
+        first = "the first " if rows < len(data.texts) else ""
+        listed = ", ".join(categories) if categories else "none"
+        mixed = "".join(
+            f"; {c} partly ({n} of {first}{rows} rows hold no number there)"
+            for c, n in partly.items()
+        )
+        print(f"columns read as categories (words, no number): {listed}{mixed}", flush=True)
+    words = set(categories) | set(partly)
+    for column, joined in data.template.joined_fields():
+        if column in words:
+            print(
+                f"note: the words of column {column!r} join the field of column {joined!r} (the "
+                "template has no ',' or '->' between them), so that field is split by "
+                f"{column!r}'s value; put ', ' or ' -> ' between them",
+                flush=True,
+            )
+
+
+def report_readouts(result: Any, held_out: int = 0, target_code: int | None = None) -> None:
     """Print one line on the solved readouts and one on the calibration, after training.
 
     Args:
         result: what :func:`cauchylin_hf.training.train` returned.
+        held_out: the rows the calibration was asked to hold out
+            (:func:`cauchylin.conformal.calibration_holdout`; 0: none).
+        target_code: the context code of the target number (:func:`target_context`), or None.
 
     Example:
         >>> from types import SimpleNamespace
         >>> report_readouts(SimpleNamespace(readouts=None, calibration=None))
+        the intervals are not calibrated (no rows held out to calibrate on): they are the model's Cauchy intervals
     """
     solved = result.readouts
     if solved is not None and solved.contexts:
+        target = _target_solved(solved, target_code)
+        among = "" if target is None else f"; the target's context: {target}"
         print(
             f"read the numbers of {solved.kept} of {len(solved.contexts)} contexts with a "
             "readout solved on the training rows (where it reads them better than the shared "
-            "head)",
+            f"head){among}",
             flush=True,
         )
     cal = result.calibration
+    cauchy = "they are the model's Cauchy intervals"
     if cal is None:
+        print(f"the intervals are not calibrated (no rows held out to calibrate on): {cauchy}")
         return
     rows = max((int(c["count"]) for c in cal.contexts), default=0)
-    if rows:
-        levels = f"{round(100 * cal.levels[0])}% to {round(100 * cal.levels[-1])}%"
+    first, last = round(100 * cal.levels[0]), round(100 * cal.levels[-1])
+    levels = f"{len(cal.levels)} levels, {first}% to {last}%"
+    if cal.folds and not cal.contexts:
         print(
-            f"calibrated the intervals ({len(cal.levels)} levels, {levels}) on "
-            f"{result.calibration_size} held-out rows never trained on",
+            "the intervals are not calibrated (too few rows to hold some out, and no context "
+            f"with a solved readout to calibrate on the training rows): {cauchy}",
+            flush=True,
+        )
+    elif cal.folds:
+        print(
+            f"calibrated the intervals ({levels}) of {len(cal.contexts)} context(s) with a "
+            f"solved readout by cross-conformal widths ({cal.folds} folds of the training rows, "
+            "each row scored by the readout solved without its fold: too few rows to hold some "
+            "out); the numbers of the other contexts keep the model's Cauchy intervals (not "
+            "calibrated)",
+            flush=True,
+        )
+    elif rows:
+        why = ""
+        if held_out and result.calibration_size != held_out:
+            why = (
+                f" ({held_out} asked for: rows are held out by a hash of their text, so the "
+                "count varies around it, and copies of a text count once)"
+            )
+        print(
+            f"calibrated the intervals ({levels}) on {result.calibration_size} held-out rows "
+            f"never trained on{why}",
             flush=True,
         )
     else:
         print(
             f"the {result.calibration_size} held-out rows hold too few numbers of any one "
-            "context to calibrate on: the intervals are the model's Cauchy ones",
+            "context to calibrate on: the intervals are the model's Cauchy ones (not calibrated)",
             flush=True,
         )
+
+
+def _target_solved(solved: Any, code: int | None) -> str | None:
+    """Whether the target's context got a readout, in words (None: not known)."""
+    if code is None:
+        return None
+    mine = [c for c in solved.contexts if c["code"] == code]
+    if not mine:
+        return "not among them (too few numbers to solve a readout on)"
+    if mine[0]["kept"]:
+        return "among them"
+    return "not among them (the shared head reads it better)"
+
+
+def target_context(model: Any, ntok: Any, text: str, field: str | None) -> int | None:
+    """The context code of a text's target number (the last number, or the last of ``field``).
+
+    Args:
+        model: the model (:meth:`~cauchylin_hf.model.CauchyLMForCausalLM.context_codes`).
+        ntok: its numeric tokenizer.
+        text: a training text (the target's context is the same in every row of a table).
+        field: the target field (:func:`target_field`), or None for the last number.
+
+    Returns:
+        The code, or None when the text holds no such number.
+    """
+    import torch
+
+    from ..numbers import field_of, find_numbers
+
+    spans = find_numbers(text)
+    which = [
+        k
+        for k, s in enumerate(spans)
+        if field is None or field_of(text[(spans[k - 1].end if k else 0) : s.start]) == field
+    ]
+    ids = list(ntok(text)["input_ids"])
+    at = [i for i, t in enumerate(ids) if t == ntok.num_token_id]  # one <NUM> per number
+    if not which or len(at) != len(spans) or at[which[-1]] == 0:
+        return None
+    device = next(model.parameters()).device
+    codes = model.context_codes(torch.tensor([ids], device=device))
+    return int(codes[0, at[which[-1]] - 1])
 
 
 def target_report(

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..streaming import TextColumn, table_texts
-from .tables import TARGET, TableTemplate, not_a_number
+from .tables import TARGET, TableTemplate, holds_number, not_a_number
 
 __all__ = ["StreamedTable", "stream_table_texts"]
 
 _DELIMITERS = {".tsv": "\t"}
 _CACHED_CELLS = 1 << 16  # distinct target cells remembered at a time
+_WORD_ROWS = 10_000  # the first rows whose feature cells are checked for numbers
 
 
 class StreamedTable(NamedTuple):
@@ -32,12 +33,16 @@ class StreamedTable(NamedTuple):
         columns: the header's column names.
         texts: the rows' texts.
         path: the file.
+        word_rows: for each column the template writes (the target aside), how many of the
+            first ``word_sample`` rows' cells hold no number
+            (:func:`~cauchylin_hf.app.tables.category_columns` reads it; None when not counted).
+        word_sample: the rows ``word_rows`` counted (the first 10,000 at most).
 
     Example:
         >>> import tempfile
         >>> from pathlib import Path
         >>> f = Path(tempfile.mkdtemp()) / "t.csv"
-        >>> _ = f.write_text("x,y\n\n1,2\n")
+        >>> _ = f.write_text("x,y\\n\\n1,2\\n")
         >>> table, _ = stream_table_texts(f, TableTemplate.default)
         >>> table.columns, table.where(0).endswith("t.csv, data row 1 (line 3)")
         (['x', 'y'], True)
@@ -46,6 +51,8 @@ class StreamedTable(NamedTuple):
     columns: list[str]
     texts: TextColumn
     path: Path
+    word_rows: dict[str, int] | None = None
+    word_sample: int = 0
 
     def where(self, i: int) -> str:
         """Where data row ``i`` (0-based) is, as :meth:`cauchylin_hf.app.tables.Table.where` says.
@@ -97,6 +104,7 @@ def stream_table_texts(
     # A column repeats its cells (a price of one decimal has a few thousand spellings in a
     # million rows): each distinct target cell is checked once.
     reasons: dict[str, str | None] = {}
+    numbered: dict[str, bool] = {}  # whether a feature cell holds a number, by its spelling
 
     def on_header(columns: list[str]) -> None:
         tt = template_for(columns)
@@ -104,6 +112,7 @@ def stream_table_texts(
         state["template"] = tt
         state["columns"] = list(columns)
         state["needed"] = list(dict.fromkeys(tt.placeholders()))
+        state["words"] = dict.fromkeys((c for c in state["needed"] if c != tt.target), 0)
         # str.format_map reads "a.b", "a[0]" and "7" as attribute, item and position
         state["fast"] = not any(set(n) & set(".[]") or n.isdigit() for n in state["needed"])
 
@@ -120,6 +129,16 @@ def stream_table_texts(
             state["bad"] += 1
             if state["first"] is None:
                 state["first"] = (state["rows"], line, reason)
+        words: dict[str, int] = state["words"] if state["rows"] <= _WORD_ROWS else {}
+        for c in words:
+            text = row.get(c) or ""
+            has = numbered.get(text)
+            if has is None:
+                if len(numbered) >= _CACHED_CELLS:
+                    numbered.clear()
+                has = numbered[text] = holds_number(text)
+            if not has:
+                words[c] += 1
         if state["fast"] and all(row.get(c) for c in state["needed"]):
             # str.format_map writes what TableTemplate.text writes when every cell it needs is
             # there (its placeholders carry no format): about 4x faster than parsing the
@@ -140,4 +159,5 @@ def stream_table_texts(
             f"{i} (line {line}) does not: {reason}; {state['bad']} of {state['rows']} rows are "
             "not numbers"
         )
-    return StreamedTable(state["columns"], column, p), tt
+    sample = min(state["rows"], _WORD_ROWS)
+    return StreamedTable(state["columns"], column, p, state["words"], sample), tt

@@ -15,14 +15,22 @@ separated by commas, then ``-> target value.``. Each column is one field of the 
 the column (:func:`cauchylin_hf.numbers.field_of` reads it back: the metric group
 ``field/<name>``). Column names are written as they are, except what cannot be written safely
 (:func:`column_labels`, :func:`renamed_columns`): ASCII digits become subscript digits
-(``s1`` -> ``s₁``: the number grammar of :mod:`cauchylin_hf.numbers` reads ASCII digits as
-numbers, so ``s1 0.5`` would be the word ``s`` and two numbers); punctuation that separates the
-parts of a text (``, ; : . ! ? ( ) [ ] { } =``) becomes a space (``Age (years)`` -> ``Age
+(``s1`` -> ``s₁``, ``1y`` -> ``₁y``: the number grammar of :mod:`cauchylin_hf.numbers` reads
+ASCII digits that follow no letter as numbers, so ``1y 0.5`` would hold two numbers);
+punctuation that separates the parts of a text (``, ; : . ! ? ( ) [ ] { } =`` and ``->``)
+becomes a space (``Age (years)`` -> ``Age
 years``: a comma in a name would make the row ambiguous, and a bracket would cut the field short);
 and names that would still read as the same field as another column, or as no field, get the
 column's position (``age`` and ``Age`` -> ``age``, ``Age ₃``). In a template of your own, write
 the names as you like; :meth:`TableTemplate.literal_numbers` lists numbers in the template's own
 text, which the model would read as values (the command line warns about them).
+
+The default template writes ``->`` before the target's name, a break of
+:func:`~cauchylin_hf.numbers.field_of`: the target's field is its column's name whatever the
+word column before it holds (``fuel heating oil -> price 429.``: ``price``). A column whose
+cells hold no number (``heating oil``, ``SI1``) is read as words, a category
+(:func:`category_columns`); :meth:`TableTemplate.joined_fields` finds where a template of your
+own lets such a column's words join the next number's field.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ..numbers import field_of, find_numbers, is_number, parse_number, to_float32
+from ..numbers import FIELD_BREAK, field_of, find_numbers, is_number, parse_number, to_float32
 from ..textfile import check_header, read_text_file
 
 __all__ = [
@@ -48,7 +56,9 @@ __all__ = [
     "Table",
     "TableTemplate",
     "TemplateError",
+    "category_columns",
     "column_labels",
+    "holds_number",
     "is_table_file",
     "label_of",
     "not_a_number",
@@ -63,7 +73,7 @@ TARGET = "target"
 _SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 # What a label cannot hold: the punctuation that ends a field (cauchylin_hf.numbers.field_of) and
 # separates the parts of a row's text, and line breaks.
-_UNSAFE = re.compile(r"[,;:.!?()\[\]{}=\s]+")
+_UNSAFE = re.compile(r"(?:->|→|[,;:.!?()\[\]{}=\s])+")
 _TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}
 _SEPARATORS = ",'\u00a0\u2009\u202f "  # comma, apostrophe, no-break, thin and narrow spaces
 _THOUSANDS = re.compile(rf"[+-]?[0-9]{{1,3}}(?:[{_SEPARATORS}][0-9]{{3}})+(?:\.[0-9]+)?")
@@ -306,6 +316,42 @@ def not_a_number(cell: str) -> str | None:
     return f"{shown} is not a number"
 
 
+def holds_number(cell: str) -> bool:
+    """Whether a table cell holds a number of the grammar (``5kg`` does, ``SI1`` does not).
+
+    Args:
+        cell: the cell as spelled in the file.
+
+    Returns:
+        True when :func:`cauchylin_hf.numbers.find_numbers` finds a number in it.
+
+    Example:
+        >>> [holds_number(c) for c in ("151", "5kg", "3.5%", "SI1", "heating oil", "")]
+        [True, True, True, False, False, False]
+    """
+    return bool(find_numbers(cell))
+
+
+def category_columns(word_rows: dict[str, int], rows: int) -> tuple[list[str], dict[str, int]]:
+    """The columns read as categories (words), from how many rows' cells hold no number.
+
+    Args:
+        word_rows: for each column, the rows whose cell holds no number (:func:`holds_number`).
+        rows: the table's rows.
+
+    Returns:
+        ``(categories, partly)``: the columns none of whose cells holds a number, and
+        ``{column: rows}`` for the columns where some cells do and some do not.
+
+    Example:
+        >>> category_columns({"area": 0, "grade": 200, "fuel": 200, "age": 3}, 200)
+        (['grade', 'fuel'], {'age': 3})
+    """
+    categories = [c for c, n in word_rows.items() if rows and n >= rows]
+    partly = {c: n for c, n in word_rows.items() if 0 < n < rows}
+    return categories, partly
+
+
 def label_of(column: str) -> str:
     """How the default template writes a column name, on its own: ASCII digits as subscript
     digits, punctuation that separates the parts of a text as a space.
@@ -317,7 +363,7 @@ def label_of(column: str) -> str:
 
     Returns:
         The name with ``0-9`` replaced by ``₀-₉`` (never read as a number), each run of
-        ``, ; : . ! ? ( ) [ ] { } =`` and white space replaced by one space, stripped.
+        ``, ; : . ! ? ( ) [ ] { } = ->`` and white space replaced by one space, stripped.
 
     Example:
         >>> label_of("s1"), label_of("bmi"), label_of("Age (years)"), label_of("log(TG)")
@@ -620,11 +666,45 @@ class TableTemplate:
                 return literal
         raise ValueError(f"the template has no target placeholder: {self.template!r}")
 
+    def joined_fields(self) -> list[tuple[str, str]]:
+        """Pairs of columns where the words of the first would join the field of the second.
+
+        The field of a number is the words before it since the last break
+        (:func:`~cauchylin_hf.numbers.field_of`). When the template's text between two
+        placeholders holds no break (``,`` ``;`` ``->`` ...) and no number, the words of the
+        first column's cells (a category such as ``heating oil``) become part of the second
+        column's field, which is then split by the first column's value. The default template
+        has no such pair.
+
+        Returns:
+            ``(column, next column)`` pairs, in the template's order.
+
+        Raises:
+            ValueError: a malformed template.
+
+        Example:
+            >>> TableTemplate("{fuel} flat costs {target}.", "price").joined_fields()
+            [('fuel', 'price')]
+            >>> TableTemplate("fuel {fuel} -> price {target}.", "price").joined_fields()
+            []
+        """
+        pieces = self._pieces()
+        names = [self.target if n == TARGET else n for _, n in pieces]
+        pairs: list[tuple[str, str]] = []
+        for i in range(1, len(pieces)):
+            first, second, literal = names[i - 1], names[i], pieces[i][0]
+            if first is None or second is None:
+                continue
+            if FIELD_BREAK.search(literal) is None and not find_numbers(literal):
+                pairs.append((first, second))
+        return pairs
+
     def literal_numbers(self) -> list[str]:
         """Numbers in the template's own text (outside placeholders), e.g. the ``1`` of ``s1``.
 
         The model would read them as values, like the cells. Usually a column name with digits
-        was meant as a word: write it with subscript digits (:func:`label_of`) or without digits.
+        was meant as a word: write it with subscript digits (:func:`label_of`), without digits,
+        or with the digits glued to a letter (``s1``, ``Q3``: words).
 
         Returns:
             The spellings found, in order.
@@ -633,8 +713,8 @@ class TableTemplate:
             ValueError: a malformed template.
 
         Example:
-            >>> TableTemplate("s1 {s1} -> y {target}", "y").literal_numbers()
-            ['1']
+            >>> TableTemplate("over 65 {old} -> y {target}", "y").literal_numbers()
+            ['65']
         """
         return [n.text for literal, _ in self._pieces() for n in find_numbers(literal)]
 
