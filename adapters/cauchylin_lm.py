@@ -424,6 +424,14 @@ _FLAGS = (
         help="torch CPU threads (default: torch's choice, with a note when the machine is busy)",
     ),
     _flag(
+        "--dataloader-workers",
+        on="train evaluate",
+        type=_count,
+        default=0,
+        help="worker processes that read and encode the batches ahead of the model (the "
+        "Trainer's dataloader_num_workers; default 0: the main process)",
+    ),
+    _flag(
         "--no-progress",
         on=_TORCH,
         action="store_true",
