@@ -423,7 +423,8 @@ def main(argv=None):
                 checks.append((f"peak extra {a} / {b}", m, 1.1, m <= 1.1))
     # Process CPU time (all threads): insensitive to other processes on a shared machine, a
     # fair proxy of the wall-clock ratio on a quiet one (exact with --threads 1).
-    for a, b in (("fused", "plain"), ("fused", "ce"), ("fused", "lce")):
+    cpu_pairs = (("fused", "plain"), ("fused", "ce"), ("fused", "lce"), ("fused", "lce_compiled"))
+    for a, b in (*cpu_pairs, ("compiled", "lce_compiled")):
         if a in results and b in results:
             checks.append((f"cpu time {a} / {b}", ratio(a, b, "cpu_min"), None, None))
     for name, val, target, ok in checks:
