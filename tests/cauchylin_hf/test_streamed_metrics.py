@@ -181,3 +181,26 @@ def test_cli_reads_a_large_file_a_line_at_a_time(tmp_path, monkeypatch):
     data = inputs.read_data(args, str(path), {})
     assert isinstance(data.texts, TextColumn) and list(data.texts) == texts
     assert data.where(4) == f"{path}, line 5"
+
+
+def test_cli_evaluate_streams_a_large_jsonl_to_the_same_metrics(tmp_path, monkeypatch, capsys):
+    """A JSONL file read a line at a time (as one over STREAM_BYTES is) evaluates as in memory."""
+    from cauchylin_hf.app import cli
+    from cauchylin_hf.testing import save_tiny_base
+
+    # a saved causal model (a base folder would get fresh random heads at each load)
+    model, ntok = inputs.load_causal_model(save_tiny_base(tmp_path / "b", "qwen2", spare_rows=2))
+    base = tmp_path / "causal"
+    model.save_pretrained(base)
+    ntok.save_pretrained(base)
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in _texts(24)))
+    argv = ["evaluate", str(base), "--data", str(path), "--json", "--no-progress"]
+    argv += ["--batch-size", "5"]
+    assert cli.main(argv) == 0
+    in_memory = json.loads(capsys.readouterr().out)
+    monkeypatch.setattr(inputs, "STREAM_BYTES", 0)
+    assert cli.main([*argv, "--dataloader-workers", "1"]) == 0
+    streamed = json.loads(capsys.readouterr().out)
+    assert in_memory["target/count"] == 24 and in_memory["all/count"] == 72
+    assert streamed == in_memory
