@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 
-STREAM_BYTES = 16 * 1024 * 1024
+STREAM_BYTES = 1024 * 1024
 """A JSONL or text file larger than this is read a line at a time into Arrow on disk
 (:func:`~cauchylin_hf.streaming.file_texts`) and encoded as it is read, as a table is; a smaller
 one is read into memory."""
