@@ -359,7 +359,9 @@ def check_prompt_lengths(model: Any, lengths: Sequence[int], *, first_index: int
     over = [i for i, n in enumerate(lengths) if n >= context]
     if over:
         i = over[0]
-        among = f"{len(lengths)} prompts" if first_index == 0 else f"the {len(lengths)} read with it"
+        among = (
+            f"{len(lengths)} prompts" if first_index == 0 else f"the {len(lengths)} read with it"
+        )
         raise ValueError(
             f"prompts[{first_index + i}] is {lengths[i]} tokens long: the model's context of "
             f"{context} positions (max_position_embeddings) leaves no room for the token after "
