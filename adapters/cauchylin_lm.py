@@ -433,6 +433,14 @@ _FLAGS = (
         "load average; a note when that lowers torch's count)",
     ),
     _flag(
+        "--dataloader-workers",
+        on="train evaluate",
+        type=_count,
+        default=0,
+        help="worker processes that read and encode the batches ahead of the model (the "
+        "Trainer's dataloader_num_workers; default 0: the main process)",
+    ),
+    _flag(
         "--no-progress",
         on=_TORCH,
         action="store_true",

@@ -13,6 +13,13 @@ largest table: rows/s of :class:`~cauchylin_hf.streaming.LazyNumericDataset` enc
 :meth:`NumericDataset.from_texts <cauchylin_hf.data.NumericDataset.from_texts>`, and rows/s the
 training step consumes (batch size / seconds per step, from the CLI run).
 
+With ``--evaluate-rows`` it then evaluates the model of the first training run on tables of
+those row counts (``cauchylin-lm evaluate MODEL --data t.csv --json``, one fresh process each),
+and with ``--evaluate-jsonl-rows`` on JSONL files of the same texts (``{"text": "area 246, rooms
+7, age 97 -> price 773.4."}`` a line): seconds, peak resident memory, and rows evaluated per
+second (rows / whole run; the run reads every row twice: the token metrics and the number
+predictions).
+
 Run it with the code to measure on ``PYTHONPATH`` (the command line it starts is
 ``python -m cauchylin_lm``), so the same script measures two versions side by side.
 
@@ -20,6 +27,8 @@ Usage::
 
     python benchmarks/bench_data_scaling.py --rows 10000 100000 1000000 10000000 \\
         --json scaling.json --plot docs/assets/benchmarks/data_scaling.png
+    python benchmarks/bench_data_scaling.py --rows 10000 --evaluate-rows 10000 1000000 \
+        --evaluate-jsonl-rows 1000000 --json evaluate.json
 """
 
 from __future__ import annotations
@@ -96,6 +105,76 @@ def run_cli(table: Path, out: Path, steps: int, threads: int, batch: int) -> dic
     }
 
 
+def write_jsonl(table: Path, path: Path) -> None:
+    """The table's rows as texts of the default template, one JSON record a line."""
+    import csv
+
+    with table.open(newline="") as f, path.open("w") as out:
+        reader = csv.reader(f)
+        header = next(reader)
+        lines = []
+        for row in reader:
+            body = ", ".join(f"{k} {v}" for k, v in zip(header[:-1], row[:-1], strict=True))
+            lines.append(json.dumps({"text": f"{body} -> {header[-1]} {row[-1]}."}) + "\n")
+            if len(lines) == 100_000:
+                out.writelines(lines)
+                lines = []
+        out.writelines(lines)
+
+
+def run_evaluate(model: Path, data: Path, threads: int, batch: int, workers: int) -> dict:
+    """One ``evaluate`` run in a fresh process: seconds, peak RSS, the metrics it printed."""
+    cmd = [sys.executable, "-m", "cauchylin_lm", "evaluate", str(model), "--data", str(data)]
+    cmd += ["--threads", str(threads), "--batch-size", str(batch), "--json", "--no-progress"]
+    cmd += ["--dataloader-workers", str(workers)] if workers else []
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
+    log, out = data.with_suffix(".eval.log"), data.with_suffix(".eval.json")
+    start = time.time()
+    with log.open("w") as err, out.open("w") as stdout:
+        proc = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)  # the child's own peak memory
+    total = time.time() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(cmd[2:])} failed:\n{log.read_text()[-4000:]}")
+    metrics = json.loads(out.read_text())
+    return {"total_s": total, "peak_rss_mb": usage.ru_maxrss / 1024, "metrics": metrics}
+
+
+def evaluate_runs(ns: argparse.Namespace, model: Path, tmp: Path, train_rate: float) -> list:
+    """The ``evaluate`` rows: a table per ``--evaluate-rows``, a JSONL per
+    ``--evaluate-jsonl-rows``; printed as they finish (and written to ``--json``)."""
+    runs: list[dict] = []
+    jobs = [("csv", n) for n in ns.evaluate_rows] + [("jsonl", n) for n in ns.evaluate_jsonl_rows]
+    if not jobs:
+        return runs
+    print(
+        f"cauchylin-lm evaluate MODEL --threads {ns.threads} --batch-size {ns.evaluate_batch_size}"
+        f" --dataloader-workers {ns.dataloader_workers}"
+    )
+    print(f"{'data':>6} {'rows':>10} {'MB':>8} {'total s':>9} {'peak RSS MB':>12} {'rows/s':>8}")
+    for kind, rows in jobs:
+        table = tmp / f"eval{rows}.csv"
+        if not table.exists():
+            write_table(table, rows, seed=1)
+        data = table
+        if kind == "jsonl":
+            data = tmp / f"eval{rows}.jsonl"
+            write_jsonl(table, data)
+        r = run_evaluate(model, data, ns.threads, ns.evaluate_batch_size, ns.dataloader_workers)
+        r.update(kind=kind, rows=rows, mb=data.stat().st_size / 1e6, rows_per_s=rows / r["total_s"])
+        r["train_rows_per_s"] = train_rate
+        runs.append(r)
+        print(
+            f"{kind:>6} {rows:>10} {r['mb']:>8.1f} {r['total_s']:>9.1f} {r['peak_rss_mb']:>12.0f} "
+            f"{r['rows_per_s']:>8.0f}",
+            flush=True,
+        )
+        if ns.json:  # what is done so far survives a run stopped half way
+            partial = {"evaluate": runs, "partial": True}
+            Path(ns.json).with_suffix(".partial.json").write_text(json.dumps(partial, indent=2))
+    return runs
+
+
 def encoding_rates(table: Path, rows: int, batch: int) -> dict:
     """Rows/s of encoding a batch lazily and of the in-memory encoding, on ``rows`` rows."""
     import datasets
@@ -130,6 +209,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-encoding", action="store_true", help="skip the encoding rates (an older version)"
     )
+    parser.add_argument(
+        "--evaluate-rows", type=int, nargs="*", default=[], help="tables to evaluate (rows)"
+    )
+    parser.add_argument(
+        "--evaluate-jsonl-rows", type=int, nargs="*", default=[], help="JSONL files (lines)"
+    )
+    parser.add_argument("--evaluate-batch-size", type=int, default=64)
+    parser.add_argument("--dataloader-workers", type=int, default=0, help="evaluate's readers")
     parser.add_argument("--json", help="write the numbers here")
     parser.add_argument("--plot", help="write the figure here (PNG)")
     ns = parser.parse_args(argv)
@@ -155,8 +242,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         encode_rows = min(ns.encode_rows, ns.rows[-1])
         rates = {} if ns.no_encoding else encoding_rates(table, encode_rows, ns.batch_size)
-    steps = [r["step_s"] for r in results if r["step_s"]]
-    consume = ns.batch_size / min(steps) if steps else float("nan")
+        steps = [r["step_s"] for r in results if r["step_s"]]
+        consume = ns.batch_size / min(steps) if steps else float("nan")
+        model = Path(tmp) / f"out{ns.rows[0]}"
+        evaluated = evaluate_runs(ns, model, Path(tmp), consume)
     print(f"the training step consumes {consume:.0f} rows/s (batch {ns.batch_size})")
     if rates:
         print(
@@ -170,6 +259,19 @@ def main(argv: list[str] | None = None) -> int:
         "runs": results,
         "encoding": {**rates, "step_rows_per_s": consume},
     }
+    if evaluated:
+        data["evaluate"] = evaluated
+        data["evaluate_command"] = (
+            f"evaluate MODEL --threads {ns.threads} --batch-size {ns.evaluate_batch_size} "
+            f"--dataloader-workers {ns.dataloader_workers}"
+        )
+        base = evaluated[0]["peak_rss_mb"]
+        for r in evaluated:
+            print(
+                f"evaluate {r['kind']} {r['rows']} rows: peak RSS {r['peak_rss_mb'] / base:.2f}x "
+                f"the first run's, {r['rows_per_s']:.0f} rows/s (training consumes "
+                f"{consume:.0f} rows/s)"
+            )
     if ns.json:
         Path(ns.json).write_text(json.dumps(data, indent=2) + "\n")
     if ns.plot:

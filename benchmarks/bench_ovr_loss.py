@@ -1,12 +1,21 @@
-"""Time and peak memory of the OvR loss: plain path, memory-efficient path, softmax CE head.
+"""Time and peak memory of the OvR loss against softmax cross-entropy heads, torch's fused one included.
 
-One training step (forward + backward, gradients to every input) of three heads of the same shape
+One training step (forward + backward, gradients to every input) of heads of the same shape
 (N counted tokens, C features, V classes):
 
 * ``plain``  — materialise ``loc_S = loc_U @ W.T + b`` and ``scale_S = (scale_U + |b_noise|) @
   |W|.T`` (``[N, V]`` each) and call :func:`cauchylin.losses.ovr_bce`;
 * ``fused``  — :func:`cauchylin.losses.ovr_bce_fused` on the same inputs (never ``[N, V]``);
-* ``ce``     — a standard softmax head, ``F.cross_entropy(z @ W.T, labels)``.
+* ``compiled`` — the ``plain`` step under ``torch.compile`` (Inductor may fuse the ``[N, V]``
+  work);
+* ``ce``     — a standard softmax head, ``F.cross_entropy(z @ W.T, labels)``;
+* ``lce``    — torch's fused linear cross-entropy, ``F.linear_cross_entropy(z, W, labels,
+  options=nn.LinearCrossEntropyOptions())`` (chunked over tokens: ``[N, V]`` never exists);
+* ``lce_compiled`` — ``F.linear_cross_entropy(z, W, labels)`` (its reference path) under
+  ``torch.compile``.
+
+``linear_cross_entropy`` first shipped in torch 2.15: on an older torch the two ``lce`` rows say
+so and are skipped (every other row still runs).
 
 Every variant runs in a fresh ``spawn`` process. Peak extra memory is the peak minus what the
 process holds once its inputs exist: on CUDA ``max_memory_allocated`` minus the allocated bytes
@@ -25,6 +34,7 @@ minimum wall-clock time; the CPU-time ratios are printed beside them.
 Run:
     python benchmarks/bench_ovr_loss.py                  # N=256, C=256, V=32768 (2-core CPU)
     python benchmarks/bench_ovr_loss.py --qwen           # N=1024, C=896, V=151936
+    python benchmarks/bench_ovr_loss.py --qwen --n 256   # the same head, fewer tokens
     python benchmarks/bench_ovr_loss.py --plot ovr_loss.png --json ovr_loss.json
     python benchmarks/bench_ovr_loss.py --device cuda --qwen
 """
@@ -45,7 +55,9 @@ for folder in (ROOT, os.path.dirname(os.path.abspath(__file__))):
     if folder not in sys.path:
         sys.path.insert(0, folder)
 
-VARIANTS = ("plain", "fused", "ce")
+VARIANTS = ("plain", "fused", "compiled", "ce", "lce", "lce_compiled")
+OVR = ("plain", "fused", "compiled")
+TORCH_FUSED = ("lce", "lce_compiled")  # torch.nn.functional.linear_cross_entropy (torch >= 2.15)
 MIB = 1024.0 * 1024.0
 
 
@@ -130,12 +142,65 @@ def _step(variant, inp, cfg):
             chunk_size=chunk,
             validate_args=validate,
         ).mean
+    elif variant == "compiled":
+        loss = _compiled("plain", validate)(
+            inp["loc_U"],
+            inp["scale_U"],
+            inp["b_noise"],
+            inp["W"],
+            inp["b"],
+            inp["threshold"],
+            inp["labels"],
+        )
     elif variant == "ce":
         loss = F.cross_entropy(inp["loc_U"] @ inp["W"].t(), inp["labels"])
+    elif variant == "lce":
+        options = torch.nn.LinearCrossEntropyOptions()
+        loss = F.linear_cross_entropy(inp["loc_U"], inp["W"], inp["labels"], options=options)
+    elif variant == "lce_compiled":
+        loss = _compiled("lce", validate)(inp["loc_U"], inp["W"], inp["labels"])
     else:
         raise ValueError(variant)
     loss.backward()
     return float(loss.detach())
+
+
+_COMPILED: dict = {}
+
+
+def _compiled(kind, validate):
+    """The compiled step of a kind (compiled once per process, shapes marked dynamic so that
+    the warm-up's tiny shapes and the measured ones share one graph)."""
+    import torch
+    import torch.nn.functional as F
+
+    from cauchylin.losses import ovr_bce
+
+    if kind not in _COMPILED:
+        if kind == "plain":
+
+            def step(loc_U, scale_U, b_noise, W, b, threshold, labels):
+                loc_S = torch.addmm(b, loc_U, W.t())
+                scale_S = (scale_U + b_noise.abs()) @ W.abs().t()
+                return ovr_bce(loc_S, scale_S, labels, threshold, validate_args=validate).mean
+
+        else:
+
+            def step(loc_U, W, labels):
+                return F.linear_cross_entropy(loc_U, W, labels)
+
+        _COMPILED[kind] = torch.compile(step, dynamic=True)
+    return _COMPILED[kind]
+
+
+def available(variant):
+    """None when the installed torch has what ``variant`` needs, else why not."""
+    import torch
+    import torch.nn.functional as F
+
+    if variant in TORCH_FUSED and not hasattr(F, "linear_cross_entropy"):
+        return f"absent in torch {torch.__version__} (linear_cross_entropy: torch >= 2.15)"
+    return None
 
 
 def _clear_grads(inp):
@@ -171,6 +236,9 @@ def _worker(variant, cfg, measure_memory, queue):
         _step(variant, tiny, cfg)
         del tiny
         inp = _make_inputs(cfg, cfg["n"], cfg["c"], cfg["v"], device)
+        if variant in ("compiled", "lce_compiled"):  # compile for these shapes outside the probe
+            _step(variant, inp, cfg)
+            _clear_grads(inp)
         _sync(device)
         out = {"variant": variant, "threads": torch.get_num_threads()}
         if measure_memory:
@@ -230,15 +298,19 @@ def main(argv=None):
     from _machine import describe, machine_info
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, default=256, help="tokens (all counted)")
+    ap.add_argument("--n", type=int, default=None, help="tokens, all counted (default 256)")
     ap.add_argument("--c", type=int, default=256, help="causal size C")
     ap.add_argument("--v", type=int, default=32768, help="classes V")
     ap.add_argument(
-        "--qwen", action="store_true", help="Qwen2.5-0.5B head: N=1024, C=896, V=151936"
+        "--qwen",
+        action="store_true",
+        help="Qwen2.5-0.5B head: C=896, V=151936 (N=1024 unless --n says otherwise)",
     )
     ap.add_argument("--device", default="cpu", help="cpu or cuda[:i]")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma list of plain,fused,ce")
+    ap.add_argument(
+        "--variants", default=",".join(VARIANTS), help="comma list of " + ",".join(VARIANTS)
+    )
     ap.add_argument("--repeats", type=int, default=None, help="timed steps per round")
     ap.add_argument("--warmup", type=int, default=1, help="untimed steps before timing")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds (fresh processes)")
@@ -251,7 +323,10 @@ def main(argv=None):
     ap.add_argument("--plot", default=None, help="also draw the results to this PNG file")
     args = ap.parse_args(argv)
     if args.qwen:
-        args.n, args.c, args.v = 1024, 896, 151936
+        args.c, args.v = 896, 151936
+        args.n = 1024 if args.n is None else args.n
+    elif args.n is None:
+        args.n = 256
     if args.repeats is None:
         args.repeats = 3 if args.qwen else 5
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -281,9 +356,12 @@ def main(argv=None):
         f"OvR loss benchmark: N={args.n} C={args.c} V={args.v} device={args.device} "
         f"dtype={args.dtype} threshold={thr_kind} validate={args.validate} cpus={os.cpu_count()}"
     )
-    results = {v: {"times": [], "cpu": []} for v in variants}
+    absent = {v: why for v in variants if (why := available(v)) is not None}
+    for v, why in absent.items():
+        print(f"  {v}: {why}")
+    results = {v: {"times": [], "cpu": []} for v in variants if v not in absent}
     for r in range(args.rounds):
-        for v in variants:
+        for v in results:
             res = _run_variant(v, cfg, measure_memory=(r == 0 and not args.no_memory))
             results[v]["times"] += res["times"]
             results[v].setdefault("round_medians", []).append(statistics.median(res["times"]))
@@ -294,13 +372,16 @@ def main(argv=None):
             print(f"  round {r + 1}: {v:<5} times " + " ".join(f"{t:.3f}" for t in res["times"]))
 
     header = (
-        f"{'variant':<8}{'min s':>9}{'median s':>10}{'cpu s':>9}{'peak extra MiB':>16}"
+        f"{'variant':<13}{'min s':>9}{'median s':>10}{'cpu s':>9}{'peak extra MiB':>16}"
         f"{'grads MiB':>11}{'peak-grads MiB':>16}{'loss':>14}"
     )
     print()
     print(header)
     print("-" * len(header))
     for v in variants:
+        if v in absent:
+            print(f"{v:<13}{absent[v]}")
+            continue
         r = results[v]
         r["min"] = min(r["times"])
         r["median"] = statistics.median(r["times"])
@@ -309,11 +390,12 @@ def main(argv=None):
         gb = r.get("grad_bytes")
         mem = f"{pe / MIB:16.1f}{gb / MIB:11.1f}{(pe - gb) / MIB:16.1f}" if pe is not None else ""
         loss = f"{r['loss']:14.6g}" if "loss" in r else ""
-        print(f"{v:<8}{r['min']:9.3f}{r['median']:10.3f}{r['cpu_min']:9.3f}{mem}{loss}")
+        print(f"{v:<13}{r['min']:9.3f}{r['median']:10.3f}{r['cpu_min']:9.3f}{mem}{loss}")
     print()
 
     def ratio(a, b, key):
-        return results[a][key] / results[b][key]
+        den = results[b][key]
+        return results[a][key] / den if den > 0 else float("nan")  # a toy peak may read 0
 
     checks = []
     if "fused" in results and "plain" in results:
@@ -331,9 +413,18 @@ def main(argv=None):
     if "plain" in results and "ce" in results:
         t = ratio("plain", "ce", "min")
         checks.append(("time plain / softmax CE", t, None, None))
+    # against torch's own fused cross-entropy: eager with eager, compiled with compiled
+    for a, b in (("fused", "lce"), ("compiled", "lce_compiled"), ("fused", "lce_compiled")):
+        if a in results and b in results:
+            t = ratio(a, b, "min")
+            checks.append((f"time {a} / {b}", t, 2.2, t <= 2.2))
+            if "peak_extra" in results[a] and "peak_extra" in results[b]:
+                m = ratio(a, b, "peak_extra")
+                checks.append((f"peak extra {a} / {b}", m, 1.1, m <= 1.1))
     # Process CPU time (all threads): insensitive to other processes on a shared machine, a
     # fair proxy of the wall-clock ratio on a quiet one (exact with --threads 1).
-    for a, b in (("fused", "plain"), ("fused", "ce")):
+    cpu_pairs = (("fused", "plain"), ("fused", "ce"), ("fused", "lce"), ("fused", "lce_compiled"))
+    for a, b in (*cpu_pairs, ("compiled", "lce_compiled")):
         if a in results and b in results:
             checks.append((f"cpu time {a} / {b}", ratio(a, b, "cpu_min"), None, None))
     for name, val, target, ok in checks:
@@ -341,7 +432,7 @@ def main(argv=None):
         print(f"{name:<34}{val:9.4f}{tgt}")
     per_round = {}
     if args.rounds > 1:  # the ratio within each round (interleaved), median [min-max]
-        for a, b in (("fused", "plain"), ("fused", "ce"), ("plain", "ce")):
+        for a, b in (("fused", "plain"), ("fused", "ce"), ("plain", "ce"), ("fused", "lce")):
             if a in results and b in results:
                 rs = [
                     x / y
@@ -367,6 +458,8 @@ def main(argv=None):
                     "results": results,
                     "checks": checks,
                     "per_round_ratios": per_round,
+                    "absent": absent,
+                    "torch": torch.__version__,
                 },
                 f,
                 indent=2,
@@ -379,7 +472,10 @@ def main(argv=None):
 LABELS = {
     "plain": "plain\n([N, V] tensors)",
     "fused": "memory-efficient\n(ovr_bce_fused)",
+    "compiled": "plain,\ntorch.compile",
     "ce": "softmax CE\n(baseline)",
+    "lce": "torch fused CE\n(chunked)",
+    "lce_compiled": "torch fused CE,\ntorch.compile",
 }
 
 
@@ -390,7 +486,9 @@ def plot(results, cfg, command, path):
 
     plt = pyplot()
     variants = list(results)
-    colours = [BASE if v == "ce" else OURS if v == "fused" else "#c5cae9" for v in variants]
+    colours = [
+        BASE if v in ("ce", *TORCH_FUSED) else OURS if v == "fused" else "#c5cae9" for v in variants
+    ]
     labels = [LABELS.get(v, v) for v in variants]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4))
     medians = [results[v]["median"] for v in variants]

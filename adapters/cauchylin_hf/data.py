@@ -43,7 +43,14 @@ from .batch import (
 from .textfile import read_text_file
 from .tokenizer import NumericTokenizer, check_text
 
-__all__ = ["IGNORE_INDEX", "NumericDataCollator", "NumericDataset", "read_text_file", "read_texts"]
+__all__ = [
+    "IGNORE_INDEX",
+    "NumericDataCollator",
+    "NumericDataset",
+    "line_text",
+    "read_text_file",
+    "read_texts",
+]
 
 # Fields a tokenizer may return that the model does not take; the collator drops them.
 _DROPPED_FIELDS = frozenset({"number_texts", "token_type_ids", "special_tokens_mask", "length"})
@@ -151,19 +158,45 @@ def _read_texts(p: Path, text_field: str) -> list[str]:
     jsonl = suffix in _JSONL_SUFFIXES
     # newline=None: "\r\n" and "\r" end lines too, as reading the file in text mode does
     for lineno, line in enumerate(io.StringIO(content, newline=None), start=1):
-        if not line.strip():
-            continue
-        if not jsonl:
-            texts.append(line.rstrip("\r\n"))
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{p}:{lineno}: not valid JSON ({exc.msg})") from exc
-        except RecursionError:
-            raise ValueError(f"{p}:{lineno}: the JSON is nested too deeply to parse") from None
-        texts.append(_record_text(record, text_field, f"{p}:{lineno}"))
+        text = line_text(line, jsonl=jsonl, text_field=text_field, where=f"{p}:{lineno}")
+        if text is not None:
+            texts.append(text)
     return texts
+
+
+def line_text(line: str, *, jsonl: bool, text_field: str = "text", where: str) -> str | None:
+    r"""The text of one line of a dataset file, as :func:`read_texts` reads it.
+
+    Args:
+        line: the line (its end of line may be there).
+        jsonl: the line is a JSON record (an object with ``text_field``, or a bare string);
+            otherwise it is the text itself.
+        text_field: the JSON field holding the text.
+        where: the file and line, for error messages (``"data.jsonl:12"``).
+
+    Returns:
+        The text, or None for a blank line.
+
+    Raises:
+        ValueError: as :func:`read_texts`, naming ``where``.
+
+    Example:
+        >>> line_text('{"text": "3 eggs."}\n', jsonl=True, where="t.jsonl:1")
+        '3 eggs.'
+        >>> line_text("  \n", jsonl=False, where="t.txt:2") is None
+        True
+    """
+    if not line.strip():
+        return None
+    if not jsonl:
+        return line.rstrip("\r\n")
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where}: not valid JSON ({exc.msg})") from exc
+    except RecursionError:
+        raise ValueError(f"{where}: the JSON is nested too deeply to parse") from None
+    return _record_text(record, text_field, where)
 
 
 class NumericDataset(Dataset):

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
@@ -57,13 +58,15 @@ from cauchylin.vector import CauchyVector
 from .batch import IGNORE_INDEX
 from .data import NumericDataCollator
 from .loss import next_token_targets
-from .streaming import as_numeric_dataset
+from .streaming import GrowingColumns, UniformSample, as_numeric_dataset
 from .tokenizer import NumericTokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
     from cauchylin.nn import Action
 
 __all__ = [
+    "EXACT_VALUES",
+    "SAMPLE_VALUES",
     "compute_metrics",
     "counted_positions",
     "evaluate_model",
@@ -372,6 +375,7 @@ def evaluate_model(
     max_length: int | None = None,
     seed: int = 0,
     progress: bool = False,
+    num_workers: int = 0,
 ) -> dict[str, float]:
     """Held-out metrics (:func:`compute_metrics`) and the mean loss parts.
 
@@ -386,6 +390,15 @@ def evaluate_model(
     median OvR probability sums (standard and causal sampling, the latter drawn with a generator
     seeded by ``seed``).
 
+    The data is read a batch at a time and scored as it goes (a streamed or memory-mapped
+    dataset of any size takes bounded memory). Counts (accuracy, ``<NUM>`` precision / recall /
+    F1, the loss) are running sums, and the absolute errors at ``<NUM>`` targets are kept (one
+    float64 each) for the exact mean and median. Up to :data:`EXACT_VALUES` values of ``loc_U``
+    (positions times features) every statistic is :func:`compute_metrics`'s on everything; past
+    that the ``dist/`` means and standard deviations are running ones over every position and
+    their medians and interquartile ranges those of a uniform random sample (seeded by
+    ``seed``) of :data:`SAMPLE_VALUES` values (of positions, for the probability sums).
+
     Args:
         model: the causal language model (a ``CauchyLMForCausalLM``).
         tokenizer: the numeric tokenizer (pad id).
@@ -395,6 +408,7 @@ def evaluate_model(
         max_length: cut texts to this many tokens (texts only).
         seed: seed of the causal-sampling draws of the probability sums.
         progress: show a tqdm bar.
+        num_workers: ``DataLoader`` worker processes that read and encode batches ahead.
 
     Returns:
         A dict of floats: the ``eval/...`` and ``dist/...`` metrics of ``compute_metrics``, plus
@@ -420,11 +434,14 @@ def evaluate_model(
         (True, True)
     """
     batch_size = positive_int("batch_size", batch_size)
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+        raise ValueError(f"num_workers must be an int >= 0, got {num_workers!r}")
     loader = DataLoader(
         as_numeric_dataset(data, tokenizer, name="data", max_length=max_length),
         batch_size=batch_size,
         shuffle=False,
         collate_fn=NumericDataCollator(tokenizer, padding_side="right"),
+        num_workers=num_workers,
     )
     batches: Iterable[dict[str, torch.Tensor]] = loader
     if progress:
@@ -437,19 +454,14 @@ def evaluate_model(
     was_training = model.training
     model.eval()
     try:
-        kept, losses = _predict_positions(model, inner, batches, device)
-        metrics = compute_metrics(
-            labels=kept["labels"],
-            predictions=kept["predictions"],
-            num_token_id=inner.config.num_token_id,
-            pred_values=kept["pred_values"],
-            target_values=kept["target_values"],
-            loc_U=kept["loc_U"].to(device),
-            scale_U=kept["scale_U"].to(device),
-            action=inner.action,
-            temperature=float(inner.config.temperature),
-            generator=torch.Generator(device=device).manual_seed(seed),
-        )
+        scores = _PositionScores(inner, device, seed)
+        losses = _LossSums()
+        for batch in batches:
+            batch = {k: v.to(device) for k, v in batch.items()}
+            out = model(**batch)
+            losses.add(out, batch, inner.config.num_token_id)
+            scores.add(_batch_positions(inner, batch, out))
+        metrics = scores.result()
     finally:
         model.train(was_training)
     metrics.update(losses.metrics(float(getattr(inner.config, "reg_weight", 1.0))))
@@ -503,43 +515,185 @@ def _count(
     return int(counted.sum())
 
 
-def _predict_positions(
-    model: nn.Module,
-    inner: Any,
-    batches: Iterable[dict[str, torch.Tensor]],
-    device: torch.device,
-) -> tuple[dict[str, torch.Tensor], _LossSums]:
-    """Every scored position of every batch (labels, predictions, U, ...) and the loss sums."""
+def _batch_positions(
+    inner: Any, batch: Mapping[str, torch.Tensor], out: Any
+) -> dict[str, torch.Tensor]:
+    """The scored positions of one batch (labels, predictions, U, ...), on the CPU."""
     action = inner.action
     temperature = float(inner.config.temperature)
     chunk = max(1, 2**22 // max(int(action.num_classes), 1))
-    keep: dict[str, list[torch.Tensor]] = {
-        k: [] for k in ("labels", "predictions", "pred_values", "target_values", "loc_U", "scale_U")
+    # position i predicts token i + 1: the model's shift; keep the real pairs
+    shifted = next_token_targets(batch["labels"], batch["target_values"], batch["attention_mask"])
+    pair = shifted.mask
+    assert pair is not None and shifted.target_values is not None
+    loc_u = shifted.positions(out.loc_U)[pair]
+    scale_u = shifted.positions(out.scale_U)[pair]
+    # the numbers are read as everywhere else: with the per-context readouts
+    codes = shifted.positions(inner.context_codes(batch["input_ids"], batch["attention_mask"]))[
+        pair
+    ]
+    predictions, pred_values = [], []
+    for start in range(0, loc_u.shape[0], chunk):
+        U = CauchyVector(loc_u[start : start + chunk], scale_u[start : start + chunk])
+        act = action(U, STANDARD, temperature, context=codes[start : start + chunk])
+        predictions.append(act.predict().cpu())
+        pred_values.append(act.value_median().float().cpu())
+    return {
+        "labels": shifted.labels[pair].cpu(),
+        "target_values": shifted.target_values[pair].cpu(),
+        "loc_U": loc_u.float().cpu(),
+        "scale_U": scale_u.float().cpu(),
+        "predictions": torch.cat(predictions),
+        "pred_values": torch.cat(pred_values),
     }
-    losses = _LossSums()
-    for batch in batches:
-        batch = {k: v.to(device) for k, v in batch.items()}
-        out = model(**batch)
-        losses.add(out, batch, inner.config.num_token_id)
-        # position i predicts token i + 1: the model's shift; keep the real pairs
-        shifted = next_token_targets(
-            batch["labels"], batch["target_values"], batch["attention_mask"]
-        )
-        pair = shifted.mask
-        assert pair is not None and shifted.target_values is not None
-        loc_u = shifted.positions(out.loc_U)[pair]
-        scale_u = shifted.positions(out.scale_U)[pair]
-        # the numbers are read as everywhere else: with the per-context readouts
-        codes = shifted.positions(inner.context_codes(batch["input_ids"], batch["attention_mask"]))[
-            pair
-        ]
-        keep["labels"].append(shifted.labels[pair].cpu())
-        keep["target_values"].append(shifted.target_values[pair].cpu())
-        keep["loc_U"].append(loc_u.float().cpu())
-        keep["scale_U"].append(scale_u.float().cpu())
-        for start in range(0, loc_u.shape[0], chunk):
-            U = CauchyVector(loc_u[start : start + chunk], scale_u[start : start + chunk])
-            act = action(U, STANDARD, temperature, context=codes[start : start + chunk])
-            keep["predictions"].append(act.predict().cpu())
-            keep["pred_values"].append(act.value_median().float().cpu())
-    return {k: torch.cat(v) for k, v in keep.items()}, losses
+
+
+EXACT_VALUES = 2**22
+""":func:`evaluate_model` holds up to this many values of ``loc_U`` (positions times features)
+and computes every metric from all of them at once; past it, it streams (see there)."""
+
+SAMPLE_VALUES = 2**18
+"""The size of the uniform random sample the medians and interquartile ranges of the ``dist/``
+statistics read once :func:`evaluate_model` streams."""
+
+
+class _Spread:
+    """The mean and (population) standard deviation of a stream of floats (Chan et al.'s
+    pairwise update, in float64) and a uniform sample for its quantiles."""
+
+    def __init__(self, seed: int) -> None:
+        self.n = 0
+        self.mean = 0.0
+        self.m2 = 0.0
+        self.sample = UniformSample(SAMPLE_VALUES, 1, seed=seed)
+
+    def add(self, values: torch.Tensor) -> None:
+        x = values.detach().to(torch.float64).reshape(-1).cpu()
+        nb = int(x.numel())
+        if nb == 0:
+            return
+        mb = float(x.mean())
+        m2b = float((x - mb).square().sum())
+        n = self.n + nb
+        delta = mb - self.mean
+        self.mean += delta * nb / n
+        self.m2 += m2b + delta * delta * self.n * nb / n
+        self.n = n
+        self.sample.add(x.numpy()[:, None])
+
+    def quantiles(self, qs: tuple[float, ...]) -> list[float]:
+        return quantiles(torch.from_numpy(self.sample.values()[:, 0]), qs)
+
+    def stats(self) -> dict[str, float]:
+        """The keys of :func:`cauchylin.metrics.distribution_stats`."""
+        if self.n == 0:
+            return {"mean": math.nan, "median": math.nan, "std": math.nan, "iqr": math.nan}
+        q25, q50, q75 = self.quantiles((0.25, 0.5, 0.75))
+        return {
+            "mean": self.mean,
+            "median": q50,
+            "std": math.sqrt(self.m2 / self.n),
+            "iqr": q75 - q25,
+        }
+
+
+class _PositionScores:
+    """The position metrics of :func:`evaluate_model`, a batch at a time: the batches are held
+    (and scored by :func:`compute_metrics` at the end) up to :data:`EXACT_VALUES` values of
+    ``loc_U``, then streamed into running counts, the kept errors and samples."""
+
+    def __init__(self, inner: Any, device: torch.device, seed: int) -> None:
+        self.inner = inner
+        self.device = device
+        self.num = inner.config.num_token_id
+        self.temperature = float(inner.config.temperature)
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+        self.held: list[dict[str, torch.Tensor]] | None = []
+        self.values = 0
+        self.counts = dict.fromkeys(("counted", "correct", "tp", "pred_num", "true_num"), 0)
+        self.errors = GrowingColumns(err=np.float64)
+        self.spreads = {
+            name: _Spread(seed + k)
+            for k, name in enumerate(("U_loc", "U_scale", "standard", "causal"))
+        }
+
+    def add(self, part: dict[str, torch.Tensor]) -> None:
+        if self.held is not None:
+            self.held.append(part)
+            self.values += part["loc_U"].numel()
+            if self.values <= EXACT_VALUES:
+                return
+            held, self.held = self.held, None
+            for p in held:
+                self._stream(p)
+            return
+        self._stream(part)
+
+    def _stream(self, part: dict[str, torch.Tensor]) -> None:
+        labels, predictions = part["labels"], part["predictions"]
+        counted = counted_positions(labels)
+        c = self.counts
+        c["counted"] += int(counted.sum())
+        c["correct"] += int(((predictions == labels) & counted).sum())
+        if self.num is not None:
+            pred_num = (predictions == self.num) & counted
+            true_num = (labels == self.num) & counted
+            c["tp"] += int((pred_num & true_num).sum())
+            c["pred_num"] += int(pred_num.sum())
+            c["true_num"] += int(true_num.sum())
+            m = true_num
+            err = (part["pred_values"].double()[m] - part["target_values"].double()[m]).abs()
+            self.errors.append(err=err.numpy())
+        self.spreads["U_loc"].add(part["loc_U"])
+        self.spreads["U_scale"].add(part["scale_U"])
+        U = CauchyVector(part["loc_U"].to(self.device), part["scale_U"].to(self.device))
+        for key, mode in (("standard", STANDARD), ("causal", INDIVIDUAL)):
+            sums = ovr_prob_sums(
+                self.inner.action,
+                U,
+                mode=mode,
+                temperature=self.temperature,
+                generator=self.generator,
+            )
+            self.spreads[key].add(sums)
+
+    def result(self) -> dict[str, float]:
+        if self.held is not None:
+            if not self.held:
+                raise ValueError("data is empty: no position to score")
+            kept = {k: torch.cat([p[k] for p in self.held]) for k in self.held[0]}
+            return compute_metrics(
+                labels=kept["labels"],
+                predictions=kept["predictions"],
+                num_token_id=self.num,
+                pred_values=kept["pred_values"],
+                target_values=kept["target_values"],
+                loc_U=kept["loc_U"].to(self.device),
+                scale_U=kept["scale_U"].to(self.device),
+                action=self.inner.action,
+                temperature=self.temperature,
+                generator=self.generator,
+            )
+        c = self.counts
+        out = {"eval/accuracy": c["correct"] / c["counted"] if c["counted"] else math.nan}
+        if self.num is not None:
+            precision = c["tp"] / c["pred_num"] if c["pred_num"] else 0.0
+            recall = c["tp"] / c["true_num"] if c["true_num"] else 0.0
+            f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+            out["eval/num_precision"], out["eval/num_recall"], out["eval/num_f1"] = (
+                precision,
+                recall,
+                f1,
+            )
+            err = torch.from_numpy(self.errors["err"])
+            if err.numel() == 0:
+                out["eval/reg_mae"], out["eval/reg_mdae"] = math.nan, math.nan
+            else:
+                out["eval/reg_mae"] = float(err.mean())
+                out["eval/reg_mdae"] = quantiles(err, (0.5,))[0]
+        for name in ("U_loc", "U_scale"):
+            for stat, v in self.spreads[name].stats().items():
+                out[f"dist/{name}_{stat}"] = v
+        for key in ("standard", "causal"):
+            out[f"dist/ovr_prob_sum_median_{key}"] = self.spreads[key].quantiles((0.5,))[0]
+        return out

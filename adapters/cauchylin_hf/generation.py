@@ -324,7 +324,7 @@ def _all_finished(finished: torch.Tensor, synced: bool) -> bool:
     return int(left.item()) == 0
 
 
-def check_prompt_lengths(model: Any, lengths: Sequence[int]) -> None:
+def check_prompt_lengths(model: Any, lengths: Sequence[int], *, first_index: int = 0) -> None:
     """Refuse a prompt that leaves no position for the token after it.
 
     The rule of every reader of a prompt's next token (:func:`generate`,
@@ -336,6 +336,8 @@ def check_prompt_lengths(model: Any, lengths: Sequence[int]) -> None:
     Args:
         model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM`.
         lengths: the tokens of each prompt (padding not counted).
+        first_index: the index of ``lengths[0]`` among all prompts (a batch of a longer
+            stream checked as it is read).
 
     Raises:
         ValueError: naming the first prompt that is too long (its index from 0), its length,
@@ -357,10 +359,13 @@ def check_prompt_lengths(model: Any, lengths: Sequence[int]) -> None:
     over = [i for i, n in enumerate(lengths) if n >= context]
     if over:
         i = over[0]
+        among = (
+            f"{len(lengths)} prompts" if first_index == 0 else f"the {len(lengths)} read with it"
+        )
         raise ValueError(
-            f"prompts[{i}] is {lengths[i]} tokens long: the model's context of {context} "
-            f"positions (max_position_embeddings) leaves no room for the token after it; "
-            f"{len(over)} of {len(lengths)} prompts are that long: shorten them"
+            f"prompts[{first_index + i}] is {lengths[i]} tokens long: the model's context of "
+            f"{context} positions (max_position_embeddings) leaves no room for the token after "
+            f"it; {len(over)} of {among} are that long: shorten them"
         )
 
 

@@ -30,10 +30,11 @@ has a ratio near 1; one whose predictions explain only 1% of the targets' varian
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from cauchylin.conformal import interval_score
@@ -49,14 +50,18 @@ from cauchylin.value_space import (
 from .generation import check_prompt_lengths, position_ids_from_mask
 from .loss import before_numbers
 from .numbers import field_of, find_numbers
+from .streaming import GrowingColumns, UniformSample
 from .tokenizer import NumericTokenizer
 
 __all__ = [
     "DEFAULT_LEVELS",
     "MIN_SPREAD",
     "LearningCheck",
+    "NumberMetrics",
     "NumberPredictions",
     "ValuePrediction",
+    "concat_number_predictions",
+    "iter_number_predictions",
     "learning_check",
     "number_metrics",
     "number_predictions",
@@ -405,7 +410,7 @@ class NumberPredictions:
 def number_predictions(
     model: Any,
     tokenizer: NumericTokenizer,
-    texts: Sequence[str],
+    texts: Iterable[str],
     *,
     target_field: str | None = None,
     levels: Sequence[float] = DEFAULT_LEVELS,
@@ -418,12 +423,13 @@ def number_predictions(
 
     The target of a text is its last number, or with ``target_field`` the last number whose
     field (:func:`field_of`) equals it. Numbers cut off by the tokenizer's ``max_length`` are
-    left out.
+    left out. This holds every prediction; :func:`iter_number_predictions` gives them a batch
+    at a time and :class:`NumberMetrics` scores them as they come, for data of any size.
 
     Args:
         model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM`.
         tokenizer: its :class:`~cauchylin_hf.tokenizer.NumericTokenizer`.
-        texts: the texts (each with at least one number to count).
+        texts: the texts (each with at least one number to count), read once in order.
         target_field: the field of the target number (default: the last number of each text).
         levels: coverages of the central intervals.
         mode: inference mode of the heads (default ``"standard"``).
@@ -448,34 +454,98 @@ def number_predictions(
         >>> out.fields, out.true.tolist(), out.is_target.tolist()
         (['width', 'height', 'area'], [3.0, 4.0, 12.0], [False, False, True])
     """
+    parts = list(
+        iter_number_predictions(
+            model,
+            tokenizer,
+            texts,
+            target_field=target_field,
+            levels=levels,
+            mode=mode,
+            temperature=temperature,
+            batch_size=batch_size,
+            calibrated=calibrated,
+        )
+    )
+    if not parts:
+        raise ValueError("no text holds a number: nothing to predict")
+    return concat_number_predictions(parts)
+
+
+def iter_number_predictions(
+    model: Any,
+    tokenizer: NumericTokenizer,
+    texts: Iterable[str],
+    *,
+    target_field: str | None = None,
+    levels: Sequence[float] = DEFAULT_LEVELS,
+    mode: str = STANDARD,
+    temperature: float | None = None,
+    batch_size: int = 32,
+    calibrated: bool = True,
+) -> Iterator[NumberPredictions]:
+    """:func:`number_predictions` a batch of texts at a time, reading ``texts`` as it goes.
+
+    Each yielded :class:`NumberPredictions` holds the numbers of one batch of ``batch_size``
+    texts (a batch without numbers yields nothing); ``text_index`` counts from the first text
+    of ``texts``. Memory holds one batch: ``texts`` may be a generator, a file read line by
+    line or an Arrow column of millions of rows. Concatenated
+    (:func:`concat_number_predictions`), the batches equal :func:`number_predictions`.
+
+    Args:
+        model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM`.
+        tokenizer: its :class:`~cauchylin_hf.tokenizer.NumericTokenizer`.
+        texts: the texts, read once in order.
+        target_field: the field of the target number (default: the last number of each text).
+        levels: coverages of the central intervals.
+        mode: inference mode of the heads (default ``"standard"``).
+        temperature: ``T`` (default ``config.temperature``).
+        batch_size: texts per forward pass.
+        calibrated: use the model's conformal widths where it has them.
+
+    Yields:
+        :class:`NumberPredictions`, one per batch of texts that holds a number.
+
+    Raises:
+        ValueError: as :func:`predict_values` (a text too long for the model's context is
+            refused when its batch is read, naming its index among all texts).
+
+    Example:
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> texts = (f"width {w}, area {2 * w}." for w in range(5))  # a generator
+        >>> [p.text_index.tolist() for p in iter_number_predictions(model, ntok, texts, batch_size=2)]
+        [[0, 0, 1, 1], [2, 2, 3, 3], [4, 4]]
+    """
     num = _check_model(model, tokenizer)
-    items = list(texts)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     lv = _check_levels(levels)
-    lengths = [len(ids) for ids in tokenizer(items)["input_ids"]]
-    if 0 in lengths:
-        i = lengths.index(0)
-        raise ValueError(
-            f"prompt {i + 1} of {len(items)} has no tokens ({items[i]!r}): a number is predicted "
-            "after some text; give each prompt the text before the number"
-        )
-    check_prompt_lengths(model, lengths)
     model.eval()
-    parts: list[tuple[torch.Tensor, ...]] = []
-    true: list[float] = []
-    index: list[int] = []
-    target: list[bool] = []
-    fields: list[str] = []
-    for start in range(0, len(items), batch_size):
-        chunk = items[start : start + batch_size]
+    start = 0
+    for chunk in _batched(texts, batch_size):
         enc = tokenizer(chunk, padding=True, return_tensors="pt")
         ids, mask = enc["input_ids"], enc["attention_mask"].bool()
+        lengths = mask.sum(1).tolist()
+        if 0 in lengths:  # no position to read it at: padding would be read instead
+            i = lengths.index(0)
+            raise ValueError(
+                f"text {start + i + 1} has no tokens ({chunk[i]!r}): a number is predicted "
+                "after some text; give each text the text before the number"
+            )
+        check_prompt_lengths(model, lengths, first_index=start)
         select = before_numbers(ids, mask, num)
         at_num = select[:, :-1]  # aligned with the numbers themselves, ids[:, 1:]
         if not bool(select.any()):
+            start += len(chunk)
             continue
-        parts.append(_heads_at(model, enc, select, mode, temperature, num))
+        loc, scale, p, rows = _heads_at(model, enc, select, mode, temperature, num)
+        true: list[float] = []
+        index: list[int] = []
+        target: list[bool] = []
+        fields: list[str] = []
         for b, text in enumerate(chunk):
             spans = find_numbers(text)
             real = mask[b].nonzero().flatten()
@@ -487,21 +557,88 @@ def number_predictions(
             ]
             # the target among all the text's numbers: a cut-off target is no target
             tgt = _target_index(every, list(range(len(spans))), target_field)
-            row_fields = [every[k] for k in kept]
             true.extend(float(v) for v in enc["numeric_values"][b, 1:][at_num[b]])
             index.extend([start + b] * len(kept))
             target.extend(k == tgt for k in kept)
-            fields.extend(row_fields)
+            fields.extend(every[k] for k in kept)
+        widths, counts = _calibration(model, rows, lv, calibrated)
+        yield NumberPredictions(
+            prediction=_prediction(loc, scale, p, lv, model.config.value_space, widths, counts),
+            true=torch.tensor(true, dtype=torch.float64),
+            text_index=torch.tensor(index, dtype=torch.long),
+            is_target=torch.tensor(target, dtype=torch.bool),
+            fields=fields,
+        )
+        start += len(chunk)
+
+
+def _batched(texts: Iterable[str], size: int) -> Iterator[list[str]]:
+    """Lists of ``size`` texts (the last may be shorter), read as they are needed."""
+    batch: list[str] = []
+    for text in texts:
+        batch.append(text)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def concat_number_predictions(parts: Sequence[NumberPredictions]) -> NumberPredictions:
+    """One :class:`NumberPredictions` of several, in order (e.g. the batches of
+    :func:`iter_number_predictions`).
+
+    Args:
+        parts: at least one, all of the same levels and value space.
+
+    Returns:
+        Their rows, concatenated.
+
+    Raises:
+        ValueError: no parts, or parts of different levels or value spaces.
+
+    Example:
+        >>> import torch
+        >>> p = ValuePrediction(torch.tensor([5.0]), torch.tensor([5.0]), torch.tensor([1.0]),
+        ...                     torch.tensor([0.5]), (0.5,), torch.tensor([[4.0]]),
+        ...                     torch.tensor([[6.0]]), "identity")
+        >>> one = NumberPredictions(p, torch.tensor([5.5]), torch.tensor([0]), torch.tensor([True]), ["x"])
+        >>> both = concat_number_predictions([one, one])
+        >>> both.true.tolist(), both.fields, both.prediction.lower.shape
+        ([5.5, 5.5], ['x', 'x'], torch.Size([2, 1]))
+    """
     if not parts:
-        raise ValueError("no text holds a number: nothing to predict")
-    loc, scale, p, rows = (torch.cat(t) for t in zip(*parts, strict=True))
-    widths, counts = _calibration(model, rows, lv, calibrated)
+        raise ValueError("concat_number_predictions needs at least one NumberPredictions")
+    first = parts[0].prediction
+    for part in parts[1:]:
+        q = part.prediction
+        if q.levels != first.levels or q.value_space != first.value_space:
+            raise ValueError(
+                "the parts must share their levels and value space, got "
+                f"{first.levels}/{first.value_space!r} and {q.levels}/{q.value_space!r}"
+            )
+    preds = [part.prediction for part in parts]
+
+    def cat(name: str) -> torch.Tensor:
+        return torch.cat([getattr(q, name) for q in preds])
+
     return NumberPredictions(
-        prediction=_prediction(loc, scale, p, lv, model.config.value_space, widths, counts),
-        true=torch.tensor(true, dtype=torch.float64),
-        text_index=torch.tensor(index),
-        is_target=torch.tensor(target, dtype=torch.bool),
-        fields=fields,
+        prediction=ValuePrediction(
+            median=cat("median"),
+            loc=cat("loc"),
+            scale=cat("scale"),
+            p_num=cat("p_num"),
+            levels=first.levels,
+            lower=cat("lower"),
+            upper=cat("upper"),
+            value_space=first.value_space,
+            calibrated=cat("calibrated"),
+            calibration_count=cat("calibration_count"),
+        ),
+        true=torch.cat([part.true for part in parts]),
+        text_index=torch.cat([part.text_index for part in parts]),
+        is_target=torch.cat([part.is_target for part in parts]),
+        fields=[f for part in parts for f in part.fields],
     )
 
 
@@ -654,20 +791,269 @@ def spearman_undefined(preds: NumberPredictions) -> dict[str, str]:
     """
     out: dict[str, str] = {}
     for group, keep in _groups(preds).items():
-        n = int(keep.sum())
-        if n < 2:
-            out[group] = "seen once" if n == 1 else "not seen"
-            continue
-        predicted, true = preds.prediction.median[keep], preds.true[keep]
-        flat_pred = bool((predicted == predicted[0]).all())
-        flat_true = bool((true == true[0]).all())
-        if flat_pred and flat_true:
-            out[group] = f"its {n} true values are all equal, and so are the predictions"
-        elif flat_pred:
-            out[group] = f"the model predicts one value for all its {n} numbers"
-        elif flat_true:
-            out[group] = f"its {n} true values are all equal"
+        reason = _undefined_reason(int(keep.sum()), preds.prediction.median[keep], preds.true[keep])
+        if reason:
+            out[group] = reason
     return out
+
+
+def _undefined_reason(n: int, predicted: torch.Tensor, true: torch.Tensor) -> str:
+    """Why a group of ``n`` numbers has no rank correlation, read from its predicted and true
+    values (all of them, or the uniform sample :class:`NumberMetrics` ranks); ``""`` when it
+    has one."""
+    if n < 2:
+        return "seen once" if n == 1 else "not seen"
+    flat_pred = bool((predicted == predicted[0]).all())
+    flat_true = bool((true == true[0]).all())
+    if flat_pred and flat_true:
+        return f"its {n} true values are all equal, and so are the predictions"
+    if flat_pred:
+        return f"the model predicts one value for all its {n} numbers"
+    if flat_true:
+        return f"its {n} true values are all equal"
+    return ""
+
+
+EXACT_NUMBERS = 65_536
+""":class:`NumberMetrics` scores up to this many numbers exactly as :func:`number_metrics`; past
+it, ``spearman`` and ``pit_ks`` of a larger group read a uniform random sample of this many of
+its numbers (every other metric stays exact: means from running sums, the median absolute error
+from every error, kept as one float64 each)."""
+
+
+class NumberMetrics:
+    """:func:`number_metrics` of predictions that arrive a batch at a time, in bounded memory.
+
+    Feed it the batches of :func:`iter_number_predictions` with :meth:`add`; :meth:`result`
+    gives the keys and values of :func:`number_metrics` on all of them. Up to ``exact_numbers``
+    numbers it holds the batches and calls :func:`number_metrics` itself (the same floats).
+    Past that it keeps, per number, only its absolute error (float64), its group and, for
+    target numbers, the predicted and true value; the means (``mae``, ``p_num``,
+    ``log_score``, ``interval_score_*``) and shares (``coverage_*``, ``calibrated_*``) are
+    running sums, the median absolute error is exact, and ``spearman`` and ``pit_ks`` of a
+    group of more than ``exact_numbers`` numbers read a uniform random sample (seeded) of that
+    many of them. A million texts of four numbers take about 50 MB.
+
+    Args:
+        exact_numbers: the numbers held and scored exactly (default :data:`EXACT_NUMBERS`).
+        sample_size: the sample's size past them (default ``exact_numbers``).
+        seed: seed of the sample.
+
+    Raises:
+        ValueError: ``exact_numbers`` or ``sample_size`` not a positive int.
+
+    Example:
+        >>> import torch
+        >>> p = ValuePrediction(torch.tensor([1.0, 9.0]), torch.zeros(2), torch.ones(2),
+        ...                     torch.ones(2), (0.5,), torch.tensor([[0.0], [8.0]]),
+        ...                     torch.tensor([[2.0], [10.0]]), "identity")
+        >>> batch = NumberPredictions(p, torch.tensor([1.5, 12.0]), torch.tensor([0, 0]),
+        ...                           torch.tensor([False, True]), ["x", "y"])
+        >>> running = NumberMetrics(exact_numbers=1)  # past one number: streamed
+        >>> for _ in range(3):
+        ...     running.add(batch)
+        >>> running.count, running.result()["target/mae"], running.result()["all/coverage_50"]
+        (6, 3.0, 0.5)
+    """
+
+    def __init__(
+        self, *, exact_numbers: int = EXACT_NUMBERS, sample_size: int | None = None, seed: int = 0
+    ) -> None:
+        if sample_size is None:
+            sample_size = exact_numbers
+        for name, value in (("exact_numbers", exact_numbers), ("sample_size", sample_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self.exact_numbers = exact_numbers
+        self.sample_size = sample_size
+        self.count = 0
+        self._held: list[NumberPredictions] = []
+        self._seed = seed
+        self._streaming = False
+        self._levels: tuple[float, ...] = ()
+        self._value_space = ""
+        self._codes: dict[str, int] = {}
+        self._sums: dict[str, np.ndarray] = {}
+        self._samples: dict[str, UniformSample] = {}
+        self._numbers = GrowingColumns(err=np.float64, code=np.int32, target=np.bool_)
+        self._targets = GrowingColumns(median=np.float64, true=np.float64)
+
+    def add(self, preds: NumberPredictions) -> None:
+        """Score one batch of predictions.
+
+        Args:
+            preds: from :func:`iter_number_predictions` (or :func:`number_predictions`), of
+                the same levels and value space as the earlier batches.
+
+        Raises:
+            ValueError: levels or a value space other than the earlier batches', or intervals
+                with NaN ends (as :func:`number_metrics`).
+        """
+        n = int(preds.true.numel())
+        if self.count and (
+            preds.prediction.levels != self._levels
+            or preds.prediction.value_space != self._value_space
+        ):
+            raise ValueError("every batch must share the levels and value space of the first")
+        self._levels, self._value_space = preds.prediction.levels, preds.prediction.value_space
+        self.count += n
+        if not self._streaming:
+            self._held.append(preds)
+            if self.count <= self.exact_numbers:
+                return
+            self._streaming = True
+            held, self._held = self._held, []
+            for part in held:
+                self._stream(part)
+            return
+        self._stream(preds)
+
+    def _stream(self, preds: NumberPredictions) -> None:
+        p, y = preds.prediction, preds.true.cpu()
+        n = int(y.numel())
+        if n == 0:
+            return
+        assert p.calibrated is not None
+        # the one table of floats per number that the running sums add up
+        err = (p.median - y).abs()
+        log_d = value_log_density(y, p.loc, p.scale, p.value_space)
+        pit = value_cdf(y, p.loc, p.scale, p.value_space)
+        parts = [torch.ones_like(y), p.p_num, log_d]
+        for j, c in enumerate(p.levels):
+            lo, hi = p.lower[:, j], p.upper[:, j]
+            interval_coverage(y, lo, hi)  # refuses NaN ends, as number_metrics does
+            parts += [
+                ((lo <= y) & (y <= hi)).double(),
+                interval_score(y, lo, hi, c).double(),
+                p.calibrated[:, j].double(),
+            ]
+        table = torch.stack(parts, -1).numpy()  # [n, 3 + 3 L]: what the means are sums of
+        codes = np.fromiter(
+            (self._codes.setdefault(f, len(self._codes)) for f in preds.fields),
+            dtype=np.int32,
+            count=n,
+        )
+        target = preds.is_target.numpy()
+        self._numbers.append(err=err.numpy(), code=codes, target=target)
+        self._targets.append(
+            median=p.median[preds.is_target].numpy(), true=y[preds.is_target].numpy()
+        )
+        rows = torch.stack([p.median, y, pit], -1).numpy()
+        groups = {"target": target, "all": None}
+        for name, code in self._codes.items():
+            groups[f"field/{name or '(none)'}"] = codes == code
+        for group, keep in groups.items():
+            if keep is not None and not keep.any():
+                continue
+            sub = table if keep is None else table[keep]
+            width = sub.shape[1]
+            self._sums.setdefault(group, np.zeros(width))
+            self._sums[group] += sub.sum(0)
+            if group not in self._samples:
+                seed = self._seed + len(self._samples)
+                self._samples[group] = UniformSample(self.sample_size, 3, seed=seed)
+            self._samples[group].add(rows if keep is None else rows[keep])
+
+    def targets(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The predicted medians and true values of the target numbers, in order.
+
+        Returns:
+            ``(predicted [T], true [T])``, float64.
+        """
+        if not self._streaming:
+            if not self._held:
+                return torch.zeros(0, dtype=torch.float64), torch.zeros(0, dtype=torch.float64)
+            both = concat_number_predictions(self._held)
+            keep = both.is_target
+            return both.prediction.median[keep], both.true[keep]
+        return (
+            torch.from_numpy(self._targets["median"].copy()),
+            torch.from_numpy(self._targets["true"].copy()),
+        )
+
+    def undefined(self) -> dict[str, str]:
+        """:func:`spearman_undefined` of every number added: past ``exact_numbers``, read from
+        the sample that ``spearman`` ranks.
+
+        Returns:
+            ``{group: reason}`` for the groups whose ``spearman`` is ``nan``.
+        """
+        if not self._streaming:
+            if not self._held:
+                return {}
+            return spearman_undefined(concat_number_predictions(self._held))
+        counts = {"target": int(self._numbers["target"].sum()), "all": self.count}
+        for f, c in self._codes.items():
+            counts[f"field/{f or '(none)'}"] = int((self._numbers["code"] == c).sum())
+        out: dict[str, str] = {}
+        for group, n in counts.items():
+            sample = self._samples[group].values() if n else np.empty((0, 3))
+            med, y = (torch.from_numpy(np.ascontiguousarray(sample[:, i])) for i in range(2))
+            reason = _undefined_reason(n, med, y)
+            if reason:
+                out[group] = reason
+        return out
+
+    def result(self) -> dict[str, float]:
+        """The metrics of every number added (the keys of :func:`number_metrics`).
+
+        Returns:
+            A flat ``{key: float}`` dict.
+
+        Raises:
+            ValueError: nothing was added.
+        """
+        if not self._streaming:
+            if not self._held:
+                raise ValueError("no number was predicted: nothing to score")
+            return number_metrics(concat_number_predictions(self._held))
+        out: dict[str, float] = {}
+        err_all, codes, target = (
+            self._numbers["err"],
+            self._numbers["code"],
+            self._numbers["target"],
+        )
+        groups: list[tuple[str, np.ndarray | None]] = [("target", target), ("all", None)]
+        groups += [(f"field/{f or '(none)'}", codes == c) for f, c in self._codes.items()]
+        for group, keep in groups:
+            for key, value in self._group(
+                group, err_all if keep is None else err_all[keep]
+            ).items():
+                out[f"{group}/{key}"] = value
+        return out
+
+    def _group(self, group: str, err: np.ndarray) -> dict[str, float]:
+        n = int(err.size)
+        nan = math.nan
+        sums = self._sums.get(group)
+        out = {"count": float(n), "mae": float(torch.from_numpy(err).mean()) if n else nan}
+        out["mdae"] = _exact_median(err)
+        sample = self._samples[group].values() if n else np.empty((0, 3))
+        med, y, pit = (torch.from_numpy(np.ascontiguousarray(sample[:, i])) for i in range(3))
+        out["spearman"] = rank_correlation(med, y) if n else nan
+        assert sums is not None or n == 0
+        out["p_num"] = float(sums[1] / n) if n and sums is not None else nan
+        out["log_score"] = float(sums[2] / n) if n and sums is not None else nan
+        out["pit_ks"] = ks_uniform(pit) if n else nan
+        for j, c in enumerate(self._levels):
+            key = f"{round(100 * c):d}"
+            for k, name in enumerate(("coverage", "interval_score", "calibrated")):
+                value = float(sums[3 + 3 * j + k] / n) if n and sums is not None else nan
+                out[f"{name}_{key}"] = value
+        return out
+
+
+def _exact_median(values: np.ndarray) -> float:
+    """:func:`_median` of a NumPy array without sorting it all (the same two order statistics)."""
+    n = int(values.size)
+    if n == 0:
+        return math.nan
+    h = 0.5 * (n - 1)
+    lo = math.floor(h)
+    hi = min(lo + 1, n - 1)
+    part = np.partition(values, [lo, hi])
+    a, b = float(part[lo]), float(part[hi])
+    return a + (h - lo) * (b - a)
 
 
 @dataclass(frozen=True)

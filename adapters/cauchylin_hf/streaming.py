@@ -45,17 +45,20 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from .data import NumericDataset, read_texts
+from .data import NumericDataset, line_text, read_texts
 from .textfile import check_header, read_text_file
 from .tokenizer import NumericTokenizer
 
 __all__ = [
     "STATS_ROWS",
     "CopiesOfOneText",
+    "GrowingColumns",
     "IterableNumericDataset",
     "LazyNumericDataset",
     "TextColumn",
+    "UniformSample",
     "as_numeric_dataset",
+    "file_texts",
     "load_text_column",
     "sample_rows",
     "table_texts",
@@ -718,6 +721,112 @@ class IterableNumericDataset(IterableDataset):
             raise
 
 
+class GrowingColumns:
+    """One-dimensional NumPy columns of one length, appended a batch at a time.
+
+    Each column's capacity doubles when it is full, so appending ``n`` values costs ``O(n)`` in
+    all and the memory is at most twice the values held: what a pass over millions of rows keeps
+    of each row (a float, a code) instead of a Python object per row.
+
+    Args:
+        **dtypes: each column's name and NumPy dtype.
+
+    Example:
+        >>> import numpy as np
+        >>> cols = GrowingColumns(x=np.float64, k=np.int32)
+        >>> for i in range(3):
+        ...     cols.append(x=np.array([0.5, 1.5]) + i, k=np.array([i, i]))
+        >>> cols.size, cols["x"].tolist(), cols["k"].dtype.name
+        (6, [0.5, 1.5, 1.5, 2.5, 2.5, 3.5], 'int32')
+    """
+
+    def __init__(self, **dtypes: Any) -> None:
+        self._data = {name: np.empty(1024, dtype=dt) for name, dt in dtypes.items()}
+        self.size = 0
+
+    def append(self, **values: np.ndarray) -> None:
+        """Append one batch: an array of one length for every column.
+
+        Args:
+            **values: each column's new values.
+        """
+        n = len(next(iter(values.values())))
+        need = self.size + n
+        for name, v in values.items():
+            buf = self._data[name]
+            if need > buf.size:
+                grown = np.empty(max(need, 2 * buf.size), dtype=buf.dtype)
+                grown[: self.size] = buf[: self.size]
+                self._data[name] = buf = grown
+            buf[self.size : need] = v
+        self.size = need
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        """The values of a column so far (a view)."""
+        return self._data[name][: self.size]
+
+
+class UniformSample:
+    """A uniform random sample without replacement of at most ``size`` rows of a stream.
+
+    Each row gets a random key; the sample is the rows of the ``size`` smallest keys (a
+    "bottom-k" sample: every subset of ``size`` rows is equally likely). Rows whose key is above
+    the largest kept key are dropped on arrival, so the memory stays at about twice ``size``
+    rows. While at most ``size`` rows have arrived the sample holds them all.
+
+    Args:
+        size: the sample's size (>= 1).
+        width: floats per row.
+        seed: seed of the keys.
+
+    Raises:
+        ValueError: ``size`` or ``width`` not a positive int.
+
+    Example:
+        >>> import numpy as np
+        >>> sample = UniformSample(100, 1)
+        >>> for start in range(0, 10_000, 1000):
+        ...     sample.add(np.arange(start, start + 1000, dtype=float)[:, None])
+        >>> rows = sample.values()
+        >>> rows.shape, len(set(rows[:, 0].tolist())), bool(3000 < rows.mean() < 7000)
+        ((100, 1), 100, True)
+    """
+
+    def __init__(self, size: int, width: int, seed: int = 0) -> None:
+        for name, value in (("size", size), ("width", width)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self.size = size
+        self._rng = np.random.default_rng(seed)
+        self._keys = np.empty(0)
+        self._rows = np.empty((0, width))
+        self._limit = np.inf
+
+    def add(self, rows: np.ndarray) -> None:
+        """Offer a batch of rows (``[n, width]`` floats).
+
+        Args:
+            rows: the rows.
+        """
+        keys = self._rng.random(len(rows))
+        take = keys < self._limit
+        self._keys = np.concatenate([self._keys, keys[take]])
+        self._rows = np.concatenate([self._rows, rows[take]])
+        if self._keys.size >= 2 * self.size:
+            self._prune()
+
+    def _prune(self) -> None:
+        if self._keys.size > self.size:
+            keep = np.argpartition(self._keys, self.size - 1)[: self.size]
+            self._keys, self._rows = self._keys[keep], self._rows[keep]
+            self._limit = float(self._keys.max())
+
+    def values(self) -> np.ndarray:
+        """The sampled rows, ``[min(size, rows offered), width]``."""
+        self._prune()
+        return self._rows
+
+
 def sample_rows(n: int, size: int, seed: int = 0) -> list[int] | None:
     """A sorted random sample of ``size`` of ``n`` row numbers, or None when ``n <= size``.
 
@@ -875,6 +984,94 @@ def table_texts(
         raise ValueError(f"{p} is empty: a header row and at least one data row are needed")
     if count == 0:
         raise ValueError(f"{p} has a header but no data row")
+    return TextColumn(out)
+
+
+def file_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> TextColumn:
+    """The texts of a JSONL or plain-text dataset file, in Arrow on disk, read in one pass.
+
+    The file is read a line at a time (never whole) and each text (as
+    :func:`~cauchylin_hf.data.read_texts` reads it: a JSON record's ``text_field`` for
+    ``.jsonl`` / ``.ndjson`` / ``.json``, the line itself otherwise; blank lines skipped) appended
+    to an Arrow IPC file in a temporary folder (removed when the process exits), with its line
+    number; memory holds one batch of 8192 texts. A ``.json`` file holding one JSON array is
+    read whole (an array cannot be read a record at a time).
+
+    Args:
+        path: the file (UTF-8, or UTF-16/UTF-32 with a byte-order mark).
+        text_field: the JSON field holding the text.
+
+    Returns:
+        A :class:`TextColumn` of the texts, in file order.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: as :func:`~cauchylin_hf.data.read_texts` (the message names the file and
+            line), or a file without texts.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> f = Path(tempfile.mkdtemp()) / "t.jsonl"
+        >>> _ = f.write_text('{"text": "3 eggs."}\\n\\n"12 pens."\\n')
+        >>> texts = file_texts(f)
+        >>> list(texts), texts.line(1)
+        (['3 eggs.', '12 pens.'], 3)
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"dataset file not found: {str(p)!r}")
+    suffix = p.suffix.lower()
+    if suffix == ".json":
+        with _open_text(p) as f:
+            head = f.read(4096).lstrip()
+        if head.startswith("["):
+            return _arrow_texts(enumerate(read_texts(p, text_field=text_field), start=1), p)
+    jsonl = suffix in (".jsonl", ".ndjson", ".json")
+
+    def lines() -> Iterator[tuple[int, str]]:
+        with _open_text(p) as f:
+            lineno = 0
+            while True:
+                try:
+                    line = f.readline()
+                except UnicodeDecodeError:
+                    read_text_file(p)  # raises, naming the line, the encoding and the conversion
+                    raise
+                if not line:
+                    return
+                lineno += 1
+                where = f"{p}:{lineno}"
+                text = line_text(line, jsonl=jsonl, text_field=text_field, where=where)
+                if text is not None:
+                    yield lineno, text
+
+    return _arrow_texts(lines(), p)
+
+
+def _arrow_texts(texts: Iterable[tuple[int, str]], p: Path) -> TextColumn:
+    """``(line, text)`` pairs written to an Arrow file a batch at a time, as a TextColumn."""
+    import pyarrow as pa
+
+    out = Path(tempfile.mkstemp(suffix=".arrow", dir=_scratch_dir())[1])
+    schema = pa.schema([("text", pa.string()), ("line", pa.int64())])
+    batch: list[str] = []
+    lines: list[int] = []
+    count = 0
+    with pa.OSFile(str(out), "wb") as sink:
+        writer = pa.ipc.new_file(sink, schema)
+        for line, text in texts:
+            batch.append(text)
+            lines.append(line)
+            count += 1
+            if len(batch) == _ARROW_BATCH:
+                writer.write_batch(pa.record_batch([batch, lines], schema=schema))
+                batch, lines = [], []
+        if batch:
+            writer.write_batch(pa.record_batch([batch, lines], schema=schema))
+        writer.close()
+    if count == 0:
+        raise ValueError(f"dataset file {str(p)!r} is empty: it holds no texts")
     return TextColumn(out)
 
 

@@ -73,12 +73,43 @@ def test_bench_ovr_loss_heads_agree(tmp_path):
         tmp_path=tmp_path,
     )
     results = data["results"]
-    assert set(results) == {"plain", "fused", "ce"}
+    assert set(results) == {"plain", "fused", "compiled", "ce", "lce", "lce_compiled"}
     # The same inputs give the same OvR loss on both paths (float32 sums over 256 classes).
     assert results["fused"]["loss"] == pytest.approx(results["plain"]["loss"], rel=1e-5)
+    assert results["compiled"]["loss"] == pytest.approx(results["plain"]["loss"], rel=1e-5)
+    # torch's fused cross-entropy, eager and compiled, is the softmax head's loss
+    for variant in ("lce", "lce_compiled"):
+        assert results[variant]["loss"] == pytest.approx(results["ce"]["loss"], rel=1e-5)
     assert all(_positive(r["median"]) for r in results.values())
-    assert all(r["peak_extra"] >= r["grad_bytes"] > 0 for r in results.values())
-    assert "time fused / plain" in stdout
+    assert all(
+        results[v]["peak_extra"] >= results[v]["grad_bytes"] > 0 for v in ("plain", "fused", "ce")
+    )
+    assert "time fused / plain" in stdout and "time fused / lce" in stdout
+    assert {name for name, *_ in data["checks"]} >= {
+        "peak extra fused / lce",
+        "time compiled / lce_compiled",
+    }
+
+
+@pytest.mark.slow
+def test_bench_ovr_loss_says_when_torch_lacks_linear_cross_entropy(tmp_path):
+    """On a torch without linear_cross_entropy (before 2.15) its rows say so; the rest runs."""
+    script = ROOT / "benchmarks" / "bench_ovr_loss.py"
+    code = (
+        "import runpy, sys, torch.nn.functional as F\n"
+        "del F.linear_cross_entropy\n"
+        f"sys.argv = [{str(script)!r}, '--n', '8', '--c', '8', '--v', '64', '--repeats', '1',"
+        " '--variants', 'fused,ce,lce', '--json', 'out.json']\n"
+        f"runpy.run_path({str(script)!r}, run_name='__main__')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    data = json.loads((tmp_path / "out.json").read_text())
+    assert set(data["results"]) == {"fused", "ce"}
+    assert "linear_cross_entropy: torch >= 2.15" in data["absent"]["lce"]
+    assert "lce          absent in torch" in proc.stdout
 
 
 @pytest.mark.slow
@@ -206,3 +237,21 @@ def test_bench_data_scaling_toy(tmp_path):
     rates = data["encoding"]
     assert _positive(rates["lazy_rows_per_s"]) and _positive(rates["eager_rows_per_s"])
     assert "rows/s" in stdout
+
+
+@pytest.mark.slow
+def test_bench_data_scaling_evaluate_rows(tmp_path):
+    data, stdout = _run(
+        "bench_data_scaling.py",
+        *("--rows", "200", "--steps", "2", "--no-encoding"),
+        *("--evaluate-rows", "120", "--evaluate-jsonl-rows", "120", "--evaluate-batch-size", "32"),
+        tmp_path=tmp_path,
+    )
+    csv_run, jsonl_run = data["evaluate"]
+    assert (csv_run["kind"], jsonl_run["kind"]) == ("csv", "jsonl")
+    for run in (csv_run, jsonl_run):
+        assert run["rows"] == 120 and _positive(run["rows_per_s"]) and _positive(run["peak_rss_mb"])
+        assert run["metrics"]["eval/positions"] > 0
+    # the same texts, from a table and from JSONL: the same held-out metrics
+    assert jsonl_run["metrics"]["eval/loss"] == pytest.approx(csv_run["metrics"]["eval/loss"])
+    assert "evaluate csv 120 rows" in stdout

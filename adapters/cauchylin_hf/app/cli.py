@@ -209,6 +209,7 @@ def _train_settings(args: argparse.Namespace, n_texts: int) -> dict[str, Any]:
         "warmup_steps": _warmup_steps(args, n_texts),
         "save_steps": args.save_steps,
         "save_total_limit": args.save_total_limit,
+        "dataloader_num_workers": args.dataloader_workers,
     }
     if args.lr_scheduler is not None:
         settings["lr_scheduler_type"] = args.lr_scheduler
@@ -390,6 +391,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         max_length=args.max_length,
         seed=args.seed,
         progress=_progress(args),
+        num_workers=args.dataloader_workers,
     )
     undefined: dict[str, str] = {}  # why a rank correlation is nan, for the note
     if model.config.num_token_id is not None:

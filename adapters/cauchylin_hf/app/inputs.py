@@ -27,6 +27,7 @@ from .checks import (
 from .tables import is_table_file, not_a_number
 
 __all__ = [
+    "STREAM_BYTES",
     "Data",
     "check_prompt_lengths",
     "context_length",
@@ -37,6 +38,12 @@ __all__ = [
     "read_prompts",
     "table_truth",
 ]
+
+
+STREAM_BYTES = 1024 * 1024
+"""A JSONL or text file larger than this is read a line at a time into Arrow on disk
+(:func:`~cauchylin_hf.streaming.file_texts`) and encoded as it is read, as a table is; a smaller
+one is read into memory."""
 
 
 class Data(NamedTuple):
@@ -73,6 +80,9 @@ class Data(NamedTuple):
         """
         if self.table is not None:
             return cast(str, self.table.where(i))
+        line = getattr(self.texts, "line", None)  # a file read into Arrow records each line
+        if callable(line) and line(i) is not None:
+            return f"{self.path}, line {line(i)}"
         return f"{self.path}, text {i + 1}"
 
 
@@ -118,6 +128,10 @@ def read_data(
         return Data(tt.prompts(table) if prompts else tt.texts(table), tt, table, path)
     if getattr(args, "template", None):
         raise CliError(f"--template needs a table (.csv or .tsv file), got {path!r}")
+    if p.stat().st_size > STREAM_BYTES:  # read a line at a time into Arrow on disk
+        from ..streaming import file_texts
+
+        return Data(file_texts(p), None, None, path)
     texts = read_texts(p)
     _note_float32_misses(args, texts, path)
     return Data(texts, None, None, path)

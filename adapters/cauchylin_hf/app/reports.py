@@ -340,23 +340,26 @@ def target_report(
     """
     from cauchylin.metrics import quantiles
 
-    from ..predict import learning_check, number_metrics, number_predictions, spearman_undefined
+    from ..predict import NumberMetrics, iter_number_predictions, learning_check
 
-    preds = number_predictions(
+    running = NumberMetrics()  # bounded memory: the texts are read a batch at a time
+    for batch in iter_number_predictions(
         model,
         ntok,
         data.texts,
         target_field=target_field(data.template, args),
         batch_size=args.batch_size,
         calibrated=not getattr(args, "raw_intervals", False),
-    )
-    metrics = number_metrics(preds)
+    ):
+        running.add(batch)
+    if running.count == 0:
+        raise ValueError("no text holds a number: nothing to predict")
+    metrics = running.result()
     if undefined is not None:
-        undefined.update(spearman_undefined(preds))
-    keep = preds.is_target
-    if not bool(keep.any()):
+        undefined.update(running.undefined())
+    predicted, true = running.targets()
+    if predicted.numel() == 0:
         return metrics
-    predicted, true = preds.prediction.median[keep], preds.true[keep]
     if not bool(predicted.isfinite().all()):
         return metrics
     guess = "the training median"
