@@ -113,7 +113,8 @@ def check_header(cells: list[str], path: str | os.PathLike[str]) -> list[str]:
     bad = [i for i, name in enumerate(cells) if not name]
     if bad:
         raise ValueError(f"{path}: column {bad[0] + 1} of the header has no name")
-    repeated = sorted({n for n in cells if cells.count(n) > 1})
+    seen: set[str] = set()
+    repeated = sorted({n for n in cells if n in seen or seen.add(n)})  # linear in the columns
     if repeated:
         raise ValueError(f"{path}: the header repeats the column names {repeated}")
     return cells

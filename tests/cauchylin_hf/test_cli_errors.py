@@ -74,7 +74,15 @@ def files(tmp_path_factory):
     big.write_text("age,bmi,target\n" + "59,32.1,151\n" * 100_000)
     not_dataset = folder / "plain_folder"
     not_dataset.mkdir()
+    wide = folder / "wide.csv"  # a small table of 60,001 columns: every cell checked up front
+    wide.write_text(",".join(f"c{i}" for i in range(60_000)) + ",target\n" + "1," * 60_000 + "2\n")
+    wider = folder / "wider.csv"  # over 1 MiB: checked by its header of 300,001 columns
+    wider.write_text(
+        ",".join(f"c{i}" for i in range(300_000)) + ",target\n" + "1," * 300_000 + "2\n"
+    )
     return {
+        "wide": wide,
+        "wider": wider,
         "big": big,
         "not_dataset": not_dataset,
         "folder": folder,
@@ -128,6 +136,12 @@ def _no_model_cases(f):
         ([*new, str(f["not_dataset"]), "--output-dir", out], 2, "train",
          r"--data '.*plain_folder' is a folder but not a dataset saved by "
          r"datasets\.Dataset\.save_to_disk"),
+        # tables too wide to be one text (the checks were quadratic: over 300 s)
+        ([*new, str(f["wide"]), "--output-dir", out], 2, "train",
+         r"a table of 60001 columns is too wide to be written as one text: .*choose the columns "
+         r"with --template"),
+        ([*new, str(f["wider"]), "--output-dir", out], 2, "train",
+         r"a table of 300001 columns is too wide to be written as one text"),
         ([*new, table, "--epochs", "0"], 2, None, r"argument --epochs: expected a number in "
          r"\(0, inf\), got '0' \(see cauchylin-lm train --help\)"),
     ]  # fmt: skip

@@ -30,6 +30,7 @@ from .tables import (
     Table,
     TableTemplate,
     TemplateError,
+    check_width,
     is_table_file,
     read_columns,
     read_table,
@@ -265,6 +266,7 @@ def table_template(
     target = getattr(args, "target", None) or saved.get("target")
     template = getattr(args, "template", None) or saved.get("template")
     if template is None:
+        check_width(len(columns), default=True)  # before the labels of every column are made
         tt = TableTemplate.default(columns, target)
         renamed = renamed_columns(columns)
         if renamed and say is not None:  # a model's saved template is not announced again
