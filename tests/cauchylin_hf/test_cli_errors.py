@@ -142,6 +142,20 @@ def _no_model_cases(f):
          r"with --template"),
         ([*new, str(f["wider"]), "--output-dir", out], 2, "train",
          r"a table of 300001 columns is too wide to be written as one text"),
+        # an unknown preset (refused after 6.4 s, once torch was imported), an output folder
+        # that training could not save to (found only after training)
+        (["train", "--from-config", "qwen3-huge", "--data", table, "--output-dir", out], 2,
+         "train", r"--from-config 'qwen3-huge': not a preset \(qwen2-tiny, qwen2-small\) and "
+         r"not a config\.json file"),
+        ([*new, table, "--output-dir", out + "\udcff"], 2, "train",
+         r"--output-dir '.*new_out\\udcff': its path is not UTF-8 \(byte 0xff\), and a model "
+         r"folder's files are written with UTF-8 names: choose a name in UTF-8"),
+        ([*new, table, "--output-dir", str(f["a_file"] / "sub")], 2, "train",
+         r"--output-dir '.*out\.txt/sub' cannot be made: '.*out\.txt' is a file, not a folder"),
+        *([([*new, table, "--output-dir", "/proc/cauchylin_out"], 2, "train",
+            r"--output-dir '/proc/cauchylin_out' cannot be written: making a folder in '/proc' "
+            r"failed \(.+\); choose a folder you can write to")]
+          if Path("/proc/self").is_dir() else []),
         ([*new, table, "--epochs", "0"], 2, None, r"argument --epochs: expected a number in "
          r"\(0, inf\), got '0' \(see cauchylin-lm train --help\)"),
     ]  # fmt: skip

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from ..atomic_save import FolderState, folder_state
 from ..precision import DATA_FORMAT_FILE
 from ..textfile import read_text_file
 from ..trainer_checkpoints import is_checkpoint_entry
+from .presets import backbone_settings
 from .tables import (
     Table,
     TableTemplate,
@@ -40,6 +42,7 @@ from .tables import (
 __all__ = [
     "CliError",
     "check_output_dir",
+    "check_output_path",
     "data_format",
     "data_path",
     "is_causal_folder",
@@ -398,7 +401,72 @@ def _check_train(args: argparse.Namespace) -> None:
         raise CliError("no training data: pass --data FILE (.jsonl, .txt, .csv)")
     if args.from_config is not None and args.tokenizer is not None:
         raise CliError("--from-config trains its own tokenizer: leave out --tokenizer")
+    _check_from_config(args)
+    check_output_path(args.output_dir)
     check_output_dir(args)
+
+
+def _check_from_config(args: argparse.Namespace) -> None:
+    """``--from-config`` names a preset or a readable ``config.json`` with a ``model_type``."""
+    if args.from_config is None:
+        return
+    try:
+        backbone_settings(args.from_config)
+    except (ValueError, OSError) as exc:
+        message = str(exc)
+        raise CliError(
+            message if message.startswith("--from-config") else f"--from-config: {message}"
+        ) from None
+
+
+def check_output_path(path: str) -> None:
+    """Refuse an ``--output-dir`` that training could not save to, before it trains: a name
+    that is not UTF-8 (bytes a file system gives back as lone surrogates), or a place where no
+    folder can be made (the nearest existing folder above is not writable, or is a file).
+
+    Args:
+        path: the ``--output-dir`` argument.
+
+    Raises:
+        CliError: the model could not be saved there (the message says why).
+
+    Example:
+        >>> check_output_path("/proc/cauchylin_out")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        cauchylin_hf.app.checks.CliError: --output-dir '/proc/cauchylin_out' cannot be written: ...
+    """
+    full = os.path.abspath(path)
+    try:
+        full.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = full[exc.start]
+        byte = f"byte 0x{ord(bad) - 0xDC00:02x}" if 0xDC80 <= ord(bad) <= 0xDCFF else repr(bad)
+        raise CliError(
+            f"--output-dir {path!r}: its path is not UTF-8 ({byte}), and a model folder's files "
+            "are written with UTF-8 names: choose a name in UTF-8"
+        ) from None
+    above = Path(full)
+    while not above.exists() and above.parent != above:
+        above = above.parent
+    target = Path(full) if Path(full).is_dir() else above
+    if target == Path(full) and not target.is_dir():
+        return  # a file where the folder goes: check_output_dir says so
+    if not target.is_dir():
+        raise CliError(
+            f"--output-dir {path!r} cannot be made: {str(target)!r} is a file, not a folder"
+        )
+    # the new model is written next to the folder (then swapped in), or into it when it exists
+    for folder in dict.fromkeys(
+        [target, Path(full).parent if Path(full).parent.exists() else above]
+    ):
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".cauchylin-check-", dir=folder))
+        except OSError as exc:
+            raise CliError(
+                f"--output-dir {path!r} cannot be written: making a folder in {str(folder)!r} "
+                f"failed ({exc.strerror or exc}); choose a folder you can write to"
+            ) from None
 
 
 def _check_file(args: argparse.Namespace, path: str, saved: dict[str, Any], table: bool) -> None:
