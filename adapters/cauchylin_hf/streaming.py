@@ -46,7 +46,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from .data import NumericDataset, read_texts
-from .textfile import check_header, read_text_file
+from .textfile import check_binary, check_header, field_limit_message, read_text_file
 from .tokenizer import NumericTokenizer
 
 __all__ = [
@@ -729,7 +729,8 @@ def _scratch_dir() -> Path:
 
 def _open_text(p: Path) -> Any:
     with p.open("rb") as f:
-        head = f.read(4)
+        head = f.read(16)
+    check_binary(head, p)
     encoding = next((name for bom, name in _BOMS if head.startswith(bom)), "utf-8-sig")
     return p.open(encoding=encoding, newline="")
 
@@ -831,10 +832,7 @@ def _records(reader: Any, p: Path, line: Callable[[], int]) -> Iterator[list[str
             read_text_file(p)  # raises, naming the line, the encoding and the conversion
             raise
         except csv.Error as exc:
-            raise ValueError(
-                f"{p}, line {line()}: {exc} ({csv.field_size_limit()} characters); a cell that "
-                'long is usually an unclosed quote (") that swallows the lines after it'
-            ) from None
+            raise ValueError(field_limit_message(p, line(), exc)) from None
         yield record
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["check_header", "read_text_file"]
+__all__ = ["check_binary", "check_header", "field_limit_message", "read_text_file"]
 
 _BOMS = (  # byte-order marks, longest first (UTF-32's starts like UTF-16's)
     (b"\xef\xbb\xbf", "utf-8-sig"),
@@ -19,6 +19,88 @@ _BOMS = (  # byte-order marks, longest first (UTF-32's starts like UTF-16's)
     (b"\xff\xfe", "utf-16"),
     (b"\xfe\xff", "utf-16"),
 )
+
+
+# Files that are not text, by their first bytes: what they are and how to get text from them.
+_TO_CSV = "save it as CSV (UTF-8)"
+_FORMATS = (
+    (b"\x1f\x8b", "gzip-compressed", "decompress it first (gunzip -k {name})"),
+    (b"PK\x03\x04", "a ZIP archive (an Excel .xlsx or OpenDocument file is one)",
+     "open it in a spreadsheet program and " + _TO_CSV + ", or unzip a zipped file"),
+    (b"\xd0\xcf\x11\xe0", "an old Excel (.xls) or Office file",
+     "open it in a spreadsheet program and " + _TO_CSV),
+    (b"PAR1", "a Parquet file",
+     "write it as CSV (e.g. pandas.read_parquet('{name}').to_csv('{stem}.csv', index=False))"),
+    (b"ARROW1", "an Arrow file", "write it as CSV, or save it with datasets' save_to_disk"),
+    (b"BZh", "bzip2-compressed", "decompress it first (bunzip2 -k {name})"),
+    (b"\xfd7zXZ\x00", "xz-compressed", "decompress it first (unxz -k {name})"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed", "decompress it first (unzstd {name})"),
+    (b"%PDF", "a PDF document", "export its table as CSV"),
+    (b"SQLite format 3\x00", "an SQLite database", "export the table as CSV"),
+)  # fmt: skip
+
+
+def check_binary(head: bytes, path: str | os.PathLike[str]) -> None:
+    """Refuse a file whose first bytes say it is not text (compressed, a spreadsheet, Parquet,
+    ...), naming the format and how to get a text file from it.
+
+    Args:
+        head: the file's first bytes (16 are enough).
+        path: the file, for the message.
+
+    Raises:
+        ValueError: a known format that is not text.
+
+    Example:
+        >>> check_binary(b"age,target\\n", "t.csv")
+        >>> check_binary(b"\\x1f\\x8b\\x08\\x00", "data/t.csv.gz")
+        Traceback (most recent call last):
+        ...
+        ValueError: data/t.csv.gz is gzip-compressed, not a text file: decompress it first (gunzip -k data/t.csv.gz)
+    """
+    p = Path(path)
+    for magic, what, todo in _FORMATS:
+        if head.startswith(magic):
+            stem = str(p.with_name(p.name.split(".")[0] or p.name))
+            raise ValueError(f"{p} is {what}, not a text file: {todo.format(name=p, stem=stem)}")
+
+
+def _wide_source(data: bytes) -> str:
+    """The encoding of text whose every character is 2 or 4 bytes (UTF-16/32 without a
+    byte-order mark), by where the zero bytes of its ASCII letters fall."""
+    head = data[:4000]
+    zeros = [i % 4 for i, b in enumerate(head) if b == 0]
+    if not zeros:
+        return "utf-16le"
+    share = [zeros.count(k) / len(zeros) for k in range(4)]
+    if len(zeros) * 2 > len(head):  # three zero bytes in four: UTF-32
+        return "utf-32le" if share[0] < 0.1 else "utf-32be"
+    even = share[0] + share[2]
+    return "utf-16be" if even > 0.5 else "utf-16le"
+
+
+def field_limit_message(path: str | os.PathLike[str], line: int, exc: Exception) -> str:
+    """The message of a table cell longer than the ``csv`` module's limit.
+
+    Args:
+        path: the table.
+        line: the line where the record with that cell starts.
+        exc: the ``csv.Error``.
+
+    Returns:
+        One line naming the file, the line and the limit, and what it usually is.
+
+    Example:
+        >>> field_limit_message("t.csv", 1, ValueError("field larger than field limit"))
+        ... # doctest: +ELLIPSIS
+        't.csv, line 1: field larger than field limit (... characters); a cell that long is usually an unclosed quote (") that swallows the lines after it'
+    """
+    import csv
+
+    return (
+        f"{path}, line {line}: {exc} ({csv.field_size_limit()} characters); a cell that long "
+        'is usually an unclosed quote (") that swallows the lines after it'
+    )
 
 
 def read_text_file(path: str | os.PathLike[str]) -> str:
@@ -33,7 +115,8 @@ def read_text_file(path: str | os.PathLike[str]) -> str:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: bytes that are not text of that encoding (Latin-1, Windows-1252), or NUL
+        ValueError: a file that is not text (gzip, a spreadsheet, Parquet: :func:`check_binary`),
+            bytes that are not text of that encoding (Latin-1, Windows-1252), or NUL
             characters (UTF-16 or UTF-32 without a byte-order mark, which reads as ASCII with a
             NUL after every letter, or a stray one); the message names the file, the line and
             the conversion.
@@ -53,6 +136,7 @@ def read_text_file(path: str | os.PathLike[str]) -> str:
     """
     p = Path(path)
     data = p.read_bytes()
+    check_binary(data[:16], p)
     encoding = next((name for bom, name in _BOMS if data.startswith(bom)), "utf-8")
     convert = f"{p.name} > {p.stem}.utf8{p.suffix})"
     try:
@@ -61,12 +145,13 @@ def read_text_file(path: str | os.PathLike[str]) -> str:
         line = data[: exc.start].count(b"\n") + 1
         head = data[:200]
         wide = head.count(0) * 4 > len(head)  # UTF-16 of Latin text: about every other byte
+        source = _wide_source(data) if wide else "latin1"
         hint = (
-            "it looks like UTF-16 without a byte-order mark"
+            f"it looks like {source.upper().removesuffix('LE').removesuffix('BE')} "
+            "without a byte-order mark"
             if wide
             else "it may be Latin-1 or Windows-1252"
         )
-        source = "utf-16le" if wide else "latin1"
         raise ValueError(
             f"{p} is not {encoding.upper().removesuffix('-SIG')} text: byte 0x"
             f"{data[exc.start]:02x} at line {line} ({hint}); save it as UTF-8 (e.g. "
@@ -83,8 +168,8 @@ def read_text_file(path: str | os.PathLike[str]) -> str:
             )
         raise ValueError(
             f"{p} holds NUL characters (the first on line {line}): it looks like UTF-16 or "
-            "UTF-32 without a byte-order mark; save it as UTF-8 (e.g. iconv -f utf-16le -t "
-            f"utf-8 {convert}"
+            f"UTF-32 without a byte-order mark; save it as UTF-8 (e.g. iconv -f "
+            f"{_wide_source(data)} -t utf-8 {convert}"
         )
     return text
 

@@ -10,6 +10,7 @@ a tiny local base.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -80,6 +81,15 @@ def files(tmp_path_factory):
     wider.write_text(
         ",".join(f"c{i}" for i in range(300_000)) + ",target\n" + "1," * 300_000 + "2\n"
     )
+    rows = "age,bmi,target\n59,32.1,151\n48,21.6,75\n"
+    (folder / "diab.csv.gz").write_bytes(gzip.compress(rows.encode()))
+    (folder / "diab.xlsx").write_bytes(b"PK\x03\x04" + bytes(60))  # a ZIP archive's start
+    (folder / "diab.parquet").write_bytes(b"PAR1" + bytes(60) + b"PAR1")
+    (folder / "be.csv").write_bytes(rows.encode("utf-16-be"))
+    long_header = folder / "long_header.csv"  # over 1 MiB, a header cell over csv's limit
+    long_header.write_text('"' + "a" * 140_000 + '",target\n' + "1,2\n" * 250_000)
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(folder / "pipe.csv")
     return {
         "wide": wide,
         "wider": wider,
@@ -156,6 +166,22 @@ def _no_model_cases(f):
             r"--output-dir '/proc/cauchylin_out' cannot be written: making a folder in '/proc' "
             r"failed \(.+\); choose a folder you can write to")]
           if Path("/proc/self").is_dir() else []),
+        # files that are not what the message said ("dataset file not found", "iconv -f latin1")
+        *([([*new, str(f["folder"] / "pipe.csv"), "--output-dir", out], 2, "train",
+            r"'.*pipe\.csv' is a pipe \(as <\(\.\.\.\) and mkfifo make\), not a file: the data "
+            r"is read more than once .*write it to a file first")] if hasattr(os, "mkfifo") else []),
+        *([([*new, "/dev/zero", "--output-dir", out], 2, "train",
+            r"^'/dev/zero' is a device, not a dataset file$")] if Path("/dev/zero").exists() else []),
+        ([*new, folder + "/diab.csv.gz", "--output-dir", out], 2, "train",
+         r"diab\.csv\.gz is gzip-compressed, not a text file: decompress it first \(gunzip -k "),
+        ([*new, folder + "/diab.xlsx", "--output-dir", out], 2, "train",
+         r"diab\.xlsx is a ZIP archive \(an Excel \.xlsx .*save it as CSV"),
+        ([*new, folder + "/diab.parquet", "--output-dir", out], 2, "train",
+         r"diab\.parquet is a Parquet file, not a text file: write it as CSV"),
+        ([*new, folder + "/be.csv", "--output-dir", out], 2, "train",
+         r"be\.csv holds NUL characters .*iconv -f utf-16be -t utf-8"),
+        ([*new, folder + "/long_header.csv", "--output-dir", out], 2, "train",
+         r"long_header\.csv, line 1: field larger than field limit .*unclosed quote"),
         ([*new, table, "--epochs", "0"], 2, None, r"argument --epochs: expected a number in "
          r"\(0, inf\), got '0' \(see cauchylin-lm train --help\)"),
     ]  # fmt: skip

@@ -15,6 +15,7 @@ import argparse
 import json
 import math
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Callable
@@ -180,8 +181,27 @@ def data_path(path: str) -> Path:
     """
     p = Path(path)
     if not p.is_file():
-        raise CliError(f"dataset file not found: {path!r}")
+        raise CliError(_not_a_file(path))
     return p
+
+
+def _not_a_file(path: str) -> str:
+    """Why a data argument is not a regular file: missing, a folder, a pipe, a device."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return f"dataset file not found: {path!r}"
+    if stat.S_ISDIR(mode):
+        return f"{path!r} is a folder, not a dataset file"
+    if stat.S_ISFIFO(mode):
+        return (
+            f"{path!r} is a pipe (as <(...) and mkfifo make), not a file: the data is read "
+            "more than once (checked first, then read for real), and a pipe gives it only "
+            "once; write it to a file first (e.g. zcat data.csv.gz > data.csv)"
+        )
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return f"{path!r} is a device, not a dataset file"
+    return f"{path!r} is not a regular file (a socket?): pass a dataset file"
 
 
 def data_format(folder: str | os.PathLike[str] | None) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..numbers import field_of, find_numbers, is_number, parse_number, to_float32
-from ..textfile import check_header, read_text_file
+from ..textfile import check_binary, check_header, field_limit_message, read_text_file
 
 __all__ = [
     "MAX_FIELDS",
@@ -169,6 +169,8 @@ def read_columns(path: str | os.PathLike[str]) -> list[str]:
 
     Raises:
         UnicodeDecodeError: a header that is not UTF-8.
+        ValueError: a file that is not text (:func:`cauchylin_hf.textfile.check_binary`), or a
+            header cell longer than the ``csv`` module's limit.
 
     Example:
         >>> import tempfile
@@ -179,8 +181,13 @@ def read_columns(path: str | os.PathLike[str]) -> list[str]:
     """
     p = Path(path)
     delimiter = _TABLE_SUFFIXES.get(p.suffix.lower(), ",")
-    with open(p, encoding="utf-8-sig", newline="") as f:
-        return next(csv.reader(f, delimiter=delimiter), [])
+    with open(p, "rb") as raw:
+        check_binary(raw.read(16), p)
+    try:
+        with open(p, encoding="utf-8-sig", newline="") as f:
+            return next(csv.reader(f, delimiter=delimiter), [])
+    except csv.Error as exc:
+        raise ValueError(field_limit_message(p, 1, exc)) from None
 
 
 def read_table(path: str | os.PathLike[str]) -> Table:
@@ -226,10 +233,7 @@ def read_table(path: str | os.PathLike[str]) -> Table:
         except StopIteration:
             break
         except csv.Error as exc:
-            raise ValueError(
-                f"{p}, line {first}: {exc} ({csv.field_size_limit()} characters); a cell "
-                'that long is usually an unclosed quote (") that swallows the lines after it'
-            ) from None
+            raise ValueError(field_limit_message(p, first, exc)) from None
         start, first = first, reader.line_num + 1
         if not any(cell.strip() for cell in record):
             continue
