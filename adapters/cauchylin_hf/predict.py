@@ -58,6 +58,7 @@ __all__ = [
     "NumberPredictions",
     "ValuePrediction",
     "learning_check",
+    "number_fields",
     "number_metrics",
     "number_predictions",
     "predict_values",
@@ -491,6 +492,24 @@ def _target_index(fields: list[str], numbers: list[int], target_field: str | Non
     return hits[-1] if hits else -1
 
 
+def number_fields(text: str, spans: Sequence[Any] | None = None) -> list[str]:
+    """The field of each number of a text (:func:`field_of` of the text since the number before).
+
+    Args:
+        text: the text.
+        spans: its numbers (default: :func:`find_numbers` of it).
+
+    Returns:
+        One field per number, in order.
+
+    Example:
+        >>> number_fields("width 5, area 25, 2 rooms.")
+        ['width', 'area', '']
+    """
+    spans = find_numbers(text) if spans is None else spans
+    return [field_of(text[(spans[k - 1].end if k else 0) : s.start]) for k, s in enumerate(spans)]
+
+
 def target_numbers(texts: Sequence[str], *, target_field: str | None = None) -> list[float]:
     """The target number of each text, read from the text alone (no model).
 
@@ -519,9 +538,7 @@ def target_numbers(texts: Sequence[str], *, target_field: str | None = None) -> 
         if not isinstance(text, str):
             raise ValueError(f"texts[{i}] must be a str, got {type(text).__name__}")
         spans = find_numbers(text)
-        fields = [
-            field_of(text[(spans[k - 1].end if k else 0) : s.start]) for k, s in enumerate(spans)
-        ]
+        fields = number_fields(text, spans)
         k = _target_index(fields, list(range(len(spans))), target_field)
         if k >= 0:
             out.append(float(spans[k].value))

@@ -161,3 +161,14 @@ def test_free_text_numbers_outside_float32_get_a_note(setup, tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"2 number(s) of {data} lie outside float32's range" in err
     assert "(the first: '2e-49' in text 2)" in err
+
+
+def test_a_target_field_no_number_has_is_named_with_the_fields_there_are(setup, capsys):
+    """evaluate --target-field nosuch exited 0 with every target metric NaN."""
+    argv = ["evaluate", str(setup["model"]), "--data", str(setup["data"]), "--threads", "1"]
+    err = _error([*argv, "--target-field", "prise"], capsys)
+    assert "--target-field 'prise': no number of " in err and "did you mean 'price'?" in err
+    assert "its fields: 'area' (16 numbers), 'rooms' (16), 'price' (16)" in err
+    assert cli.main([*argv, "--target-field", "price", "--no-progress", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"target/mdae"' in out and '"target/mdae": NaN' not in out

@@ -40,6 +40,7 @@ from .checks import (
 from .inputs import (
     Data,
     check_prompt_lengths,
+    check_target_field,
     encode,
     load_causal_model,
     load_precision,
@@ -383,6 +384,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     median = saved_median(args.model)
     data = read_data(args, args.data, data_format(args.model))
+    check_target_field(args, data)
     _set_threads(args)
     model, ntok = load_causal_model(args.model, tokenizer=args.tokenizer)
     dataset = encode(model, ntok, data, args.max_length)
