@@ -848,7 +848,8 @@ def load_text_column(path: str | os.PathLike[str], text_field: str = "text") -> 
 
     Raises:
         ValueError: the folder holds no saved ``datasets.Dataset`` (a ``DatasetDict`` names
-            its splits: save one split), or it has no column ``text_field``.
+            its splits: save one split), one that cannot be read (a truncated Arrow file, an
+            edited ``dataset_info.json``) or that is empty, or it has no column ``text_field``.
 
     Example:
         >>> import datasets, tempfile
@@ -857,6 +858,8 @@ def load_text_column(path: str | os.PathLike[str], text_field: str = "text") -> 
         >>> list(load_text_column(folder))
         ['3 eggs.', '12 pens.']
     """
+    import pyarrow as pa
+
     datasets = _datasets()
     try:
         data = datasets.load_from_disk(os.fspath(path))
@@ -864,6 +867,10 @@ def load_text_column(path: str | os.PathLike[str], text_field: str = "text") -> 
         raise ValueError(
             f"{os.fspath(path)!r} is a folder but not a saved datasets.Dataset ({exc})"
         ) from None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+        raise ValueError(_unreadable_dataset(path, exc)) from None
+    except pa.ArrowException as exc:  # pragma: no cover (pyarrow's errors are mostly the above)
+        raise ValueError(_unreadable_dataset(path, exc)) from None
     if not isinstance(data, datasets.Dataset):
         raise ValueError(
             f"{os.fspath(path)!r} holds a {type(data).__name__} (splits {list(data)}): pass the "
@@ -873,7 +880,23 @@ def load_text_column(path: str | os.PathLike[str], text_field: str = "text") -> 
         raise ValueError(
             f"{os.fspath(path)!r} has no column {text_field!r} (columns: {data.column_names})"
         )
+    if len(data) == 0:
+        raise ValueError(f"{os.fspath(path)!r} holds an empty dataset: no texts")
+    try:  # the ends of the column: a damaged Arrow file fails here, not in the training
+        data[0], data[len(data) - 1]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+        raise ValueError(_unreadable_dataset(path, exc)) from None
     return TextColumn(data, text_field)
+
+
+def _unreadable_dataset(path: str | os.PathLike[str], exc: BaseException) -> str:
+    """One line for a saved dataset that ``datasets`` cannot load (a truncated Arrow file, an
+    edited ``dataset_info.json``)."""
+    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return (
+        f"{os.fspath(path)!r} holds a saved dataset that cannot be read ({first}): a file cut "
+        "short or edited by hand? Save the dataset again (Dataset.save_to_disk)"
+    )
 
 
 def as_numeric_dataset(

@@ -88,6 +88,14 @@ def files(tmp_path_factory):
     (folder / "be.csv").write_bytes(rows.encode("utf-16-be"))
     long_header = folder / "long_header.csv"  # over 1 MiB, a header cell over csv's limit
     long_header.write_text('"' + "a" * 140_000 + '",target\n' + "1,2\n" * 250_000)
+    for name, state in (  # folders written by save_to_disk, then broken
+        ("ds_empty", {"_data_files": []}),  # what an empty dataset's save writes
+        ("ds_cut", '{"_data_files": [{"filename": "data-00000-of-0'),
+    ):
+        (folder / name).mkdir()
+        (folder / name / "state.json").write_text(
+            state if isinstance(state, str) else json.dumps(state)
+        )
     if hasattr(os, "mkfifo"):
         os.mkfifo(folder / "pipe.csv")
     return {
@@ -182,6 +190,12 @@ def _no_model_cases(f):
          r"be\.csv holds NUL characters .*iconv -f utf-16be -t utf-8"),
         ([*new, folder + "/long_header.csv", "--output-dir", out], 2, "train",
          r"long_header\.csv, line 1: field larger than field limit .*unclosed quote"),
+        # broken datasets folders (an IndexError; a JSON message naming no folder)
+        ([*new, folder + "/ds_empty", "--output-dir", out], 2, "train",
+         r"^--data '.*ds_empty' holds an empty dataset \(no Arrow file\): no texts$"),
+        (["evaluate", folder, "--data", folder + "/ds_cut"], 2, "evaluate",
+         r"^--data '.*ds_cut': its state\.json cannot be read \(Unterminated string .*\): a file "
+         r"cut short or edited by hand\? Save the dataset again \(Dataset\.save_to_disk\)$"),
         ([*new, table, "--epochs", "0"], 2, None, r"argument --epochs: expected a number in "
          r"\(0, inf\), got '0' \(see cauchylin-lm train --help\)"),
     ]  # fmt: skip

@@ -172,3 +172,35 @@ def test_a_target_field_no_number_has_is_named_with_the_fields_there_are(setup, 
     assert cli.main([*argv, "--target-field", "price", "--no-progress", "--json"]) == 0
     out = capsys.readouterr().out
     assert '"target/mdae"' in out and '"target/mdae": NaN' not in out
+
+
+def test_a_damaged_saved_dataset_is_one_line_naming_the_folder(setup, tmp_path, capsys):
+    """An edited dataset_info.json ended in an uncaught AttributeError (or pyarrow's message),
+    a truncated Arrow file in a message that named no folder."""
+    import json
+
+    import datasets
+
+    texts = [f"area {i}, rooms 2 -> price {3 * i}." for i in range(30, 330)]
+    broken = {}
+    for name in ("info", "features", "arrow"):
+        folder = tmp_path / name
+        datasets.Dataset.from_dict({"text": texts}).save_to_disk(str(folder))
+        broken[name] = folder
+    info = json.loads((broken["info"] / "dataset_info.json").read_text())
+    (broken["info"] / "dataset_info.json").write_text(json.dumps({**info, "features": "text"}))
+    features = {"text": {"dtype": "nosuch", "_type": "Value"}}
+    (broken["features"] / "dataset_info.json").write_text(
+        json.dumps({**info, "features": features})
+    )
+    (arrow,) = broken["arrow"].glob("*.arrow")
+    arrow.write_bytes(arrow.read_bytes()[: arrow.stat().st_size // 2])
+    for name, folder in broken.items():
+        for argv in (
+            _train(setup["base"], folder, tmp_path / "out"),
+            ["evaluate", str(setup["model"]), "--data", str(folder), "--threads", "1"],
+        ):
+            err = _error(argv, capsys)
+            assert f"{str(folder)!r} holds a saved dataset that cannot be read (" in err, name
+            assert err.endswith("Save the dataset again (Dataset.save_to_disk)"), name
+    assert not (tmp_path / "out").exists()

@@ -42,6 +42,7 @@ from .tables import (
 
 __all__ = [
     "CliError",
+    "check_dataset_folder",
     "check_output_dir",
     "check_output_path",
     "data_format",
@@ -489,15 +490,70 @@ def check_output_path(path: str) -> None:
             ) from None
 
 
+def check_dataset_folder(path: str) -> None:
+    """Check the files of a folder written by ``datasets.Dataset.save_to_disk`` that need no
+    ``datasets``: ``state.json`` names Arrow files that are there, ``dataset_info.json`` (if
+    any) is a JSON object. (Loading it checks the rest: the Arrow files and the features.)
+
+    Args:
+        path: the ``--data`` folder.
+
+    Raises:
+        CliError: one line naming the folder and what is wrong with it.
+
+    Example:
+        >>> import tempfile
+        >>> check_dataset_folder(tempfile.mkdtemp())  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        cauchylin_hf.app.checks.CliError: --data '...' is a folder but not a dataset saved by datasets.Dataset.save_to_disk (no state.json)
+    """
+    folder = Path(path)
+    state = folder / "state.json"
+    if not state.is_file():
+        raise CliError(
+            f"--data {path!r} is a folder but not a dataset saved by "
+            "datasets.Dataset.save_to_disk (no state.json)"
+        )
+    redo = "save the dataset again (Dataset.save_to_disk)"
+    records = {}
+    for name in ("state.json", "dataset_info.json"):
+        file = folder / name
+        if name != "state.json" and not file.is_file():
+            continue
+        try:
+            records[name] = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
+            first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            raise CliError(
+                f"--data {path!r}: its {name} cannot be read ({first}): a file cut short or "
+                f"edited by hand? S{redo[1:]}"
+            ) from None
+        if not isinstance(records[name], dict):
+            raise CliError(f"--data {path!r}: its {name} does not hold a JSON object; {redo}")
+    files = records["state.json"].get("_data_files")
+    if not isinstance(files, list) or not all(
+        isinstance(f, dict) and isinstance(f.get("filename"), str) for f in files
+    ):
+        raise CliError(
+            f"--data {path!r}: its state.json does not list the dataset's Arrow files "
+            f"(_data_files); {redo}"
+        )
+    if not files:
+        raise CliError(f"--data {path!r} holds an empty dataset (no Arrow file): no texts")
+    for f in files:
+        if not (folder / f["filename"]).is_file():
+            raise CliError(
+                f"--data {path!r}: the Arrow file {f['filename']!r} that its state.json lists "
+                f"is missing; {redo}"
+            )
+
+
 def _check_file(args: argparse.Namespace, path: str, saved: dict[str, Any], table: bool) -> None:
     """A data file exists and is text; a table's template and target (for ``--data``) fit it."""
     prompts = args.command == "predict"
     if table and not prompts and Path(path).is_dir():  # a datasets folder, read as it trains
-        if not (Path(path) / "state.json").is_file():
-            raise CliError(
-                f"--data {path!r} is a folder but not a dataset saved by "
-                "datasets.Dataset.save_to_disk (no state.json)"
-            )
+        check_dataset_folder(path)
         return
     p = data_path(path)
     if table and is_table_file(p) and not prompts and p.stat().st_size > WHOLE_TABLE_CHECK_BYTES:
