@@ -8,6 +8,7 @@ line checks a file's encoding before it imports torch (:mod:`cauchylin_hf.app.ch
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 __all__ = ["check_binary", "check_header", "field_limit_message", "read_text_file"]
@@ -198,8 +199,8 @@ def check_header(cells: list[str], path: str | os.PathLike[str]) -> list[str]:
     bad = [i for i, name in enumerate(cells) if not name]
     if bad:
         raise ValueError(f"{path}: column {bad[0] + 1} of the header has no name")
-    seen: set[str] = set()
-    repeated = sorted({n for n in cells if n in seen or seen.add(n)})  # linear in the columns
+    counts = Counter(cells)  # linear in the columns (a header may have many thousand)
+    repeated = sorted(n for n, k in counts.items() if k > 1)
     if repeated:
         raise ValueError(f"{path}: the header repeats the column names {repeated}")
     return cells
