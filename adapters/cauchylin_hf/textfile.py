@@ -1,17 +1,29 @@
-"""Decoding a data file: UTF-8, or UTF-16/UTF-32 with a byte-order mark.
+"""Reading a data file: UTF-8, or UTF-16/UTF-32 with a byte-order mark, and its texts.
 
-The one reader of the bytes of every data file (:func:`cauchylin_hf.data.read_texts`,
-:func:`cauchylin_hf.app.tables.read_table`). It uses the standard library only, so the command
-line checks a file's encoding before it imports torch (:mod:`cauchylin_hf.app.checks`).
+The one reader of the bytes of every data file (:func:`read_texts`, re-exported by
+:mod:`cauchylin_hf.data`, and :func:`cauchylin_hf.app.tables.read_table`). It uses the standard
+library only, so the command line reads a data file (its encoding, its JSON lines, its texts)
+before it imports torch (:mod:`cauchylin_hf.app.checks`).
 """
 
 from __future__ import annotations
 
+import io
+import json
 import os
+import re
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
-__all__ = ["check_binary", "check_header", "field_limit_message", "read_text_file"]
+__all__ = [
+    "check_binary",
+    "check_header",
+    "check_text",
+    "field_limit_message",
+    "read_text_file",
+    "read_texts",
+]
 
 _BOMS = (  # byte-order marks, longest first (UTF-32's starts like UTF-16's)
     (b"\xef\xbb\xbf", "utf-8-sig"),
@@ -204,3 +216,144 @@ def check_header(cells: list[str], path: str | os.PathLike[str]) -> list[str]:
     if repeated:
         raise ValueError(f"{path}: the header repeats the column names {repeated}")
     return cells
+
+
+_JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_text(text: str, where: str) -> None:
+    """Refuse a text that holds a lone surrogate (a character no tokenizer can encode).
+
+    A lone surrogate (U+D800 to U+DFFF) is half of a UTF-16 pair: what a text cut by UTF-16
+    units leaves of an emoji (valid JSON: ``"\\ud83d"``), or how Python keeps a byte that is
+    not UTF-8 in a command-line argument (U+DC80 to U+DCFF). It cannot be written as UTF-8, and
+    the tokenizers library fails on it with a ``TypeError``.
+
+    Args:
+        text: the text.
+        where: where it comes from (``"data.jsonl:12"``, ``"--prompt 1"``), named in the error.
+
+    Raises:
+        ValueError: ``text`` holds a lone surrogate (the message gives the character and its
+            position).
+
+    Example:
+        >>> check_text("3 eggs \\U0001f95a", "text 1")  # a whole emoji: fine
+        >>> check_text("3 eggs \\ud83e", "data.jsonl:2")
+        Traceback (most recent call last):
+        ...
+        ValueError: data.jsonl:2: character 8 is a lone surrogate '\\ud83e', half of a UTF-16 pair (a text cut in the middle of an emoji?): no tokenizer can read it; remove it or restore the whole character
+    """
+    found = _SURROGATE.search(text)
+    if found is None:
+        return
+    code = ord(found.group())
+    what = (
+        f"a byte that is not UTF-8 (0x{code - 0xDC00:02x}, as Python keeps it in a command-line "
+        "argument), or half of a UTF-16 pair"
+        if 0xDC80 <= code <= 0xDCFF
+        else "half of a UTF-16 pair (a text cut in the middle of an emoji?)"
+    )
+    raise ValueError(
+        f"{where}: character {found.start() + 1} is a lone surrogate {found.group()!r}, {what}: "
+        "no tokenizer can read it; remove it or restore the whole character"
+    )
+
+
+def _record_text(record: Any, text_field: str, where: str) -> str:
+    """The text of one JSON record (an object with ``text_field``, or a bare string)."""
+    if isinstance(record, str):
+        check_text(record, where)
+        return record
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    if text_field not in record:
+        raise ValueError(
+            f"{where}: the record has no field {text_field!r} (fields: {sorted(record)}); "
+            f"pass text_field=... to choose another"
+        )
+    text = record[text_field]
+    if not isinstance(text, str):
+        raise ValueError(
+            f"{where}: field {text_field!r} must be a string, got {type(text).__name__}"
+        )
+    check_text(text, where)
+    return text
+
+
+def read_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> list[str]:
+    """Read the texts of a dataset file.
+
+    Format by suffix:
+
+    * ``.jsonl`` / ``.ndjson``: one JSON record per line, the text in ``record[text_field]`` (a
+      record may also be a bare JSON string);
+    * ``.json``: the same line by line, or one JSON array of such records for the whole file;
+    * anything else: plain text, one example per line.
+
+    The file is UTF-8 or UTF-16/UTF-32 with a byte-order mark (:func:`read_text_file`); a UTF-8
+    byte-order mark is dropped. Blank lines are skipped.
+
+    Args:
+        path: the file.
+        text_field: the JSON field holding the text.
+
+    Returns:
+        The texts, in file order.
+
+    Raises:
+        FileNotFoundError: when ``path`` does not exist or is not a file.
+        ValueError: for a file that is not text (:func:`read_text_file`), a line that is not
+            valid JSON (or nested too deeply to parse), a record that is neither an object nor
+            a string, a record without ``text_field`` or whose field is not a string, a text
+            with a lone surrogate (``"\\ud83d"``, half an emoji:
+            :func:`~cauchylin_hf.tokenizer.check_text`), or a file with no texts at all; the
+            message names the file and line (or array index).
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> path = Path(tempfile.mkdtemp()) / "tiny.jsonl"
+        >>> _ = path.write_text('{"text": "3 eggs."}\\n\\n"4 pens."\\n')
+        >>> read_texts(path)
+        ['3 eggs.', '4 pens.']
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"dataset file not found: {str(p)!r}")
+    texts = _read_texts(p, text_field)
+    if not texts:
+        raise ValueError(f"dataset file {str(p)!r} is empty: it holds no texts")
+    return texts
+
+
+def _read_texts(p: Path, text_field: str) -> list[str]:
+    suffix = p.suffix.lower()
+    texts: list[str] = []
+    content = read_text_file(p)
+    if suffix == ".json":
+        if content.lstrip().startswith("["):
+            try:
+                records = json.loads(content)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
+            except RecursionError:
+                raise ValueError(f"{p}: the JSON is nested too deeply to parse") from None
+            return [_record_text(r, text_field, f"{p}[{i}]") for i, r in enumerate(records)]
+    jsonl = suffix in _JSONL_SUFFIXES
+    # newline=None: "\r\n" and "\r" end lines too, as reading the file in text mode does
+    for lineno, line in enumerate(io.StringIO(content, newline=None), start=1):
+        if not line.strip():
+            continue
+        if not jsonl:
+            texts.append(line.rstrip("\r\n"))
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{p}:{lineno}: not valid JSON ({exc.msg})") from exc
+        except RecursionError:
+            raise ValueError(f"{p}:{lineno}: the JSON is nested too deeply to parse") from None
+        texts.append(_record_text(record, text_field, f"{p}:{lineno}"))
+    return texts

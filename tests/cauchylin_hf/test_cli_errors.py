@@ -88,6 +88,8 @@ def files(tmp_path_factory):
     (folder / "be.csv").write_bytes(rows.encode("utf-16-be"))
     long_header = folder / "long_header.csv"  # over 1 MiB, a header cell over csv's limit
     long_header.write_text('"' + "a" * 140_000 + '",target\n' + "1,2\n" * 250_000)
+    (folder / "bad.jsonl").write_text('{"text": "a 1"}\n{"text": "b 2"}\n{text: 3}\n')
+    (folder / "blank.txt").write_text("\n \n")
     for name, state in (  # folders written by save_to_disk, then broken
         ("ds_empty", {"_data_files": []}),  # what an empty dataset's save writes
         ("ds_cut", '{"_data_files": [{"filename": "data-00000-of-0'),
@@ -190,6 +192,11 @@ def _no_model_cases(f):
          r"be\.csv holds NUL characters .*iconv -f utf-16be -t utf-8"),
         ([*new, folder + "/long_header.csv", "--output-dir", out], 2, "train",
          r"long_header\.csv, line 1: field larger than field limit .*unclosed quote"),
+        # JSON lines and texts are read before torch too (they were found after 15 s)
+        ([*new, folder + "/bad.jsonl", "--output-dir", out], 2, "train",
+         r"bad\.jsonl:3: not valid JSON \(Expecting property name enclosed in double quotes\)$"),
+        (["evaluate", folder, "--data", folder + "/blank.txt"], 2, "evaluate",
+         r"dataset file '.*blank\.txt' is empty: it holds no texts$"),
         # broken datasets folders (an IndexError; a JSON message naming no folder)
         ([*new, folder + "/ds_empty", "--output-dir", out], 2, "train",
          r"^--data '.*ds_empty' holds an empty dataset \(no Arrow file\): no texts$"),

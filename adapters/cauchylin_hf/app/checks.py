@@ -26,7 +26,7 @@ from cauchylin_lm import PROG
 
 from ..atomic_save import FolderState, folder_state
 from ..precision import DATA_FORMAT_FILE
-from ..textfile import read_text_file
+from ..textfile import read_texts
 from ..trainer_checkpoints import is_checkpoint_entry
 from .presets import backbone_settings
 from .tables import (
@@ -563,7 +563,7 @@ def _check_file(args: argparse.Namespace, path: str, saved: dict[str, Any], tabl
     elif table and is_table_file(p):
         read_table_data(args, p, saved, prompts=prompts, say=None)
     else:
-        read_text_file(p)
+        read_texts(p)  # JSON lines and texts too, not only the encoding
 
 
 def preflight(args: argparse.Namespace) -> None:
