@@ -198,7 +198,8 @@ def check_header(cells: list[str], path: str | os.PathLike[str]) -> list[str]:
         ``cells``.
 
     Raises:
-        ValueError: a column without a name, or a repeated name (the message names the file).
+        ValueError: a column without a name, a repeated name, or one column whose name holds
+            ``;``, a tab or ``|`` (a table separated by them; the message names the file).
 
     Example:
         >>> check_header(["age", "bmi"], "t.csv")
@@ -208,6 +209,14 @@ def check_header(cells: list[str], path: str | os.PathLike[str]) -> list[str]:
         ...
         ValueError: t.csv: the header repeats the column names ['age']
     """
+    if len(cells) == 1:  # one column: often a file separated by something else than expected
+        for separator, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars")):
+            if separator in cells[0]:
+                fix = "as a .tsv file" if separator == "\t" else "as CSV with commas"
+                raise ValueError(
+                    f"{path}: the header is one column, {cells[0][:60]!r}: its cells look "
+                    f"separated by {name}; save the table {fix}"
+                )
     bad = [i for i, name in enumerate(cells) if not name]
     if bad:
         raise ValueError(f"{path}: column {bad[0] + 1} of the header has no name")

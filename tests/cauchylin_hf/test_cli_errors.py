@@ -90,6 +90,7 @@ def files(tmp_path_factory):
     long_header.write_text('"' + "a" * 140_000 + '",target\n' + "1,2\n" * 250_000)
     (folder / "bad.jsonl").write_text('{"text": "a 1"}\n{"text": "b 2"}\n{text: 3}\n')
     (folder / "blank.txt").write_text("\n \n")
+    (folder / "semi.csv").write_text("age;bmi;target\n59;32.1;151\n")
     for name, state in (  # folders written by save_to_disk, then broken
         ("ds_empty", {"_data_files": []}),  # what an empty dataset's save writes
         ("ds_cut", '{"_data_files": [{"filename": "data-00000-of-0'),
@@ -197,6 +198,11 @@ def _no_model_cases(f):
          r"bad\.jsonl:3: not valid JSON \(Expecting property name enclosed in double quotes\)$"),
         (["evaluate", folder, "--data", folder + "/blank.txt"], 2, "evaluate",
          r"dataset file '.*blank\.txt' is empty: it holds no texts$"),
+        ([*new, folder + "/semi.csv", "--output-dir", out], 2, "train",
+         r"semi\.csv: the header is one column, 'age;bmi;target': its cells look separated by "
+         r"semicolons; save the table as CSV with commas$"),
+        ([*new, folder + "/blank.txt", "--template", "x {x} {target}"], 2, "train",
+         r"^--template needs a table \(\.csv or \.tsv file\), got '.*blank\.txt'$"),
         # broken datasets folders (an IndexError; a JSON message naming no folder)
         ([*new, folder + "/ds_empty", "--output-dir", out], 2, "train",
          r"^--data '.*ds_empty' holds an empty dataset \(no Arrow file\): no texts$"),

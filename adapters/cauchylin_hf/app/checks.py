@@ -45,6 +45,7 @@ __all__ = [
     "check_dataset_folder",
     "check_output_dir",
     "check_output_path",
+    "check_template_needs_table",
     "data_format",
     "data_path",
     "is_causal_folder",
@@ -563,7 +564,28 @@ def _check_file(args: argparse.Namespace, path: str, saved: dict[str, Any], tabl
     elif table and is_table_file(p):
         read_table_data(args, p, saved, prompts=prompts, say=None)
     else:
+        check_template_needs_table(args, path)
         read_texts(p)  # JSON lines and texts too, not only the encoding
+
+
+def check_template_needs_table(args: argparse.Namespace, path: str) -> None:
+    """Refuse ``--template`` for a data file that is not a table.
+
+    Args:
+        args: the parsed arguments (``--template``).
+        path: the data file (not a ``.csv`` or ``.tsv``).
+
+    Raises:
+        CliError: ``--template`` was given.
+
+    Example:
+        >>> check_template_needs_table(argparse.Namespace(template="{x} {target}"), "t.txt")
+        Traceback (most recent call last):
+        ...
+        cauchylin_hf.app.checks.CliError: --template needs a table (.csv or .tsv file), got 't.txt'
+    """
+    if getattr(args, "template", None):
+        raise CliError(f"--template needs a table (.csv or .tsv file), got {path!r}")
 
 
 def preflight(args: argparse.Namespace) -> None:
