@@ -880,6 +880,12 @@ def load_text_column(path: str | os.PathLike[str], text_field: str = "text") -> 
         raise ValueError(
             f"{os.fspath(path)!r} has no column {text_field!r} (columns: {data.column_names})"
         )
+    kind = getattr(data.features[text_field], "dtype", None)
+    if kind not in ("string", "large_string"):
+        raise ValueError(
+            f"{os.fspath(path)!r}: its column {text_field!r} holds {kind or 'lists or records'}, "
+            "not texts (strings)"
+        )
     if len(data) == 0:
         raise ValueError(f"{os.fspath(path)!r} holds an empty dataset: no texts")
     try:  # the ends of the column: a damaged Arrow file fails here, not in the training

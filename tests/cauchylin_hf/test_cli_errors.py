@@ -91,6 +91,10 @@ def files(tmp_path_factory):
     (folder / "bad.jsonl").write_text('{"text": "a 1"}\n{"text": "b 2"}\n{text: 3}\n')
     (folder / "blank.txt").write_text("\n \n")
     (folder / "semi.csv").write_text("age;bmi;target\n59;32.1;151\n")
+    (folder / "splits" / "train").mkdir(parents=True)  # what DatasetDict.save_to_disk writes
+    (folder / "splits" / "dataset_dict.json").write_text('{"splits": ["train"]}')
+    (folder / "splits" / "train" / "state.json").write_text('{"_data_files": []}')
+    os.symlink(folder / "gone.csv", folder / "dangling.csv")
     for name, state in (  # folders written by save_to_disk, then broken
         ("ds_empty", {"_data_files": []}),  # what an empty dataset's save writes
         ("ds_cut", '{"_data_files": [{"filename": "data-00000-of-0'),
@@ -203,6 +207,11 @@ def _no_model_cases(f):
          r"semicolons; save the table as CSV with commas$"),
         ([*new, folder + "/blank.txt", "--template", "x {x} {target}"], 2, "train",
          r"^--template needs a table \(\.csv or \.tsv file\), got '.*blank\.txt'$"),
+        ([*new, folder + "/splits", "--output-dir", out], 2, "train",
+         r"^--data '.*splits' holds a DatasetDict \(splits \['train'\]\): pass the folder of "
+         r"one split \(e\.g\. '.*splits/train'\)$"),
+        ([*new, folder + "/dangling.csv", "--output-dir", out], 2, "train",
+         r"^'.*dangling\.csv' is a link to '.*gone\.csv', which does not exist$"),
         # broken datasets folders (an IndexError; a JSON message naming no folder)
         ([*new, folder + "/ds_empty", "--output-dir", out], 2, "train",
          r"^--data '.*ds_empty' holds an empty dataset \(no Arrow file\): no texts$"),

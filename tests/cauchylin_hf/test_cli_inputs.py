@@ -195,6 +195,14 @@ def test_a_damaged_saved_dataset_is_one_line_naming_the_folder(setup, tmp_path, 
     )
     (arrow,) = broken["arrow"].glob("*.arrow")
     arrow.write_bytes(arrow.read_bytes()[: arrow.stat().st_size // 2])
+    numbers = tmp_path / "numbers"  # a text column of ints: "texts[0] must be a str, got int"
+    datasets.Dataset.from_dict({"text": list(range(40))}).save_to_disk(str(numbers))
+    for argv in (
+        _train(setup["base"], numbers, tmp_path / "out"),
+        ["evaluate", str(setup["model"]), "--data", str(numbers), "--threads", "1"],
+    ):
+        err = _error(argv, capsys)
+        assert err.endswith(f"{str(numbers)!r}: its column 'text' holds int64, not texts (strings)")
     for name, folder in broken.items():
         for argv in (
             _train(setup["base"], folder, tmp_path / "out"),

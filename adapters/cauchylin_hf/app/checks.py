@@ -192,6 +192,8 @@ def _not_a_file(path: str) -> str:
     try:
         mode = os.stat(path).st_mode
     except OSError:
+        if os.path.islink(path):
+            return f"{path!r} is a link to {os.readlink(path)!r}, which does not exist"
         return f"dataset file not found: {path!r}"
     if stat.S_ISDIR(mode):
         return f"{path!r} is a folder, not a dataset file"
@@ -511,6 +513,12 @@ def check_dataset_folder(path: str) -> None:
     """
     folder = Path(path)
     state = folder / "state.json"
+    if (folder / "dataset_dict.json").is_file():
+        splits = sorted(p.name for p in folder.iterdir() if (p / "state.json").is_file())
+        raise CliError(
+            f"--data {path!r} holds a DatasetDict (splits {splits}): pass the folder of one "
+            f"split (e.g. {str(folder / splits[0]) if splits else path + '/train'!r})"
+        )
     if not state.is_file():
         raise CliError(
             f"--data {path!r} is a folder but not a dataset saved by "
