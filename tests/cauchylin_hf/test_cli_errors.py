@@ -212,6 +212,11 @@ def _no_model_cases(f):
          r"one split \(e\.g\. '.*splits/train'\)$"),
         ([*new, folder + "/dangling.csv", "--output-dir", out], 2, "train",
          r"^'.*dangling\.csv' is a link to '.*gone\.csv', which does not exist$"),
+        ([*new, table, "--eval-file", str(f["words"]), "--output-dir", out], 2, "train",
+         r"^--eval-file '.*firms\.csv' does not fit the template of the training data: template "
+         r"placeholders \{age\}, \{bmi\} are not columns of the table"),
+        ([*new, table, "--output-dir", ""], 2, "train",
+         r"^--output-dir is empty: name the folder to save the model to$"),
         # broken datasets folders (an IndexError; a JSON message naming no folder)
         ([*new, folder + "/ds_empty", "--output-dir", out], 2, "train",
          r"^--data '.*ds_empty' holds an empty dataset \(no Arrow file\): no texts$"),

@@ -460,6 +460,8 @@ def check_output_path(path: str) -> None:
         ...
         cauchylin_hf.app.checks.CliError: --output-dir '/proc/cauchylin_out' cannot be written: ...
     """
+    if not path:
+        raise CliError("--output-dir is empty: name the folder to save the model to")
     full = os.path.abspath(path)
     try:
         full.encode("utf-8")
@@ -572,8 +574,25 @@ def _check_file(args: argparse.Namespace, path: str, saved: dict[str, Any], tabl
     elif table and is_table_file(p):
         read_table_data(args, p, saved, prompts=prompts, say=None)
     else:
-        check_template_needs_table(args, path)
+        if not is_table_file(p):
+            check_template_needs_table(args, path)
         read_texts(p)  # JSON lines and texts too, not only the encoding
+
+
+def _check_eval_table(args: argparse.Namespace, saved: dict[str, Any]) -> None:
+    """An ``--eval-file`` table has the columns the training table's template reads."""
+    data, held = getattr(args, "data", None), getattr(args, "eval_file", None)
+    if data is None or held is None or not (is_table_file(data) and is_table_file(held)):
+        return
+    if not (Path(data).is_file() and Path(held).is_file()):
+        return
+    tt = table_template(args, read_columns(Path(data)), saved, say=None)
+    try:
+        tt.check(read_columns(Path(held)))
+    except ValueError as exc:
+        raise CliError(
+            f"--eval-file {held!r} does not fit the template of the training data: {exc}"
+        ) from None
 
 
 def check_template_needs_table(args: argparse.Namespace, path: str) -> None:
@@ -621,6 +640,7 @@ def preflight(args: argparse.Namespace) -> None:
         path = getattr(args, name, None)
         if path is not None:
             _check_file(args, path, saved, table=name == "data")
+    _check_eval_table(args, saved)
     if model is not None:
         model_folder(model, hint=_NEW_MODEL if args.command == "train" else "")
     if args.command == "verify":
