@@ -91,6 +91,15 @@ def files(tmp_path_factory):
     (folder / "bad.jsonl").write_text('{"text": "a 1"}\n{"text": "b 2"}\n{text: 3}\n')
     (folder / "blank.txt").write_text("\n \n")
     (folder / "semi.csv").write_text("age;bmi;target\n59;32.1;151\n")
+    (folder / "negative.json").write_text('{"model_type": "qwen2", "hidden_size": -5}')
+    (folder / "heads.json").write_text(
+        '{"model_type": "qwen2", "hidden_size": 30, "num_attention_heads": 4}'
+    )
+    saved = folder / "saved_template"  # a model folder's record of its table template
+    saved.mkdir()
+    (saved / "data_format.json").write_text(
+        '{"template": "age {age} -> y {target}", "target": "y"}'
+    )
     (folder / "splits" / "train").mkdir(parents=True)  # what DatasetDict.save_to_disk writes
     (folder / "splits" / "dataset_dict.json").write_text('{"splits": ["train"]}')
     (folder / "splits" / "train" / "state.json").write_text('{"_data_files": []}')
@@ -217,6 +226,16 @@ def _no_model_cases(f):
          r"placeholders \{age\}, \{bmi\} are not columns of the table"),
         ([*new, table, "--output-dir", ""], 2, "train",
          r"^--output-dir is empty: name the folder to save the model to$"),
+        # config sizes that fail in torch (a traceback), a vocabulary below the byte alphabet
+        # (refused after 20 s), prompts of a table without the template's columns (after 25 s)
+        (["train", "--from-config", folder + "/negative.json", "--data", table], 2, "train",
+         r"^--from-config: .*negative\.json: 'hidden_size' must be a positive integer, got -5$"),
+        (["train", "--from-config", folder + "/heads.json", "--data", table], 2, "train",
+         r"'hidden_size' \(30\) must be a multiple of 'num_attention_heads' \(4\)$"),
+        ([*new, table, "--vocab-size", "10"], 2, None,
+         r"argument --vocab-size: expected an integer >= 260 \(256 bytes and 4 special tokens\)"),
+        (["predict", folder + "/saved_template", "--data", str(f["words"])], 2, "predict",
+         r"^template placeholder \{age\} is not a column of the table;"),
         # broken datasets folders (an IndexError; a JSON message naming no folder)
         ([*new, folder + "/ds_empty", "--output-dir", out], 2, "train",
          r"^--data '.*ds_empty' holds an empty dataset \(no Arrow file\): no texts$"),

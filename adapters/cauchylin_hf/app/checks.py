@@ -358,7 +358,9 @@ def read_table_data(
     """
     table = read_table(path)
     tt = table_template(args, table.columns, saved, say=say)
-    if not prompts:
+    if prompts:
+        tt.check(table.columns, need_target=False)
+    else:
         try:
             tt.target_values(table)
         except ValueError as exc:

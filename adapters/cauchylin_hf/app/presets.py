@@ -51,7 +51,9 @@ def backbone_settings(spec: str | os.PathLike[str]) -> dict[str, Any]:
         A new dict of the settings, ``model_type`` among them.
 
     Raises:
-        ValueError: an unknown preset, a file that is not a JSON object with a ``model_type``.
+        ValueError: an unknown preset, a file that is not a JSON object with a ``model_type``,
+            or a size (``hidden_size``, ``num_hidden_layers``, ...) that is not a positive
+            integer.
         FileNotFoundError: ``spec`` looks like a path but there is no such file.
 
     Example:
@@ -83,4 +85,32 @@ def backbone_settings(spec: str | os.PathLike[str]) -> dict[str, Any]:
         raise ValueError(f"{path} is not a JSON file: nested too deeply to parse") from None
     if not isinstance(settings, dict) or not isinstance(settings.get("model_type"), str):
         raise ValueError(f"{path} must be a JSON object with a 'model_type' (e.g. \"qwen2\")")
+    for key in _SIZES:
+        value = settings.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ValueError(f"{path}: {key!r} must be a positive integer, got {value!r:.40}")
+    for whole, part in (
+        ("hidden_size", "num_attention_heads"),
+        ("num_attention_heads", "num_key_value_heads"),
+    ):
+        if whole == "hidden_size" and "head_dim" in settings:
+            continue  # heads of their own size
+        if whole in settings and part in settings and settings[whole] % settings[part]:
+            raise ValueError(
+                f"{path}: {whole!r} ({settings[whole]}) must be a multiple of {part!r} "
+                f"({settings[part]})"
+            )
     return settings
+
+
+_SIZES = (  # the sizes of a decoder's config, each a positive integer where it is set
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "head_dim",
+)

@@ -112,6 +112,14 @@ def build_from_config(
     ntok = NumericTokenizer(tok)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        base = AutoModelForCausalLM.from_config(config)
+        try:
+            base = AutoModelForCausalLM.from_config(config)
+        except (ValueError, RuntimeError, TypeError, KeyError) as exc:  # sizes that do not fit
+            first = (
+                str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            )
+            raise ValueError(
+                f"--from-config {os.fspath(spec)!r}: cannot build the model: {first}"
+            ) from None
         model = CauchyLMForCausalLM.from_base(base, ntok, freeze_backbone=freeze_backbone)
     return model, ntok
