@@ -48,7 +48,7 @@ from cauchylin.value_space import (
 
 from .generation import check_prompt_lengths, position_ids_from_mask
 from .loss import before_numbers
-from .numbers import field_of, find_numbers
+from .numbers import field_of, find_numbers, number_fields
 from .tokenizer import NumericTokenizer
 
 __all__ = [
@@ -58,7 +58,6 @@ __all__ = [
     "NumberPredictions",
     "ValuePrediction",
     "learning_check",
-    "number_fields",
     "number_metrics",
     "number_predictions",
     "predict_values",
@@ -490,24 +489,6 @@ def _target_index(fields: list[str], numbers: list[int], target_field: str | Non
         return numbers[-1] if numbers else -1
     hits = [k for k, f in zip(numbers, fields, strict=True) if f == target_field]
     return hits[-1] if hits else -1
-
-
-def number_fields(text: str, spans: Sequence[Any] | None = None) -> list[str]:
-    """The field of each number of a text (:func:`field_of` of the text since the number before).
-
-    Args:
-        text: the text.
-        spans: its numbers (default: :func:`find_numbers` of it).
-
-    Returns:
-        One field per number, in order.
-
-    Example:
-        >>> number_fields("width 5, area 25, 2 rooms.")
-        ['width', 'area', '']
-    """
-    spans = find_numbers(text) if spans is None else spans
-    return [field_of(text[(spans[k - 1].end if k else 0) : s.start]) for k, s in enumerate(spans)]
 
 
 def target_numbers(texts: Sequence[str], *, target_field: str | None = None) -> list[float]:

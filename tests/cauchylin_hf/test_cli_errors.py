@@ -90,6 +90,7 @@ def files(tmp_path_factory):
     long_header.write_text('"' + "a" * 140_000 + '",target\n' + "1,2\n" * 250_000)
     (folder / "bad.jsonl").write_text('{"text": "a 1"}\n{"text": "b 2"}\n{text: 3}\n')
     (folder / "blank.txt").write_text("\n \n")
+    (folder / "prices.jsonl").write_text('{"text": "area 50 -> price 150."}\n')
     (folder / "semi.csv").write_text("age;bmi;target\n59;32.1;151\n")
     (folder / "negative.json").write_text('{"model_type": "qwen2", "hidden_size": -5}')
     (folder / "heads.json").write_text(
@@ -236,6 +237,11 @@ def _no_model_cases(f):
          r"argument --vocab-size: expected an integer >= 260 \(256 bytes and 4 special tokens\)"),
         (["predict", folder + "/saved_template", "--data", str(f["words"])], 2, "predict",
          r"^template placeholder \{age\} is not a column of the table;"),
+        # a --target-field no number has (exit 0 with every target metric NaN)
+        (["evaluate", folder, "--data", folder + "/prices.jsonl", "--target-field", "prise"], 2,
+         "evaluate", r"^--target-field 'prise': no number of .*prices\.jsonl has that field \(the "
+         r"words just before a number; did you mean 'price'\?\); its fields: 'area' \(1 numbers\), "
+         r"'price' \(1\); pass one of them"),
         # broken datasets folders (an IndexError; a JSON message naming no folder)
         ([*new, folder + "/ds_empty", "--output-dir", out], 2, "train",
          r"^--data '.*ds_empty' holds an empty dataset \(no Arrow file\): no texts$"),

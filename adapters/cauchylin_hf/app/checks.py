@@ -12,12 +12,14 @@ an ``--output-dir`` that already holds a model answers at once; the commands
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
 import os
 import stat
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from typing import Any
 from cauchylin_lm import PROG
 
 from ..atomic_save import FolderState, folder_state
+from ..numbers import number_fields
 from ..precision import DATA_FORMAT_FILE
 from ..textfile import read_texts
 from ..trainer_checkpoints import is_checkpoint_entry
@@ -45,6 +48,7 @@ __all__ = [
     "check_dataset_folder",
     "check_output_dir",
     "check_output_path",
+    "check_target_field",
     "check_template_needs_table",
     "data_format",
     "data_path",
@@ -58,6 +62,8 @@ __all__ = [
     "warn",
 ]
 
+
+_FIELD_SAMPLE = 20_000  # texts whose fields a --target-field is looked up in
 
 WHOLE_TABLE_CHECK_BYTES = 2**20
 """The largest table whose every cell is checked before torch is imported; a larger one is
@@ -578,7 +584,53 @@ def _check_file(args: argparse.Namespace, path: str, saved: dict[str, Any], tabl
     else:
         if not is_table_file(p):
             check_template_needs_table(args, path)
-        read_texts(p)  # JSON lines and texts too, not only the encoding
+        texts = read_texts(p)  # JSON lines and texts too, not only the encoding
+        if table and not is_table_file(p):  # --data of evaluate: its --target-field
+            check_target_field(args, argparse.Namespace(texts=texts, path=path))
+
+
+def check_target_field(args: argparse.Namespace, data: Any) -> None:
+    """Refuse a ``--target-field`` that no number of the data has (a typo would score nothing:
+    every target metric NaN), naming the fields there are.
+
+    Args:
+        args: the parsed arguments (``--target-field``, ``--seed``).
+        data: the texts (anything with ``texts`` and ``path``, e.g.
+            :class:`~cauchylin_hf.app.inputs.Data`; a large dataset is checked on a sample).
+
+    Raises:
+        CliError: no number of the texts has that field.
+
+    Example:
+        >>> args = argparse.Namespace(command="evaluate", target_field="prise", seed=0)
+        >>> from types import SimpleNamespace
+        >>> check_target_field(args, SimpleNamespace(texts=["price 3, area 12."], path="t.txt"))
+        Traceback (most recent call last):
+        ...
+        cauchylin_hf.app.checks.CliError: --target-field 'prise': no number of t.txt has that field (the words just before a number; did you mean 'price'?); its fields: 'price' (1 numbers), 'area' (1); pass one of them, or leave out --target-field to score the last number of each text
+    """
+    field = getattr(args, "target_field", None)
+    if field is None:
+        return
+    texts = data.texts
+    if len(texts) > _FIELD_SAMPLE:  # a large dataset: an even spread of its texts
+        texts = [texts[k * len(texts) // _FIELD_SAMPLE] for k in range(_FIELD_SAMPLE)]
+    counts = Counter(f for text in texts for f in number_fields(text))
+    if counts[field]:
+        return
+    close = difflib.get_close_matches(field, [f for f in counts if f], n=1)
+    guess = f"; did you mean {close[0]!r}?" if close else ""
+    named = [(f, n) for f, n in counts.most_common() if f][:12]
+    listed = ", ".join(
+        f"{f!r} ({n} numbers)" if i == 0 else f"{f!r} ({n})" for i, (f, n) in enumerate(named)
+    )
+    more = f" and {len(counts) - len(named)} more" if len(counts) > len(named) else ""
+    fields = f"its fields: {listed}{more}" if named else "its numbers have no words before them"
+    raise CliError(
+        f"--target-field {field!r}: no number of {data.path} has that field (the words just "
+        f"before a number{guess}); {fields}; pass one of them, or leave out --target-field to "
+        "score the last number of each text"
+    )
 
 
 def _check_eval_table(args: argparse.Namespace, saved: dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ from ..precision import DATA_FORMAT_FILE
 from .checks import (
     CliError,
     check_output_dir,
+    check_target_field,
     data_format,
     is_causal_folder,
     model_folder,
@@ -40,7 +41,6 @@ from .checks import (
 from .inputs import (
     Data,
     check_prompt_lengths,
-    check_target_field,
     encode,
     load_causal_model,
     load_precision,

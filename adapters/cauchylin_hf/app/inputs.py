@@ -30,7 +30,6 @@ from .tables import is_table_file, not_a_number
 __all__ = [
     "Data",
     "check_prompt_lengths",
-    "check_target_field",
     "context_length",
     "encode",
     "load_causal_model",
@@ -137,52 +136,6 @@ def _stream_table(args: argparse.Namespace, p: Path, saved: dict[str, Any], path
             raise
         raise CliError(f"{exc}; pick the target with --target COLUMN") from None
     return Data(table.texts, tt, table, path)
-
-
-def check_target_field(args: argparse.Namespace, data: Data) -> None:
-    """Refuse a ``--target-field`` that no number of the data has (a typo would score nothing:
-    every target metric NaN), naming the fields there are.
-
-    Args:
-        args: the parsed arguments (``--target-field``, ``--seed``).
-        data: the texts (a large dataset is checked on a sample of its texts).
-
-    Raises:
-        CliError: no number of the texts has that field.
-
-    Example:
-        >>> args = argparse.Namespace(command="evaluate", target_field="prise", seed=0)
-        >>> check_target_field(args, Data(["price 3, area 12."], None, None, "t.txt"))
-        Traceback (most recent call last):
-        ...
-        cauchylin_hf.app.checks.CliError: --target-field 'prise': no number of t.txt has that field (the words just before a number; did you mean 'price'?); its fields: 'price' (1 numbers), 'area' (1); pass one of them, or leave out --target-field to score the last number of each text
-    """
-    import difflib
-    from collections import Counter
-
-    from ..predict import number_fields
-    from ..streaming import STATS_ROWS, text_sample
-
-    field = getattr(args, "target_field", None)
-    if field is None:
-        return
-    sample = text_sample(data.texts, STATS_ROWS, seed=getattr(args, "seed", 0) or 0)
-    counts = Counter(f for text in sample for f in number_fields(text))
-    if counts[field]:
-        return
-    close = difflib.get_close_matches(field, [f for f in counts if f], n=1)
-    guess = f"; did you mean {close[0]!r}?" if close else ""
-    named = [(f, n) for f, n in counts.most_common() if f][:12]
-    listed = ", ".join(
-        f"{f!r} ({n} numbers)" if i == 0 else f"{f!r} ({n})" for i, (f, n) in enumerate(named)
-    )
-    more = f" and {len(counts) - len(named)} more" if len(counts) > len(named) else ""
-    fields = f"its fields: {listed}{more}" if named else "its numbers have no words before them"
-    raise CliError(
-        f"--target-field {field!r}: no number of {data.path} has that field (the words just "
-        f"before a number{guess}); {fields}; pass one of them, or leave out --target-field to "
-        "score the last number of each text"
-    )
 
 
 def _note_float32_misses(args: argparse.Namespace, texts: list[str], path: str) -> None:
