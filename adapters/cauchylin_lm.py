@@ -268,7 +268,7 @@ _FLAGS = (
     _flag(
         "--vocab-size",
         on="train",
-        type=_positive_int,
+        type=_integer(lambda v: v >= 260, "an integer >= 260 (256 bytes and 4 special tokens)"),
         default=1024,
         help="--from-config: largest tokenizer vocabulary (default 1024)",
     ),

@@ -18,12 +18,9 @@ Labels are *not* shifted here: the model shifts them (and the target values with
 
 from __future__ import annotations
 
-import io
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -40,8 +37,8 @@ from .batch import (
     regression_targets,
     resolve_pad_token_id,
 )
-from .textfile import read_text_file
-from .tokenizer import NumericTokenizer, check_text
+from .textfile import line_text, read_text_file, read_texts
+from .tokenizer import NumericTokenizer
 
 __all__ = [
     "IGNORE_INDEX",
@@ -54,7 +51,6 @@ __all__ = [
 
 # Fields a tokenizer may return that the model does not take; the collator drops them.
 _DROPPED_FIELDS = frozenset({"number_texts", "token_type_ids", "special_tokens_mask", "length"})
-_JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 
 
 def _as_1d(value: Any, dtype: torch.dtype, where: str) -> torch.Tensor:
@@ -73,130 +69,6 @@ def _as_1d(value: Any, dtype: torch.dtype, where: str) -> torch.Tensor:
     if t.numel() and dtype != torch.float32 and (t.is_floating_point() or t.is_complex()):
         raise ValueError(f"{where} must hold integers, got dtype {t.dtype}")
     return t.to(dtype)
-
-
-def _record_text(record: Any, text_field: str, where: str) -> str:
-    """The text of one JSON record (an object with ``text_field``, or a bare string)."""
-    if isinstance(record, str):
-        check_text(record, where)
-        return record
-    if not isinstance(record, dict):
-        raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
-    if text_field not in record:
-        raise ValueError(
-            f"{where}: the record has no field {text_field!r} (fields: {sorted(record)}); "
-            f"pass text_field=... to choose another"
-        )
-    text = record[text_field]
-    if not isinstance(text, str):
-        raise ValueError(
-            f"{where}: field {text_field!r} must be a string, got {type(text).__name__}"
-        )
-    check_text(text, where)
-    return text
-
-
-def read_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> list[str]:
-    """Read the texts of a dataset file.
-
-    Format by suffix:
-
-    * ``.jsonl`` / ``.ndjson``: one JSON record per line, the text in ``record[text_field]`` (a
-      record may also be a bare JSON string);
-    * ``.json``: the same line by line, or one JSON array of such records for the whole file;
-    * anything else: plain text, one example per line.
-
-    The file is UTF-8 or UTF-16/UTF-32 with a byte-order mark (:func:`read_text_file`); a UTF-8
-    byte-order mark is dropped. Blank lines are skipped.
-
-    Args:
-        path: the file.
-        text_field: the JSON field holding the text.
-
-    Returns:
-        The texts, in file order.
-
-    Raises:
-        FileNotFoundError: when ``path`` does not exist or is not a file.
-        ValueError: for a file that is not text (:func:`read_text_file`), a line that is not
-            valid JSON (or nested too deeply to parse), a record that is neither an object nor
-            a string, a record without ``text_field`` or whose field is not a string, a text
-            with a lone surrogate (``"\\ud83d"``, half an emoji:
-            :func:`~cauchylin_hf.tokenizer.check_text`), or a file with no texts at all; the
-            message names the file and line (or array index).
-
-    Example:
-        >>> import tempfile
-        >>> from pathlib import Path
-        >>> path = Path(tempfile.mkdtemp()) / "tiny.jsonl"
-        >>> _ = path.write_text('{"text": "3 eggs."}\\n\\n"4 pens."\\n')
-        >>> read_texts(path)
-        ['3 eggs.', '4 pens.']
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"dataset file not found: {str(p)!r}")
-    texts = _read_texts(p, text_field)
-    if not texts:
-        raise ValueError(f"dataset file {str(p)!r} is empty: it holds no texts")
-    return texts
-
-
-def _read_texts(p: Path, text_field: str) -> list[str]:
-    suffix = p.suffix.lower()
-    texts: list[str] = []
-    content = read_text_file(p)
-    if suffix == ".json":
-        if content.lstrip().startswith("["):
-            try:
-                records = json.loads(content)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
-            except RecursionError:
-                raise ValueError(f"{p}: the JSON is nested too deeply to parse") from None
-            return [_record_text(r, text_field, f"{p}[{i}]") for i, r in enumerate(records)]
-    jsonl = suffix in _JSONL_SUFFIXES
-    # newline=None: "\r\n" and "\r" end lines too, as reading the file in text mode does
-    for lineno, line in enumerate(io.StringIO(content, newline=None), start=1):
-        text = line_text(line, jsonl=jsonl, text_field=text_field, where=f"{p}:{lineno}")
-        if text is not None:
-            texts.append(text)
-    return texts
-
-
-def line_text(line: str, *, jsonl: bool, text_field: str = "text", where: str) -> str | None:
-    r"""The text of one line of a dataset file, as :func:`read_texts` reads it.
-
-    Args:
-        line: the line (its end of line may be there).
-        jsonl: the line is a JSON record (an object with ``text_field``, or a bare string);
-            otherwise it is the text itself.
-        text_field: the JSON field holding the text.
-        where: the file and line, for error messages (``"data.jsonl:12"``).
-
-    Returns:
-        The text, or None for a blank line.
-
-    Raises:
-        ValueError: as :func:`read_texts`, naming ``where``.
-
-    Example:
-        >>> line_text('{"text": "3 eggs."}\n', jsonl=True, where="t.jsonl:1")
-        '3 eggs.'
-        >>> line_text("  \n", jsonl=False, where="t.txt:2") is None
-        True
-    """
-    if not line.strip():
-        return None
-    if not jsonl:
-        return line.rstrip("\r\n")
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{where}: not valid JSON ({exc.msg})") from exc
-    except RecursionError:
-        raise ValueError(f"{where}: the JSON is nested too deeply to parse") from None
-    return _record_text(record, text_field, where)
 
 
 class NumericDataset(Dataset):

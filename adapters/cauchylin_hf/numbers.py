@@ -65,6 +65,7 @@ __all__ = [
     "find_numbers",
     "format_number",
     "is_number",
+    "number_fields",
     "out_of_float32_range",
     "parse_number",
     "split_numbers",
@@ -509,3 +510,21 @@ def field_of(prefix: str) -> str:
     tail = FIELD_BREAK.split(prefix)[-1]
     words = _FIELD_WORD.findall(tail.lower())
     return " ".join(words[-3:])
+
+
+def number_fields(text: str, spans: Sequence[NumberSpan] | None = None) -> list[str]:
+    """The field of each number of a text (:func:`field_of` of the text since the number before).
+
+    Args:
+        text: the text.
+        spans: its numbers (default: :func:`find_numbers` of it).
+
+    Returns:
+        One field per number, in order.
+
+    Example:
+        >>> number_fields("width 5, area 25, 2 rooms.")
+        ['width', 'area', '']
+    """
+    spans = find_numbers(text) if spans is None else spans
+    return [field_of(text[(spans[k - 1].end if k else 0) : s.start]) for k, s in enumerate(spans)]

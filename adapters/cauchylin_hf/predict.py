@@ -49,7 +49,7 @@ from cauchylin.value_space import (
 
 from .generation import check_prompt_lengths, position_ids_from_mask
 from .loss import before_numbers
-from .numbers import field_of, find_numbers
+from .numbers import field_of, find_numbers, number_fields
 from .streaming import GrowingColumns, UniformSample
 from .tokenizer import NumericTokenizer
 
@@ -679,9 +679,7 @@ def target_numbers(texts: Sequence[str], *, target_field: str | None = None) -> 
         if not isinstance(text, str):
             raise ValueError(f"texts[{i}] must be a str, got {type(text).__name__}")
         spans = find_numbers(text)
-        fields = [
-            field_of(text[(spans[k - 1].end if k else 0) : s.start]) for k, s in enumerate(spans)
-        ]
+        fields = number_fields(text, spans)
         k = _target_index(fields, list(range(len(spans))), target_field)
         if k >= 0:
             out.append(float(spans[k].value))

@@ -45,8 +45,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from .data import NumericDataset, line_text, read_texts
-from .textfile import check_header, read_text_file
+from .data import NumericDataset, read_texts
+from .textfile import check_binary, check_header, field_limit_message, line_text, read_text_file
 from .tokenizer import NumericTokenizer
 
 __all__ = [
@@ -896,7 +896,8 @@ def _scratch_dir() -> Path:
 
 def _open_text(p: Path) -> Any:
     with p.open("rb") as f:
-        head = f.read(4)
+        head = f.read(16)
+    check_binary(head, p)
     encoding = next((name for bom, name in _BOMS if head.startswith(bom)), "utf-8-sig")
     return p.open(encoding=encoding, newline="")
 
@@ -1086,10 +1087,7 @@ def _records(reader: Any, p: Path, line: Callable[[], int]) -> Iterator[list[str
             read_text_file(p)  # raises, naming the line, the encoding and the conversion
             raise
         except csv.Error as exc:
-            raise ValueError(
-                f"{p}, line {line()}: {exc} ({csv.field_size_limit()} characters); a cell that "
-                'long is usually an unclosed quote (") that swallows the lines after it'
-            ) from None
+            raise ValueError(field_limit_message(p, line(), exc)) from None
         yield record
 
 
@@ -1105,7 +1103,8 @@ def load_text_column(path: str | os.PathLike[str], text_field: str = "text") -> 
 
     Raises:
         ValueError: the folder holds no saved ``datasets.Dataset`` (a ``DatasetDict`` names
-            its splits: save one split), or it has no column ``text_field``.
+            its splits: save one split), one that cannot be read (a truncated Arrow file, an
+            edited ``dataset_info.json``) or that is empty, or it has no column ``text_field``.
 
     Example:
         >>> import datasets, tempfile
@@ -1114,6 +1113,8 @@ def load_text_column(path: str | os.PathLike[str], text_field: str = "text") -> 
         >>> list(load_text_column(folder))
         ['3 eggs.', '12 pens.']
     """
+    import pyarrow as pa
+
     datasets = _datasets()
     try:
         data = datasets.load_from_disk(os.fspath(path))
@@ -1121,6 +1122,10 @@ def load_text_column(path: str | os.PathLike[str], text_field: str = "text") -> 
         raise ValueError(
             f"{os.fspath(path)!r} is a folder but not a saved datasets.Dataset ({exc})"
         ) from None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+        raise ValueError(_unreadable_dataset(path, exc)) from None
+    except pa.ArrowException as exc:  # pragma: no cover (pyarrow's errors are mostly the above)
+        raise ValueError(_unreadable_dataset(path, exc)) from None
     if not isinstance(data, datasets.Dataset):
         raise ValueError(
             f"{os.fspath(path)!r} holds a {type(data).__name__} (splits {list(data)}): pass the "
@@ -1130,7 +1135,29 @@ def load_text_column(path: str | os.PathLike[str], text_field: str = "text") -> 
         raise ValueError(
             f"{os.fspath(path)!r} has no column {text_field!r} (columns: {data.column_names})"
         )
+    kind = getattr(data.features[text_field], "dtype", None)
+    if kind not in ("string", "large_string"):
+        raise ValueError(
+            f"{os.fspath(path)!r}: its column {text_field!r} holds {kind or 'lists or records'}, "
+            "not texts (strings)"
+        )
+    if len(data) == 0:
+        raise ValueError(f"{os.fspath(path)!r} holds an empty dataset: no texts")
+    try:  # the ends of the column: a damaged Arrow file fails here, not in the training
+        data[0], data[len(data) - 1]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+        raise ValueError(_unreadable_dataset(path, exc)) from None
     return TextColumn(data, text_field)
+
+
+def _unreadable_dataset(path: str | os.PathLike[str], exc: BaseException) -> str:
+    """One line for a saved dataset that ``datasets`` cannot load (a truncated Arrow file, an
+    edited ``dataset_info.json``)."""
+    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return (
+        f"{os.fspath(path)!r} holds a saved dataset that cannot be read ({first}): a file cut "
+        "short or edited by hand? Save the dataset again (Dataset.save_to_disk)"
+    )
 
 
 def as_numeric_dataset(

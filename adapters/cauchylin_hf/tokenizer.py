@@ -55,6 +55,7 @@ from .numbers import (
     parse_number,
     split_numbers_batch,
 )
+from .textfile import check_text
 
 __all__ = ["NUMERIC_TOKENIZER_CONFIG", "NumericTokenizer", "check_text", "load_tokenizer_folder"]
 
@@ -63,46 +64,7 @@ NUMERIC_TOKENIZER_CONFIG = "numeric_tokenizer_config.json"
 
 _NO_LIMIT = int(1e12)  # model_max_length above this means "no limit" (HF's VERY_LARGE_INTEGER)
 _ID_LIMIT = 2**32  # ids are unsigned 32-bit in the tokenizers library
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def check_text(text: str, where: str) -> None:
-    """Refuse a text that holds a lone surrogate (a character no tokenizer can encode).
-
-    A lone surrogate (U+D800 to U+DFFF) is half of a UTF-16 pair: what a text cut by UTF-16
-    units leaves of an emoji (valid JSON: ``"\\ud83d"``), or how Python keeps a byte that is
-    not UTF-8 in a command-line argument (U+DC80 to U+DCFF). It cannot be written as UTF-8, and
-    the tokenizers library fails on it with a ``TypeError``.
-
-    Args:
-        text: the text.
-        where: where it comes from (``"data.jsonl:12"``, ``"--prompt 1"``), named in the error.
-
-    Raises:
-        ValueError: ``text`` holds a lone surrogate (the message gives the character and its
-            position).
-
-    Example:
-        >>> check_text("3 eggs \\U0001f95a", "text 1")  # a whole emoji: fine
-        >>> check_text("3 eggs \\ud83e", "data.jsonl:2")
-        Traceback (most recent call last):
-        ...
-        ValueError: data.jsonl:2: character 8 is a lone surrogate '\\ud83e', half of a UTF-16 pair (a text cut in the middle of an emoji?): no tokenizer can read it; remove it or restore the whole character
-    """
-    found = _SURROGATE.search(text)
-    if found is None:
-        return
-    code = ord(found.group())
-    what = (
-        f"a byte that is not UTF-8 (0x{code - 0xDC00:02x}, as Python keeps it in a command-line "
-        "argument), or half of a UTF-16 pair"
-        if 0xDC80 <= code <= 0xDCFF
-        else "half of a UTF-16 pair (a text cut in the middle of an emoji?)"
-    )
-    raise ValueError(
-        f"{where}: character {found.start() + 1} is a lone surrogate {found.group()!r}, {what}: "
-        "no tokenizer can read it; remove it or restore the whole character"
-    )
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a lone surrogate (check_text names it)
 
 
 def load_tokenizer_folder(path: str | os.PathLike, **kwargs: Any) -> PreTrainedTokenizerBase:

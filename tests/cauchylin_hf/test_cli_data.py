@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import random
+import time
 from decimal import ROUND_HALF_EVEN, Decimal
 
 import numpy as np
@@ -130,6 +132,49 @@ def test_a_cell_over_the_csv_field_limit_is_a_clear_error(tmp_path):
     g.write_text('x,y\n1,"2\n' + "3,4\n" * 40_000, encoding="utf-8")  # a quote never closed
     with pytest.raises(ValueError, match="line 2"):
         read_table(g)
+
+
+def _seconds(work, repeats=3):
+    """The least wall time of ``repeats`` runs of ``work`` (the least is the least disturbed)."""
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def test_checking_a_wide_header_takes_time_linear_in_its_columns():
+    """TableTemplate.check and the header's check were quadratic in the column count (2k/4k/8k
+    columns: 0.09/0.37/1.72 s; a 60,001-column table sat over 300 s): four times the columns
+    take about four times as long (quadratic: sixteen), checked on the least of three runs."""
+    from cauchylin_hf.textfile import check_header
+
+    def work(n):
+        columns = [f"c{i}" for i in range(n)] + ["target"]
+        tt = TableTemplate("".join(f"c {{c{i}}}, " for i in range(n)) + "{target}", "target")
+        return lambda: (check_header(columns, "t.csv"), tt.check(columns))
+
+    small, large = _seconds(work(2_400)), _seconds(work(9_600))
+    assert large < 8 * small + 0.05, (small, large)
+
+
+def test_a_table_too_wide_to_be_a_sentence_is_refused_at_once():
+    from cauchylin_hf.app.tables import MAX_FIELDS, TemplateError
+
+    columns = [f"c{i}" for i in range(300_000)] + ["target"]
+    start = time.perf_counter()
+    with pytest.raises(TemplateError) as exc:
+        TableTemplate(" ".join(f"{{{c}}}" for c in columns[:-1]) + " {target}", "target").check(
+            columns
+        )
+    assert time.perf_counter() - start < 10
+    assert f"a text holds at most {MAX_FIELDS} fields" in str(exc.value)
+    assert "choose the columns with --template" in str(exc.value)
+    # a template that names a few of its columns reads the same table
+    TableTemplate("x {c7} -> y {target}.", "target").check(columns)
+    with pytest.raises(TemplateError, match=r"\{c7x\}.* and 299951 more$"):
+        TableTemplate("x {c7x} -> y {target}.", "target").check(columns)
 
 
 def _write(path, data):

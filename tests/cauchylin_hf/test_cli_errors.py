@@ -10,6 +10,7 @@ a tiny local base.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -74,7 +75,49 @@ def files(tmp_path_factory):
     big.write_text("age,bmi,target\n" + "59,32.1,151\n" * 100_000)
     not_dataset = folder / "plain_folder"
     not_dataset.mkdir()
+    wide = folder / "wide.csv"  # a small table of 60,001 columns: every cell checked up front
+    wide.write_text(",".join(f"c{i}" for i in range(60_000)) + ",target\n" + "1," * 60_000 + "2\n")
+    wider = folder / "wider.csv"  # over 1 MiB: checked by its header of 300,001 columns
+    wider.write_text(
+        ",".join(f"c{i}" for i in range(300_000)) + ",target\n" + "1," * 300_000 + "2\n"
+    )
+    rows = "age,bmi,target\n59,32.1,151\n48,21.6,75\n"
+    (folder / "diab.csv.gz").write_bytes(gzip.compress(rows.encode()))
+    (folder / "diab.xlsx").write_bytes(b"PK\x03\x04" + bytes(60))  # a ZIP archive's start
+    (folder / "diab.parquet").write_bytes(b"PAR1" + bytes(60) + b"PAR1")
+    (folder / "be.csv").write_bytes(rows.encode("utf-16-be"))
+    long_header = folder / "long_header.csv"  # over 1 MiB, a header cell over csv's limit
+    long_header.write_text('"' + "a" * 140_000 + '",target\n' + "1,2\n" * 250_000)
+    (folder / "bad.jsonl").write_text('{"text": "a 1"}\n{"text": "b 2"}\n{text: 3}\n')
+    (folder / "blank.txt").write_text("\n \n")
+    (folder / "prices.jsonl").write_text('{"text": "area 50 -> price 150."}\n')
+    (folder / "semi.csv").write_text("age;bmi;target\n59;32.1;151\n")
+    (folder / "negative.json").write_text('{"model_type": "qwen2", "hidden_size": -5}')
+    (folder / "heads.json").write_text(
+        '{"model_type": "qwen2", "hidden_size": 30, "num_attention_heads": 4}'
+    )
+    saved = folder / "saved_template"  # a model folder's record of its table template
+    saved.mkdir()
+    (saved / "data_format.json").write_text(
+        '{"template": "age {age} -> y {target}", "target": "y"}'
+    )
+    (folder / "splits" / "train").mkdir(parents=True)  # what DatasetDict.save_to_disk writes
+    (folder / "splits" / "dataset_dict.json").write_text('{"splits": ["train"]}')
+    (folder / "splits" / "train" / "state.json").write_text('{"_data_files": []}')
+    os.symlink(folder / "gone.csv", folder / "dangling.csv")
+    for name, state in (  # folders written by save_to_disk, then broken
+        ("ds_empty", {"_data_files": []}),  # what an empty dataset's save writes
+        ("ds_cut", '{"_data_files": [{"filename": "data-00000-of-0'),
+    ):
+        (folder / name).mkdir()
+        (folder / name / "state.json").write_text(
+            state if isinstance(state, str) else json.dumps(state)
+        )
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(folder / "pipe.csv")
     return {
+        "wide": wide,
+        "wider": wider,
         "big": big,
         "not_dataset": not_dataset,
         "folder": folder,
@@ -128,6 +171,83 @@ def _no_model_cases(f):
         ([*new, str(f["not_dataset"]), "--output-dir", out], 2, "train",
          r"--data '.*plain_folder' is a folder but not a dataset saved by "
          r"datasets\.Dataset\.save_to_disk"),
+        # tables too wide to be one text (the checks were quadratic: over 300 s)
+        ([*new, str(f["wide"]), "--output-dir", out], 2, "train",
+         r"a table of 60001 columns is too wide to be written as one text: .*choose the columns "
+         r"with --template"),
+        ([*new, str(f["wider"]), "--output-dir", out], 2, "train",
+         r"a table of 300001 columns is too wide to be written as one text"),
+        # an unknown preset (refused after 6.4 s, once torch was imported), an output folder
+        # that training could not save to (found only after training)
+        (["train", "--from-config", "qwen3-huge", "--data", table, "--output-dir", out], 2,
+         "train", r"--from-config 'qwen3-huge': not a preset \(qwen2-tiny, qwen2-small\) and "
+         r"not a config\.json file"),
+        ([*new, table, "--output-dir", out + "\udcff"], 2, "train",
+         r"--output-dir '.*new_out\\udcff': its path is not UTF-8 \(byte 0xff\), and a model "
+         r"folder's files are written with UTF-8 names: choose a name in UTF-8"),
+        ([*new, table, "--output-dir", str(f["a_file"] / "sub")], 2, "train",
+         r"--output-dir '.*out\.txt/sub' cannot be made: '.*out\.txt' is a file, not a folder"),
+        *([([*new, table, "--output-dir", "/proc/cauchylin_out"], 2, "train",
+            r"--output-dir '/proc/cauchylin_out' cannot be written: making a folder in '/proc' "
+            r"failed \(.+\); choose a folder you can write to")]
+          if Path("/proc/self").is_dir() else []),
+        # files that are not what the message said ("dataset file not found", "iconv -f latin1")
+        *([([*new, str(f["folder"] / "pipe.csv"), "--output-dir", out], 2, "train",
+            r"'.*pipe\.csv' is a pipe \(as <\(\.\.\.\) and mkfifo make\), not a file: the data "
+            r"is read more than once .*write it to a file first")] if hasattr(os, "mkfifo") else []),
+        *([([*new, "/dev/zero", "--output-dir", out], 2, "train",
+            r"^'/dev/zero' is a device, not a dataset file$")] if Path("/dev/zero").exists() else []),
+        ([*new, folder + "/diab.csv.gz", "--output-dir", out], 2, "train",
+         r"diab\.csv\.gz is gzip-compressed, not a text file: decompress it first \(gunzip -k "),
+        ([*new, folder + "/diab.xlsx", "--output-dir", out], 2, "train",
+         r"diab\.xlsx is a ZIP archive \(an Excel \.xlsx .*save it as CSV"),
+        ([*new, folder + "/diab.parquet", "--output-dir", out], 2, "train",
+         r"diab\.parquet is a Parquet file, not a text file: write it as CSV"),
+        ([*new, folder + "/be.csv", "--output-dir", out], 2, "train",
+         r"be\.csv holds NUL characters .*iconv -f utf-16be -t utf-8"),
+        ([*new, folder + "/long_header.csv", "--output-dir", out], 2, "train",
+         r"long_header\.csv, line 1: field larger than field limit .*unclosed quote"),
+        # JSON lines and texts are read before torch too (they were found after 15 s)
+        ([*new, folder + "/bad.jsonl", "--output-dir", out], 2, "train",
+         r"bad\.jsonl:3: not valid JSON \(Expecting property name enclosed in double quotes\)$"),
+        (["evaluate", folder, "--data", folder + "/blank.txt"], 2, "evaluate",
+         r"dataset file '.*blank\.txt' is empty: it holds no texts$"),
+        ([*new, folder + "/semi.csv", "--output-dir", out], 2, "train",
+         r"semi\.csv: the header is one column, 'age;bmi;target': its cells look separated by "
+         r"semicolons; save the table as CSV with commas$"),
+        ([*new, folder + "/blank.txt", "--template", "x {x} {target}"], 2, "train",
+         r"^--template needs a table \(\.csv or \.tsv file\), got '.*blank\.txt'$"),
+        ([*new, folder + "/splits", "--output-dir", out], 2, "train",
+         r"^--data '.*splits' holds a DatasetDict \(splits \['train'\]\): pass the folder of "
+         r"one split \(e\.g\. '.*splits/train'\)$"),
+        ([*new, folder + "/dangling.csv", "--output-dir", out], 2, "train",
+         r"^'.*dangling\.csv' is a link to '.*gone\.csv', which does not exist$"),
+        ([*new, table, "--eval-file", str(f["words"]), "--output-dir", out], 2, "train",
+         r"^--eval-file '.*firms\.csv' does not fit the template of the training data: template "
+         r"placeholders \{age\}, \{bmi\} are not columns of the table"),
+        ([*new, table, "--output-dir", ""], 2, "train",
+         r"^--output-dir is empty: name the folder to save the model to$"),
+        # config sizes that fail in torch (a traceback), a vocabulary below the byte alphabet
+        # (refused after 20 s), prompts of a table without the template's columns (after 25 s)
+        (["train", "--from-config", folder + "/negative.json", "--data", table], 2, "train",
+         r"^--from-config: .*negative\.json: 'hidden_size' must be a positive integer, got -5$"),
+        (["train", "--from-config", folder + "/heads.json", "--data", table], 2, "train",
+         r"'hidden_size' \(30\) must be a multiple of 'num_attention_heads' \(4\)$"),
+        ([*new, table, "--vocab-size", "10"], 2, None,
+         r"argument --vocab-size: expected an integer >= 260 \(256 bytes and 4 special tokens\)"),
+        (["predict", folder + "/saved_template", "--data", str(f["words"])], 2, "predict",
+         r"^template placeholder \{age\} is not a column of the table;"),
+        # a --target-field no number has (exit 0 with every target metric NaN)
+        (["evaluate", folder, "--data", folder + "/prices.jsonl", "--target-field", "prise"], 2,
+         "evaluate", r"^--target-field 'prise': no number of .*prices\.jsonl has that field \(the "
+         r"words just before a number; did you mean 'price'\?\); its fields: 'area' \(1 numbers\), "
+         r"'price' \(1\); pass one of them"),
+        # broken datasets folders (an IndexError; a JSON message naming no folder)
+        ([*new, folder + "/ds_empty", "--output-dir", out], 2, "train",
+         r"^--data '.*ds_empty' holds an empty dataset \(no Arrow file\): no texts$"),
+        (["evaluate", folder, "--data", folder + "/ds_cut"], 2, "evaluate",
+         r"^--data '.*ds_cut': its state\.json cannot be read \(Unterminated string .*\): a file "
+         r"cut short or edited by hand\? Save the dataset again \(Dataset\.save_to_disk\)$"),
         ([*new, table, "--epochs", "0"], 2, None, r"argument --epochs: expected a number in "
          r"\(0, inf\), got '0' \(see cauchylin-lm train --help\)"),
     ]  # fmt: skip

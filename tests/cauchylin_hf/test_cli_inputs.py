@@ -161,3 +161,54 @@ def test_free_text_numbers_outside_float32_get_a_note(setup, tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"2 number(s) of {data} lie outside float32's range" in err
     assert "(the first: '2e-49' in text 2)" in err
+
+
+def test_a_target_field_no_number_has_is_named_with_the_fields_there_are(setup, capsys):
+    """evaluate --target-field nosuch exited 0 with every target metric NaN."""
+    argv = ["evaluate", str(setup["model"]), "--data", str(setup["data"]), "--threads", "1"]
+    err = _error([*argv, "--target-field", "prise"], capsys)
+    assert "--target-field 'prise': no number of " in err and "did you mean 'price'?" in err
+    assert "its fields: 'area' (16 numbers), 'rooms' (16), 'price' (16)" in err
+    assert cli.main([*argv, "--target-field", "price", "--no-progress", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"target/mdae"' in out and '"target/mdae": NaN' not in out
+
+
+def test_a_damaged_saved_dataset_is_one_line_naming_the_folder(setup, tmp_path, capsys):
+    """An edited dataset_info.json ended in an uncaught AttributeError (or pyarrow's message),
+    a truncated Arrow file in a message that named no folder."""
+    import json
+
+    import datasets
+
+    texts = [f"area {i}, rooms 2 -> price {3 * i}." for i in range(30, 330)]
+    broken = {}
+    for name in ("info", "features", "arrow"):
+        folder = tmp_path / name
+        datasets.Dataset.from_dict({"text": texts}).save_to_disk(str(folder))
+        broken[name] = folder
+    info = json.loads((broken["info"] / "dataset_info.json").read_text())
+    (broken["info"] / "dataset_info.json").write_text(json.dumps({**info, "features": "text"}))
+    features = {"text": {"dtype": "nosuch", "_type": "Value"}}
+    (broken["features"] / "dataset_info.json").write_text(
+        json.dumps({**info, "features": features})
+    )
+    (arrow,) = broken["arrow"].glob("*.arrow")
+    arrow.write_bytes(arrow.read_bytes()[: arrow.stat().st_size // 2])
+    numbers = tmp_path / "numbers"  # a text column of ints: "texts[0] must be a str, got int"
+    datasets.Dataset.from_dict({"text": list(range(40))}).save_to_disk(str(numbers))
+    for argv in (
+        _train(setup["base"], numbers, tmp_path / "out"),
+        ["evaluate", str(setup["model"]), "--data", str(numbers), "--threads", "1"],
+    ):
+        err = _error(argv, capsys)
+        assert err.endswith(f"{str(numbers)!r}: its column 'text' holds int64, not texts (strings)")
+    for name, folder in broken.items():
+        for argv in (
+            _train(setup["base"], folder, tmp_path / "out"),
+            ["evaluate", str(setup["model"]), "--data", str(folder), "--threads", "1"],
+        ):
+            err = _error(argv, capsys)
+            assert f"{str(folder)!r} holds a saved dataset that cannot be read (" in err, name
+            assert err.endswith("Save the dataset again (Dataset.save_to_disk)"), name
+    assert not (tmp_path / "out").exists()

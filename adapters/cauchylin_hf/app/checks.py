@@ -12,10 +12,14 @@ an ``--output-dir`` that already holds a model answers at once; the commands
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
 import os
+import stat
 import sys
+import tempfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,13 +27,16 @@ from typing import Any
 from cauchylin_lm import PROG
 
 from ..atomic_save import FolderState, folder_state
+from ..numbers import number_fields
 from ..precision import DATA_FORMAT_FILE
-from ..textfile import read_text_file
+from ..textfile import read_texts
 from ..trainer_checkpoints import is_checkpoint_entry
+from .presets import backbone_settings
 from .tables import (
     Table,
     TableTemplate,
     TemplateError,
+    check_width,
     is_table_file,
     read_columns,
     read_table,
@@ -38,7 +45,11 @@ from .tables import (
 
 __all__ = [
     "CliError",
+    "check_dataset_folder",
     "check_output_dir",
+    "check_output_path",
+    "check_target_field",
+    "check_template_needs_table",
     "data_format",
     "data_path",
     "is_causal_folder",
@@ -51,6 +62,8 @@ __all__ = [
     "warn",
 ]
 
+
+_FIELD_SAMPLE = 20_000  # texts whose fields a --target-field is looked up in
 
 WHOLE_TABLE_CHECK_BYTES = 2**20
 """The largest table whose every cell is checked before torch is imported; a larger one is
@@ -176,8 +189,29 @@ def data_path(path: str) -> Path:
     """
     p = Path(path)
     if not p.is_file():
-        raise CliError(f"dataset file not found: {path!r}")
+        raise CliError(_not_a_file(path))
     return p
+
+
+def _not_a_file(path: str) -> str:
+    """Why a data argument is not a regular file: missing, a folder, a pipe, a device."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        if os.path.islink(path):
+            return f"{path!r} is a link to {os.readlink(path)!r}, which does not exist"
+        return f"dataset file not found: {path!r}"
+    if stat.S_ISDIR(mode):
+        return f"{path!r} is a folder, not a dataset file"
+    if stat.S_ISFIFO(mode):
+        return (
+            f"{path!r} is a pipe (as <(...) and mkfifo make), not a file: the data is read "
+            "more than once (checked first, then read for real), and a pipe gives it only "
+            "once; write it to a file first (e.g. zcat data.csv.gz > data.csv)"
+        )
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return f"{path!r} is a device, not a dataset file"
+    return f"{path!r} is not a regular file (a socket?): pass a dataset file"
 
 
 def data_format(folder: str | os.PathLike[str] | None) -> dict[str, Any]:
@@ -265,6 +299,7 @@ def table_template(
     target = getattr(args, "target", None) or saved.get("target")
     template = getattr(args, "template", None) or saved.get("template")
     if template is None:
+        check_width(len(columns), default=True)  # before the labels of every column are made
         tt = TableTemplate.default(columns, target)
         renamed = renamed_columns(columns)
         if renamed and say is not None:  # a model's saved template is not announced again
@@ -329,7 +364,9 @@ def read_table_data(
     """
     table = read_table(path)
     tt = table_template(args, table.columns, saved, say=say)
-    if not prompts:
+    if prompts:
+        tt.check(table.columns, need_target=False)
+    else:
         try:
             tt.target_values(table)
         except ValueError as exc:
@@ -396,18 +433,146 @@ def _check_train(args: argparse.Namespace) -> None:
         raise CliError("no training data: pass --data FILE (.jsonl, .txt, .csv)")
     if args.from_config is not None and args.tokenizer is not None:
         raise CliError("--from-config trains its own tokenizer: leave out --tokenizer")
+    _check_from_config(args)
+    check_output_path(args.output_dir)
     check_output_dir(args)
+
+
+def _check_from_config(args: argparse.Namespace) -> None:
+    """``--from-config`` names a preset or a readable ``config.json`` with a ``model_type``."""
+    if args.from_config is None:
+        return
+    try:
+        backbone_settings(args.from_config)
+    except (ValueError, OSError) as exc:
+        message = str(exc)
+        raise CliError(
+            message if message.startswith("--from-config") else f"--from-config: {message}"
+        ) from None
+
+
+def check_output_path(path: str) -> None:
+    """Refuse an ``--output-dir`` that training could not save to, before it trains: a name
+    that is not UTF-8 (bytes a file system gives back as lone surrogates), or a place where no
+    folder can be made (the nearest existing folder above is not writable, or is a file).
+
+    Args:
+        path: the ``--output-dir`` argument.
+
+    Raises:
+        CliError: the model could not be saved there (the message says why).
+
+    Example:
+        >>> check_output_path("/proc/cauchylin_out")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        cauchylin_hf.app.checks.CliError: --output-dir '/proc/cauchylin_out' cannot be written: ...
+    """
+    if not path:
+        raise CliError("--output-dir is empty: name the folder to save the model to")
+    full = os.path.abspath(path)
+    try:
+        full.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = full[exc.start]
+        byte = f"byte 0x{ord(bad) - 0xDC00:02x}" if 0xDC80 <= ord(bad) <= 0xDCFF else repr(bad)
+        raise CliError(
+            f"--output-dir {path!r}: its path is not UTF-8 ({byte}), and a model folder's files "
+            "are written with UTF-8 names: choose a name in UTF-8"
+        ) from None
+    above = Path(full)
+    while not above.exists() and above.parent != above:
+        above = above.parent
+    target = Path(full) if Path(full).is_dir() else above
+    if target == Path(full) and not target.is_dir():
+        return  # a file where the folder goes: check_output_dir says so
+    if not target.is_dir():
+        raise CliError(
+            f"--output-dir {path!r} cannot be made: {str(target)!r} is a file, not a folder"
+        )
+    # the new model is written next to the folder (then swapped in), or into it when it exists
+    for folder in dict.fromkeys(
+        [target, Path(full).parent if Path(full).parent.exists() else above]
+    ):
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".cauchylin-check-", dir=folder))
+        except OSError as exc:
+            raise CliError(
+                f"--output-dir {path!r} cannot be written: making a folder in {str(folder)!r} "
+                f"failed ({exc.strerror or exc}); choose a folder you can write to"
+            ) from None
+
+
+def check_dataset_folder(path: str) -> None:
+    """Check the files of a folder written by ``datasets.Dataset.save_to_disk`` that need no
+    ``datasets``: ``state.json`` names Arrow files that are there, ``dataset_info.json`` (if
+    any) is a JSON object. (Loading it checks the rest: the Arrow files and the features.)
+
+    Args:
+        path: the ``--data`` folder.
+
+    Raises:
+        CliError: one line naming the folder and what is wrong with it.
+
+    Example:
+        >>> import tempfile
+        >>> check_dataset_folder(tempfile.mkdtemp())  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        cauchylin_hf.app.checks.CliError: --data '...' is a folder but not a dataset saved by datasets.Dataset.save_to_disk (no state.json)
+    """
+    folder = Path(path)
+    state = folder / "state.json"
+    if (folder / "dataset_dict.json").is_file():
+        splits = sorted(p.name for p in folder.iterdir() if (p / "state.json").is_file())
+        raise CliError(
+            f"--data {path!r} holds a DatasetDict (splits {splits}): pass the folder of one "
+            f"split (e.g. {str(folder / splits[0]) if splits else path + '/train'!r})"
+        )
+    if not state.is_file():
+        raise CliError(
+            f"--data {path!r} is a folder but not a dataset saved by "
+            "datasets.Dataset.save_to_disk (no state.json)"
+        )
+    redo = "save the dataset again (Dataset.save_to_disk)"
+    records = {}
+    for name in ("state.json", "dataset_info.json"):
+        file = folder / name
+        if name != "state.json" and not file.is_file():
+            continue
+        try:
+            records[name] = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
+            first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            raise CliError(
+                f"--data {path!r}: its {name} cannot be read ({first}): a file cut short or "
+                f"edited by hand? S{redo[1:]}"
+            ) from None
+        if not isinstance(records[name], dict):
+            raise CliError(f"--data {path!r}: its {name} does not hold a JSON object; {redo}")
+    files = records["state.json"].get("_data_files")
+    if not isinstance(files, list) or not all(
+        isinstance(f, dict) and isinstance(f.get("filename"), str) for f in files
+    ):
+        raise CliError(
+            f"--data {path!r}: its state.json does not list the dataset's Arrow files "
+            f"(_data_files); {redo}"
+        )
+    if not files:
+        raise CliError(f"--data {path!r} holds an empty dataset (no Arrow file): no texts")
+    for f in files:
+        if not (folder / f["filename"]).is_file():
+            raise CliError(
+                f"--data {path!r}: the Arrow file {f['filename']!r} that its state.json lists "
+                f"is missing; {redo}"
+            )
 
 
 def _check_file(args: argparse.Namespace, path: str, saved: dict[str, Any], table: bool) -> None:
     """A data file exists and is text; a table's template and target (for ``--data``) fit it."""
     prompts = args.command == "predict"
     if table and not prompts and Path(path).is_dir():  # a datasets folder, read as it trains
-        if not (Path(path) / "state.json").is_file():
-            raise CliError(
-                f"--data {path!r} is a folder but not a dataset saved by "
-                "datasets.Dataset.save_to_disk (no state.json)"
-            )
+        check_dataset_folder(path)
         return
     p = data_path(path)
     if table and is_table_file(p) and not prompts and p.stat().st_size > WHOLE_TABLE_CHECK_BYTES:
@@ -417,7 +582,91 @@ def _check_file(args: argparse.Namespace, path: str, saved: dict[str, Any], tabl
     elif table and is_table_file(p):
         read_table_data(args, p, saved, prompts=prompts, say=None)
     else:
-        read_text_file(p)
+        if not is_table_file(p):
+            check_template_needs_table(args, path)
+        texts = read_texts(p)  # JSON lines and texts too, not only the encoding
+        if table and not is_table_file(p):  # --data of evaluate: its --target-field
+            check_target_field(args, argparse.Namespace(texts=texts, path=path))
+
+
+def check_target_field(args: argparse.Namespace, data: Any) -> None:
+    """Refuse a ``--target-field`` that no number of the data has (a typo would score nothing:
+    every target metric NaN), naming the fields there are.
+
+    Args:
+        args: the parsed arguments (``--target-field``, ``--seed``).
+        data: the texts (anything with ``texts`` and ``path``, e.g.
+            :class:`~cauchylin_hf.app.inputs.Data`; a large dataset is checked on a sample).
+
+    Raises:
+        CliError: no number of the texts has that field.
+
+    Example:
+        >>> args = argparse.Namespace(command="evaluate", target_field="prise", seed=0)
+        >>> from types import SimpleNamespace
+        >>> check_target_field(args, SimpleNamespace(texts=["price 3, area 12."], path="t.txt"))
+        Traceback (most recent call last):
+        ...
+        cauchylin_hf.app.checks.CliError: --target-field 'prise': no number of t.txt has that field (the words just before a number; did you mean 'price'?); its fields: 'price' (1 numbers), 'area' (1); pass one of them, or leave out --target-field to score the last number of each text
+    """
+    field = getattr(args, "target_field", None)
+    if field is None:
+        return
+    texts = data.texts
+    if len(texts) > _FIELD_SAMPLE:  # a large dataset: an even spread of its texts
+        texts = [texts[k * len(texts) // _FIELD_SAMPLE] for k in range(_FIELD_SAMPLE)]
+    counts = Counter(f for text in texts for f in number_fields(text))
+    if counts[field]:
+        return
+    close = difflib.get_close_matches(field, [f for f in counts if f], n=1)
+    guess = f"; did you mean {close[0]!r}?" if close else ""
+    named = [(f, n) for f, n in counts.most_common() if f][:12]
+    listed = ", ".join(
+        f"{f!r} ({n} numbers)" if i == 0 else f"{f!r} ({n})" for i, (f, n) in enumerate(named)
+    )
+    more = f" and {len(counts) - len(named)} more" if len(counts) > len(named) else ""
+    fields = f"its fields: {listed}{more}" if named else "its numbers have no words before them"
+    raise CliError(
+        f"--target-field {field!r}: no number of {data.path} has that field (the words just "
+        f"before a number{guess}); {fields}; pass one of them, or leave out --target-field to "
+        "score the last number of each text"
+    )
+
+
+def _check_eval_table(args: argparse.Namespace, saved: dict[str, Any]) -> None:
+    """An ``--eval-file`` table has the columns the training table's template reads."""
+    data, held = getattr(args, "data", None), getattr(args, "eval_file", None)
+    if data is None or held is None or not (is_table_file(data) and is_table_file(held)):
+        return
+    if not (Path(data).is_file() and Path(held).is_file()):
+        return
+    tt = table_template(args, read_columns(Path(data)), saved, say=None)
+    try:
+        tt.check(read_columns(Path(held)))
+    except ValueError as exc:
+        raise CliError(
+            f"--eval-file {held!r} does not fit the template of the training data: {exc}"
+        ) from None
+
+
+def check_template_needs_table(args: argparse.Namespace, path: str) -> None:
+    """Refuse ``--template`` for a data file that is not a table.
+
+    Args:
+        args: the parsed arguments (``--template``).
+        path: the data file (not a ``.csv`` or ``.tsv``).
+
+    Raises:
+        CliError: ``--template`` was given.
+
+    Example:
+        >>> check_template_needs_table(argparse.Namespace(template="{x} {target}"), "t.txt")
+        Traceback (most recent call last):
+        ...
+        cauchylin_hf.app.checks.CliError: --template needs a table (.csv or .tsv file), got 't.txt'
+    """
+    if getattr(args, "template", None):
+        raise CliError(f"--template needs a table (.csv or .tsv file), got {path!r}")
 
 
 def preflight(args: argparse.Namespace) -> None:
@@ -445,6 +694,7 @@ def preflight(args: argparse.Namespace) -> None:
         path = getattr(args, name, None)
         if path is not None:
             _check_file(args, path, saved, table=name == "data")
+    _check_eval_table(args, saved)
     if model is not None:
         model_folder(model, hint=_NEW_MODEL if args.command == "train" else "")
     if args.command == "verify":

@@ -30,6 +30,7 @@ from ..precision import DATA_FORMAT_FILE
 from .checks import (
     CliError,
     check_output_dir,
+    check_target_field,
     data_format,
     is_causal_folder,
     model_folder,
@@ -380,6 +381,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     median = saved_median(args.model)
     data = read_data(args, args.data, data_format(args.model))
+    check_target_field(args, data)
     _set_threads(args)
     model, ntok = load_causal_model(args.model, tokenizer=args.tokenizer)
     dataset = encode(model, ntok, data, args.max_length)

@@ -15,7 +15,8 @@ special tokens. No download is involved; training takes well under a second.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -27,6 +28,8 @@ from ..numbers import format_number, split_numbers
 
 __all__ = [
     "TEMPLATES",
+    "TRAINED_RUN",
+    "TRAINED_TEXT",
     "CorpusSplits",
     "generate_sentences",
     "make_splits",
@@ -277,6 +280,39 @@ def make_splits(
     return CorpusSplits(train, heldout)
 
 
+TRAINED_RUN = 256
+"""The longest run of characters without a space (or of spaces) that tokenizer training reads
+as one word; a longer run is read in pieces of this length. BPE training takes time quadratic
+in the length of a word (a 3 MB word ran for minutes), and no token of a vocabulary of a few
+thousand is that long, so the merges learnt stay those of ordinary words; encoding reads the
+whole word as usual."""
+
+TRAINED_TEXT = 65_536
+"""The characters of each text that tokenizer training reads (its start): a text longer is far
+longer than a model's context, and training on the whole of a few-megabyte text takes minutes."""
+
+_LONG_RUN = re.compile(rf"\S{{{TRAINED_RUN + 1},}}|\s{{{TRAINED_RUN + 1},}}")
+
+
+def _training_pieces(segment: str) -> Iterator[str]:
+    """A text between numbers as the tokenizer trainer reads it: runs longer than
+    :data:`TRAINED_RUN` cut into pieces of that length (empty pieces dropped)."""
+    if len(segment) <= TRAINED_RUN:
+        if segment:
+            yield segment
+        return
+    start = 0
+    for run in _LONG_RUN.finditer(segment):
+        if run.start() > start:
+            yield segment[start : run.start()]
+        text = run.group()
+        for i in range(0, len(text), TRAINED_RUN):
+            yield text[i : i + TRAINED_RUN]
+        start = run.end()
+    if start < len(segment):
+        yield segment[start:]
+
+
 def train_corpus_tokenizer(
     texts: Iterable[str] | None = None,
     vocab_size: int = 1024,
@@ -292,7 +328,10 @@ def train_corpus_tokenizer(
     (0), ``<bos>`` (1), ``<eos>`` (2), then ``num_token`` (3) unless None. ``<bos>`` is prepended
     when ``add_special_tokens=True``; ``<eos>`` is not appended automatically (append
     ``tokenizer.eos_token`` to training texts). Merges are learned from the text between numbers
-    only, since :class:`~cauchylin_hf.tokenizer.NumericTokenizer` turns numbers into ``<NUM>``.
+    only, since :class:`~cauchylin_hf.tokenizer.NumericTokenizer` turns numbers into ``<NUM>``;
+    a word longer than :data:`TRAINED_RUN` characters is read in pieces of that length, and of a
+    text longer than :data:`TRAINED_TEXT` characters only its start is read, so training takes
+    time linear in the length of the texts and bounded for each text.
 
     Args:
         texts: training texts; default the training split of ``make_splits(2000, 0, seed=0)``.
@@ -331,7 +370,8 @@ def train_corpus_tokenizer(
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise ValueError(f"texts[{i}] must be a str, got {type(t).__name__}")
-        segments.extend(seg for seg in split_numbers(t)[0] if seg)
+        head = t[:TRAINED_TEXT]  # the start of a text far longer than any context is enough
+        segments.extend(piece for seg in split_numbers(head)[0] for piece in _training_pieces(seg))
     if not segments:
         raise ValueError("texts is empty (or holds only numbers): nothing to train on")
 

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, cast
 from ..precision import DATA_FORMAT_FILE
 from .checks import (
     CliError,
+    check_template_needs_table,
     data_format,
     data_path,
     is_causal_folder,
@@ -126,8 +127,7 @@ def read_data(
     if is_table_file(p):
         tt, table = read_table_data(args, p, saved, prompts=prompts)
         return Data(tt.prompts(table) if prompts else tt.texts(table), tt, table, path)
-    if getattr(args, "template", None):
-        raise CliError(f"--template needs a table (.csv or .tsv file), got {path!r}")
+    check_template_needs_table(args, path)
     if p.stat().st_size > STREAM_BYTES:  # read a line at a time into Arrow on disk
         from ..streaming import file_texts
 

@@ -14,40 +14,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["PRESETS", "backbone_config", "build_from_config"]
+from .presets import PRESETS, backbone_settings
 
-PRESETS: dict[str, dict[str, Any]] = {
-    "qwen2-tiny": {
-        "model_type": "qwen2",
-        "hidden_size": 64,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "intermediate_size": 192,
-        "max_position_embeddings": 512,
-        "tie_word_embeddings": True,
-    },
-    "qwen2-small": {
-        "model_type": "qwen2",
-        "hidden_size": 128,
-        "num_hidden_layers": 4,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "intermediate_size": 384,
-        "max_position_embeddings": 512,
-        "tie_word_embeddings": True,
-    },
-}
-"""Backbone presets of ``--from-config``: ``qwen2-tiny`` (H = 64, 2 layers; seconds per hundred
-steps on a CPU) and ``qwen2-small`` (H = 128, 4 layers; the size of the full demo)."""
+__all__ = ["PRESETS", "backbone_config", "build_from_config"]
 
 
 def backbone_config(spec: str | os.PathLike[str], tokenizer: Any) -> Any:
@@ -76,26 +51,7 @@ def backbone_config(spec: str | os.PathLike[str], tokenizer: Any) -> Any:
     """
     from transformers import AutoConfig
 
-    name = os.fspath(spec)
-    if name in PRESETS:
-        settings = dict(PRESETS[name])
-    else:
-        path = Path(name)
-        if path.is_dir():
-            path = path / "config.json"
-        if not path.is_file():
-            if path.suffix != ".json" and os.sep not in name:
-                raise ValueError(
-                    f"--from-config {name!r}: not a preset ({', '.join(PRESETS)}) and not a "
-                    "config.json file"
-                )
-            raise FileNotFoundError(f"config file not found: {str(path)!r}")
-        try:
-            settings = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{path} is not a JSON file: {exc}") from None
-        if not isinstance(settings, dict) or not isinstance(settings.get("model_type"), str):
-            raise ValueError(f"{path} must be a JSON object with a 'model_type' (e.g. \"qwen2\")")
+    settings = backbone_settings(spec)
     model_type = settings.pop("model_type")
     for key in ("architectures", "auto_map", "transformers_version", "torch_dtype", "dtype"):
         settings.pop(key, None)
@@ -156,6 +112,14 @@ def build_from_config(
     ntok = NumericTokenizer(tok)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        base = AutoModelForCausalLM.from_config(config)
+        try:
+            base = AutoModelForCausalLM.from_config(config)
+        except (ValueError, RuntimeError, TypeError, KeyError) as exc:  # sizes that do not fit
+            first = (
+                str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            )
+            raise ValueError(
+                f"--from-config {os.fspath(spec)!r}: cannot build the model: {first}"
+            ) from None
         model = CauchyLMForCausalLM.from_base(base, ntok, freeze_backbone=freeze_backbone)
     return model, ntok

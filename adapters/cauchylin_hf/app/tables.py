@@ -49,14 +49,16 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..numbers import FIELD_BREAK, field_of, find_numbers, is_number, parse_number, to_float32
-from ..textfile import check_header, read_text_file
+from ..textfile import check_binary, check_header, field_limit_message, read_text_file
 
 __all__ = [
+    "MAX_FIELDS",
     "TARGET",
     "Table",
     "TableTemplate",
     "TemplateError",
     "category_columns",
+    "check_width",
     "column_labels",
     "holds_number",
     "is_table_file",
@@ -69,6 +71,15 @@ __all__ = [
 
 TARGET = "target"
 """The placeholder name that stands for the target column in a template."""
+
+MAX_FIELDS = 10_000
+"""The most placeholders a template may write into one text. Each field is at least a word, a
+number and a separator (three tokens), so a text of more fields is longer than the context of
+the models this library trains; a wider table is written with a ``--template`` that picks the
+columns (a table may have any number of columns a template does not name)."""
+
+_SHOWN_UNKNOWN = 10  # unknown placeholders named (and matched to a column) in one message
+_SHOWN_COLUMNS = 50  # columns listed in a message
 
 _SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 # What a label cannot hold: the punctuation that ends a field (cauchylin_hf.numbers.field_of) and
@@ -168,6 +179,8 @@ def read_columns(path: str | os.PathLike[str]) -> list[str]:
 
     Raises:
         UnicodeDecodeError: a header that is not UTF-8.
+        ValueError: a file that is not text (:func:`cauchylin_hf.textfile.check_binary`), or a
+            header cell longer than the ``csv`` module's limit.
 
     Example:
         >>> import tempfile
@@ -178,8 +191,13 @@ def read_columns(path: str | os.PathLike[str]) -> list[str]:
     """
     p = Path(path)
     delimiter = _TABLE_SUFFIXES.get(p.suffix.lower(), ",")
-    with open(p, encoding="utf-8-sig", newline="") as f:
-        return next(csv.reader(f, delimiter=delimiter), [])
+    with open(p, "rb") as raw:
+        check_binary(raw.read(16), p)
+    try:
+        with open(p, encoding="utf-8-sig", newline="") as f:
+            return next(csv.reader(f, delimiter=delimiter), [])
+    except csv.Error as exc:
+        raise ValueError(field_limit_message(p, 1, exc)) from None
 
 
 def read_table(path: str | os.PathLike[str]) -> Table:
@@ -225,10 +243,7 @@ def read_table(path: str | os.PathLike[str]) -> Table:
         except StopIteration:
             break
         except csv.Error as exc:
-            raise ValueError(
-                f"{p}, line {first}: {exc} ({csv.field_size_limit()} characters); a cell "
-                'that long is usually an unclosed quote (") that swallows the lines after it'
-            ) from None
+            raise ValueError(field_limit_message(p, first, exc)) from None
         start, first = first, reader.line_num + 1
         if not any(cell.strip() for cell in record):
             continue
@@ -470,7 +485,9 @@ class TableTemplate:
         cols = list(columns)
         name = _default_target(cols) if target is None else target
         if name not in cols:
-            raise ValueError(f"target column {name!r} is not in the table; columns: {cols}")
+            raise ValueError(
+                f"target column {name!r} is not in the table; columns: {_column_list(cols)}"
+            )
         # A placeholder names its column: braces would end it, ":" and "!" start a format.
         unfit = [c for c in cols if any(ch in c for ch in "{}:!")]
         if unfit:
@@ -533,8 +550,10 @@ class TableTemplate:
 
         Raises:
             TemplateError: a malformed template, a placeholder that is not a column, no target
-                placeholder or more than one.
+                placeholder or more than one, or more than :data:`MAX_FIELDS` placeholders.
             ValueError: (with ``need_target``) a table without the target column.
+
+        The check takes time linear in the number of columns and placeholders.
 
         Example:
             >>> TableTemplate("a {x} b {target}", "y").check(["x", "y"])
@@ -545,12 +564,16 @@ class TableTemplate:
         """
         names = self.placeholders()
         cols = list(columns)
-        unknown = [n for n in dict.fromkeys(names) if n not in cols and n != self.target]
+        check_width(len(names))
+        known = set(cols)  # a set: a table of many thousand columns is checked in linear time
+        unknown = [n for n in dict.fromkeys(names) if n not in known and n != self.target]
         if unknown:
-            listed = ", ".join(f"{{{n}}}" for n in unknown)
+            shown = unknown[:_SHOWN_UNKNOWN]
+            more = f" and {len(unknown) - len(shown)} more" if len(unknown) > len(shown) else ""
+            listed = ", ".join(f"{{{n}}}" for n in shown) + more
             guesses = [
                 f"{{{close[0]}}}"
-                for n in unknown
+                for n in shown
                 if (close := difflib.get_close_matches(n, cols, n=1, cutoff=0.6))
             ]
             guess = f" (did you mean {', '.join(guesses)}?)" if guesses else ""
@@ -558,7 +581,7 @@ class TableTemplate:
             raise TemplateError(
                 f"template placeholder{'s' if len(unknown) > 1 else ''} {listed} {are} of the "
                 f"table{guess}; write each placeholder as a column's name, or {{{TARGET}}} for "
-                f"the target column; columns: {cols}"
+                f"the target column; columns: {_column_list(cols)}"
             )
         if names.count(self.target) != 1:
             raise TemplateError(
@@ -566,8 +589,10 @@ class TableTemplate:
                 f"once, found {names.count(self.target)} times: {self.template!r}; write "
                 f"{{{TARGET}}} once, where the number to predict goes"
             )
-        if need_target and self.target not in cols:
-            raise ValueError(f"target column {self.target!r} is not in the table; columns: {cols}")
+        if need_target and self.target not in known:
+            raise ValueError(
+                f"target column {self.target!r} is not in the table; columns: {_column_list(cols)}"
+            )
 
     def _render(self, row: dict[str, str], *, stop_at_target: bool) -> str:
         out: list[str] = []
@@ -804,6 +829,44 @@ class TableTemplate:
             return self._render(table.rows[i], stop_at_target=prompt)
         except ValueError as exc:
             raise ValueError(f"{table.path}, data row {i + 1}: {exc}") from None
+
+
+def check_width(fields: int, *, default: bool = False) -> None:
+    """Refuse a template that writes more than :data:`MAX_FIELDS` cells into each text.
+
+    Args:
+        fields: the template's placeholders (for the default template, the table's columns).
+        default: the count is that of the default template (one field per column).
+
+    Raises:
+        TemplateError: too many fields (the message says how to pick the columns).
+
+    Example:
+        >>> check_width(12)
+        >>> check_width(60_001, default=True)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        cauchylin_hf.app.tables.TemplateError: a table of 60001 columns is too wide to be written as one text: ...
+    """
+    if fields <= MAX_FIELDS:
+        return
+    what = (
+        f"a table of {fields} columns is too wide to be written as one text"
+        if default
+        else f"the template writes {fields} cells into each text"
+    )
+    raise TemplateError(
+        f"{what}: at least {3 * fields} tokens (a word, a number and a separator per field), "
+        f"longer than a model's context; a text holds at most {MAX_FIELDS} fields: choose "
+        'the columns with --template "name {column}, ... -> target {target}."'
+    )
+
+
+def _column_list(columns: list[str]) -> str:
+    """The columns as a message lists them: all of a table of up to 50, else the first 50."""
+    if len(columns) <= _SHOWN_COLUMNS:
+        return str(columns)
+    return f"{columns[:_SHOWN_COLUMNS]} and {len(columns) - _SHOWN_COLUMNS} more"
 
 
 def _default_target(columns: list[str]) -> str:
