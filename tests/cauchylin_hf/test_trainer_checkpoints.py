@@ -19,6 +19,7 @@ from cauchylin_hf.model import CauchyLMForCausalLM
 from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
 from cauchylin_hf.tokenizer import NumericTokenizer
 from cauchylin_hf.trainer_checkpoints import (
+    CheckpointError,
     checkpoint_step,
     last_checkpoint,
     list_checkpoints,
@@ -107,15 +108,31 @@ def test_a_resumed_run_logs_the_losses_of_an_uninterrupted_one(runs):
     assert full.series("loss")[-1] < 0.5 * full.series("loss")[0]
 
 
+@pytest.mark.parametrize("missing", ["optimizer.pt", "scheduler.pt"])
+def test_a_checkpoint_without_its_optimizer_state_is_refused_naming_the_file(
+    runs, tmp_path, missing
+):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copytree(runs["kept"], folder / f"checkpoint-{STOP}")
+    (folder / f"checkpoint-{STOP}" / missing).unlink()
+    with pytest.raises(CheckpointError) as caught:
+        _run(folder, save_steps=2, resume_from_checkpoint=True)
+    message = str(caught.value)
+    assert f"checkpoint-{STOP}' holds no {missing}" in message
+    assert "fresh_optimizer_state=True" in message and "\n" not in message
+
+
 def test_resuming_without_the_optimizer_state_would_be_caught(runs, tmp_path):
     """The control: the same resume from a checkpoint whose optimizer and scheduler files were
-    deleted (the weights alone) logs other losses, so the equality above is not trivial."""
+    deleted (the weights alone), accepted with fresh_optimizer_state=True, logs other losses,
+    so the equality above is not trivial."""
     folder = tmp_path / "run"
     folder.mkdir()
     shutil.copytree(runs["kept"], folder / f"checkpoint-{STOP}")
     for name in ("optimizer.pt", "scheduler.pt"):
         (folder / f"checkpoint-{STOP}" / name).unlink()
-    resumed = _run(folder, save_steps=2, resume_from_checkpoint=True)
+    resumed = _run(folder, save_steps=2, resume_from_checkpoint=True, fresh_optimizer_state=True)
     assert [r["step"] for r in resumed.history] == list(range(STOP + 1, STEPS + 1))
     assert _max_rel_diff(runs["second"].series("loss"), resumed.series("loss")) > 1e-3
 

@@ -26,6 +26,7 @@ from ..atomic_save import FolderState, folder_state
 from ..precision import DATA_FORMAT_FILE
 from ..textfile import read_text_file
 from ..trainer_checkpoints import is_checkpoint_entry
+from .resume import check_checkpoints
 from .tables import (
     Table,
     TableTemplate,
@@ -451,3 +452,5 @@ def preflight(args: argparse.Namespace) -> None:
         model_folder(args.base, "base")
     if getattr(args, "tokenizer", None) is not None:
         model_folder(args.tokenizer, "tokenizer")
+    if args.command == "train":
+        check_checkpoints(args)  # a resume that cannot go on, old checkpoints: refused now
