@@ -485,6 +485,11 @@ class CheckpointFilesCallback(TrainerCallback):
                     f"checkpoint_files: {name!r} is not a plain file name (the files are "
                     "written into each checkpoint folder)"
                 )
+            if not isinstance(self.files[name], str):
+                raise ValueError(
+                    f"checkpoint_files[{name!r}] must be text (str), got "
+                    f"{type(self.files[name]).__name__}"
+                )
         self.save_total_limit = save_total_limit
 
     def on_save(

@@ -268,45 +268,52 @@ def test_a_resumed_run_says_from_which_step_and_the_checkpoints_go_once_saved(
 
 # ------------------------------------------------------------------- a file-size limit
 
+_CODE = "import sys; from cauchylin_lm import main; sys.exit(main(sys.argv[1:]))"
 
-def test_a_file_size_limit_during_a_checkpoint_is_one_line(tmp_path):
-    """``ulimit -f`` between the size of the weights and that of the optimizer state (the
-    backbone trains: twice the weights): the checkpoint's optimizer.pt is cut by the limit."""
-    data = flats(tmp_path / "flats.csv", 24, seed=0)
-    out = tmp_path / "model"
-    argv = [
-        "train",
-        "--from-config",
-        "qwen2-tiny",
-        "--vocab-size",
-        "300",
-        "--data",
-        str(data),
-        "--output-dir",
-        str(out),
-        "--max-steps",
-        "2",
-        "--save-steps",
-        "1",
-        "--threads",
-        "1",
-        "--no-progress",
-    ]
+
+def _env() -> dict[str, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "adapters"), str(ROOT)])
-    code = f"import sys; from cauchylin_lm import main; sys.exit(main({argv!r}))"
-    free = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, check=False)
-    assert free.returncode == 0, free.stderr
-    weights = (out / "model.safetensors").stat().st_size
-    shutil.rmtree(out)
-    limit = int(1.5 * weights)
+    return env
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    """A new model (its backbone trains: an optimizer state twice the weights) trained by the
+    console script with a checkpoint every step and --save-total-limit 1."""
+    folder = tmp_path_factory.mktemp("scratch")
+    data = flats(folder / "flats.csv", 24, seed=0)
+    argv = ["train", "--from-config", "qwen2-tiny", "--vocab-size", "300", "--data", str(data)]
+    argv += ["--max-steps", "2", "--save-steps", "1", "--threads", "1", "--no-progress"]
+    out = folder / "model"
+    done = subprocess.run(
+        [sys.executable, "-c", _CODE, *argv, "--output-dir", str(out), "--save-total-limit", "1"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return {"argv": argv, "done": done, "weights": (out / "model.safetensors").stat().st_size}
+
+
+def test_a_save_total_limit_run_prints_nothing_of_transformers_rotation(scratch):
+    """The older checkpoint goes by step (not by mtime, which transformers doubts aloud)."""
+    assert "mtime" not in scratch["done"].stderr, scratch["done"].stderr
+
+
+def test_a_file_size_limit_during_a_checkpoint_is_one_line(scratch, tmp_path):
+    """``ulimit -f`` between the size of the weights and that of the optimizer state: the
+    checkpoint's optimizer.pt is cut by the limit (torch.save's stream writer fails)."""
+    limit = int(1.5 * scratch["weights"])
 
     def limited() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
+    out = tmp_path / "model"
     done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
+        [sys.executable, "-c", _CODE, *scratch["argv"], "--output-dir", str(out)],
+        env=_env(),
         capture_output=True,
         text=True,
         check=False,

@@ -210,3 +210,74 @@ def test_warmup_ratio_is_the_share_of_the_steps_in_the_running_transformers():
         assert args.get_warmup_steps(steps) == want, ratio
     with pytest.raises(ValueError, match="warmup_ratio must be a number in"):
         make_training_arguments("out", warmup_ratio=1.5)
+
+
+def _resume_from_kept(runs, tmp_path, model, ntok, **kw):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copytree(runs["kept"], folder / f"checkpoint-{STOP}")
+    options = dict(max_steps=STEPS, batch_size=4, progress=False, save=False)
+    options.update(evaluate=False, readouts=False, calibration=None)
+    return folder, lambda: train(
+        model,
+        ntok,
+        _texts(),
+        output_dir=folder,
+        save_steps=2,
+        resume_from_checkpoint=True,
+        **{**options, **kw},
+    )
+
+
+def test_a_resume_into_a_model_of_another_size_says_what_differs(runs, tmp_path, monkeypatch):
+    """Refused before the texts are encoded, not a size-mismatch traceback after it."""
+    import cauchylin_hf.training as training
+
+    torch.manual_seed(0)
+    base = tiny_base_model("qwen2", seed=0, hidden_size=64)
+    model, ntok = CauchyLMForCausalLM.from_base(
+        base, tiny_tokenizer(), return_tokenizer=True, freeze_backbone=False
+    )
+    encoded = []
+    monkeypatch.setattr(training, "_as_dataset", lambda *a, **k: encoded.append(a))
+    _, resume = _resume_from_kept(runs, tmp_path, model, ntok)
+    with pytest.raises(CheckpointError, match="holds the weights of another model") as caught:
+        resume()
+    assert "in the checkpoint" in str(caught.value) and "here" in str(caught.value)
+    assert encoded == []
+
+
+def test_a_resume_with_another_set_of_trained_parameters_says_so(runs, tmp_path):
+    model, ntok = _model()
+    model.set_backbone_trainable(False)  # the checkpoint's run trained the backbone
+    _, resume = _resume_from_kept(runs, tmp_path, model, ntok)
+    with pytest.raises(CheckpointError, match=r"the model trains \d+ now"):
+        resume()
+
+
+def test_a_resume_with_other_training_rows_says_so(runs, tmp_path):
+    model, ntok = _model()
+    folder, _ = _resume_from_kept(runs, tmp_path, model, ntok)
+    with pytest.raises(CheckpointError, match="train_rows: 12 then, 8 now"):
+        train(
+            model,
+            ntok,
+            _texts()[:8],
+            output_dir=folder,
+            max_steps=STEPS,
+            batch_size=4,
+            save_steps=2,
+            resume_from_checkpoint=True,
+            progress=False,
+            save=False,
+            evaluate=False,
+            readouts=False,
+            calibration=None,
+        )
+
+
+@pytest.mark.parametrize("name", ["/tmp/outside.json", "../outside.json", "a/b.json", ""])
+def test_checkpoint_files_are_plain_names_written_inside_the_checkpoint(tmp_path, name):
+    with pytest.raises(ValueError, match="is not a plain file name"):
+        _run(tmp_path / "run", save_steps=2, checkpoint_files={name: "{}"})
+    assert not (tmp_path / "outside.json").exists() and not (tmp_path / "run").exists()
