@@ -375,8 +375,8 @@ _FLAGS = (
         "--fresh-optimizer-state",
         on="train",
         action="store_true",
-        help="resume from a checkpoint that lacks optimizer.pt or scheduler.pt, starting the "
-        "optimizer and the schedule afresh (default: refused)",
+        help="resume from a checkpoint that lacks optimizer.pt, scheduler.pt or rng_state.pth, "
+        "starting them afresh (default: refused)",
     ),
     _flag(
         "--train-backbone",

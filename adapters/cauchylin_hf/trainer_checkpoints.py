@@ -376,10 +376,10 @@ def check_checkpoint(
 
     It reads the files the Trainer resumes from, with the standard library: ``trainer_state.json``
     (a JSON object whose step is the folder's, with numbers where numbers go),
-    ``config.json``, the weights (every ``.safetensors`` file whole: its header and its length),
+    ``config.json`` and the other JSON files (the tokenizer's), the weights (every ``.safetensors`` file whole: its header and its length),
     and ``optimizer.pt``, ``scheduler.pt`` and the RNG states (whole archives, every entry's
-    checksum). A missing optimizer or scheduler state is refused unless
-    ``fresh_optimizer_state`` (the resume then starts both afresh, and the run no longer
+    checksum). A missing optimizer, scheduler or RNG state is refused unless
+    ``fresh_optimizer_state`` (the resume then starts them afresh, and the run no longer
     takes the steps of an uninterrupted one).
 
     Args:
@@ -421,6 +421,14 @@ def check_checkpoint(
         problem = "does not hold a JSON object"
     if problem is not None:
         raise CheckpointError(f"{where}: config.json {problem}; {other}")
+    for path in sorted(folder.glob("*.json")):  # the tokenizer's, generation_config.json, ...
+        if path.name in (TRAINER_STATE_FILE, "config.json", RUN_FILE):
+            continue
+        parsed, problem = _json_problem(path)
+        if problem is None and not isinstance(parsed, dict):
+            problem = "does not hold a JSON object"
+        if problem is not None:
+            raise CheckpointError(f"{where}: {path.name} {problem}; {other}")
     weights = sorted(p for p in folder.iterdir() if p.name.endswith(_WEIGHTS_SUFFIXES))
     if not weights:
         raise CheckpointError(f"{where}: holds no model weights (model.safetensors); {other}")
@@ -446,7 +454,14 @@ def check_checkpoint(
                 f"{where}: {name} {problem}; {other} (or delete {name} and pass {accept} to "
                 "start the optimizer afresh)"
             )
-    for path in sorted(folder.glob("rng_state*.pth")):
+    rng_states = sorted(folder.glob("rng_state*.pth"))
+    if not rng_states and not fresh_optimizer_state:
+        raise CheckpointError(
+            f"{where} holds no rng_state.pth: the resume would draw its random numbers (data "
+            f"order, dropout) afresh (not the steps of an uninterrupted run); pass {accept} to "
+            f"accept that, or {other}"
+        )
+    for path in rng_states:
         problem = _zip_problem(path)
         if problem is not None:
             raise CheckpointError(f"{where}: {path.name} {problem}; {other}")

@@ -829,18 +829,19 @@ def _trainable_count(model: nn.Module) -> int:
     return sum(1 for p in model.parameters() if p.requires_grad)
 
 
-def _weight_differences(model: nn.Module, checkpoint: Path) -> list[str]:
-    """Where the checkpoint's ``model.safetensors`` does not fit ``model``: its tensors that the
-    model lacks, and the shapes that differ (read from the header, no tensor loaded)."""
+def _weight_differences(model: nn.Module, checkpoint: Path) -> tuple[list[str], list[str]]:
+    """Where the checkpoint's ``model.safetensors`` does not fit ``model`` (its tensors that the
+    model lacks, and the shapes that differ), and its parameters that hold a NaN or an infinity
+    (a file damaged inside its data: safetensors keeps no checksum)."""
     from safetensors import safe_open
 
     path = checkpoint / "model.safetensors"
-    if not path.is_file():
-        return []
-    own = {name: tuple(t.shape) for name, t in _unwrap(model).state_dict().items()}
-    if not own:
-        return []
-    found = []
+    inner = _unwrap(model)
+    own = {name: tuple(t.shape) for name, t in inner.state_dict().items()}
+    if not path.is_file() or not own:
+        return [], []
+    parameters = {name for name, _ in inner.named_parameters()}
+    found, broken = [], []
     with safe_open(str(path), framework="pt") as f:
         for name in f.keys():
             shape = tuple(f.get_slice(name).get_shape())
@@ -848,7 +849,11 @@ def _weight_differences(model: nn.Module, checkpoint: Path) -> list[str]:
                 found.append(f"{name}: in the checkpoint, not in the model")
             elif own[name] != shape:
                 found.append(f"{name}: {list(shape)} in the checkpoint, {list(own[name])} here")
-    return found
+            elif name in parameters:
+                tensor = f.get_tensor(name)
+                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                    broken.append(name)
+    return found, broken
 
 
 def _check_resume(
@@ -874,7 +879,14 @@ def _check_resume(
             f"({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}); resume "
             "from another checkpoint (name its folder)"
         ) from None
-    differ = _weight_differences(model, folder)
+    differ, broken = _weight_differences(model, folder)
+    if broken:
+        more = f" and {len(broken) - 1} more" if len(broken) > 1 else ""
+        raise CheckpointError(
+            f"{where}: model.safetensors holds NaN or infinite values in {broken[0]}{more} (a "
+            "damaged file, or a training that diverged before it was written); resume from an "
+            "earlier checkpoint (name its folder)"
+        )
     if differ:
         more = f" and {len(differ) - 2} more" if len(differ) > 2 else ""
         raise CheckpointError(
@@ -998,7 +1010,7 @@ def train(
     damaged or missing file, weights of another size or model, another tokenizer, another
     number of training rows or of trained parameters are refused with a
     :class:`~cauchylin_hf.trainer_checkpoints.CheckpointError` that says what differs; so is a
-    checkpoint without the optimizer's or the scheduler's state, unless
+    checkpoint without the optimizer's, the scheduler's or the RNG state, unless
     ``fresh_optimizer_state=True``. Ctrl-C raises ``KeyboardInterrupt`` as usual; the
     checkpoints written so far stay.
 
@@ -1044,8 +1056,8 @@ def train(
             ``output_dir``).
         checkpoint_files: ``{file name: text}`` written into every checkpoint beside the model
             and the tokenizer (the CLI's ``data_format.json``); plain file names only.
-        fresh_optimizer_state: resume from a checkpoint without ``optimizer.pt`` /
-            ``scheduler.pt``, starting both afresh (default: refused).
+        fresh_optimizer_state: resume from a checkpoint without ``optimizer.pt``,
+            ``scheduler.pt`` or ``rng_state.pth``, starting them afresh (default: refused).
         **training_args: any other ``TrainingArguments`` field (e.g.
             ``gradient_accumulation_steps``, ``lr_scheduler_type``, ``weight_decay``), and
             ``warmup_ratio`` (a share of the steps; the running transformers release may spell

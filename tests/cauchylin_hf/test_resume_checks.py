@@ -107,12 +107,13 @@ def test_the_checkpoints_keep_the_umask_permissions_and_the_run_keeps_them(run):
             assert path.stat().st_mode & 0o777 == 0o666 & ~mask, path
 
 
-def test_a_missing_optimizer_state_is_refused_unless_accepted(run, tmp_path, capsys):
+@pytest.mark.parametrize("missing", ["scheduler.pt", "rng_state.pth"])
+def test_a_missing_optimizer_state_is_refused_unless_accepted(run, tmp_path, capsys, missing):
     out = _interrupted(run, tmp_path)
-    (out / f"checkpoint-{STEPS}" / "scheduler.pt").unlink()
+    (out / f"checkpoint-{STEPS}" / missing).unlink()
     argv = _train(run["base"], run["data"], out, "--save-steps", "2", "--resume-from-checkpoint")
     line = _error(argv, capsys)
-    assert f"checkpoint-{STEPS}' holds no scheduler.pt" in line
+    assert f"checkpoint-{STEPS}' holds no {missing}" in line
     assert "--fresh-optimizer-state" in line
     assert cli.main([*argv, "--fresh-optimizer-state"]) == 0  # accepted: it resumes
     assert f"resumed from checkpoint-{STEPS}" in capsys.readouterr().out
@@ -140,6 +141,7 @@ _DAMAGES = {"truncated": _truncate, "emptied": lambda p: p.write_bytes(b""), "ra
         "model.safetensors",
         "trainer_state.json",
         "config.json",
+        "tokenizer.json",
     ],
 )
 def test_a_damaged_checkpoint_file_is_named_in_one_line(run, tmp_path, capsys, name, damage):
@@ -151,6 +153,24 @@ def test_a_damaged_checkpoint_file_is_named_in_one_line(run, tmp_path, capsys, n
     assert name in line
     assert "resume from an earlier checkpoint" in line
     assert "could not save" not in line
+
+
+def test_weights_damaged_inside_their_data_are_refused_not_resumed(run, tmp_path, capsys):
+    """safetensors keeps no checksum: a NaN written into the data (bit rot, a bad copy) is
+    found by reading the weights, and the resume refused, not trained on."""
+    from safetensors.torch import load_file, save_file
+
+    out = _interrupted(run, tmp_path)
+    path = out / f"checkpoint-{STEPS}" / "model.safetensors"
+    tensors = load_file(path)
+    name = next(n for n, t in tensors.items() if t.is_floating_point() and "lm_head" not in n)
+    tensors[name].view(-1)[0] = float("nan")
+    save_file(tensors, path, metadata={"format": "pt"})
+    argv = _train(run["base"], run["data"], out, "--save-steps", "2", "--resume-from-checkpoint")
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    assert f"model.safetensors holds NaN or infinite values in {name}" in err
 
 
 @pytest.mark.parametrize(
