@@ -232,6 +232,8 @@ def resolve_resume_checkpoint(
         raise ValueError(
             f"resume_from_checkpoint must be True, a checkpoint folder or None, got {resume!r}"
         )
+    if not os.fspath(resume):
+        raise ValueError("resume_from_checkpoint: an empty name; name a checkpoint folder")
     path = Path(resume)
     if not (path / TRAINER_STATE_FILE).is_file():
         what = "does not exist" if not path.exists() else f"holds no {TRAINER_STATE_FILE}"
@@ -531,6 +533,14 @@ def run_differences(
 # Which checkpoints stay
 
 
+def _remove(path: Path) -> None:
+    """Remove a checkpoint folder; a link to one elsewhere is unlinked, its target kept."""
+    if path.is_symlink():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _entries_to_remove(root: Path, keep: Iterable[Path]) -> list[Path]:
     kept = {p.name for p in keep}
     newest = max((checkpoint_step(p) for p in keep), default=None)
@@ -577,7 +587,7 @@ def rotate_checkpoints(
         keep += [p for p in complete if p.name == Path(protect).name and p not in keep]
     removed = _entries_to_remove(Path(folder), keep)
     for path in removed:
-        shutil.rmtree(path, ignore_errors=True)
+        _remove(path)
     return removed
 
 
@@ -606,5 +616,5 @@ def remove_checkpoints(folder: str | os.PathLike[str]) -> list[Path]:
     )
     removed = [e for e in removed if e.is_dir()]
     for path in removed:
-        shutil.rmtree(path, ignore_errors=True)
-    return removed
+        _remove(path)
+    return [e for e in removed if not e.exists() and not e.is_symlink()]

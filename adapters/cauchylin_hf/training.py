@@ -43,6 +43,7 @@ from cauchylin._validation import finite_number, positive_int
 from cauchylin.conformal import calibration_holdout
 
 from .atomic_save import share_with_umask
+from .checkpoint import is_checkpoint_file
 from .data import NumericDataCollator, NumericDataset
 from .evaluation import evaluate_model
 from .hf_compat import progress_bars
@@ -435,6 +436,12 @@ DataSource = Dataset | Iterable[str] | os.PathLike[str]
 Hugging Face ``datasets.Dataset`` / ``IterableDataset`` with a ``"text"`` column."""
 
 
+def _is_trainer_file(name: str) -> bool:
+    """The Trainer's own files in a checkpoint (its state, the optimizer's, the RNG states)."""
+    own = (TRAINER_STATE_FILE, *OPTIMIZER_FILES, "scaler.pt", "training_args.bin", RUN_FILE)
+    return name in own or (name.startswith("rng_state") and name.endswith(".pth"))
+
+
 class CheckpointFilesCallback(TrainerCallback):
     """Write the tokenizer and other files into every checkpoint the Trainer saves, and keep the
     newest checkpoints.
@@ -484,6 +491,11 @@ class CheckpointFilesCallback(TrainerCallback):
                 raise ValueError(
                     f"checkpoint_files: {name!r} is not a plain file name (the files are "
                     "written into each checkpoint folder)"
+                )
+            if is_checkpoint_file(name) or _is_trainer_file(name):
+                raise ValueError(
+                    f"checkpoint_files: {name!r} is a file the checkpoint itself is made of (the "
+                    "model, its tokenizer or the Trainer's state): choose another name"
                 )
             if not isinstance(self.files[name], str):
                 raise ValueError(
@@ -896,10 +908,15 @@ def _check_resume(
     if (folder / "tokenizer.json").is_file():
         saved = NumericTokenizer.from_pretrained(folder)
         if saved.tokenizer.get_vocab() != tokenizer.tokenizer.get_vocab():
+            sizes = (
+                f"{len(saved)} tokens, {len(tokenizer)} now"
+                if len(saved) != len(tokenizer)
+                else f"{len(saved)} tokens both, not the same ones"
+            )
             raise CheckpointError(
-                f"{where} was trained with another tokenizer ({len(saved)} tokens, "
-                f"{len(tokenizer)} now): resume with the tokenizer (and, for a tokenizer trained "
-                "on the data, the data) the training started with"
+                f"{where} was trained with another tokenizer ({sizes}): resume with the "
+                "tokenizer (and, for a tokenizer trained on the data, the data) the training "
+                "started with"
             )
     optimizer = folder / OPTIMIZER_FILES[0]
     if optimizer.is_file():
@@ -923,11 +940,38 @@ def _check_resume(
     return step
 
 
+_DIGEST_ROWS = 1000
+"""The most training examples (evenly spaced) whose ids and numbers a checkpoint's record
+digests."""
+
+
+def _texts_digest(train_ds: Dataset) -> str | None:
+    """A digest of up to :data:`_DIGEST_ROWS` evenly spaced training examples held in memory
+    (None for data read from disk as it trains, or without a length)."""
+    import hashlib
+
+    inner = train_ds.dataset if isinstance(train_ds, Subset) else train_ds
+    if isinstance(inner, LazyNumericDataset):
+        return None
+    try:
+        n = len(train_ds)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    h = hashlib.sha256()
+    for i in range(0, n, max(1, n // _DIGEST_ROWS)):
+        h.update(repr(_example_key(train_ds[i])).encode())
+    return h.hexdigest()[:16]
+
+
 def _run_record(
-    files: Mapping[str, str] | None, train_ds: Dataset, model: nn.Module
+    files: Mapping[str, str] | None,
+    train_ds: Dataset,
+    model: nn.Module,
+    steps: Mapping[str, Any],
 ) -> tuple[dict[str, str], dict[str, Any]]:
-    """``checkpoint_files`` with :data:`RUN_FILE` holding the training rows and the trained
-    parameters (added to a record the caller gave), and that record."""
+    """``checkpoint_files`` with :data:`RUN_FILE` holding the training rows (their number and a
+    digest), the trained parameters and the batch (added to a record the caller gave), and that
+    record."""
     out = dict(files or {})
     record: dict[str, Any] = {}
     if RUN_FILE in out:
@@ -939,7 +983,11 @@ def _run_record(
         record["train_rows"] = len(train_ds)  # type: ignore[arg-type]
     except TypeError:
         pass
+    digest = _texts_digest(train_ds)
+    if digest is not None:
+        record["train_texts"] = digest
     record["trainable_tensors"] = _trainable_count(model)
+    record.update(steps)
     out[RUN_FILE] = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
     return out, record
 
@@ -1123,14 +1171,18 @@ def train(
             raise ValueError("eval_steps needs eval_texts")
         training_args.setdefault("eval_strategy", "steps")
         training_args.setdefault("eval_steps", eval_steps)
-    saving.files, record = _run_record(checkpoint_files, train_ds, model)
+    batch = {
+        "batch_size": batch_size,
+        "gradient_accumulation_steps": training_args.get("gradient_accumulation_steps", 1),
+    }
+    saving.files, record = _run_record(checkpoint_files, train_ds, model, batch)
     if resume is not None:
         differ = run_differences(read_run_record(resume) or {}, record)
         if differ:
             raise CheckpointError(
-                f"checkpoint {resume!r} was written by a training on other data or with other "
-                f"trained parameters ({'; '.join(differ)}): resume with the data and the model "
-                "the training started with"
+                f"checkpoint {resume!r} was written by a training on other data, with other "
+                f"batches or other trained parameters ({'; '.join(differ)}): resume with the "
+                "data, the model and the options the training started with"
             )
     if save_steps is not None:
         training_args["save_steps"] = save_steps  # save_strategy "steps" then

@@ -29,6 +29,8 @@ from cauchylin_hf.trainer_checkpoints import (
     is_checkpoint_folder_name,
     last_checkpoint,
     list_checkpoints,
+    remove_checkpoints,
+    rotate_checkpoints,
 )
 
 from .tables import flats
@@ -211,6 +213,29 @@ def test_checkpoint_names_take_ascii_digits_only(tmp_path):
     assert last_checkpoint(tmp_path).name == "checkpoint-8"
 
 
+def test_removing_checkpoints_unlinks_a_link_and_keeps_what_is_not_a_checkpoint(tmp_path):
+    elsewhere = tmp_path / "elsewhere" / "checkpoint-4"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "trainer_state.json").write_text("{}")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint-4").symlink_to(elsewhere)
+    for name in ("checkpoint-2", "checkpoint-6", "checkpoint-notes", "checkpoint-١٢"):
+        (run / name).mkdir()
+        (run / name / "trainer_state.json").write_text("{}")
+    assert [p.name for p in rotate_checkpoints(run, 1)] == ["checkpoint-2", "checkpoint-4"]
+    assert (elsewhere / "trainer_state.json").is_file()  # the link went, not its target
+    assert [p.name for p in remove_checkpoints(run)] == ["checkpoint-6"]
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint-notes", "checkpoint-١٢"]
+
+
+def test_a_resume_past_max_steps_says_nothing_is_left(run, tmp_path, capsys):
+    out = _interrupted(run, tmp_path)
+    argv = _train(run["base"], run["data"], out, "--save-steps", "2", "--resume-from-checkpoint")
+    line = _error([*argv, "--max-steps", "3"], capsys)
+    assert "is at step 4 and --max-steps is 3: nothing is left to train" in line
+
+
 # ---------------------------------------------------------------- another run's checkpoint
 
 
@@ -268,6 +293,9 @@ def test_old_checkpoints_and_a_resume_with_none_are_refused_before_torch(run, tm
     status, err, torch_seen, took = _probe(argv)
     assert status == 2 and not torch_seen and took < 1.0, (err, took)
     assert "--resume-from-checkpoint: no complete checkpoint" in err
+    status, err, torch_seen, took = _probe([*argv, ""])  # a name left empty
+    assert status == 2 and not torch_seen and took < 1.0, (err, took)
+    assert "--resume-from-checkpoint: an empty name" in err
 
 
 # --------------------------------------------------------------- what a resumed run says

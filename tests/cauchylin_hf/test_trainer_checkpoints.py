@@ -276,6 +276,32 @@ def test_a_resume_with_other_training_rows_says_so(runs, tmp_path):
         )
 
 
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"batch_size": 2}, "batch_size: 4 then, 2 now"),
+        ({"gradient_accumulation_steps": 2}, "gradient_accumulation_steps: 1 then, 2 now"),
+        ({"texts": [t.replace("eggs", "cups") for t in _texts()]}, "train_texts: "),
+    ],
+)
+def test_a_resume_with_other_batches_or_texts_of_the_same_count_says_so(
+    runs, tmp_path, change, expected
+):
+    model, ntok = _model()
+    folder, _ = _resume_from_kept(runs, tmp_path, model, ntok)
+    options = dict(max_steps=STEPS, batch_size=4, save_steps=2, resume_from_checkpoint=True)
+    options.update(progress=False, save=False, evaluate=False, readouts=False, calibration=None)
+    texts = change.pop("texts", _texts())
+    with pytest.raises(CheckpointError, match=expected):
+        train(model, ntok, texts, output_dir=folder, **{**options, **change})
+
+
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors", "optimizer.pt"])
+def test_checkpoint_files_cannot_replace_the_checkpoints_own(tmp_path, name):
+    with pytest.raises(ValueError, match="is a file the checkpoint itself is made of"):
+        _run(tmp_path / "run", save_steps=2, checkpoint_files={name: "{}"})
+
+
 @pytest.mark.parametrize("name", ["/tmp/outside.json", "../outside.json", "a/b.json", ""])
 def test_checkpoint_files_are_plain_names_written_inside_the_checkpoint(tmp_path, name):
     with pytest.raises(ValueError, match="is not a plain file name"):

@@ -149,7 +149,7 @@ def check_checkpoints(args: argparse.Namespace) -> str | None:
     """
     out = Path(args.output_dir)
     resume = args.resume_from_checkpoint
-    if not resume:
+    if resume is None or resume is False:
         found = list_checkpoints(out)
         if found:
             raise ValueError(
@@ -178,6 +178,13 @@ def check_checkpoints(args: argparse.Namespace) -> str | None:
                 "resume with the command that started it, or start a new training in another "
                 "--output-dir"
             )
+    step = _config(Path(checkpoint) / TRAINER_STATE_FILE).get("global_step")
+    max_steps = getattr(args, "max_steps", -1)
+    if isinstance(step, int) and max_steps is not None and 0 < max_steps <= step:
+        raise ValueError(
+            f"checkpoint {checkpoint!r} is at step {step} and --max-steps is {max_steps}: "
+            "nothing is left to train; raise --max-steps to train further"
+        )
     return checkpoint
 
 
