@@ -438,7 +438,7 @@ Hugging Face ``datasets.Dataset`` / ``IterableDataset`` with a ``"text"`` column
 
 def _is_trainer_file(name: str) -> bool:
     """The Trainer's own files in a checkpoint (its state, the optimizer's, the RNG states)."""
-    own = (TRAINER_STATE_FILE, *OPTIMIZER_FILES, "scaler.pt", "training_args.bin", RUN_FILE)
+    own = (TRAINER_STATE_FILE, *OPTIMIZER_FILES, "scaler.pt", "training_args.bin")
     return name in own or (name.startswith("rng_state") and name.endswith(".pth"))
 
 

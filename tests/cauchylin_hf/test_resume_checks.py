@@ -87,6 +87,14 @@ def _interrupted(run, tmp_path, step=STEPS):
     return out
 
 
+def _resume(run, out, base=None, data=None):
+    """The command that resumes the training of ``run`` in ``out``, two steps further."""
+    base, data = base or run["base"], data or run["data"]
+    return _train(
+        base, data, out, "--save-steps", "2", "--resume-from-checkpoint", "--max-steps", "6"
+    )
+
+
 def _error(argv, capsys) -> str:
     assert cli.main(argv) == 2
     captured = capsys.readouterr()
@@ -113,7 +121,7 @@ def test_the_checkpoints_keep_the_umask_permissions_and_the_run_keeps_them(run):
 def test_a_missing_optimizer_state_is_refused_unless_accepted(run, tmp_path, capsys, missing):
     out = _interrupted(run, tmp_path)
     (out / f"checkpoint-{STEPS}" / missing).unlink()
-    argv = _train(run["base"], run["data"], out, "--save-steps", "2", "--resume-from-checkpoint")
+    argv = _resume(run, out)
     line = _error(argv, capsys)
     assert f"checkpoint-{STEPS}' holds no {missing}" in line
     assert "--fresh-optimizer-state" in line
@@ -149,7 +157,7 @@ _DAMAGES = {"truncated": _truncate, "emptied": lambda p: p.write_bytes(b""), "ra
 def test_a_damaged_checkpoint_file_is_named_in_one_line(run, tmp_path, capsys, name, damage):
     out = _interrupted(run, tmp_path)
     _DAMAGES[damage](out / f"checkpoint-{STEPS}" / name)
-    argv = _train(run["base"], run["data"], out, "--save-steps", "2", "--resume-from-checkpoint")
+    argv = _resume(run, out)
     line = _error(argv, capsys)
     assert f"checkpoint '{out / f'checkpoint-{STEPS}'}'" in line
     assert name in line
@@ -168,7 +176,7 @@ def test_weights_damaged_inside_their_data_are_refused_not_resumed(run, tmp_path
     name = next(n for n, t in tensors.items() if t.is_floating_point() and "lm_head" not in n)
     tensors[name].view(-1)[0] = float("nan")
     save_file(tensors, path, metadata={"format": "pt"})
-    argv = _train(run["base"], run["data"], out, "--save-steps", "2", "--resume-from-checkpoint")
+    argv = _resume(run, out)
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "Traceback" not in err and len(err.splitlines()) == 1
@@ -189,7 +197,7 @@ def test_a_hand_edited_trainer_state_is_named(run, tmp_path, capsys, edit, expec
     out = _interrupted(run, tmp_path)
     path = out / f"checkpoint-{STEPS}" / "trainer_state.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), **edit}))
-    argv = _train(run["base"], run["data"], out, "--save-steps", "2", "--resume-from-checkpoint")
+    argv = _resume(run, out)
     line = _error(argv, capsys)
     assert "trainer_state.json" in line and expected in line
 
@@ -198,7 +206,7 @@ def test_a_trainer_state_with_a_key_the_trainer_does_not_know_is_named(run, tmp_
     out = _interrupted(run, tmp_path)
     path = out / f"checkpoint-{STEPS}" / "trainer_state.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "my_note": 1}))
-    argv = _train(run["base"], run["data"], out, "--save-steps", "2", "--resume-from-checkpoint")
+    argv = _resume(run, out)
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "Traceback" not in err and len(err.splitlines()) == 1
@@ -231,7 +239,7 @@ def test_removing_checkpoints_unlinks_a_link_and_keeps_what_is_not_a_checkpoint(
 
 def test_a_resume_past_max_steps_says_nothing_is_left(run, tmp_path, capsys):
     out = _interrupted(run, tmp_path)
-    argv = _train(run["base"], run["data"], out, "--save-steps", "2", "--resume-from-checkpoint")
+    argv = _resume(run, out)
     line = _error([*argv, "--max-steps", "3"], capsys)
     assert "is at step 4 and --max-steps is 3: nothing is left to train" in line
 
@@ -242,7 +250,7 @@ def test_a_resume_past_max_steps_says_nothing_is_left(run, tmp_path, capsys):
 def test_a_resume_with_other_data_says_so_before_any_work(run, tmp_path, capsys):
     out = _interrupted(run, tmp_path)
     other = flats(tmp_path / "other.csv", 24, seed=1)
-    argv = _train(run["base"], other, out, "--save-steps", "2", "--resume-from-checkpoint")
+    argv = _resume(run, out, data=other)
     line = _error(argv, capsys)
     assert "belongs to another training: the data (--data)" in line
 
@@ -250,9 +258,9 @@ def test_a_resume_with_other_data_says_so_before_any_work(run, tmp_path, capsys)
 def test_a_resume_with_another_base_or_backbone_setting_says_what_differs(run, tmp_path, capsys):
     out = _interrupted(run, tmp_path)
     wider = save_tiny_base(tmp_path / "wider", "qwen2", spare_rows=2, hidden_size=64)
-    argv = _train(wider, run["data"], out, "--save-steps", "2", "--resume-from-checkpoint")
+    argv = _resume(run, out, base=wider)
     assert "the model (MODEL's config.json, or --from-config)" in _error(argv, capsys)
-    argv = _train(run["base"], run["data"], out, "--save-steps", "2", "--resume-from-checkpoint")
+    argv = _resume(run, out)
     line = _error([*argv, "--train-backbone"], capsys)
     assert "the backbone trained (--train-backbone): false then, true now" in line
 
@@ -305,7 +313,7 @@ def test_a_resumed_run_says_from_which_step_and_the_checkpoints_go_once_saved(
     run, tmp_path, capsys
 ):
     out = _interrupted(run, tmp_path, step=2)
-    argv = _train(run["base"], run["data"], out, "--save-steps", "2", "--resume-from-checkpoint")
+    argv = _resume(run, out)
     assert cli.main(argv) == 0
     printed = capsys.readouterr().out
     assert f"resumed from checkpoint-2 in {out} (step 2)" in printed.splitlines()[0]
