@@ -188,7 +188,9 @@ def _save_failure(out: Path, exc: BaseException, existed: bool) -> str:
     if limit is not None and not (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
         return (
             f"a file reached the file-size limit (ulimit -f: {limit} bytes) while saving to "
-            f"{str(out)!r} ({first}); {kept}, and a checkpoint cut off by it is never resumed "
+            f"{str(out)!r} ({first}); "
+            f"{'the model already there is unchanged' if existed else 'no model was saved'}, "
+            "and a checkpoint cut off by it is never resumed "
             "from: raise the limit (ulimit -f unlimited) and train again"
         )
     return (
