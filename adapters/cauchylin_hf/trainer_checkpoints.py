@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -42,6 +43,7 @@ from typing import Any
 
 __all__ = [
     "CHECKPOINT_PREFIX",
+    "DIGESTS_FILE",
     "OPTIMIZER_FILES",
     "RUN_FILE",
     "TRAINER_STATE_FILE",
@@ -53,6 +55,7 @@ __all__ = [
     "last_checkpoint",
     "list_checkpoints",
     "read_run_record",
+    "record_digests",
     "remove_checkpoints",
     "resolve_resume_checkpoint",
     "rotate_checkpoints",
@@ -74,6 +77,10 @@ OPTIMIZER_FILES = ("optimizer.pt", "scheduler.pt")
 RUN_FILE = "training_run.json"
 """What a checkpoint's training was run on (the number of training rows, the trainable
 parameters; the command line adds its data file and model), compared on resume."""
+
+DIGESTS_FILE = "weights_sha256.json"
+"""The SHA-256 of each ``.safetensors`` file of a checkpoint, written once the checkpoint is
+complete (safetensors keeps no checksum of its own; torch.save's archives do)."""
 
 # ASCII digits only: str patterns' \d also takes other scripts' digits ("checkpoint-١٢")
 _NAME = re.compile(rf"{re.escape(CHECKPOINT_PREFIX)}-([0-9]+)")
@@ -434,8 +441,14 @@ def check_checkpoint(
     weights = sorted(p for p in folder.iterdir() if p.name.endswith(_WEIGHTS_SUFFIXES))
     if not weights:
         raise CheckpointError(f"{where}: holds no model weights (model.safetensors); {other}")
+    digests, _ = (
+        _json_problem(folder / DIGESTS_FILE) if (folder / DIGESTS_FILE).is_file() else ({}, None)
+    )
     for path in weights:
         problem = _safetensors_problem(path) if path.suffix == ".safetensors" else None
+        if problem is None and isinstance(digests, dict) and path.name in digests:
+            if _sha256(path) != digests[path.name]:
+                problem = f"is damaged (its SHA-256 is not the one recorded in {DIGESTS_FILE})"
         if problem is None and path.name.endswith(".bin") and path.name != "training_args.bin":
             problem = _zip_problem(path)
         if problem is not None:
@@ -467,6 +480,35 @@ def check_checkpoint(
         problem = _zip_problem(path)
         if problem is not None:
             raise CheckpointError(f"{where}: {path.name} {problem}; {other}")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def record_digests(checkpoint: str | os.PathLike[str]) -> None:
+    """Write :data:`DIGESTS_FILE`: the SHA-256 of each ``.safetensors`` file of a checkpoint,
+    which :func:`check_checkpoint` compares before a resume.
+
+    Args:
+        checkpoint: a complete checkpoint folder.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> ckpt = Path(tempfile.mkdtemp())
+        >>> _ = (ckpt / "model.safetensors").write_bytes(b"x")
+        >>> record_digests(ckpt)
+        >>> json.loads((ckpt / DIGESTS_FILE).read_text())["model.safetensors"][:8]
+        '2d711642'
+    """
+    folder = Path(checkpoint)
+    digests = {p.name: _sha256(p) for p in sorted(folder.glob("*.safetensors"))}
+    (folder / DIGESTS_FILE).write_text(json.dumps(digests, indent=2) + "\n", encoding="utf-8")
 
 
 def read_run_record(checkpoint: str | os.PathLike[str]) -> dict[str, Any] | None:

@@ -52,12 +52,14 @@ from .streaming import LazyNumericDataset, as_numeric_dataset, sample_rows
 from .tokenizer import NumericTokenizer
 from .trainer_checkpoints import (
     CHECKPOINT_PREFIX,
+    DIGESTS_FILE,
     OPTIMIZER_FILES,
     RUN_FILE,
     TRAINER_STATE_FILE,
     CheckpointError,
     check_checkpoint,
     read_run_record,
+    record_digests,
     resolve_resume_checkpoint,
     rotate_checkpoints,
     run_differences,
@@ -438,7 +440,7 @@ Hugging Face ``datasets.Dataset`` / ``IterableDataset`` with a ``"text"`` column
 
 def _is_trainer_file(name: str) -> bool:
     """The Trainer's own files in a checkpoint (its state, the optimizer's, the RNG states)."""
-    own = (TRAINER_STATE_FILE, *OPTIMIZER_FILES, "scaler.pt", "training_args.bin")
+    own = (TRAINER_STATE_FILE, *OPTIMIZER_FILES, "scaler.pt", "training_args.bin", DIGESTS_FILE)
     return name in own or (name.startswith("rng_state") and name.endswith(".pth"))
 
 
@@ -525,6 +527,7 @@ class CheckpointFilesCallback(TrainerCallback):
             (folder / name).write_text(text, encoding="utf-8")
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(folder)
+        record_digests(folder)
         share_with_umask(folder)
         if self.save_total_limit is not None:
             rotate_checkpoints(run, self.save_total_limit, state.best_model_checkpoint)

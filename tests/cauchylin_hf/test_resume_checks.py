@@ -171,6 +171,7 @@ def test_weights_damaged_inside_their_data_are_refused_not_resumed(run, tmp_path
     from safetensors.torch import load_file, save_file
 
     out = _interrupted(run, tmp_path)
+    (out / f"checkpoint-{STEPS}" / "weights_sha256.json").unlink()  # as an older release wrote
     path = out / f"checkpoint-{STEPS}" / "model.safetensors"
     tensors = load_file(path)
     name = next(n for n, t in tensors.items() if t.is_floating_point() and "lm_head" not in n)
@@ -181,6 +182,19 @@ def test_weights_damaged_inside_their_data_are_refused_not_resumed(run, tmp_path
     err = capsys.readouterr().err.strip()
     assert "Traceback" not in err and len(err.splitlines()) == 1
     assert f"model.safetensors holds NaN or infinite values in {name}" in err
+
+
+def test_weights_with_bytes_changed_inside_their_data_are_refused(run, tmp_path, capsys):
+    """A few bytes of the tensors' data changed (the values stay finite): the checkpoint's
+    recorded SHA-256 finds it."""
+    out = _interrupted(run, tmp_path)
+    path = out / f"checkpoint-{STEPS}" / "model.safetensors"
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 2] = bytes(b ^ 0x01 for b in data[middle : middle + 2])
+    path.write_bytes(bytes(data))
+    line = _error(_resume(run, out), capsys)
+    assert "model.safetensors is damaged (its SHA-256 is not the one recorded" in line
 
 
 @pytest.mark.parametrize(
