@@ -450,8 +450,10 @@ class CheckpointFilesCallback(TrainerCallback):
 
     The Trainer's checkpoint holds the model's weights and config; with the numeric tokenizer
     (and, for the CLI, ``data_format.json``) beside them it is a model folder of its own, loaded
-    like the final model. Every file of the checkpoint then gets the permissions the umask gives
-    new files (the weights are written private first). With ``save_total_limit`` the older
+    like the final model. The SHA-256 of its weights goes into ``weights_sha256.json``
+    (:func:`~cauchylin_hf.trainer_checkpoints.record_digests`, compared before a resume), and
+    every file of the checkpoint gets the permissions the umask gives new files (the weights are
+    written private first). With ``save_total_limit`` the older
     checkpoints go, by step (:func:`~cauchylin_hf.trainer_checkpoints.rotate_checkpoints`).
     Only the main process writes.
 
@@ -471,8 +473,8 @@ class CheckpointFilesCallback(TrainerCallback):
         >>> (run / "checkpoint-3").mkdir()
         >>> cb = CheckpointFilesCallback(files={"notes.json": "{}"})
         >>> cb.on_save(TrainingArguments(str(run)), TrainerState(global_step=3), TrainerControl())
-        >>> sorted(p.name for p in (run / "checkpoint-3").iterdir())
-        ['notes.json']
+        >>> sorted(p.name for p in (run / "checkpoint-3").iterdir())  # and its weights' digests
+        ['notes.json', 'weights_sha256.json']
         >>> CheckpointFilesCallback(files={"/etc/notes.json": "{}"})
         Traceback (most recent call last):
         ...
