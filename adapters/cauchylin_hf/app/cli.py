@@ -303,14 +303,18 @@ def _drop_checkpoints(args: argparse.Namespace, out: Path) -> None:
     if args.keep_checkpoints:
         kept = list_checkpoints(out)
         if kept:
-            print(f"kept its {len(kept)} checkpoints ({_listed([p.name for p in kept])})")
+            print(f"kept its {_count(len(kept))} ({_listed([p.name for p in kept])})")
         return
     removed = [p for p in remove_checkpoints(out) if not p.name.startswith(".")]
     if removed:
         print(
-            f"removed its {len(removed)} checkpoints, now that the model is saved "
+            f"removed its {_count(len(removed))}, now that the model is saved "
             "(--keep-checkpoints keeps them)"
         )
+
+
+def _count(n: int) -> str:
+    return "checkpoint" if n == 1 else f"{n} checkpoints"
 
 
 def _train_and_save(
