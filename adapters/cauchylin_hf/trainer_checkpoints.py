@@ -490,12 +490,16 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def record_digests(checkpoint: str | os.PathLike[str]) -> None:
+def record_digests(
+    checkpoint: str | os.PathLike[str], into: str | os.PathLike[str] | None = None
+) -> None:
     """Write :data:`DIGESTS_FILE`: the SHA-256 of each ``.safetensors`` file of a checkpoint,
     which :func:`check_checkpoint` compares before a resume.
 
     Args:
         checkpoint: a complete checkpoint folder.
+        into: the folder the file is written to (default: ``checkpoint``; a staging folder
+            whose files are then moved in whole).
 
     Example:
         >>> import tempfile
@@ -508,7 +512,8 @@ def record_digests(checkpoint: str | os.PathLike[str]) -> None:
     """
     folder = Path(checkpoint)
     digests = {p.name: _sha256(p) for p in sorted(folder.glob("*.safetensors"))}
-    (folder / DIGESTS_FILE).write_text(json.dumps(digests, indent=2) + "\n", encoding="utf-8")
+    target = Path(into) if into is not None else folder
+    (target / DIGESTS_FILE).write_text(json.dumps(digests, indent=2) + "\n", encoding="utf-8")
 
 
 def read_run_record(checkpoint: str | os.PathLike[str]) -> dict[str, Any] | None:

@@ -27,6 +27,8 @@ import itertools
 import json
 import math
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -525,11 +527,21 @@ class CheckpointFilesCallback(TrainerCallback):
         folder = run / f"{CHECKPOINT_PREFIX}-{state.global_step}"
         if not folder.is_dir():  # a save that wrote no checkpoint (save_strategy "no")
             return
-        for name, text in self.files.items():
-            (folder / name).write_text(text, encoding="utf-8")
-        if self.tokenizer is not None:
-            self.tokenizer.save_pretrained(folder)
-        record_digests(folder)
+        # Written beside the checkpoint, then each file moved in whole: the Trainer wrote
+        # trainer_state.json already, so a kill now must leave no file cut off in it.
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=run))
+        try:
+            for name, text in self.files.items():
+                (staging / name).write_text(text, encoding="utf-8")
+            if self.tokenizer is not None:
+                self.tokenizer.save_pretrained(staging)
+            for path in sorted(staging.iterdir()):
+                os.replace(path, folder / path.name)
+            record_digests(folder, staging)
+            for path in sorted(staging.iterdir()):
+                os.replace(path, folder / path.name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         share_with_umask(folder)
         if self.save_total_limit is not None:
             rotate_checkpoints(run, self.save_total_limit, state.best_model_checkpoint)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -307,3 +308,25 @@ def test_checkpoint_files_are_plain_names_written_inside_the_checkpoint(tmp_path
     with pytest.raises(ValueError, match="is not a plain file name"):
         _run(tmp_path / "run", save_steps=2, checkpoint_files={name: "{}"})
     assert not (tmp_path / "outside.json").exists() and not (tmp_path / "run").exists()
+
+
+def test_a_kill_while_the_tokenizer_is_written_leaves_no_file_cut_off(tmp_path):
+    """The Trainer wrote trainer_state.json before the callback runs: a kill while the callback
+    writes must not leave a cut-off tokenizer.json in a checkpoint that counts as complete."""
+    from cauchylin_hf.training import CheckpointFilesCallback, make_training_arguments
+    from transformers import TrainerControl, TrainerState
+
+    class Killed:
+        def save_pretrained(self, folder):
+            (Path(folder) / "tokenizer.json").write_text('{"model": {"vocab"')
+            raise KeyboardInterrupt
+
+    (tmp_path / "checkpoint-3").mkdir()
+    (tmp_path / "checkpoint-3" / "trainer_state.json").write_text('{"global_step": 3}')
+    callback = CheckpointFilesCallback(Killed(), {"data_format.json": "{}"})
+    with pytest.raises(KeyboardInterrupt):
+        callback.on_save(
+            make_training_arguments(tmp_path), TrainerState(global_step=3), TrainerControl()
+        )
+    assert not (tmp_path / "checkpoint-3" / "tokenizer.json").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-3"]
