@@ -353,7 +353,14 @@ _FLAGS = (
         "--save-total-limit",
         on="train",
         type=_positive_int,
-        help="keep only this many checkpoints, the newest (default: all)",
+        default=2,
+        help="keep only this many checkpoints while training, the newest (default 2)",
+    ),
+    _flag(
+        "--keep-checkpoints",
+        on="train",
+        action="store_true",
+        help="keep the checkpoints once the model is saved (default: removed then)",
     ),
     _flag(
         "--resume-from-checkpoint",
@@ -363,6 +370,13 @@ _FLAGS = (
         metavar="CHECKPOINT",
         help="continue an interrupted training from its latest checkpoint in --output-dir (or "
         "from CHECKPOINT), with the same command: same optimizer, schedule and data order",
+    ),
+    _flag(
+        "--fresh-optimizer-state",
+        on="train",
+        action="store_true",
+        help="resume from a checkpoint that lacks optimizer.pt, scheduler.pt or rng_state.pth, "
+        "starting them afresh (default: refused)",
     ),
     _flag(
         "--train-backbone",

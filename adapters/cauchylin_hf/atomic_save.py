@@ -72,6 +72,7 @@ __all__ = [
     "folder_state",
     "leftovers",
     "replace_folder",
+    "share_with_umask",
     "staged_folder",
 ]
 
@@ -465,15 +466,33 @@ def _umask() -> int:
     return mask
 
 
-def _share(folder: Path) -> None:
-    """Give every file and folder under ``folder`` the permissions the umask gives new ones
-    (temporary files, e.g. ``safetensors``' or ``tempfile``'s, are created private)."""
+def share_with_umask(folder: str | os.PathLike) -> None:
+    """Give every file and folder under ``folder`` (and itself) the permissions the umask gives
+    new ones: temporary files, e.g. ``safetensors``' or ``tempfile``'s, are created private,
+    and a file renamed into place keeps that.
+
+    Args:
+        folder: the folder.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> (folder / "w.bin").touch(mode=0o600)
+        >>> share_with_umask(folder)
+        >>> (folder / "w.bin").stat().st_mode & 0o777 == 0o666 & ~_umask()
+        True
+    """
+    root = Path(os.fspath(folder))
     mask = _umask()
-    folder.chmod(0o777 & ~mask)
-    for path in folder.rglob("*"):
+    root.chmod(0o777 & ~mask)
+    for path in root.rglob("*"):
         if path.is_symlink():
             continue
         path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
+
+
+_share = share_with_umask  # what replace_folder calls
 
 
 def leftovers(path: str | os.PathLike) -> list[str]:

@@ -29,6 +29,8 @@ import json
 import logging
 import math
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +46,8 @@ from transformers.trainer_callback import TrainerControl, TrainerState
 from cauchylin._validation import finite_number, positive_int
 from cauchylin.conformal import calibration_holdout
 
+from .atomic_save import share_with_umask
+from .checkpoint import is_checkpoint_file
 from .data import NumericDataCollator, NumericDataset
 from .evaluation import evaluate_model
 from .hf_compat import progress_bars
@@ -57,7 +61,20 @@ from .readouts import (
 from .streaming import CopiesOfOneText, LazyNumericDataset, as_numeric_dataset, sample_rows
 from .threads import fit_threads
 from .tokenizer import NumericTokenizer
-from .trainer_checkpoints import CHECKPOINT_PREFIX, resolve_resume_checkpoint
+from .trainer_checkpoints import (
+    CHECKPOINT_PREFIX,
+    DIGESTS_FILE,
+    OPTIMIZER_FILES,
+    RUN_FILE,
+    TRAINER_STATE_FILE,
+    CheckpointError,
+    check_checkpoint,
+    read_run_record,
+    record_digests,
+    resolve_resume_checkpoint,
+    rotate_checkpoints,
+    run_differences,
+)
 
 __all__ = [
     "HOLDOUT_FILE",
@@ -435,16 +452,32 @@ DataSource = Dataset | Iterable[str] | os.PathLike[str]
 Hugging Face ``datasets.Dataset`` / ``IterableDataset`` with a ``"text"`` column."""
 
 
+def _is_trainer_file(name: str) -> bool:
+    """The Trainer's own files in a checkpoint (its state, the optimizer's, the RNG states)."""
+    own = (TRAINER_STATE_FILE, *OPTIMIZER_FILES, "scaler.pt", "training_args.bin", DIGESTS_FILE)
+    return name in own or (name.startswith("rng_state") and name.endswith(".pth"))
+
+
 class CheckpointFilesCallback(TrainerCallback):
-    """Write the tokenizer and other files into every checkpoint the Trainer saves.
+    """Write the tokenizer and other files into every checkpoint the Trainer saves, and keep the
+    newest checkpoints.
 
     The Trainer's checkpoint holds the model's weights and config; with the numeric tokenizer
     (and, for the CLI, ``data_format.json``) beside them it is a model folder of its own, loaded
-    like the final model. Only the main process writes.
+    like the final model. The SHA-256 of its weights goes into ``weights_sha256.json``
+    (:func:`~cauchylin_hf.trainer_checkpoints.record_digests`, compared before a resume), and
+    every file of the checkpoint gets the permissions the umask gives new files (the weights are
+    written private first). With ``save_total_limit`` the older
+    checkpoints go, by step (:func:`~cauchylin_hf.trainer_checkpoints.rotate_checkpoints`).
+    Only the main process writes.
 
     Args:
         tokenizer: the numeric tokenizer to save into each checkpoint, or None.
-        files: ``{file name: text}`` to write into each checkpoint as well.
+        files: ``{file name: text}`` to write into each checkpoint as well (plain file names).
+        save_total_limit: keep this many checkpoints, the newest; None keeps every one.
+
+    Raises:
+        ValueError: a name in ``files`` is not a plain file name (a path, ``..``, empty).
 
     Example:
         >>> import tempfile
@@ -454,15 +487,40 @@ class CheckpointFilesCallback(TrainerCallback):
         >>> (run / "checkpoint-3").mkdir()
         >>> cb = CheckpointFilesCallback(files={"notes.json": "{}"})
         >>> cb.on_save(TrainingArguments(str(run)), TrainerState(global_step=3), TrainerControl())
-        >>> sorted(p.name for p in (run / "checkpoint-3").iterdir())
-        ['notes.json']
+        >>> sorted(p.name for p in (run / "checkpoint-3").iterdir())  # and its weights' digests
+        ['notes.json', 'weights_sha256.json']
+        >>> CheckpointFilesCallback(files={"/etc/notes.json": "{}"})
+        Traceback (most recent call last):
+        ...
+        ValueError: checkpoint_files: '/etc/notes.json' is not a plain file name (the files are written into each checkpoint folder)
     """
 
     def __init__(
-        self, tokenizer: NumericTokenizer | None = None, files: Mapping[str, str] | None = None
+        self,
+        tokenizer: NumericTokenizer | None = None,
+        files: Mapping[str, str] | None = None,
+        save_total_limit: int | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.files = dict(files or {})
+        for name in self.files:
+            plain = isinstance(name, str) and name not in ("", ".", "..")
+            if not plain or Path(name).name != name or "\\" in name or "\0" in name:
+                raise ValueError(
+                    f"checkpoint_files: {name!r} is not a plain file name (the files are "
+                    "written into each checkpoint folder)"
+                )
+            if is_checkpoint_file(name) or _is_trainer_file(name):
+                raise ValueError(
+                    f"checkpoint_files: {name!r} is a file the checkpoint itself is made of (the "
+                    "model, its tokenizer or the Trainer's state): choose another name"
+                )
+            if not isinstance(self.files[name], str):
+                raise ValueError(
+                    f"checkpoint_files[{name!r}] must be text (str), got "
+                    f"{type(self.files[name]).__name__}"
+                )
+        self.save_total_limit = save_total_limit
 
     def on_save(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
@@ -477,13 +535,28 @@ class CheckpointFilesCallback(TrainerCallback):
         """
         if not state.is_world_process_zero:
             return
-        folder = Path(args.output_dir or ".") / f"{CHECKPOINT_PREFIX}-{state.global_step}"
+        run = Path(args.output_dir or ".")
+        folder = run / f"{CHECKPOINT_PREFIX}-{state.global_step}"
         if not folder.is_dir():  # a save that wrote no checkpoint (save_strategy "no")
             return
-        for name, text in self.files.items():
-            (folder / name).write_text(text, encoding="utf-8")
-        if self.tokenizer is not None:
-            self.tokenizer.save_pretrained(folder)
+        # Written beside the checkpoint, then each file moved in whole: the Trainer wrote
+        # trainer_state.json already, so a kill now must leave no file cut off in it.
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=run))
+        try:
+            for name, text in self.files.items():
+                (staging / name).write_text(text, encoding="utf-8")
+            if self.tokenizer is not None:
+                self.tokenizer.save_pretrained(staging)
+            for path in sorted(staging.iterdir()):
+                os.replace(path, folder / path.name)
+            record_digests(folder, staging)
+            for path in sorted(staging.iterdir()):
+                os.replace(path, folder / path.name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        share_with_umask(folder)
+        if self.save_total_limit is not None:
+            rotate_checkpoints(run, self.save_total_limit, state.best_model_checkpoint)
 
 
 def _as_dataset(
@@ -809,6 +882,7 @@ class TrainResult:
         calibration_note: why nothing was held out to calibrate on although ``calibration``
             asked for it (the training texts are copies of one text, or none of a few distinct
             texts fell in the hold-out); empty otherwise.
+        resumed_step: the step of the checkpoint the run resumed from, or None for a new run.
 
     Example:
         >>> import tempfile
@@ -838,6 +912,7 @@ class TrainResult:
     calibration: CalibrationReport | None = None
     calibration_size: int = 0
     calibration_note: str = ""
+    resumed_step: int | None = None
 
     def series(self, key: str) -> list[float]:
         """The values of ``key`` over :attr:`history`, in step order.
@@ -878,6 +953,162 @@ def _calibrate(
     return calibrate(inner, tokenizer, data, batch_size=args.per_device_eval_batch_size)
 
 
+def _trainable_count(model: nn.Module) -> int:
+    """The parameter tensors the optimizer steps (those that require a gradient)."""
+    return sum(1 for p in model.parameters() if p.requires_grad)
+
+
+def _weight_differences(model: nn.Module, checkpoint: Path) -> tuple[list[str], list[str]]:
+    """Where the checkpoint's ``model.safetensors`` does not fit ``model`` (its tensors that the
+    model lacks, and the shapes that differ), and its parameters that hold a NaN or an infinity
+    (a file damaged inside its data: safetensors keeps no checksum)."""
+    from safetensors import safe_open
+
+    path = checkpoint / "model.safetensors"
+    inner = _unwrap(model)
+    own = {name: tuple(t.shape) for name, t in inner.state_dict().items()}
+    if not path.is_file() or not own:
+        return [], []
+    parameters = {name for name, _ in inner.named_parameters()}
+    found, broken = [], []
+    with safe_open(str(path), framework="pt") as f:
+        for name in f.keys():
+            shape = tuple(f.get_slice(name).get_shape())
+            if name not in own:
+                found.append(f"{name}: in the checkpoint, not in the model")
+            elif own[name] != shape:
+                found.append(f"{name}: {list(shape)} in the checkpoint, {list(own[name])} here")
+            elif name in parameters:
+                tensor = f.get_tensor(name)
+                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                    broken.append(name)
+    return found, broken
+
+
+def _check_resume(
+    model: nn.Module,
+    tokenizer: NumericTokenizer,
+    resume: str,
+    fresh_optimizer_state: bool,
+    accept: str,
+) -> int:
+    """Refuse a resume that would fail or go wrong after the work began: a damaged checkpoint,
+    weights of another size or model, another tokenizer, another set of trained parameters.
+    Returns the checkpoint's step."""
+    from transformers import TrainerState as _State
+
+    check_checkpoint(resume, fresh_optimizer_state=fresh_optimizer_state, accept=accept)
+    folder = Path(resume)
+    where = f"checkpoint {resume!r}"
+    try:
+        step = int(_State.load_from_json(str(folder / TRAINER_STATE_FILE)).global_step)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise CheckpointError(
+            f"{where}: {TRAINER_STATE_FILE} is not a state the Trainer reads "
+            f"({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}); resume "
+            "from another checkpoint (name its folder)"
+        ) from None
+    differ, broken = _weight_differences(model, folder)
+    if broken:
+        more = f" and {len(broken) - 1} more" if len(broken) > 1 else ""
+        raise CheckpointError(
+            f"{where}: model.safetensors holds NaN or infinite values in {broken[0]}{more} (a "
+            "damaged file, or a training that diverged before it was written); resume from an "
+            "earlier checkpoint (name its folder)"
+        )
+    if differ:
+        more = f" and {len(differ) - 2} more" if len(differ) > 2 else ""
+        raise CheckpointError(
+            f"{where} holds the weights of another model ({'; '.join(differ[:2])}{more}): "
+            "resume with the model (base, size, config) the training started with"
+        )
+    if (folder / "tokenizer.json").is_file():
+        saved = NumericTokenizer.from_pretrained(folder)
+        if saved.tokenizer.get_vocab() != tokenizer.tokenizer.get_vocab():
+            sizes = (
+                f"{len(saved)} tokens, {len(tokenizer)} now"
+                if len(saved) != len(tokenizer)
+                else f"{len(saved)} tokens both, not the same ones"
+            )
+            raise CheckpointError(
+                f"{where} was trained with another tokenizer ({sizes}): resume with the "
+                "tokenizer (and, for a tokenizer trained on the data, the data) the training "
+                "started with"
+            )
+    optimizer = folder / OPTIMIZER_FILES[0]
+    if optimizer.is_file():
+        try:
+            state = torch.load(optimizer, map_location="cpu", weights_only=True, mmap=True)
+            groups = state["param_groups"]
+            saved_count = sum(len(group["params"]) for group in groups)
+        except Exception as exc:  # a damaged archive's pickle: anything torch.load raises
+            raise CheckpointError(
+                f"{where}: {OPTIMIZER_FILES[0]} cannot be read "
+                f"({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}); resume "
+                f"from another checkpoint, or delete the file and pass {accept}"
+            ) from None
+        count = _trainable_count(model)
+        if saved_count != count:
+            raise CheckpointError(
+                f"{where}: its optimizer state is for {saved_count} trained parameter tensors, "
+                f"the model trains {count} now (was the backbone trained then and frozen now, or "
+                "the other way round?): resume with the same trainable parameters"
+            )
+    return step
+
+
+_DIGEST_ROWS = 1000
+"""The most training examples (evenly spaced) whose ids and numbers a checkpoint's record
+digests."""
+
+
+def _texts_digest(train_ds: Dataset) -> str | None:
+    """A digest of up to :data:`_DIGEST_ROWS` evenly spaced training examples held in memory
+    (None for data read from disk as it trains, or without a length)."""
+    import hashlib
+
+    inner = train_ds.dataset if isinstance(train_ds, Subset) else train_ds
+    if isinstance(inner, LazyNumericDataset):
+        return None
+    try:
+        n = len(train_ds)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    h = hashlib.sha256()
+    for i in range(0, n, max(1, n // _DIGEST_ROWS)):
+        h.update(repr(_example_key(train_ds[i])).encode())
+    return h.hexdigest()[:16]
+
+
+def _run_record(
+    files: Mapping[str, str] | None,
+    train_ds: Dataset,
+    model: nn.Module,
+    steps: Mapping[str, Any],
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """``checkpoint_files`` with :data:`RUN_FILE` holding the training rows (their number and a
+    digest), the trained parameters and the batch (added to a record the caller gave), and that
+    record."""
+    out = dict(files or {})
+    record: dict[str, Any] = {}
+    if RUN_FILE in out:
+        given = json.loads(out[RUN_FILE])
+        if not isinstance(given, dict):
+            raise ValueError(f"checkpoint_files[{RUN_FILE!r}] must be a JSON object")
+        record.update(given)
+    try:
+        record["train_rows"] = len(train_ds)  # type: ignore[arg-type]
+    except TypeError:
+        pass
+    digest = _texts_digest(train_ds)
+    if digest is not None:
+        record["train_texts"] = digest
+    record["trainable_tensors"] = _trainable_count(model)
+    record.update(steps)
+    out[RUN_FILE] = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+    return out, record
+
+
 def train(
     model: nn.Module,
     tokenizer: NumericTokenizer,
@@ -907,6 +1138,7 @@ def train(
     checkpoint_dir: str | os.PathLike[str] | None = None,
     checkpoint_files: Mapping[str, str] | None = None,
     threads: int | None = None,
+    fresh_optimizer_state: bool = False,
     **training_args: Any,
 ) -> TrainResult:
     """Train the causal language model on texts with the HF ``Trainer``.
@@ -950,13 +1182,19 @@ def train(
     ``output_dir``) that holds the model, the tokenizer, the optimizer, the scheduler, the RNG
     states and the data position; it loads like the final model
     (``CauchyLMForCausalLM.from_pretrained`` and ``NumericTokenizer.from_pretrained``).
-    ``save_total_limit`` keeps only that many, the newest. ``resume_from_checkpoint=True``
+    ``save_total_limit`` keeps only that many, the newest by step. ``resume_from_checkpoint=True``
     continues from the latest complete checkpoint in ``checkpoint_dir`` (a path: from that one):
     called with the same model, data and options, the resumed run takes the same steps on the
     same batches as an uninterrupted one, and logs the same losses
-    (:mod:`cauchylin_hf.trainer_checkpoints`). Every checkpoint records the texts held out to
-    calibrate on (:data:`HOLDOUT_FILE`): a resumed call that would hold out others (another
-    ``seed``, other or more rows), texts the run has trained on, is refused. Ctrl-C raises ``KeyboardInterrupt`` as usual; the
+    (:mod:`cauchylin_hf.trainer_checkpoints`). Before any work the checkpoint is checked: a
+    damaged or missing file, weights of another size or model, another tokenizer, another
+    number of training rows or of trained parameters are refused with a
+    :class:`~cauchylin_hf.trainer_checkpoints.CheckpointError` that says what differs; so is a
+    checkpoint without the optimizer's, the scheduler's or the RNG state, unless
+    ``fresh_optimizer_state=True``.
+    Every checkpoint also records the texts held out to calibrate on (:data:`HOLDOUT_FILE`): a
+    resumed call that would hold out others (another ``seed``, other or more rows), texts the
+    run has trained on, is refused. Ctrl-C raises ``KeyboardInterrupt`` as usual; the
     checkpoints written so far stay.
 
     **Threads.** On a CPU, training uses ``threads`` torch threads; by default no more than the
@@ -1008,8 +1246,10 @@ def train(
         checkpoint_dir: the folder of the ``checkpoint-<step>`` folders (default
             ``output_dir``).
         checkpoint_files: ``{file name: text}`` written into every checkpoint beside the model
-            and the tokenizer (the CLI's ``data_format.json``).
+            and the tokenizer (the CLI's ``data_format.json``); plain file names only.
         threads: torch CPU threads while training; None: no more than the free cores.
+        fresh_optimizer_state: resume from a checkpoint without ``optimizer.pt``,
+            ``scheduler.pt`` or ``rng_state.pth``, starting them afresh (default: refused).
         **training_args: any other ``TrainingArguments`` field (e.g.
             ``gradient_accumulation_steps``, ``lr_scheduler_type``, ``weight_decay``), and
             ``warmup_ratio`` (a share of the steps; the running transformers release may spell
@@ -1021,7 +1261,7 @@ def train(
     Raises:
         ValueError: for empty training or evaluation data (named), a text with no tokens, a
             malformed dataset file, a bad ``calibration``, bad options, or no checkpoint to
-            resume from.
+            resume from; a ``CheckpointError`` for a checkpoint that the resume cannot use.
         FileNotFoundError: for a dataset file that does not exist.
 
     Example:
@@ -1057,6 +1297,14 @@ def train(
             f"{type(tokenizer).__name__}"
         )
     finite_number("learning_rate", learning_rate)
+    saving = CheckpointFilesCallback(tokenizer, checkpoint_files, save_total_limit)
+    checkpoints = Path(output_dir if checkpoint_dir is None else checkpoint_dir)
+    resume = resolve_resume_checkpoint(resume_from_checkpoint, checkpoints)
+    resumed_step = None
+    if resume is not None:  # before any work: a checkpoint that does not fit is refused now
+        resumed_step = _check_resume(
+            model, tokenizer, resume, fresh_optimizer_state, "fresh_optimizer_state=True"
+        )
     train_ds = _as_dataset(train_texts, tokenizer, "train_texts", max_length)
     if train_ds is None:
         raise ValueError("train_texts is None: pass the training texts")
@@ -1089,7 +1337,7 @@ def train(
     # the texts held out of training, recorded in every checkpoint and checked on resume
     held_out = calibration_ds if calibration_ds is not None and train_ds is not None else None
     holding = held_out is not None and isinstance(calibration, (str, int, float))
-    record = _holdout_record(rows, held_out if holding else None, seed)
+    holdout = _holdout_record(rows, held_out if holding else None, seed)
     # fewer texts than a hold-out needs: cross-conformal widths from the training texts
     cross = calibration == "auto" and calibration_ds is None and not calibration_note
     eval_ds = _as_dataset(eval_texts, tokenizer, "eval_texts", max_length)
@@ -1098,14 +1346,24 @@ def train(
             raise ValueError("eval_steps needs eval_texts")
         training_args.setdefault("eval_strategy", "steps")
         training_args.setdefault("eval_steps", eval_steps)
-    checkpoints = Path(output_dir if checkpoint_dir is None else checkpoint_dir)
-    resume = resolve_resume_checkpoint(resume_from_checkpoint, checkpoints)
-    if resume is not None and holding:
-        _check_resumed_holdout(resume, record)
+    batch = {
+        "batch_size": batch_size,
+        "gradient_accumulation_steps": training_args.get("gradient_accumulation_steps", 1),
+    }
+    saving.files, record = _run_record(checkpoint_files, train_ds, model, batch)
+    saving.files[HOLDOUT_FILE] = json.dumps(holdout) + "\n"
+    if resume is not None and holding:  # the most specific reason first
+        _check_resumed_holdout(resume, holdout)
+    if resume is not None:
+        differ = run_differences(read_run_record(resume) or {}, record)
+        if differ:
+            raise CheckpointError(
+                f"checkpoint {resume!r} was written by a training on other data, with other "
+                f"batches or other trained parameters ({'; '.join(differ)}): resume with the "
+                "data, the model and the options the training started with"
+            )
     if save_steps is not None:
         training_args["save_steps"] = save_steps  # save_strategy "steps" then
-    if save_total_limit is not None:
-        training_args["save_total_limit"] = save_total_limit
     args = make_training_arguments(
         checkpoints,
         max_steps=max_steps,
@@ -1124,16 +1382,13 @@ def train(
         train_ds,
         eval_ds if eval_steps is not None else None,
         args=args,
-        callbacks=[
-            CheckpointFilesCallback(
-                tokenizer, {**(checkpoint_files or {}), HOLDOUT_FILE: json.dumps(record) + "\n"}
-            ),
-            *callbacks,
-        ],
+        callbacks=[saving, *callbacks],
     )
     if not progress:
         trainer.remove_callback(PrinterCallback)  # no log lines either
-    result = TrainResult(model=model, trainer=trainer, calibration_note=calibration_note)
+    result = TrainResult(
+        model=model, trainer=trainer, calibration_note=calibration_note, resumed_step=resumed_step
+    )
     if calibration_ds is not None:
         result.calibration_size = len(calibration_ds)  # type: ignore[arg-type]
     before = torch.get_num_threads()

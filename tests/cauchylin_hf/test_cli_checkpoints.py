@@ -114,7 +114,8 @@ def test_ctrl_c_keeps_the_last_checkpoint_and_resuming_continues_the_run(
     out = tmp_path / "model"
     first: list = []
     _recording(monkeypatch, first, interrupt_at=STOP)
-    assert cli.main(_train(setup, out, "--save-steps", "2")) == 130
+    keep = ("--save-steps", "2", "--save-total-limit", "4", "--keep-checkpoints")
+    assert cli.main(_train(setup, out, *keep)) == 130
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == (
         f"cauchylin-lm train: interrupted; the model was not saved; its last checkpoint is kept "
@@ -130,13 +131,13 @@ def test_ctrl_c_keeps_the_last_checkpoint_and_resuming_continues_the_run(
     (out / f"checkpoint-{STOP + 2}" / "config.json").write_text("{}")
     (out / f".checkpoint-{STOP + 2}.0a1b2c3d.tmp").mkdir()
 
-    second: list = []
-    _recording(monkeypatch, second)
-    argv = _train(setup, out, "--save-steps", "2", "--resume-from-checkpoint")
-    assert cli.main(argv) == 0
-    assert "saved the model" in capsys.readouterr().out
     # the interrupted run logged steps 1..STOP before Ctrl-C: taken from the checkpoint's log
     state = json.loads((out / f"checkpoint-{STOP}" / "trainer_state.json").read_text())
+    second: list = []
+    _recording(monkeypatch, second)
+    argv = _train(setup, out, *keep, "--resume-from-checkpoint")
+    assert cli.main(argv) == 0
+    assert "saved the model" in capsys.readouterr().out
     logged = [(row["step"], row["loss"]) for row in state["log_history"] if "loss" in row]
     resumed = logged + _losses(second[0])
     assert [s for s, _ in resumed] == [s for s, _ in uninterrupted] == list(range(1, STEPS + 1))
@@ -157,7 +158,7 @@ def test_ctrl_c_keeps_the_last_checkpoint_and_resuming_continues_the_run(
 
 def test_save_total_limit_and_a_new_run_into_old_checkpoints(setup, tmp_path, capsys):
     out = tmp_path / "model"
-    argv = _train(setup, out, "--save-steps", "2", "--save-total-limit", "2")
+    argv = _train(setup, out, "--save-steps", "2", "--save-total-limit", "2", "--keep-checkpoints")
     assert cli.main(argv) == 0
     assert [checkpoint_step(p) for p in list_checkpoints(out)] == [6, 7]
     capsys.readouterr()
@@ -183,7 +184,7 @@ def test_another_programs_write_is_still_caught_beside_the_checkpoints(
         return result
 
     monkeypatch.setattr(training, "train", train)
-    assert cli.main(_train(setup, out, "--save-steps", "3")) == 2
+    assert cli.main(_train(setup, out, "--save-steps", "3", "--save-total-limit", "3")) == 2
     err = capsys.readouterr().err
     assert "was changed by another program during training (its entry 'config.json'" in err
     assert (out / "config.json").read_text() == '{"theirs": true}'
@@ -217,6 +218,7 @@ _CLI_ONLY = {
     "threads": "torch's thread count",
     "resume_from_checkpoint": "needs a checkpoint: the resume test above",
     "no_progress": "train(progress=...), but bars show only on a terminal, so not under pytest",
+    "keep_checkpoints": "the CLI removes the checkpoints once the model is saved, or not",
 }
 
 # A value, other than the default, for every option that reaches train(); a flag alone is [].
@@ -232,6 +234,7 @@ _VALUES = {
     "logging_steps": ["2"],
     "save_steps": ["1"],
     "save_total_limit": ["1"],
+    "fresh_optimizer_state": [],
     "calibration": ["0.25"],
     "calibration_split": ["last"],
     "no_readouts": [],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ from cauchylin_hf.model import CauchyLMForCausalLM
 from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
 from cauchylin_hf.tokenizer import NumericTokenizer
 from cauchylin_hf.trainer_checkpoints import (
+    CheckpointError,
     checkpoint_step,
     last_checkpoint,
     list_checkpoints,
@@ -108,15 +110,31 @@ def test_a_resumed_run_logs_the_losses_of_an_uninterrupted_one(runs):
     assert full.series("loss")[-1] < 0.5 * full.series("loss")[0]
 
 
+@pytest.mark.parametrize("missing", ["optimizer.pt", "scheduler.pt"])
+def test_a_checkpoint_without_its_optimizer_state_is_refused_naming_the_file(
+    runs, tmp_path, missing
+):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copytree(runs["kept"], folder / f"checkpoint-{STOP}")
+    (folder / f"checkpoint-{STOP}" / missing).unlink()
+    with pytest.raises(CheckpointError) as caught:
+        _run(folder, save_steps=2, resume_from_checkpoint=True)
+    message = str(caught.value)
+    assert f"checkpoint-{STOP}' holds no {missing}" in message
+    assert "fresh_optimizer_state=True" in message and "\n" not in message
+
+
 def test_resuming_without_the_optimizer_state_would_be_caught(runs, tmp_path):
     """The control: the same resume from a checkpoint whose optimizer and scheduler files were
-    deleted (the weights alone) logs other losses, so the equality above is not trivial."""
+    deleted (the weights alone), accepted with fresh_optimizer_state=True, logs other losses,
+    so the equality above is not trivial."""
     folder = tmp_path / "run"
     folder.mkdir()
     shutil.copytree(runs["kept"], folder / f"checkpoint-{STOP}")
     for name in ("optimizer.pt", "scheduler.pt"):
         (folder / f"checkpoint-{STOP}" / name).unlink()
-    resumed = _run(folder, save_steps=2, resume_from_checkpoint=True)
+    resumed = _run(folder, save_steps=2, resume_from_checkpoint=True, fresh_optimizer_state=True)
     assert [r["step"] for r in resumed.history] == list(range(STOP + 1, STEPS + 1))
     assert _max_rel_diff(runs["second"].series("loss"), resumed.series("loss")) > 1e-3
 
@@ -243,3 +261,122 @@ def test_a_resume_that_would_calibrate_on_trained_rows_is_refused(tmp_path):
 
     record = json.loads((tmp_path / "checkpoint-2" / HOLDOUT_FILE).read_text())
     assert record["held_out"] == 24 and record["rows"] == 120 and record["seed"] == 3
+
+
+def _resume_from_kept(runs, tmp_path, model, ntok, **kw):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copytree(runs["kept"], folder / f"checkpoint-{STOP}")
+    options = dict(max_steps=STEPS, batch_size=4, progress=False, save=False)
+    options.update(evaluate=False, readouts=False, calibration=None)
+    return folder, lambda: train(
+        model,
+        ntok,
+        _texts(),
+        output_dir=folder,
+        save_steps=2,
+        resume_from_checkpoint=True,
+        **{**options, **kw},
+    )
+
+
+def test_a_resume_into_a_model_of_another_size_says_what_differs(runs, tmp_path, monkeypatch):
+    """Refused before the texts are encoded, not a size-mismatch traceback after it."""
+    import cauchylin_hf.training as training
+
+    torch.manual_seed(0)
+    base = tiny_base_model("qwen2", seed=0, hidden_size=64)
+    model, ntok = CauchyLMForCausalLM.from_base(
+        base, tiny_tokenizer(), return_tokenizer=True, freeze_backbone=False
+    )
+    encoded = []
+    monkeypatch.setattr(training, "_as_dataset", lambda *a, **k: encoded.append(a))
+    _, resume = _resume_from_kept(runs, tmp_path, model, ntok)
+    with pytest.raises(CheckpointError, match="holds the weights of another model") as caught:
+        resume()
+    assert "in the checkpoint" in str(caught.value) and "here" in str(caught.value)
+    assert encoded == []
+
+
+def test_a_resume_with_another_set_of_trained_parameters_says_so(runs, tmp_path):
+    model, ntok = _model()
+    model.set_backbone_trainable(False)  # the checkpoint's run trained the backbone
+    _, resume = _resume_from_kept(runs, tmp_path, model, ntok)
+    with pytest.raises(CheckpointError, match=r"the model trains \d+ now"):
+        resume()
+
+
+def test_a_resume_with_other_training_rows_says_so(runs, tmp_path):
+    model, ntok = _model()
+    folder, _ = _resume_from_kept(runs, tmp_path, model, ntok)
+    with pytest.raises(CheckpointError, match="train_rows: 12 then, 8 now"):
+        train(
+            model,
+            ntok,
+            _texts()[:8],
+            output_dir=folder,
+            max_steps=STEPS,
+            batch_size=4,
+            save_steps=2,
+            resume_from_checkpoint=True,
+            progress=False,
+            save=False,
+            evaluate=False,
+            readouts=False,
+            calibration=None,
+        )
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"batch_size": 2}, "batch_size: 4 then, 2 now"),
+        ({"gradient_accumulation_steps": 2}, "gradient_accumulation_steps: 1 then, 2 now"),
+        ({"texts": [t.replace("eggs", "cups") for t in _texts()]}, "train_texts: "),
+    ],
+)
+def test_a_resume_with_other_batches_or_texts_of_the_same_count_says_so(
+    runs, tmp_path, change, expected
+):
+    model, ntok = _model()
+    folder, _ = _resume_from_kept(runs, tmp_path, model, ntok)
+    options = dict(max_steps=STEPS, batch_size=4, save_steps=2, resume_from_checkpoint=True)
+    options.update(progress=False, save=False, evaluate=False, readouts=False, calibration=None)
+    texts = change.pop("texts", _texts())
+    with pytest.raises(CheckpointError, match=expected):
+        train(model, ntok, texts, output_dir=folder, **{**options, **change})
+
+
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors", "optimizer.pt"])
+def test_checkpoint_files_cannot_replace_the_checkpoints_own(tmp_path, name):
+    with pytest.raises(ValueError, match="is a file the checkpoint itself is made of"):
+        _run(tmp_path / "run", save_steps=2, checkpoint_files={name: "{}"})
+
+
+@pytest.mark.parametrize("name", ["/tmp/outside.json", "../outside.json", "a/b.json", ""])
+def test_checkpoint_files_are_plain_names_written_inside_the_checkpoint(tmp_path, name):
+    with pytest.raises(ValueError, match="is not a plain file name"):
+        _run(tmp_path / "run", save_steps=2, checkpoint_files={name: "{}"})
+    assert not (tmp_path / "outside.json").exists() and not (tmp_path / "run").exists()
+
+
+def test_a_kill_while_the_tokenizer_is_written_leaves_no_file_cut_off(tmp_path):
+    """The Trainer wrote trainer_state.json before the callback runs: a kill while the callback
+    writes must not leave a cut-off tokenizer.json in a checkpoint that counts as complete."""
+    from cauchylin_hf.training import CheckpointFilesCallback, make_training_arguments
+    from transformers import TrainerControl, TrainerState
+
+    class Killed:
+        def save_pretrained(self, folder):
+            (Path(folder) / "tokenizer.json").write_text('{"model": {"vocab"')
+            raise KeyboardInterrupt
+
+    (tmp_path / "checkpoint-3").mkdir()
+    (tmp_path / "checkpoint-3" / "trainer_state.json").write_text('{"global_step": 3}')
+    callback = CheckpointFilesCallback(Killed(), {"data_format.json": "{}"})
+    with pytest.raises(KeyboardInterrupt):
+        callback.on_save(
+            make_training_arguments(tmp_path), TrainerState(global_step=3), TrainerControl()
+        )
+    assert not (tmp_path / "checkpoint-3" / "tokenizer.json").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-3"]

@@ -32,6 +32,7 @@ from ..precision import DATA_FORMAT_FILE
 from ..textfile import read_texts
 from ..trainer_checkpoints import is_checkpoint_entry
 from .presets import backbone_settings
+from .resume import check_checkpoints
 from .tables import (
     Table,
     TableTemplate,
@@ -701,3 +702,5 @@ def preflight(args: argparse.Namespace) -> None:
         model_folder(args.base, "base")
     if getattr(args, "tokenizer", None) is not None:
         model_folder(args.tokenizer, "tokenizer")
+    if args.command == "train":
+        check_checkpoints(args)  # a resume that cannot go on, old checkpoints: refused now

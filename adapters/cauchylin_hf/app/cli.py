@@ -129,20 +129,53 @@ def _note_overwrite(args: argparse.Namespace, entries: dict[str, Any]) -> None:
         )
 
 
+_TOO_LARGE = (errno.EFBIG,) + ((errno.EDQUOT,) if hasattr(errno, "EDQUOT") else ())
+
+
+# how the writers report a write the system stopped: OSError's errno aside, safetensors' (Rust)
+# and torch.save's stream writer's messages (the latter name no cause)
+_LIMIT_SIGNS: tuple[str, ...] = ("No space left", "os error 28", "StorageFull", "code: 28")
+_LIMIT_SIGNS += ("File too large", "os error 27", "FileTooLarge", "code: 27", "Disk quota")
+_WRITER_SIGNS = ("file write failed", "inline_container.cc", "iostream error")
+
+
+def _is_write_limit(exc: BaseException) -> bool:
+    """A write stopped by a full disk, a file-size limit (``ulimit -f``) or a quota, as the
+    writers report it: an ``OSError``, safetensors' error, torch.save's stream writer's."""
+    text = str(exc)
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, *_TOO_LARGE):
+        return True
+    return any(s in text for s in _LIMIT_SIGNS + _WRITER_SIGNS)
+
+
+def _file_size_limit() -> int | None:
+    """The file-size limit of this process (``ulimit -f``, bytes), or None for none."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
 def _save_failure(out: Path, exc: BaseException, existed: bool) -> str:
-    """One line for a failed save: a full disk says so."""
+    """One line for a failed save: a full disk or a file-size limit says so."""
     text = str(exc).strip()
     first = text.splitlines()[0][:300] if text else type(exc).__name__
     kept = "the model already there is unchanged" if existed else "nothing was written"
-    full = (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or any(
-        s in text for s in ("No space left", "os error 28", "StorageFull", "code: 28")
-    )
-    if full:
+    if not _is_write_limit(exc):
+        return f"could not save the model to {str(out)!r}: {first}; {kept}"
+    limit = _file_size_limit()
+    if limit is not None and not (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
         return (
-            f"no space left on the device to save the model to {str(out)!r} ({first}); {kept}: "
-            "free some space and train again"
+            f"a file reached the file-size limit (ulimit -f: {limit} bytes) while saving to "
+            f"{str(out)!r} ({first}); "
+            f"{'the model already there is unchanged' if existed else 'no model was saved'}, "
+            "and a checkpoint cut off by it is never resumed "
+            "from: raise the limit (ulimit -f unlimited) and train again"
         )
-    return f"could not save the model to {str(out)!r}: {first}; {kept}"
+    return (
+        f"no space left on the device to save the model to {str(out)!r} ({first}); {kept}: "
+        "free some space and train again"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,30 +244,58 @@ def _train_settings(args: argparse.Namespace, n_texts: int) -> dict[str, Any]:
         "save_steps": args.save_steps,
         "save_total_limit": args.save_total_limit,
         "dataloader_num_workers": args.dataloader_workers,
+        "fresh_optimizer_state": args.fresh_optimizer_state,
     }
     if args.lr_scheduler is not None:
         settings["lr_scheduler_type"] = args.lr_scheduler
     return settings
 
 
-def _checkpoint_folder(args: argparse.Namespace, out: Path, seen: Any) -> tuple[str | None, Any]:
-    """The checkpoint to resume from, and the output folder's state: with ``--save-steps`` the
-    checkpoints go into ``--output-dir`` itself (where Ctrl-C and a kill leave them), made now so
-    that they are this run's own entries at the swap; a new run over old checkpoints is refused."""
+def _checkpoint_folder(args: argparse.Namespace, out: Path, seen: Any) -> Any:
+    """The output folder's state: with ``--save-steps`` the checkpoints go into
+    ``--output-dir`` itself (where Ctrl-C and a kill leave them), made now so that they are
+    this run's own entries at the swap (a new run over old checkpoints was refused by the
+    checks, :func:`cauchylin_hf.app.resume.check_checkpoints`)."""
     from ..atomic_save import folder_state
-    from ..trainer_checkpoints import list_checkpoints, resolve_resume_checkpoint
 
-    resume = resolve_resume_checkpoint(args.resume_from_checkpoint, out)
+    if args.save_steps is not None and not out.exists():
+        out.mkdir(parents=True)
+        seen = folder_state(out)
+    return seen
+
+
+def _checkpoint_files(args: argparse.Namespace, text: str) -> dict[str, str]:
+    """The files every checkpoint gets beside the model: ``data_format.json``, and the record
+    of the command that a resume is compared with (with ``--save-steps``)."""
+    from ..trainer_checkpoints import RUN_FILE
+    from .resume import run_record
+
+    files = {DATA_FORMAT_FILE: text}
     if args.save_steps is not None:
-        if resume is None and list_checkpoints(out):
-            raise CliError(
-                f"--output-dir {args.output_dir!r} holds the checkpoints of an earlier training: "
-                "continue it with --resume-from-checkpoint, or delete them to start anew"
-            )
-        if not out.exists():
-            out.mkdir(parents=True)
-            seen = folder_state(out)
-    return resume, seen
+        files[RUN_FILE] = json.dumps(run_record(args), indent=2, ensure_ascii=False) + "\n"
+    return files
+
+
+def _drop_checkpoints(args: argparse.Namespace, out: Path) -> None:
+    """Once the model is saved its checkpoints have served: removed, and said so (kept with
+    ``--keep-checkpoints``)."""
+    from ..trainer_checkpoints import list_checkpoints, remove_checkpoints
+
+    if args.keep_checkpoints:
+        kept = list_checkpoints(out)
+        if kept:
+            print(f"kept its {_count(len(kept))} ({_listed([p.name for p in kept])})")
+        return
+    removed = [p for p in remove_checkpoints(out) if not p.name.startswith(".")]
+    if removed:
+        print(
+            f"removed its {_count(len(removed))}, now that the model is saved "
+            "(--keep-checkpoints keeps them)"
+        )
+
+
+def _count(n: int) -> str:
+    return "checkpoint" if n == 1 else f"{n} checkpoints"
 
 
 def _train_and_save(
@@ -245,6 +306,7 @@ def _train_and_save(
     held: Data | None,
     median: float | None,
     seen: Any,
+    resume: str | None,
     held_out: int = 0,
     field: str | None = None,
 ) -> dict[str, float]:
@@ -265,7 +327,7 @@ def _train_and_save(
     sample = text_sample(data.texts, STATS_ROWS, seed=args.seed)  # the decimals of each field
     record = format_record(data.template, NumberPrecision.from_texts(sample), median)
     text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
-    resume, seen = _checkpoint_folder(args, out, seen)
+    seen = _checkpoint_folder(args, out, seen)
     try:
         with replace_folder(
             out, stale=_is_model_entry, seen=seen, note=say, contents="the new model"
@@ -278,7 +340,7 @@ def _train_and_save(
                 staging,
                 resume_from_checkpoint=resume,
                 checkpoint_dir=out if args.save_steps or resume else None,
-                checkpoint_files={DATA_FORMAT_FILE: text},
+                checkpoint_files=_checkpoint_files(args, text),
                 **_train_settings(args, len(data.texts)),
             )
             if result.global_step < 1:
@@ -318,8 +380,8 @@ def _train_and_save(
         ) from None
     except SafetensorError as exc:
         raise CliError(_save_failure(out, exc, existed)) from None
-    except OSError as exc:
-        if exc.errno != errno.ENOSPC:
+    except (OSError, RuntimeError) as exc:  # RuntimeError: torch.save's stream writer
+        if not _is_write_limit(exc):
             raise
         raise CliError(_save_failure(out, exc, existed)) from None
     return metrics
@@ -334,8 +396,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from ..predict import target_numbers
     from ..streaming import STATS_ROWS, TextColumn, text_sample
+    from ..trainer_checkpoints import resolve_resume_checkpoint
+    from .resume import resumed_from
 
     seen = check_output_dir(args)  # checked again at the swap
+    # checked before torch was imported (cauchylin_hf.app.resume.check_checkpoints)
+    resume = resolve_resume_checkpoint(args.resume_from_checkpoint, Path(args.output_dir))
     if args.overwrite:
         _note_overwrite(args, seen.entries)
     data = read_data(args, args.data, data_format(args.model))
@@ -346,6 +412,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     # the tokenizer and the target's median read a sample of a large table (the whole of a small)
     sample = text_sample(data.texts, STATS_ROWS, seed=args.seed)
     model, ntok, what = _model_to_train(args, sample)
+    if resume is not None:
+        model_name = f"the {args.from_config} model" if args.from_config else str(args.model)
+        what = f"{model_name} resumed from {resumed_from(resume)}"
     try:
         held_out = calibration_holdout(len(data.texts), args.calibration)
     except ValueError as exc:
@@ -368,8 +437,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     targets = target_numbers(sample, target_field=field)
     describe(data, field, targets)
     median = quantiles(torch.tensor(targets, dtype=torch.float64), (0.5,))[0] if targets else None
-    metrics = _train_and_save(args, model, ntok, data, held, median, seen, held_out, field)
+    metrics = _train_and_save(args, model, ntok, data, held, median, seen, resume, held_out, field)
     print(f"saved the model, its tokenizer and {DATA_FORMAT_FILE} to {args.output_dir}")
+    _drop_checkpoints(args, Path(args.output_dir))
     if metrics and held is not None:
         print_metrics(metrics)
     return 0
