@@ -235,6 +235,7 @@ _VALUES = {
     "save_steps": ["1"],
     "save_total_limit": ["1"],
     "fresh_optimizer_state": [],
+    "dataloader_workers": ["1"],
     "calibration": ["0.25"],
     "calibration_split": ["last"],
     "no_readouts": [],
