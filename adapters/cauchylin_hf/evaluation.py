@@ -530,16 +530,22 @@ def _predict_positions(
         loc_u = shifted.positions(out.loc_U)[pair]
         scale_u = shifted.positions(out.scale_U)[pair]
         # the numbers are read as everywhere else: with the per-context readouts
-        codes = shifted.positions(inner.context_codes(batch["input_ids"], batch["attention_mask"]))[
-            pair
-        ]
+        codes, numbers = inner.readout_context(
+            batch["input_ids"], batch.get("numeric_values"), batch["attention_mask"]
+        )
+        codes = shifted.positions(codes)[pair]
+        if numbers is not None:
+            numbers = shifted.positions(numbers)[pair]
         keep["labels"].append(shifted.labels[pair].cpu())
         keep["target_values"].append(shifted.target_values[pair].cpu())
         keep["loc_U"].append(loc_u.float().cpu())
         keep["scale_U"].append(scale_u.float().cpu())
         for start in range(0, loc_u.shape[0], chunk):
             U = CauchyVector(loc_u[start : start + chunk], scale_u[start : start + chunk])
-            act = action(U, STANDARD, temperature, context=codes[start : start + chunk])
+            part = None if numbers is None else numbers[start : start + chunk]
+            act = action(
+                U, STANDARD, temperature, context=codes[start : start + chunk], numbers=part
+            )
             keep["predictions"].append(act.predict().cpu())
             keep["pred_values"].append(act.value_median().float().cpu())
     return {k: torch.cat(v) for k, v in keep.items()}, losses
