@@ -707,6 +707,12 @@ class TrainResult:
             with ``readouts=False``).
         calibration: what :func:`~cauchylin_hf.readouts.calibrate` did (None without
             calibration texts).
+        readout_data: the training rows the readouts were solved on (None with
+            ``readouts=False``): with :attr:`calibration_data`, what solving them again with
+            other settings needs (e.g. ``config.readout_numbers``, then
+            :func:`~cauchylin_hf.readouts.solve_readouts` and
+            :func:`~cauchylin_hf.readouts.calibrate`).
+        calibration_data: the examples the calibration read (None without calibration).
         calibration_size: how many examples the calibration read (held out of the training
             texts, or given).
 
@@ -736,6 +742,8 @@ class TrainResult:
     global_step: int = 0
     readouts: ReadoutReport | None = None
     calibration: CalibrationReport | None = None
+    readout_data: Dataset | None = None
+    calibration_data: Dataset | None = None
     calibration_size: int = 0
 
     def series(self, key: str) -> list[float]:
@@ -971,6 +979,7 @@ def train(
     result = TrainResult(model=model, trainer=trainer)
     if calibration_ds is not None:
         result.calibration_size = len(calibration_ds)  # type: ignore[arg-type]
+        result.calibration_data = calibration_ds
     if eval_before and evaluate and eval_ds is not None:
         result.initial_metrics = evaluate_model(
             model, tokenizer, eval_ds, batch_size=args.per_device_eval_batch_size
@@ -983,7 +992,8 @@ def train(
     result.history = list(trainer.loss_parts.history)  # type: ignore[attr-defined]
     result.eval_history = list(trainer.loss_parts.eval_history)  # type: ignore[attr-defined]
     if readouts:
-        result.readouts = _solve(model, tokenizer, _readout_rows(train_ds, seed), args)
+        result.readout_data = _readout_rows(train_ds, seed)
+        result.readouts = _solve(model, tokenizer, result.readout_data, args)
     if calibration_ds is not None:
         result.calibration = _calibrate(model, tokenizer, calibration_ds, args)
     if evaluate and eval_ds is not None:
