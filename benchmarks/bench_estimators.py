@@ -18,6 +18,8 @@ regression
 ``wine_alcohol``    ``load_wine``: alcohol content from the 12 other measurements (178 rows)
 ``cancer_smooth``   ``load_breast_cancer``: "mean smoothness" from the 27 features that are
                     not a version of smoothness (569 rows)
+``engel``           statsmodels' ``engel``: food expenditure from income (235 rows; needs
+                    statsmodels, not in the default list)
 classification
 ``breast_cancer``   ``load_breast_cancer``: 2 classes, 30 features (569 rows)
 ``wine``            ``load_wine``: 3 classes, 13 features (178 rows)
@@ -45,8 +47,16 @@ model degrades least (also counted split by split against the least-degrading ot
 by at most 10 %; clean, it is within 10 % of the MLP. ``--from-json`` re-prints and re-draws the
 raw results of an earlier run without fitting anything.
 
+``--upstream`` runs, instead, the robustness protocol of the causal-sklearn package:
+``make_regression(n_samples=4000, n_features=12, noise=1, random_state=42)``, a random 80/20
+split per seed, 30 % of the training labels shuffled among themselves (a random permutation of
+those rows' targets), and the test mean absolute error of ``CausalRegressor`` beside ordinary
+least squares, ``HuberRegressor`` and ``QuantileRegressor`` (the median, unpenalised), clean and
+corrupted.
+
 Run:
     python benchmarks/bench_estimators.py           # every table, 10 splits (~10 min on 1 core)
+    python benchmarks/bench_estimators.py --upstream --seeds 3
     python benchmarks/bench_estimators.py --datasets diabetes,iris --seeds 3
     python benchmarks/bench_estimators.py --seeds 20 --json docs/assets/benchmarks/estimators.json \
         --plot docs/assets/benchmarks/estimators.png  # the documentation's figure (~20 min)
@@ -80,7 +90,13 @@ from sklearn.ensemble import (  # noqa: E402
     HistGradientBoostingClassifier,
     HistGradientBoostingRegressor,
 )
-from sklearn.linear_model import HuberRegressor, LogisticRegression, Ridge  # noqa: E402
+from sklearn.linear_model import (  # noqa: E402
+    HuberRegressor,
+    LinearRegression,
+    LogisticRegression,
+    QuantileRegressor,
+    Ridge,
+)
 from sklearn.model_selection import train_test_split  # noqa: E402
 from sklearn.neural_network import MLPClassifier, MLPRegressor  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
@@ -114,6 +130,13 @@ def _load(name: str) -> tuple[str, np.ndarray, np.ndarray]:
     if name == "cancer_smooth":
         X = datasets.load_breast_cancer().data
         return "regression", _without(X, [4, 14, 24]), X[:, 4]  # mean, se, worst smoothness
+    if name == "engel":
+        try:
+            import statsmodels.api as sm
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise SystemExit("table 'engel' needs statsmodels: pip install statsmodels") from exc
+        d = sm.datasets.engel.load_pandas().data
+        return "regression", d[["income"]].to_numpy(float), d["foodexp"].to_numpy(float)
     loaders = {
         "breast_cancer": datasets.load_breast_cancer,
         "wine": datasets.load_wine,
@@ -125,6 +148,7 @@ def _load(name: str) -> tuple[str, np.ndarray, np.ndarray]:
 
 
 DATASETS = ("diabetes", "wine_alcohol", "cancer_smooth", "breast_cancer", "wine", "iris", "digits")
+EXTRA_DATASETS = ("engel",)  # run when named (they need more than scikit-learn)
 
 
 # --------------------------------------------------------------------------------------------
@@ -245,6 +269,58 @@ def run_table(name: str, args: argparse.Namespace) -> dict:
                     per_level.setdefault(metric, []).append(value)
         print(f"  {name}: repetition {rep + 1}/{args.seeds} done", file=sys.stderr)
     return {"task": task, "n_rows": len(y), "raw": raw, "fit_seconds": seconds}
+
+
+UPSTREAM_MODELS = ("causal", "ols", "huber", "quantile")
+UPSTREAM_SHARE = 0.3
+
+
+def run_upstream(args: argparse.Namespace) -> dict:
+    """causal-sklearn's robustness protocol (module docstring): test MAE per model and seed,
+    ``{"clean": {model: [..]}, "shuffled": {model: [..]}}``."""
+    X, y = datasets.make_regression(n_samples=4000, n_features=12, noise=1, random_state=42)
+    out: dict[str, dict[str, list[float]]] = {"clean": {}, "shuffled": {}}
+    seconds = {m: 0.0 for m in UPSTREAM_MODELS}
+    for rep in range(args.seeds):
+        seed = args.seed_offset + rep
+        X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.2, random_state=seed)
+        rng = np.random.default_rng([seed, 11])
+        rows = rng.choice(len(y_tr), size=round(UPSTREAM_SHARE * len(y_tr)), replace=False)
+        shuffled = y_tr.copy()
+        shuffled[rows] = y_tr[rng.permutation(rows)]
+        for level, y_fit in (("clean", y_tr), ("shuffled", shuffled)):
+            models = {
+                "causal": CausalRegressor(tuple(args.hidden), random_state=seed),
+                "ols": LinearRegression(),
+                "huber": make_pipeline(StandardScaler(), HuberRegressor(max_iter=1000)),
+                "quantile": QuantileRegressor(quantile=0.5, alpha=0.0, solver="highs"),
+            }
+            for name, model in models.items():
+                start = time.perf_counter()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    model.fit(X_tr, y_fit)
+                seconds[name] += time.perf_counter() - start
+                mae = float(np.mean(np.abs(model.predict(X_te) - y_te)))
+                out[level].setdefault(name, []).append(mae)
+        print(f"  upstream protocol: repetition {rep + 1}/{args.seeds} done", file=sys.stderr)
+    return {"mae": out, "fit_seconds": seconds}
+
+
+def print_upstream(result: dict) -> None:
+    """The upstream protocol's table: mean (standard error) test MAE, clean and shuffled."""
+    mae = result["mae"]
+    print(
+        "\n== causal-sklearn robustness protocol: make_regression(4000, 12, noise=1), "
+        f"{UPSTREAM_SHARE:.0%} of the training labels shuffled; test MAE, mean (se)"
+    )
+    print(f"{'model':10s} {'clean':>16s} {'shuffled':>16s} {'fit s':>8s}")
+    for name in UPSTREAM_MODELS:
+        cells = []
+        for level in ("clean", "shuffled"):
+            m, se = _mean_se(mae[level][name])
+            cells.append(f"{m:9.3f} ({se:.3f})")
+        print(f"{name:10s} {cells[0]:>16s} {cells[1]:>16s} {result['fit_seconds'][name]:8.1f}")
 
 
 def _mean_se(values: list[float]) -> tuple[float, float]:
@@ -526,9 +602,14 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--json", default=None, help="also write the results to this file")
     parser.add_argument("--plot", default=None, help="also draw the results to this PNG file")
+    parser.add_argument(
+        "--upstream",
+        action="store_true",
+        help="run causal-sklearn's robustness protocol instead of the tables (see above)",
+    )
     args = parser.parse_args(argv)
 
-    names = _csv(parser, "--datasets", args.datasets, DATASETS)
+    names = _csv(parser, "--datasets", args.datasets, DATASETS + EXTRA_DATASETS)
     if args.models is not None:
         args.models = _csv(
             parser,
@@ -578,6 +659,13 @@ def main(argv: list[str] | None = None) -> dict:
         f"{settings['seeds']} splits from seed {settings['seed_offset']}; corruption "
         f"{settings['corruption']}; hidden layers {tuple(settings['hidden'])}"
     )
+    if args.upstream:
+        upstream = run_upstream(args)
+        print_upstream(upstream)
+        result = {"machine": machine, "command": command, "settings": settings, **upstream}
+        if args.json:
+            _write_json(args.json, result)
+        return result
     summaries: dict[str, tuple[dict, dict]] = {}
     for name in earlier["tables"] if args.from_json else names:
         if args.from_json:

@@ -112,6 +112,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "causal (context-scaled gradient)": {"reg_scale_power": 2.0, "reg_context_tokens": 2},
     "causal (context-scaled, model's scale as spread)": {"reg_scale_power": 2.0},
     "causal (classifier_lr_scale=1)": {"classifier_lr_scale": 1.0},
+    "causal (readout_numbers=0)": {"readout_numbers": 0},
+    "causal (readout_numbers=16)": {"readout_numbers": 16},
 }
 
 # Model kinds (``--models``) and the names of the rows they produce.
@@ -368,8 +370,6 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
     torch.set_num_threads(1)
     from cauchylin_hf.app import compare
 
-    from cauchylin.metrics import ks_uniform
-
     every = tuple(sorted(set(LEVELS) | set(DIAGRAM_LEVELS)))
     train, held, _ = load_table(job["table"], job["quick"])
     if job["corrupt"]:
@@ -411,30 +411,23 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
         s = compare.score(p["median"], true, text_accuracy=math.nan, train_seconds=seconds)
         scored.append((job["name"], s, p["median"]))
     else:
-        model, ntok, seconds = compare.train_causal(train, recipe, base=base)
-        p = compare.causal_predictions(model, ntok, held, every)
-        raw = compare.causal_predictions(model, ntok, held, every, calibrated=False)
-        true = p["true"]
-        s = compare.score(
-            p["median"],
-            true,
-            text_accuracy=compare.text_accuracy(model, ntok, held, causal=True),
-            train_seconds=seconds,
-            lower=p["lower"],
-            upper=p["upper"],
-            levels=every,
-        )
-        s.extra.update(
-            interval_score=_interval_scores(true, p["lower"], p["upper"], every),
-            coverage_raw=_coverages(true, raw["lower"], raw["upper"], every),
-            interval_score_raw=_interval_scores(true, raw["lower"], raw["upper"], every),
-            calibrated_share=float(p["calibrated"].double().mean()),
-            log_score=float(p["log_score"].mean()),
-            pit_ks=ks_uniform(p["pit"]),
-            shared_head_mdae=_shared_head_mdae(model, ntok, held),
-        )
-        s.extra["ridge_mdae"] = _ridge_ceiling(model, ntok, train, held)
-        scored.append((job["name"], s, p["median"]))
+        model, ntok, result = compare.train_causal_run(train, recipe, base=base)
+        seconds = float(result.train_runtime)
+        s, median = _causal_scores(model, ntok, train, held, every, seconds)
+        scored.append((job["name"], s, median))
+        numbers = job.get("resolve_numbers")
+        if numbers is not None:
+            # the same network, its readouts solved again on the same rows
+            from cauchylin_hf.readouts import calibrate, solve_readouts
+
+            solve_start = time.perf_counter()
+            model.config.readout_numbers = int(numbers)
+            solve_readouts(model, ntok, result.readout_data)
+            if result.calibration_data is not None:
+                calibrate(model, ntok, result.calibration_data)
+            solve_seconds = seconds + time.perf_counter() - solve_start
+            s, median = _causal_scores(model, ntok, train, held, every, solve_seconds)
+            scored.append((f"{job['name']} {_resolved(int(numbers))}", s, median))
     truth = [compare.split_at_target(t)[1] for t in held]
     out = []
     for name, s, pred in scored:
@@ -460,6 +453,44 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
             flush=True,
         )
     return out
+
+
+def _resolved(numbers: int) -> str:
+    """The suffix of the rows whose readouts were solved again with ``numbers``."""
+    return f"[readouts re-solved, readout_numbers={numbers}]"
+
+
+def _causal_scores(
+    model: Any, ntok: Any, train: list[str], held: list[str], every: tuple, seconds: float
+) -> tuple[Any, Any]:
+    """The causal model's scores on the held-out texts, and its predicted medians."""
+    from cauchylin_hf.app import compare
+
+    from cauchylin.metrics import ks_uniform
+
+    p = compare.causal_predictions(model, ntok, held, every)
+    raw = compare.causal_predictions(model, ntok, held, every, calibrated=False)
+    true = p["true"]
+    s = compare.score(
+        p["median"],
+        true,
+        text_accuracy=compare.text_accuracy(model, ntok, held, causal=True),
+        train_seconds=seconds,
+        lower=p["lower"],
+        upper=p["upper"],
+        levels=every,
+    )
+    s.extra.update(
+        interval_score=_interval_scores(true, p["lower"], p["upper"], every),
+        coverage_raw=_coverages(true, raw["lower"], raw["upper"], every),
+        interval_score_raw=_interval_scores(true, raw["lower"], raw["upper"], every),
+        calibrated_share=float(p["calibrated"].double().mean()),
+        log_score=float(p["log_score"].mean()),
+        pit_ks=ks_uniform(p["pit"]),
+        shared_head_mdae=_shared_head_mdae(model, ntok, held),
+    )
+    s.extra["ridge_mdae"] = _ridge_ceiling(model, ntok, train, held)
+    return s, p["median"]
 
 
 def _shared_head_mdae(model: Any, ntok: Any, held: list[str]) -> float:
@@ -847,6 +878,34 @@ def plot(rows: list[dict[str, Any]], tables: list[str], path: str, machine: str)
     _plotting.save(fig, path)
 
 
+def learning_curve(rows: list[dict[str, Any]], tables: list[str]) -> str:
+    """Markdown: per table and causal model, the held-out MdAE at each training budget (the
+    median over the seeds in the rows, their count in brackets when more than one), beside
+    the better of linear regression and gradient boosting."""
+    causal = [r for r in rows if r["kind"] == "causal" and not r.get("corrupt")]
+    budgets = sorted({int(r["steps"]) for r in causal})
+    names = list(dict.fromkeys(r["name"] for r in causal))
+    head = ["table", "model", *[f"{b} steps" for b in budgets], "best of LR / HGB"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for table in tables:
+        refs = [
+            r["mdae"]
+            for r in rows
+            if r["table"] == table
+            and r["name"] in ("linear regression (features)", "gradient boosting (features)")
+        ]
+        best = f"{min(refs):.4g}" if refs else ""
+        for name in names:
+            cells = []
+            for b in budgets:
+                got = [r["mdae"] for r in _sel(causal, table=table, name=name, steps=b)]
+                n = f" ({len(got)})" if len(got) > 1 else ""
+                cells.append(f"{_median(got):.4g}{n}" if got else "")
+            if any(cells):
+                out.append("| " + " | ".join([table, name, *cells, best]) + " |")
+    return "\n".join(out)
+
+
 def markdown_report(rows: list[dict[str, Any]], tables: list[str]) -> str:
     """The grid as the benchmark page's markdown tables (medians over seeds, 1000 steps, clean)."""
 
@@ -1003,6 +1062,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", default="0", help="training seeds, e.g. 0,1,2")
     p.add_argument("--models", default=",".join(MODELS), help=f"of {', '.join(MODELS)}")
     p.add_argument("--variants", default="", help="more causal variants: " + ", ".join(VARIANTS))
+    p.add_argument(
+        "--resolve-numbers",
+        type=int,
+        default=None,
+        metavar="S",
+        help="also score each causal model with its readouts solved again, reading S earlier "
+        "numbers (config.readout_numbers; 0: the hidden state alone): a paired comparison on "
+        "the same network, one more row per run",
+    )
+    p.add_argument(
+        "--curve",
+        action="store_true",
+        help="with --report: print each table's held-out MdAE per training budget (the "
+        "learning curve of the causal rows)",
+    )
     p.add_argument("--corrupt", type=float, default=0.0, help="share of targets x100 (0: skip)")
     p.add_argument(
         "--corrupt-tables", default=None, help="the tables --corrupt retrains on (default: all)"
@@ -1070,6 +1144,9 @@ def main(argv: list[str] | None = None) -> int:
             f"torch {m.get('torch', '?')}"
         )
         in_file = list(dict.fromkeys(r["table"] for r in saved))
+        if args.curve:
+            print(learning_curve(saved, [t for t in tables if t in in_file] or in_file))
+            return 0
         print(markdown_report(saved, [t for t in tables if t in in_file] or in_file))
         before = None
         if args.before:
@@ -1126,7 +1203,15 @@ def main(argv: list[str] | None = None) -> int:
                     for m in models:
                         if m == "causal":
                             for v in ["causal", *variants]:
-                                add(table, "causal", v, VARIANTS[v], steps, seed)
+                                add(
+                                    table,
+                                    "causal",
+                                    v,
+                                    VARIANTS[v],
+                                    steps,
+                                    seed,
+                                    resolve_numbers=args.resolve_numbers,
+                                )
                         else:
                             add(table, m, MODELS[m], {}, steps, seed)
             if steps == corrupt_budget and args.corrupt:

@@ -138,6 +138,7 @@ _INT_SETTINGS: Final[tuple[tuple[str, dict[str, Any]], ...]] = (
     ("reg_context_tokens", {"minimum": 0, "maximum": 3}),
     ("readout_context_tokens", {"minimum": 1, "maximum": MAX_CONTEXT_TOKENS}),
     ("readout_contexts", {"minimum": 0}),
+    ("readout_numbers", {"minimum": 0}),
     ("causal_size", {"minimum": 1}),
     ("tokenizer_size", {"minimum": 1}),
     ("base_vocab_size", {"minimum": 1}),
@@ -234,6 +235,11 @@ class CauchyLMConfig(PreTrainedConfig):
         readout_contexts: rows of the per-context readout table (set by
             :func:`~cauchylin_hf.readouts.solve_readouts` and
             :func:`~cauchylin_hf.readouts.calibrate`; 0: none). Not a setting to choose.
+        readout_numbers: how many of the text's earlier numbers (the most recent first, in the
+            value space) a solved readout reads beside the final hidden state (0: none, the
+            hidden state alone); in a table written one row per text, the row's earlier
+            columns: a linear regression on them inside the readout
+            (:func:`cauchylin.nn.readouts.earlier_numbers`).
         calibration_levels: the central-interval coverages the table can calibrate (default
             :data:`cauchylin.nn.readouts.CALIBRATION_LEVELS`).
         tie_word_embeddings: False (the default; leave it): ``W_cls`` is a copy of the base head
@@ -285,6 +291,7 @@ class CauchyLMConfig(PreTrainedConfig):
     head_dtype: str = "float32"
     readout_context_tokens: int = 3
     readout_contexts: int = 0
+    readout_numbers: int = 0
     calibration_levels: tuple[float, ...] | list[float] = CALIBRATION_LEVELS
     # The heads are never tied to the embeddings (W_cls is a copy that trains on its own).
     tie_word_embeddings: bool = False

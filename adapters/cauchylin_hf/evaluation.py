@@ -529,13 +529,17 @@ def _batch_positions(
     loc_u = shifted.positions(out.loc_U)[pair]
     scale_u = shifted.positions(out.scale_U)[pair]
     # the numbers are read as everywhere else: with the per-context readouts
-    codes = shifted.positions(inner.context_codes(batch["input_ids"], batch["attention_mask"]))[
-        pair
-    ]
+    codes, numbers = inner.readout_context(
+        batch["input_ids"], batch.get("numeric_values"), batch["attention_mask"]
+    )
+    codes = shifted.positions(codes)[pair]
+    if numbers is not None:
+        numbers = shifted.positions(numbers)[pair]
     predictions, pred_values = [], []
     for start in range(0, loc_u.shape[0], chunk):
         U = CauchyVector(loc_u[start : start + chunk], scale_u[start : start + chunk])
-        act = action(U, STANDARD, temperature, context=codes[start : start + chunk])
+        part = None if numbers is None else numbers[start : start + chunk]
+        act = action(U, STANDARD, temperature, context=codes[start : start + chunk], numbers=part)
         predictions.append(act.predict().cpu())
         pred_values.append(act.value_median().float().cpu())
     return {

@@ -578,12 +578,17 @@ class _Rows:
             )
         return hidden[:, -1], past
 
-    def context(self, model: Any) -> torch.Tensor | None:
-        """The last position's context codes, where the model has per-context readouts."""
+    def context(self, model: Any) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The last position's readout context ``(codes, numbers)``, where the model has
+        per-context readouts."""
         if not model.action.readouts.num_contexts:
-            return None
+            return None, None
+        if model.action.readouts.numbers:  # the earlier numbers: the whole sequence
+            codes, numbers = model.readout_context(self.ids, self.values, self.mask)
+            return codes[:, -1], None if numbers is None else numbers[:, -1]
         k = int(model.config.readout_context_tokens)
-        return cast(torch.Tensor, model.context_codes(self.ids[:, -k:], self.mask[:, -k:])[:, -1])
+        codes = model.context_codes(self.ids[:, -k:], self.mask[:, -k:])
+        return cast(torch.Tensor, codes[:, -1]), None
 
     def append(self, U: Any, step: Any, pad: int) -> None:
         """Add the step's token and value (pad and 0 in stopped rows); keep its parameters."""
@@ -762,11 +767,13 @@ def generate(
     try:
         for _ in range(max_new_tokens):
             hidden, past = state.features(model, past, use_cache)
+            codes, numbers = state.context(model)
             U, step = model.step(
                 hidden,
                 decoding,
                 return_distributions=return_distributions,
-                context=state.context(model),
+                context=codes,
+                numbers=numbers,
             )
             state.append(U, step, pad)
             state.stop(eos_ids, stops, tokenizer)

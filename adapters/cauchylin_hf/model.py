@@ -32,7 +32,7 @@ from cauchylin import CauchyVector
 from cauchylin._validation import check_finite, is_validating, require_tensor
 from cauchylin.nn import Abduction, Action, ActionOutput, ActionStep, NumericEmbedding
 from cauchylin.nn.modes import STANDARD, Decoding, InferenceMode
-from cauchylin.nn.readouts import context_codes
+from cauchylin.nn.readouts import context_codes, earlier_numbers
 
 from . import attach
 from ._backbone import (
@@ -177,6 +177,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             value_space=config.value_space,
             readout_contexts=config.readout_contexts,
             calibration_levels=tuple(config.calibration_levels),
+            readout_numbers=int(getattr(config, "readout_numbers", 0)),
             dtype=dtype,
         )
         if config.readout_contexts == 0:
@@ -705,6 +706,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         eps_seed: torch.Tensor | None = None,
         eps_noise: torch.Tensor | None = None,
         context: torch.Tensor | None = None,
+        numbers: torch.Tensor | None = None,
     ) -> tuple[CauchyVector, ActionOutput]:
         """Abduction and Action on features: the decision distributions of a mode.
 
@@ -724,6 +726,8 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             context: ``[...]`` the positions' context codes (:meth:`context_codes`): where the
                 model has a solved readout for a context, ``Y`` is that readout's
                 (:mod:`cauchylin_hf.readouts`); None keeps the shared ``W_reg`` everywhere.
+            numbers: ``[..., S]`` the positions' earlier numbers, which readouts solved with
+                ``config.readout_numbers > 0`` read (:meth:`readout_context` gives both).
 
         Returns:
             ``(U, action_output)``: ``U`` ``[..., C]`` and the
@@ -749,7 +753,14 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         U = self._individual(hidden)
         t = self._temperature(mode, temperature)
         out = self.action(
-            U, mode, t, generator=generator, eps_seed=eps_seed, eps_noise=eps_noise, context=context
+            U,
+            mode,
+            t,
+            generator=generator,
+            eps_seed=eps_seed,
+            eps_noise=eps_noise,
+            context=context,
+            numbers=numbers,
         )
         return U, out
 
@@ -760,6 +771,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         *,
         return_distributions: bool = False,
         context: torch.Tensor | None = None,
+        numbers: torch.Tensor | None = None,
     ) -> tuple[CauchyVector, ActionStep]:
         """One generation step on features: the next token and its value, in a mode.
 
@@ -776,6 +788,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
                 record) to run at ``config.temperature`` without options.
             return_distributions: also compute ``scale_S`` and ``scale_Y``.
             context: ``[B]`` the context codes of the positions (as in :meth:`heads`).
+            numbers: ``[B, S]`` their earlier numbers (as in :meth:`heads`).
 
         Returns:
             ``(U, step)``: ``U`` ``[B, C]`` and the :class:`cauchylin.nn.ActionStep` (``ids``,
@@ -808,6 +821,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             num_token_id=self.config.num_token_id,
             return_distributions=return_distributions,
             context=context,
+            numbers=numbers,
         )
         return U, out
 
@@ -841,25 +855,90 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         k = int(self.config.readout_context_tokens)
         return context_codes(input_ids, k, int(weight.shape[0]), attention_mask)
 
+    def readout_context(
+        self,
+        input_ids: torch.Tensor,
+        numeric_values: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """What the per-context readouts read at every position, besides ``U'``: ``(codes, numbers)``.
+
+        ``codes`` are :meth:`context_codes`; ``numbers`` ``[..., L, S]`` the ``S`` most recent
+        numbers at or before each position in the value space
+        (:func:`cauchylin.nn.readouts.earlier_numbers`; None when ``S = 0``), ``S`` the number
+        the readout table reads (``config.readout_numbers`` when it was solved). Every path
+        that reads a number (teacher-forced and prompt prediction, ``forward``, ``generate``,
+        the solve and the calibration) takes them from here.
+
+        Args:
+            input_ids: ``[..., L]`` token ids (the whole sequence up to each position).
+            numeric_values: ``[..., L]`` the numbers at the ``<NUM>`` positions (needed when
+                ``S > 0``).
+            attention_mask: ``[..., L]``, 0 at padding (optional).
+
+        Returns:
+            ``(codes, numbers)``.
+
+        Raises:
+            ValueError: ``S > 0`` without ``numeric_values``.
+
+        Example:
+            >>> import torch
+            >>> from cauchylin_hf.testing import tiny_base_model
+            >>> model = CauchyLMForCausalLM.from_base(
+            ...     tiny_base_model(), num_token_id=299, readout_numbers=2)
+            >>> ids = torch.tensor([[5, 299, 6, 299, 7]])
+            >>> codes, numbers = model.readout_context(ids, torch.tensor([[0, 1.0, 0, 3.0, 0]]))
+            >>> [[round(v, 3) for v in row] for row in numbers[0].tolist()]  # ln(1 + y)
+            [[0.0, 0.0], [0.693, 0.0], [0.693, 0.0], [1.386, 0.693], [1.386, 0.693]]
+        """
+        codes = self.context_codes(input_ids, attention_mask)
+        slots = self.action.readouts.numbers
+        if slots == 0:
+            return codes, None
+        if numeric_values is None:
+            raise ValueError(
+                f"numeric_values are needed: the readouts read the {slots} earlier numbers of "
+                "each position (config.readout_numbers)"
+            )
+        num = self.config.num_token_id
+        is_number = input_ids == (-1 if num is None else int(num))
+        if attention_mask is not None:
+            is_number = is_number & (attention_mask != 0)
+        numbers = earlier_numbers(numeric_values, is_number, slots, self.config.value_space)
+        return codes, numbers
+
     def _forward_context(
-        self, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None, past: Any
-    ) -> torch.Tensor | None:
-        """Codes for the readouts in ``forward``: from the ids when the whole sequence is given.
+        self,
+        input_ids: torch.Tensor | None,
+        numeric_values: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        past: Any,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """``(codes, numbers)`` for the readouts in ``forward``: from the ids when the whole
+        sequence is given.
 
         With a cache only the new ids are fed, so a position's earlier tokens are not known
         here; its code is then -2 (no context: the shared head), except where all ``k`` tokens
-        are among the fed ids. Pass ``context`` to ``forward`` to use the readouts there.
+        are among the fed ids (none, when the readouts read earlier numbers: those may lie
+        before the fed ids). Pass ``context`` (and ``context_numbers``) to ``forward`` to use
+        the readouts there.
         """
         if input_ids is None or self.action.readouts.num_contexts == 0:
-            return None
+            return None, None
         mask = attention_mask
         if mask is not None and mask.shape[-1] != input_ids.shape[-1]:
             mask = mask[..., -input_ids.shape[-1] :]  # [B, L_past + L]: the fed part
-        codes = self.context_codes(input_ids, mask)
+        if past is not None and self.action.readouts.numbers:
+            return torch.full(input_ids.shape, -2, dtype=torch.long, device=input_ids.device), None
+        values = numeric_values
+        if values is None and self.action.readouts.numbers:
+            values = torch.zeros(input_ids.shape, device=input_ids.device)  # no <NUM> given
+        codes, numbers = self.readout_context(input_ids, values, mask)
         if past is not None:
             k = int(self.config.readout_context_tokens)
             codes[..., : k - 1] = -2
-        return codes
+        return codes, numbers
 
     def _temperature(self, mode: Any, temperature: float | None) -> float | None:
         """``temperature``, else ``config.temperature``; None with a Decoding (it holds its T)."""
@@ -911,6 +990,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         shift_labels: torch.LongTensor | None = None,
         past_key_values: Any = None,
         context: torch.Tensor | None = None,
+        context_numbers: torch.Tensor | None = None,
         **kwargs: Any,
     ) -> CauchyLMOutput | tuple[Any, ...]:
         r"""Distributions of the next token and value at every position, and the training loss.
@@ -951,6 +1031,10 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             context: ``[B, L]`` the positions' context codes (:meth:`context_codes` of the whole
                 sequence) for the per-context readouts of ``loc_Y``/``scale_Y``; default: read
                 off ``input_ids`` (with a cache, only positions whose tokens were all fed).
+            context_numbers: ``[B, L, S]`` the positions' earlier numbers, which readouts
+                solved with ``config.readout_numbers > 0`` read beside ``context``
+                (:meth:`readout_context` gives both); default: read off ``input_ids`` and
+                ``numeric_values`` without a cache (with one, pass both to use those readouts).
             **kwargs: passed to the backbone (``output_hidden_states``, ``output_attentions``).
 
         Returns:
@@ -1005,18 +1089,17 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
                 )
             )
         if want_dists:
-            codes = (
-                context
-                if context is not None
-                else self._forward_context(
-                    input_ids, attention_mask, resolve_cache(cache, past_key_values)
+            codes, numbers = context, context_numbers
+            if context is None:
+                codes, numbers = self._forward_context(
+                    input_ids, numeric_values, attention_mask, resolve_cache(cache, past_key_values)
                 )
-            )
             fields.update(
                 self._distribution_fields(
                     hidden,
                     logits_to_keep,
                     codes,
+                    numbers,
                     mode or STANDARD,
                     temperature,
                     generator=generator,
@@ -1073,16 +1156,19 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         hidden: torch.Tensor,
         logits_to_keep: int | torch.Tensor,
         codes: torch.Tensor | None,
+        numbers: torch.Tensor | None,
         mode: str,
         temperature: float | None,
         **draws: Any,
     ) -> dict[str, Any]:
         """The distributions of the kept positions (``logits_to_keep``) in ``mode``, as output
-        fields; ``codes`` are the positions' context codes (before keeping)."""
+        fields; ``codes`` and ``numbers`` are the positions' readout context (before keeping)."""
         kept = _slice_positions(hidden, logits_to_keep)
         if codes is not None:
             codes = _slice_positions(codes[..., None], logits_to_keep)[..., 0]
-        U, act = self.heads(kept, mode, temperature, context=codes, **draws)
+        if numbers is not None:
+            numbers = _slice_positions(numbers, logits_to_keep)
+        U, act = self.heads(kept, mode, temperature, context=codes, numbers=numbers, **draws)
         return {
             "logits": act.loc_S,
             "loc_S": act.loc_S,

@@ -289,8 +289,10 @@ def _heads_at(
         use_cache=False,
         position_ids=position_ids_from_mask(mask),
     )
-    codes = model.context_codes(enc["input_ids"], mask)[select]
-    _, act = model.heads(hidden[select], mode, temperature, context=codes)
+    codes, numbers = model.readout_context(enc["input_ids"], enc["numeric_values"], mask)
+    codes = codes[select]
+    numbers = None if numbers is None else numbers[select]
+    _, act = model.heads(hidden[select], mode, temperature, context=codes, numbers=numbers)
     log_p = act.S[..., num : num + 1].ovr_log_prob(
         act.threshold if act.threshold.ndim == 0 else act.threshold[num : num + 1]
     )[0][..., 0]

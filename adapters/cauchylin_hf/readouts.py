@@ -40,7 +40,7 @@ import copy
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.utils.data import Dataset
@@ -86,6 +86,9 @@ class NumberFeatures:
     Attributes:
         codes: ``[N]`` int64 context codes (:meth:`~cauchylin_hf.model.CauchyLMForCausalLM.context_codes`).
         loc: ``[N, C]`` ``loc_U'`` in the standard mode at ``config.temperature`` (float64).
+        numbers: ``[N, S]`` the earlier numbers of the text that the readouts read beside it
+            (:meth:`~cauchylin_hf.model.CauchyLMForCausalLM.readout_context`; ``S = 0`` when they
+            read ``loc_U'`` alone).
         loc_y: ``[N]`` the model's ``loc_Y`` there, with the readouts it has now.
         scale_y: ``[N]`` its ``scale_Y``.
         targets: ``[N]`` the numbers in the value space, ``t = g(y)``.
@@ -103,6 +106,7 @@ class NumberFeatures:
 
     codes: torch.Tensor
     loc: torch.Tensor
+    numbers: torch.Tensor
     loc_y: torch.Tensor
     scale_y: torch.Tensor
     targets: torch.Tensor
@@ -111,6 +115,11 @@ class NumberFeatures:
     def __len__(self) -> int:
         """The number of numbers."""
         return int(self.codes.numel())
+
+    def features(self, table: Any) -> torch.Tensor:
+        """``[N, C + S]`` what a readout of ``table`` reads at each number
+        (:meth:`cauchylin.nn.readouts.ContextReadouts.features`)."""
+        return cast(torch.Tensor, table.features(self.loc, self.numbers))
 
 
 def _dataset(data: Dataset | Iterable[str], tokenizer: NumericTokenizer, name: str) -> Dataset:
@@ -134,7 +143,8 @@ def number_features(
 
     At each position whose next token is ``<NUM>`` (a real one, not the first token of a text):
     its context code, ``loc_U'`` of the standard mode at ``config.temperature`` (the training
-    mode), the model's ``loc_Y``/``scale_Y`` (with its current readouts) and the number.
+    mode), the earlier numbers its readout reads, the model's ``loc_Y``/``scale_Y`` (with its
+    current readouts) and the number.
 
     Args:
         model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM` (put in eval mode).
@@ -169,12 +179,21 @@ def number_features(
             mask = batch["attention_mask"].to(device)
             values = batch["numeric_values"].to(device)
             hidden, _ = model.encode(ids, values, mask, use_cache=False)
-            codes = model.context_codes(ids, mask)
+            codes, numbers = model.readout_context(ids, values, mask)
+            if numbers is None:
+                numbers = torch.zeros(*ids.shape, 0, device=device)
             select = before_numbers(ids, mask, num)
             if bool(select.any()):
-                _, act = model.heads(hidden[select], STANDARD, temperature, context=codes[select])
+                _, act = model.heads(
+                    hidden[select],
+                    STANDARD,
+                    temperature,
+                    context=codes[select],
+                    numbers=numbers[select] if numbers.shape[-1] else None,
+                )
                 parts["codes"].append(codes[select].cpu())
                 parts["loc"].append(act.U_prime.loc.double().cpu())
+                parts["numbers"].append(numbers[select].double().cpu())
                 parts["loc_y"].append(act.loc_Y.double().cpu())
                 parts["scale_y"].append(act.scale_Y.double().cpu())
                 y = values[:, 1:][select[:, :-1]].double()
@@ -190,6 +209,7 @@ def number_features(
         return NumberFeatures(
             torch.zeros(0, dtype=torch.long),
             torch.zeros(0, c, dtype=torch.float64),
+            torch.zeros(0, model.action.readouts.numbers, dtype=torch.float64),
             empty,
             empty,
             empty,
@@ -263,8 +283,10 @@ def solve_readouts(
     """Solve a readout per context on the training texts and put the better ones in the model.
 
     Every context with at least ``min_count`` numbers (the ``max_contexts`` most frequent) gets
-    :func:`cauchylin.readout.fit_cauchy_readout` on ``loc_U'`` at its positions, the penalty
-    chosen by ``folds``-fold cross-validation. The readout replaces the shared head for that
+    :func:`cauchylin.readout.fit_cauchy_readout` on the readout's features at its positions
+    (``loc_U'``, followed by the text's ``config.readout_numbers`` earlier numbers when that is
+    above 0: :meth:`cauchylin.nn.readouts.ContextReadouts.features`), the penalty chosen by
+    ``folds``-fold cross-validation. The readout replaces the shared head for that
     context when its cross-validated NLL is below the shared head's NLL on the same numbers.
     The model's earlier readouts and calibration are replaced (a calibration belongs to the
     readouts it was fitted with: run :func:`calibrate` after this).
@@ -307,15 +329,17 @@ def solve_readouts(
     # The shared head's predictions (without earlier readouts) are the baseline of each context;
     # a failure while they are read (bad data, Ctrl-C) puts the earlier table back.
     table = model.action.readouts
-    before = (copy.deepcopy(table.state_dict()), model.config.readout_contexts)
-    table.store([], [])
+    before = (copy.deepcopy(table.state_dict()), model.config.readout_contexts, table.numbers)
+    table.set_numbers(int(getattr(model.config, "readout_numbers", 0)))  # and empties it
     model.config.readout_contexts = 0
     try:
         shared = number_features(model, tokenizer, data, batch_size=batch_size)
     except BaseException:
+        table.numbers = before[2]
         _restore(table, before[0])
         model.config.readout_contexts = before[1]
         raise
+    x = shared.features(table)
     report = ReadoutReport(numbers=len(shared))
     codes: list[int] = []
     fits: list[CauchyReadout | None] = []
@@ -324,11 +348,9 @@ def solve_readouts(
         shared_nll = float(cauchy_nll(t, shared.loc_y[rows], shared.scale_y[rows]).mean())
         entry: dict[str, Any] = {"code": code, "count": int(rows.numel()), "shared_nll": shared_nll}
         try:
-            fit = fit_cauchy_readout(
-                shared.loc[rows], t, penalties=penalties, folds=folds, seed=seed
-            )
+            fit = fit_cauchy_readout(x[rows], t, penalties=penalties, folds=folds, seed=seed)
             solved_nll = (
-                fit.cv_nll if not math.isnan(fit.cv_nll) else _in_sample_nll(fit, shared, rows)
+                fit.cv_nll if not math.isnan(fit.cv_nll) else _in_sample_nll(fit, x[rows], t)
             )
             usable = bool(torch.isfinite(fit.weight).all()) and math.isfinite(float(fit.bias))
             usable = usable and math.isfinite(float(fit.noise)) and float(fit.noise) > 0
@@ -365,9 +387,9 @@ def _restore(table: Any, state: dict[str, torch.Tensor]) -> None:
         table.register_buffer(name, value)
 
 
-def _in_sample_nll(fit: CauchyReadout, feats: NumberFeatures, rows: torch.Tensor) -> float:
-    loc, scale = fit.predict(feats.loc[rows])
-    return float(cauchy_nll(feats.targets[rows], loc, scale).mean())
+def _in_sample_nll(fit: CauchyReadout, x: torch.Tensor, t: torch.Tensor) -> float:
+    loc, scale = fit.predict(x)
+    return float(cauchy_nll(t, loc, scale).mean())
 
 
 def _check_counts(model: Any, min_count: int, max_contexts: int) -> None:

@@ -877,6 +877,12 @@ class TrainResult:
             with ``readouts=False``).
         calibration: what :func:`~cauchylin_hf.readouts.calibrate` did (None without
             calibration texts).
+        readout_data: the training rows the readouts were solved on (None with
+            ``readouts=False``): with :attr:`calibration_data`, what solving them again with
+            other settings needs (e.g. ``config.readout_numbers``, then
+            :func:`~cauchylin_hf.readouts.solve_readouts` and
+            :func:`~cauchylin_hf.readouts.calibrate`).
+        calibration_data: the examples the calibration read (None without calibration).
         calibration_size: how many examples the calibration read (held out of the training
             texts, or given).
         calibration_note: why nothing was held out to calibrate on although ``calibration``
@@ -910,6 +916,8 @@ class TrainResult:
     global_step: int = 0
     readouts: ReadoutReport | None = None
     calibration: CalibrationReport | None = None
+    readout_data: Dataset | None = None
+    calibration_data: Dataset | None = None
     calibration_size: int = 0
     calibration_note: str = ""
     resumed_step: int | None = None
@@ -1391,6 +1399,7 @@ def train(
     )
     if calibration_ds is not None:
         result.calibration_size = len(calibration_ds)  # type: ignore[arg-type]
+        result.calibration_data = calibration_ds
     before = torch.get_num_threads()
     choice = fit_threads(threads)
     if choice.first:
@@ -1409,6 +1418,7 @@ def train(
         result.eval_history = list(trainer.loss_parts.eval_history)  # type: ignore[attr-defined]
         if readouts:
             readout_rows = _readout_rows(train_ds, seed)
+            result.readout_data = readout_rows
             result.readouts = _solve(model, tokenizer, readout_rows, args)
             if cross and result.readouts is not None:
                 result.calibration = cross_calibrate(

@@ -386,6 +386,8 @@ class Action(nn.Module):
         readout_contexts: rows of the per-context readout table :attr:`readouts` (0: none;
             a loaded model builds it with the size its checkpoint holds).
         calibration_levels: the coverages that table can calibrate.
+        readout_numbers: the earlier numbers of the text a solved readout reads beside
+            ``loc_U'`` (0: none; :class:`~cauchylin.nn.readouts.ContextReadouts`).
         device: device of the parameters.
         dtype: dtype of the parameters. Half-precision parameters are computed in float32: the
             heads are cast on every call (a copy of ``W_cls``; keep float32 master weights for
@@ -429,6 +431,7 @@ class Action(nn.Module):
         value_space: str = IDENTITY,
         readout_contexts: int = 0,
         calibration_levels: tuple[float, ...] = CALIBRATION_LEVELS,
+        readout_numbers: int = 0,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -453,7 +456,9 @@ class Action(nn.Module):
             self.threshold = nn.Parameter(thr)
         else:
             self.register_buffer("threshold", thr)
-        self.readouts = ContextReadouts(causal_size, readout_contexts, calibration_levels)
+        self.readouts = ContextReadouts(
+            causal_size, readout_contexts, calibration_levels, numbers=readout_numbers
+        )
         if device is not None:
             self.readouts.to(device)
         self.reset_parameters()
@@ -705,6 +710,7 @@ class Action(nn.Module):
         eps_seed: torch.Tensor | None = None,
         eps_noise: torch.Tensor | None = None,
         context: torch.Tensor | None = None,
+        numbers: torch.Tensor | None = None,
     ) -> ActionOutput:
         r"""Class scores and regression value of a mode: ``S = W_cls U' + b_cls``, ``Y = W_reg U' + b_reg``.
 
@@ -726,6 +732,9 @@ class Action(nn.Module):
                 (:func:`~cauchylin.nn.readouts.context_codes`): where :attr:`readouts` has a
                 solved readout for one, ``Y`` is that readout's; None (default) keeps ``W_reg``
                 everywhere.
+            numbers: ``[..., S]`` the positions' earlier numbers
+                (:func:`~cauchylin.nn.readouts.earlier_numbers`), needed where the table's
+                readouts read them (``readouts.numbers > 0``).
 
         Returns:
             :class:`ActionOutput` with ``S [..., V]``, ``Y [..., 1]``, the thresholds, the mode
@@ -751,7 +760,7 @@ class Action(nn.Module):
         u_prime = decoding.decision_input(U, self.b_noise.abs())
         W, b, w_reg, b_reg = self._heads()
         if context is not None and self.readouts.num_contexts:
-            Y = self.readouts.read(u_prime, w_reg, b_reg, self._rows(context, U))
+            Y = self.readouts.read(u_prime, w_reg, b_reg, self._rows(context, U), numbers)
         else:
             Y = u_prime.linear(w_reg, b_reg)
         return ActionOutput(
@@ -773,6 +782,7 @@ class Action(nn.Module):
         num_token_id: int | None = None,
         return_distributions: bool = False,
         context: torch.Tensor | None = None,
+        numbers: torch.Tensor | None = None,
     ) -> ActionStep:
         """One generation step: the mode's next token and its numeric value, without gradients.
 
@@ -799,6 +809,7 @@ class Action(nn.Module):
             num_token_id: id of ``<NUM>``: where it is chosen, ``values`` holds ``loc_Y``.
             return_distributions: also compute ``scale_S`` and ``scale_Y`` for every mode.
             context: ``[...]`` int64 context codes of the positions, as in :meth:`forward`.
+            numbers: ``[..., S]`` their earlier numbers, as in :meth:`forward`.
 
         Returns:
             :class:`ActionStep`.
@@ -854,7 +865,7 @@ class Action(nn.Module):
             scale_Y = Y.scale[..., 0] if return_distributions else None
         if context is not None and self.readouts.num_contexts:
             rows = self._rows(context, U)
-            loc_Y, scale_Y = self.readouts.marginals(Up.loc, loc_Y, scale_Y, rows)
+            loc_Y, scale_Y = self.readouts.marginals(Up.loc, loc_Y, scale_Y, rows, numbers)
         ids = decoding.choose(loc_S, scale_S, self.threshold)
         values = torch.zeros(ids.shape, dtype=torch.float32, device=ids.device)
         if num_token_id is not None:

@@ -35,6 +35,7 @@ from torch import nn
 
 from cauchylin._validation import positive_int, require_tensor
 from cauchylin.readout import CauchyReadout
+from cauchylin.value_space import to_value_space
 from cauchylin.vector import CauchyVector
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "ContextReadouts",
     "code_digits",
     "context_codes",
+    "earlier_numbers",
 ]
 
 MAX_CONTEXT_TOKENS = 3
@@ -155,6 +157,64 @@ def code_digits(codes: torch.Tensor) -> torch.Tensor:
     return torch.stack([(codes >> s) & _DIGIT_MASK for s in shifts], -1)
 
 
+def earlier_numbers(
+    values: torch.Tensor,
+    is_number: torch.Tensor,
+    slots: int,
+    value_space: str = "signed_log1p",
+) -> torch.Tensor:
+    """The ``slots`` most recent numbers at or before every position, in the value space.
+
+    Slot ``j`` of position ``i`` holds ``t = g(y)`` (:func:`cauchylin.value_space.to_value_space`)
+    of the ``(j + 1)``-th most recent number among positions ``<= i`` of the same row, and 0
+    where the row has fewer numbers so far. In a table written one row per text, the position
+    that predicts a column's number sees the row's earlier columns at fixed slots (the previous
+    column in slot 0): the extra features of a per-context readout
+    (:class:`ContextReadouts` with ``numbers > 0``).
+
+    Args:
+        values: ``[..., L]`` the numbers (raw), read where ``is_number``.
+        is_number: ``[..., L]`` bool, True at the positions that hold a number (``<NUM>``,
+            not padding).
+        slots: ``S >= 1``.
+        value_space: the value space of the regression (:mod:`cauchylin.value_space`).
+
+    Returns:
+        ``[..., L, S]`` values in the dtype of ``values`` (float32 at least).
+
+    Raises:
+        ValueError: a bad ``slots`` or shapes that differ.
+
+    Example:
+        >>> import torch
+        >>> v = torch.tensor([[0.0, 2.0, 0.0, 5.0, 0.0]])
+        >>> n = torch.tensor([[False, True, False, True, False]])
+        >>> earlier_numbers(v, n, 2, "identity")[0].tolist()
+        [[0.0, 0.0], [2.0, 0.0], [2.0, 0.0], [5.0, 2.0], [5.0, 2.0]]
+    """
+    slots = positive_int("slots", slots)
+    values = require_tensor("values", values)
+    if tuple(is_number.shape) != tuple(values.shape):
+        raise ValueError(
+            f"is_number shape {tuple(is_number.shape)} must equal the values' shape "
+            f"{tuple(values.shape)}"
+        )
+    dtype = torch.promote_types(values.dtype, torch.float32)
+    if values.dim() == 0 or values.shape[-1] == 0:
+        return torch.zeros((*values.shape, slots), dtype=dtype, device=values.device)
+    length = values.shape[-1]
+    flat_v = values.reshape(-1, length).to(dtype)
+    flat_n = is_number.reshape(-1, length).bool()
+    count = flat_n.long().cumsum(-1)  # [R, L] numbers so far (1-based index of the last one)
+    t = torch.where(flat_n, to_value_space(flat_v, value_space), torch.zeros_like(flat_v))
+    # column m (1..M) holds the row's m-th number; column 0 stays 0 ("no number")
+    table = torch.zeros(flat_v.shape[0], int(count.max()) + 1, dtype=dtype, device=values.device)
+    table.scatter_(1, torch.where(flat_n, count, torch.zeros_like(count)), t)
+    which = (count[..., None] - torch.arange(slots, device=values.device)).clamp(min=0)
+    out = torch.gather(table[:, None, :].expand(-1, length, -1), 2, which)
+    return out.reshape(*values.shape, slots)
+
+
 def _digits_code(digits: torch.Tensor) -> torch.Tensor:
     """The inverse of :func:`code_digits` (a row of -1 digits is :data:`OTHER`)."""
     d = digits.long()
@@ -174,15 +234,21 @@ class ContextReadouts(nn.Module):
     another ``dtype``) rounds them: ``contexts`` ``[K, 3]`` (the digits of each row's code,
     :func:`code_digits`; -1 in every digit for :data:`OTHER`) and ``counts`` ``[K, 2]`` (the
     numbers each row was fitted and calibrated on). The others are floating point and cast like
-    any head tensor: ``weight`` ``[K, C]``, ``bias``, ``noise`` (0 where the row keeps the
+    any head tensor: ``weight`` ``[K, C + S]``, ``bias``, ``noise`` (0 where the row keeps the
     shared head), ``solved`` (1 or 0) and ``widths`` ``[K, L]`` (:data:`NOT_CALIBRATED` where a
     level has no width). A table saved with floating-point ``contexts`` and ``counts`` (as
     earlier releases did) loads into the integer buffers.
+
+    With ``numbers = S > 0`` a solved readout also reads the row's own numbers: its features at
+    a position are :meth:`features`, ``loc_U'`` followed by the ``S`` most recent numbers of the
+    text in the value space (:func:`earlier_numbers`), so ``loc_Y = w_k . [loc_U', n] + b_k``:
+    a linear regression on the earlier columns inside the readout.
 
     Args:
         causal_size: ``C``, the size of ``U'``.
         num_contexts: rows of the table.
         levels: the coverages that rows can be calibrated at, each in ``(0, 1)``, increasing.
+        numbers: ``S >= 0``, the earlier numbers a solved readout reads beside ``loc_U'``.
 
     Raises:
         ValueError: a bad size or level.
@@ -211,9 +277,11 @@ class ContextReadouts(nn.Module):
         causal_size: int,
         num_contexts: int = 0,
         levels: Sequence[float] = CALIBRATION_LEVELS,
+        numbers: int = 0,
     ) -> None:
         super().__init__()
         self.causal_size = positive_int("causal_size", causal_size)
+        self.numbers = _slots(numbers)
         if isinstance(num_contexts, bool) or not isinstance(num_contexts, int) or num_contexts < 0:
             raise ValueError(f"num_contexts must be an int >= 0, got {num_contexts!r}")
         lv = [float(c) for c in levels]
@@ -228,7 +296,7 @@ class ContextReadouts(nn.Module):
         self.register_buffer(
             "contexts", torch.zeros(k, MAX_CONTEXT_TOKENS, dtype=long, device=device)
         )
-        self.register_buffer("weight", torch.zeros(k, c, device=device))
+        self.register_buffer("weight", torch.zeros(k, c + self.numbers, device=device))
         self.register_buffer("bias", torch.zeros(k, device=device))
         self.register_buffer("noise", torch.zeros(k, device=device))
         self.register_buffer("solved", torch.zeros(k, device=device))
@@ -265,6 +333,52 @@ class ContextReadouts(nn.Module):
             if isinstance(value, torch.Tensor) and value.is_floating_point():
                 state_dict[key] = value.round().long()
         super()._load_from_state_dict(state_dict, prefix, *args)
+
+    @property
+    def feature_size(self) -> int:
+        """``C + S``: the features a solved readout reads (:meth:`features`)."""
+        return self.causal_size + self.numbers
+
+    def set_numbers(self, numbers: int) -> None:
+        """Read ``numbers`` earlier numbers from now on; the table is emptied (solve it again).
+
+        Args:
+            numbers: ``S >= 0``.
+
+        Raises:
+            ValueError: a negative or non-integer ``numbers``.
+        """
+        self.numbers = _slots(numbers)
+        self._allocate(0, self.weight.device)
+
+    def features(self, loc: torch.Tensor, numbers: torch.Tensor | None) -> torch.Tensor:
+        """The features a solved readout reads at each position: ``[loc_U', numbers]``.
+
+        The one definition of a readout's input, used to solve it
+        (:func:`cauchylin_hf.readouts.solve_readouts`) and to read it.
+
+        Args:
+            loc: ``[..., C]`` ``loc_U'``.
+            numbers: ``[..., S]`` the positions' :func:`earlier_numbers` (None when ``S = 0``).
+
+        Returns:
+            ``[..., C + S]`` (``loc`` itself when ``S = 0``).
+
+        Raises:
+            ValueError: ``numbers`` missing or of the wrong shape while ``S > 0``.
+        """
+        if self.numbers == 0:
+            return loc
+        if numbers is None:
+            raise ValueError(
+                f"the readouts read the {self.numbers} earlier numbers of each position: pass "
+                "numbers (earlier_numbers of the sequence, e.g. the model's readout_context)"
+            )
+        if tuple(numbers.shape) != (*loc.shape[:-1], self.numbers):
+            raise ValueError(
+                f"numbers must be {(*loc.shape[:-1], self.numbers)}, got {tuple(numbers.shape)}"
+            )
+        return torch.cat([loc, numbers.to(device=loc.device, dtype=loc.dtype)], -1)
 
     @property
     def codes(self) -> torch.Tensor:
@@ -326,9 +440,9 @@ class ContextReadouts(nn.Module):
             fit = readouts[i]
             if fit is None:
                 continue
-            if not isinstance(fit, CauchyReadout) or fit.weight.shape != (self.causal_size,):
+            if not isinstance(fit, CauchyReadout) or fit.weight.shape != (self.feature_size,):
                 raise ValueError(
-                    f"readout {i} must be a CauchyReadout with a weight of {self.causal_size} "
+                    f"readout {i} must be a CauchyReadout with a weight of {self.feature_size} "
                     "entries"
                 )
             if int(codes[i]) == OTHER:
@@ -376,6 +490,7 @@ class ContextReadouts(nn.Module):
         weight: torch.Tensor,
         bias: torch.Tensor,
         rows: torch.Tensor,
+        numbers: torch.Tensor | None = None,
     ) -> CauchyVector:
         """``Y`` ``[..., 1]``: the solved readout where a row has one, else ``U'.linear(weight, bias)``.
 
@@ -389,11 +504,12 @@ class ContextReadouts(nn.Module):
             weight: ``[1, C]`` the shared head's ``W_reg``.
             bias: ``[1]`` its ``b_reg``.
             rows: ``[...]`` from :meth:`lookup`.
+            numbers: ``[..., S]`` the positions' earlier numbers (:meth:`features`).
 
         Returns:
             The ``CauchyVector`` ``Y``.
         """
-        loc_y, sigma, known = self._solved_at(u_prime.loc, rows)
+        loc_y, sigma, known = self._solved_at(u_prime.loc, rows, numbers)
         if not bool(known.any()):
             return u_prime.linear(weight, bias)
         dtype = u_prime.dtype
@@ -409,6 +525,7 @@ class ContextReadouts(nn.Module):
         loc_y: torch.Tensor,
         scale_y: torch.Tensor | None,
         rows: torch.Tensor,
+        numbers: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(loc_Y, scale_Y)`` with the solved readouts put in where a row has one.
 
@@ -417,11 +534,12 @@ class ContextReadouts(nn.Module):
             loc_y: ``[...]`` the shared head's ``loc_Y``.
             scale_y: ``[...]`` its ``scale_Y``, or None.
             rows: ``[...]`` from :meth:`lookup`.
+            numbers: ``[..., S]`` the positions' earlier numbers (:meth:`features`).
 
         Returns:
             The two tensors (``scale_Y`` None when ``scale_y`` is).
         """
-        solved_loc, sigma, known = self._solved_at(loc, rows)
+        solved_loc, sigma, known = self._solved_at(loc, rows, numbers)
         out_loc = torch.where(known, solved_loc.to(loc_y.dtype), loc_y)
         out_scale = None
         if scale_y is not None:
@@ -429,19 +547,23 @@ class ContextReadouts(nn.Module):
         return out_loc, out_scale
 
     def _solved_at(
-        self, loc: torch.Tensor, rows: torch.Tensor
+        self, loc: torch.Tensor, rows: torch.Tensor, numbers: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(w_k . loc + b_k, sigma_k, known)`` per position (zeros where not ``known``)."""
+        """``(w_k . features + b_k, sigma_k, known)`` per position (zeros where not ``known``)."""
         if self.num_contexts == 0:
             zero = torch.zeros(rows.shape, dtype=loc.dtype, device=loc.device)
             return zero, zero, torch.zeros(rows.shape, dtype=torch.bool, device=loc.device)
         safe = rows.clamp(min=0)
         known = (rows >= 0) & self.is_solved.to(rows.device)[safe]
+        if numbers is None and self.numbers and not bool(known.any()):
+            zero = torch.zeros(rows.shape, dtype=loc.dtype, device=loc.device)
+            return zero, zero, known  # no solved readout to read: the numbers are not needed
         # At least float32: a readout's weights can be large with terms that cancel, and a
         # half-precision sum of them loses every digit.
         dtype = torch.promote_types(loc.dtype, torch.float32)
-        w = self.weight.to(device=loc.device, dtype=dtype)[safe]  # [..., C]
-        value = (w * loc.to(dtype)).sum(-1) + self.bias.to(device=loc.device, dtype=dtype)[safe]
+        x = self.features(loc.to(dtype), None if numbers is None else numbers.to(dtype))
+        w = self.weight.to(device=loc.device, dtype=dtype)[safe]  # [..., C + S]
+        value = (w * x).sum(-1) + self.bias.to(device=loc.device, dtype=dtype)[safe]
         value = value.to(loc.dtype)
         sigma = self.noise.to(device=loc.device, dtype=loc.dtype)[safe]
         zero = torch.zeros_like(value)
@@ -525,9 +647,17 @@ class ContextReadouts(nn.Module):
         return None
 
     def extra_repr(self) -> str:
-        """``"contexts=K, solved=S, calibrated=R, levels=[...]"``."""
+        """``"contexts=K, solved=S, calibrated=R, levels=[...]"`` (and ``numbers=S`` when > 0)."""
         calibrated = int((self.widths > 0).any(1).sum()) if self.num_contexts else 0
+        numbers = f", numbers={self.numbers}" if self.numbers else ""
         return (
             f"contexts={self.num_contexts}, solved={int(self.is_solved.sum())}, "
-            f"calibrated={calibrated}, levels={list(self.levels)}"
+            f"calibrated={calibrated}, levels={list(self.levels)}{numbers}"
         )
+
+
+def _slots(numbers: object) -> int:
+    """``numbers`` checked: an int >= 0."""
+    if isinstance(numbers, bool) or not isinstance(numbers, int) or numbers < 0:
+        raise ValueError(f"numbers must be an int >= 0, got {numbers!r}")
+    return numbers

@@ -80,3 +80,25 @@ def test_bench_estimators_rejects_bad_flags():
             [sys.executable, str(SCRIPT), *flags], capture_output=True, text=True, timeout=120
         )
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+@pytest.mark.slow
+def test_bench_estimators_upstream_protocol(tmp_path):
+    """``--upstream``: every model scored clean and with 30% of the labels shuffled; least
+    squares breaks on the shuffled labels while the robust fits do not."""
+    out_json = tmp_path / "upstream.json"
+    args = ["--upstream", "--seeds", "1", "--max-iter", "3", "--hidden", "8"]
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), *args, "--json", str(out_json)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert "30% of the training labels shuffled" in proc.stdout
+    mae = json.loads(out_json.read_text())["mae"]
+    for level in ("clean", "shuffled"):
+        assert set(mae[level]) == {"causal", "ols", "huber", "quantile"}
+        assert all(len(v) == 1 and math.isfinite(v[0]) and v[0] > 0 for v in mae[level].values())
+    assert mae["shuffled"]["ols"][0] > 10 * mae["shuffled"]["huber"][0]

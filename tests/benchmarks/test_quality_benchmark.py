@@ -132,3 +132,35 @@ def test_bench_quality_refuses_bad_flags():
     ):
         proc = run(*args)
         assert proc.returncode == 2 and "error" in proc.stderr, args
+
+
+def test_bench_quality_prints_the_learning_curve_of_a_json(tmp_path):
+    """``--report --curve`` reads the runs of a file (nothing trained): per table and model the
+    median MdAE over the seeds at each budget, beside the better scikit-learn estimator."""
+
+    def row(name, steps, seed, mdae, kind="causal"):
+        return {
+            "table": "wine",
+            "kind": kind,
+            "name": name,
+            "steps": steps,
+            "seed": seed,
+            "corrupt": 0.0,
+            "start": "scratch",
+            "mdae": mdae,
+        }
+
+    rows = [
+        row("causal", 5, 0, 0.9),
+        row("causal", 100, 0, 0.5),
+        row("causal", 100, 1, 0.3),
+        row("causal", 100, 2, 0.4),
+        row("linear regression (features)", 0, 0, 0.17, kind="reference"),
+        row("gradient boosting (features)", 0, 0, 0.2, kind="reference"),
+    ]
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps({"rows": rows}))
+    proc = run("--json", str(path), "--report", "--curve")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| table | model | 5 steps | 100 steps | best of LR / HGB |" in proc.stdout
+    assert "| wine | causal | 0.9 | 0.4 (3) | 0.17 |" in proc.stdout

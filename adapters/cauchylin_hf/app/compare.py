@@ -49,7 +49,7 @@ from ..model import CauchyLMForCausalLM
 from ..numbers import find_numbers
 from ..predict import number_predictions
 from ..tokenizer import NumericTokenizer
-from ..training import train
+from ..training import TrainResult, train
 from .corpus import train_corpus_tokenizer
 
 __all__ = [
@@ -68,6 +68,7 @@ __all__ = [
     "split_at_target",
     "text_accuracy",
     "train_causal",
+    "train_causal_run",
     "train_mse_head",
     "train_text_baseline",
     "training_median",
@@ -260,14 +261,13 @@ def _fresh_or_copy(
 def train_causal(
     train_texts: Sequence[str], recipe: Recipe, *, base: tuple[Any, Any] | None = None
 ) -> tuple[Any, NumericTokenizer, float]:
-    """Build and train the causal language model of a recipe.
+    """Build and train the causal language model of a recipe: :func:`train_causal_run`'s model,
+    tokenizer and training seconds.
 
     Args:
         train_texts: training texts.
         recipe: backbone, budget and causal settings.
-        base: ``(plain model, its tokenizer)`` to start from (copied, e.g. from
-            :func:`pretrain_text_backbone`), or None for a fresh backbone and a tokenizer trained
-            on ``train_texts``.
+        base: as in :func:`train_causal_run`.
 
     Returns:
         ``(model, numeric_tokenizer, train_seconds)``.
@@ -279,6 +279,35 @@ def train_causal(
         >>> model, ntok, seconds = train_causal(texts, tiny)
         >>> type(model).__name__, ntok.num_token_id == model.config.num_token_id
         ('CauchyLMForCausalLM', True)
+    """
+    model, ntok, result = train_causal_run(train_texts, recipe, base=base)
+    return model, ntok, float(result.train_runtime)
+
+
+def train_causal_run(
+    train_texts: Sequence[str], recipe: Recipe, *, base: tuple[Any, Any] | None = None
+) -> tuple[Any, NumericTokenizer, TrainResult]:
+    """Build and train the causal language model of a recipe.
+
+    Args:
+        train_texts: training texts.
+        recipe: backbone, budget and causal settings.
+        base: ``(plain model, its tokenizer)`` to start from (copied, e.g. from
+            :func:`pretrain_text_backbone`), or None for a fresh backbone and a tokenizer trained
+            on ``train_texts``.
+
+    Returns:
+        ``(model, numeric_tokenizer, result)``: the
+        :class:`~cauchylin_hf.training.TrainResult` holds the rows the readouts were solved and
+        calibrated on (to solve them again with other settings).
+
+    Example:
+        >>> tiny = Recipe(hidden_size=16, num_layers=1, num_heads=2, vocab_size=300,
+        ...           max_steps=2, batch_size=4)
+        >>> texts = [f"x {i}, y {2 * i}." for i in range(1, 9)]
+        >>> model, ntok, result = train_causal_run(texts, tiny)
+        >>> result.global_step, result.readout_data is not None
+        (2, True)
     """
     base_model, tok = _fresh_or_copy(train_texts, recipe, base, "<NUM>")
     ntok = NumericTokenizer(tok)
@@ -304,7 +333,7 @@ def train_causal(
             evaluate=False,
             **args,
         )
-    return model, ntok, float(result.train_runtime)
+    return model, ntok, result
 
 
 def _run_trainer(
