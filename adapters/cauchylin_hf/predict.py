@@ -888,6 +888,18 @@ class NumberMetrics:
         Raises:
             ValueError: levels or a value space other than the earlier batches', or intervals
                 with NaN ends (as :func:`number_metrics`).
+
+        Example:
+            >>> import torch
+            >>> p = ValuePrediction(torch.tensor([1.0, 9.0]), torch.zeros(2), torch.ones(2),
+            ...                     torch.ones(2), (0.5,), torch.tensor([[0.0], [8.0]]),
+            ...                     torch.tensor([[2.0], [10.0]]), "identity")
+            >>> batch = NumberPredictions(p, torch.tensor([1.5, 12.0]), torch.tensor([0, 0]),
+            ...                           torch.tensor([False, True]), ["x", "y"])
+            >>> running = NumberMetrics()
+            >>> running.add(batch)
+            >>> running.count
+            2
         """
         n = int(preds.true.numel())
         if self.count and (
@@ -959,13 +971,26 @@ class NumberMetrics:
 
         Returns:
             ``(predicted [T], true [T])``, float64.
+
+        Example:
+            >>> import torch
+            >>> p = ValuePrediction(torch.tensor([1.0, 9.0]), torch.zeros(2), torch.ones(2),
+            ...                     torch.ones(2), (0.5,), torch.tensor([[0.0], [8.0]]),
+            ...                     torch.tensor([[2.0], [10.0]]), "identity")
+            >>> batch = NumberPredictions(p, torch.tensor([1.5, 12.0]), torch.tensor([0, 0]),
+            ...                           torch.tensor([False, True]), ["x", "y"])
+            >>> running = NumberMetrics()
+            >>> running.add(batch)
+            >>> running.targets()
+            (tensor([9.], dtype=torch.float64), tensor([12.], dtype=torch.float64))
         """
         if not self._streaming:
             if not self._held:
                 return torch.zeros(0, dtype=torch.float64), torch.zeros(0, dtype=torch.float64)
             both = concat_number_predictions(self._held)
             keep = both.is_target
-            return both.prediction.median[keep], both.true[keep]
+            f64 = torch.float64
+            return both.prediction.median[keep].to(f64), both.true[keep].to(f64)
         return (
             torch.from_numpy(self._targets["median"].copy()),
             torch.from_numpy(self._targets["true"].copy()),
@@ -977,6 +1002,18 @@ class NumberMetrics:
 
         Returns:
             ``{group: reason}`` for the groups whose ``spearman`` is ``nan``.
+
+        Example:
+            >>> import torch
+            >>> p = ValuePrediction(torch.tensor([1.0, 9.0]), torch.zeros(2), torch.ones(2),
+            ...                     torch.ones(2), (0.5,), torch.tensor([[0.0], [8.0]]),
+            ...                     torch.tensor([[2.0], [10.0]]), "identity")
+            >>> batch = NumberPredictions(p, torch.tensor([1.5, 12.0]), torch.tensor([0, 0]),
+            ...                           torch.tensor([False, True]), ["x", "y"])
+            >>> running = NumberMetrics()
+            >>> running.add(batch)
+            >>> running.undefined()
+            {'target': 'seen once', 'field/x': 'seen once', 'field/y': 'seen once'}
         """
         if not self._streaming:
             if not self._held:
@@ -1002,6 +1039,18 @@ class NumberMetrics:
 
         Raises:
             ValueError: nothing was added.
+
+        Example:
+            >>> import torch
+            >>> p = ValuePrediction(torch.tensor([1.0, 9.0]), torch.zeros(2), torch.ones(2),
+            ...                     torch.ones(2), (0.5,), torch.tensor([[0.0], [8.0]]),
+            ...                     torch.tensor([[2.0], [10.0]]), "identity")
+            >>> batch = NumberPredictions(p, torch.tensor([1.5, 12.0]), torch.tensor([0, 0]),
+            ...                           torch.tensor([False, True]), ["x", "y"])
+            >>> running = NumberMetrics()
+            >>> running.add(batch)
+            >>> running.result()["all/mae"]  # (|1 - 1.5| + |9 - 12|) / 2
+            1.75
         """
         if not self._streaming:
             if not self._held:

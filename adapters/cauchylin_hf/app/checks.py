@@ -292,6 +292,11 @@ def table_template(
     Returns:
         The :class:`~cauchylin_hf.app.tables.TableTemplate`.
 
+    Raises:
+        TemplateError: the default template of a table too wide to be one text
+            (:func:`~cauchylin_hf.app.tables.check_width`), or a template that does not fit
+            the columns.
+
     Example:
         >>> args = argparse.Namespace(command="train", template=None, target="age")
         >>> table_template(args, ["age", "price"], {}).template

@@ -280,6 +280,17 @@ def target_context(model: Any, ntok: Any, text: str, field: str | None) -> int |
 
     Returns:
         The code, or None when the text holds no such number.
+
+    Example:
+        >>> from cauchylin_hf.testing import save_tiny_base
+        >>> from cauchylin_hf.app.cli import load_causal_model
+        >>> import tempfile
+        >>> model, ntok = load_causal_model(save_tiny_base(tempfile.mkdtemp(), "qwen2", spare_rows=1))
+        >>> a = target_context(model, ntok, "eggs 3, pens 4.", None)
+        >>> a == target_context(model, ntok, "cups 9, pens 7.", None)  # the words before it
+        True
+        >>> target_context(model, ntok, "no number here.", None) is None
+        True
     """
     import torch
 
@@ -325,6 +336,9 @@ def target_report(
     Returns:
         The metrics of :func:`~cauchylin_hf.predict.number_metrics`, with
         ``target/mdae_baseline`` and ``target/spread_ratio`` where there are targets.
+
+    Raises:
+        ValueError: no text of ``data`` holds a number.
 
     Example:
         >>> from cauchylin_hf.testing import save_tiny_base
