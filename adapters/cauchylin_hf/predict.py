@@ -29,6 +29,7 @@ has a ratio near 1; one whose predictions explain only 1% of the targets' varian
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -510,7 +511,9 @@ def iter_number_predictions(
 
     Raises:
         ValueError: as :func:`predict_values` (a text too long for the model's context is
-            refused when its batch is read, naming its index among all texts).
+            refused when its batch is read, naming its index among all texts); a
+            ``target_field`` that is the field of no number of the texts (after the last
+            batch).
 
     Example:
         >>> from cauchylin_hf.model import CauchyLMForCausalLM
@@ -527,6 +530,8 @@ def iter_number_predictions(
     lv = _check_levels(levels)
     model.eval()
     start = 0
+    fields_seen: dict[str, None] = {}  # (at most 1000, to name in the error below)
+    target_seen = False
     for chunk in _batched(texts, batch_size):
         enc = tokenizer(chunk, padding=True, return_tensors="pt")
         ids, mask = enc["input_ids"], enc["attention_mask"].bool()
@@ -559,6 +564,10 @@ def iter_number_predictions(
             ]
             # the target among all the text's numbers: a cut-off target is no target
             tgt = _target_index(every, list(range(len(spans))), target_field)
+            target_seen = target_seen or tgt >= 0
+            for f in every:
+                if len(fields_seen) < 1000:
+                    fields_seen.setdefault(f)
             true.extend(float(v) for v in enc["numeric_values"][b, 1:][at_num[b]])
             index.extend([start + b] * len(kept))
             target.extend(k == tgt for k in kept)
@@ -572,6 +581,16 @@ def iter_number_predictions(
             fields=fields,
         )
         start += len(chunk)
+    if target_field is not None and fields_seen and not target_seen:
+        # a misspelt field would otherwise score no target at all: every target metric NaN
+        close = difflib.get_close_matches(target_field, list(fields_seen), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        shown = ", ".join(repr(f) for f in list(fields_seen)[:10])
+        more = ", ..." if len(fields_seen) > 10 else ""
+        raise ValueError(
+            f"target_field {target_field!r} is the field of no number in the texts{hint} "
+            f"(their fields: {shown}{more})"
+        )
 
 
 def _batched(texts: Iterable[str], size: int) -> Iterator[list[str]]:

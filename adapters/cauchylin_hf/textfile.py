@@ -280,8 +280,9 @@ def _record_text(record: Any, text_field: str, where: str) -> str:
         raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
     if text_field not in record:
         raise ValueError(
-            f"{where}: the record has no field {text_field!r} (fields: {sorted(record)}); "
-            f"pass text_field=... to choose another"
+            f"{where}: the record has no field {text_field!r} (fields: {sorted(record)}): each "
+            f"record holds its text under {text_field!r}, or is a JSON string (in Python, "
+            "read_texts(path, text_field=...) reads another field)"
         )
     text = record[text_field]
     if not isinstance(text, str):

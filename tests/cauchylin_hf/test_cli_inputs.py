@@ -212,3 +212,31 @@ def test_a_damaged_saved_dataset_is_one_line_naming_the_folder(setup, tmp_path, 
             assert f"{str(folder)!r} holds a saved dataset that cannot be read (" in err, name
             assert err.endswith("Save the dataset again (Dataset.save_to_disk)"), name
     assert not (tmp_path / "out").exists()
+
+
+def test_a_jsonl_record_without_its_text_says_what_the_command_line_reads(tmp_path, capsys):
+    """The message named a Python argument (text_field=...) that the command line does not have."""
+    from cauchylin_hf.app import cli
+
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "3 eggs."}\n{"body": "4 pens."}\n')
+    code = cli.main(
+        [
+            "train",
+            "--from-config",
+            "qwen2-tiny",
+            "--data",
+            str(data),
+            "--output-dir",
+            str(tmp_path / "m"),
+            "--max-steps",
+            "1",
+            "--threads",
+            "1",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "d.jsonl:2: the record has no field 'text' (fields: ['body'])" in err
+    assert "each record holds its text under 'text', or is a JSON string" in err
+    assert "pass text_field" not in err

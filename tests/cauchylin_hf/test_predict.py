@@ -300,3 +300,14 @@ def test_a_model_with_a_tiny_error_learnt_when_half_the_targets_are_the_median(s
         bad = learning_check(true + 30.0, true, 7.0)
         assert not bad.beats_baseline
         assert "mean absolute error on target, 30," in bad.warnings()[-1]
+
+
+def test_a_target_field_no_number_has_is_refused_naming_the_fields(small):
+    """A misspelt target_field scored no target: every target metric NaN, without a word."""
+    model, ntok = small
+    texts = ["width 3, height 4, area 12.", "width 10, height 2.5, area 25."]
+    with pytest.raises(ValueError, match=r"'aera' is the field of no number.*did you mean 'area'"):
+        number_predictions(model, ntok, texts, target_field="aera")
+    found = number_predictions(model, ntok, texts, target_field="height")
+    assert found.is_target.sum() == 2
+    assert found.true[found.is_target].tolist() == [4.0, 2.5]
