@@ -279,6 +279,17 @@ def test_a_resume_with_another_base_or_backbone_setting_says_what_differs(run, t
     assert "the backbone trained (--train-backbone): false then, true now" in line
 
 
+def test_a_resume_with_another_learning_rate_or_seed_says_what_differs(run, tmp_path, capsys):
+    """The resumed optimizer and schedule keep the run's learning rate (a new one was ignored
+    without a word), and another seed draws other batches than the resume skips."""
+    out = _interrupted(run, tmp_path)
+    argv = _resume(run, out)
+    line = _error([*argv, "--learning-rate", "0.5"], capsys)
+    assert "--learning-rate:" in line and "0.5 now" in line
+    line = _error([*argv, "--seed", "7"], capsys)
+    assert "--seed:" in line and "7 now" in line
+
+
 # ------------------------------------------------------------------- refusals before torch
 
 

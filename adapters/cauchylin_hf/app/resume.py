@@ -45,6 +45,11 @@ _NAMES = {
     "max_length": "--max-length",
     "batch_size": "--batch-size",
     "train_backbone": "the backbone trained (--train-backbone)",
+    "learning_rate": "--learning-rate",
+    "lr_scheduler": "--lr-scheduler",
+    "warmup_ratio": "--warmup-ratio",
+    "warmup_steps": "--warmup-steps",
+    "seed": "--seed",
 }
 
 
@@ -85,7 +90,8 @@ def run_record(args: argparse.Namespace) -> dict[str, Any]:
     (:data:`~cauchylin_hf.trainer_checkpoints.RUN_FILE`).
 
     The data file's digest, the model's (its ``config.json``, or the ``--from-config`` preset
-    or file), and the options that change what is trained on or which parameters train.
+    or file), the options that change what is trained on or which parameters train, and those
+    of the schedule and the batch order (learning rate, schedule, warm-up, seed).
 
     Args:
         args: the parsed arguments of ``train``.
@@ -119,6 +125,11 @@ def run_record(args: argparse.Namespace) -> dict[str, Any]:
         "batch_size": args.batch_size,
         "train_backbone": _backbone_trained(args),
     }
+    # The schedule and the order of the batches: a resumed optimizer would keep the old
+    # learning rate silently, and another seed would draw other batches than the run skips.
+    for key in ("learning_rate", "lr_scheduler", "warmup_ratio", "warmup_steps", "seed"):
+        if hasattr(args, key):
+            record[key] = getattr(args, key)
     if args.from_config is not None:
         record["vocab_size"] = args.vocab_size
     return record
