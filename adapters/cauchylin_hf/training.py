@@ -665,7 +665,8 @@ def _check_resumed_holdout(checkpoint: str | os.PathLike[str], record: dict[str,
     another seed or other rows draws another hold-out, whose texts the run trained on before
     its checkpoint: the intervals calibrated on them would come out too narrow. ``record`` is
     this call's ``_holdout_record``; the checkpoint's :data:`HOLDOUT_FILE` must hold the same
-    digest. A checkpoint without the file (written by an earlier release) is not checked.
+    digest. A checkpoint without the file (written by an earlier release) cannot be checked: a
+    warning of the ``cauchylin_hf.training`` logger says so.
 
     Args:
         checkpoint: the checkpoint folder resumed from.
@@ -677,6 +678,12 @@ def _check_resumed_holdout(checkpoint: str | os.PathLike[str], record: dict[str,
     """
     path = Path(checkpoint) / HOLDOUT_FILE
     if not os.path.lexists(path):
+        logger.warning(
+            "%s holds no %s (written by an earlier release): the texts held out to calibrate "
+            "on cannot be checked against the run's; resume with the run's seed and texts",
+            checkpoint,
+            HOLDOUT_FILE,
+        )
         return
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))

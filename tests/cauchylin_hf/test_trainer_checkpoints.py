@@ -385,3 +385,20 @@ def test_a_kill_while_the_tokenizer_is_written_leaves_no_file_cut_off(tmp_path):
         )
     assert not (tmp_path / "checkpoint-3" / "tokenizer.json").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-3"]
+
+
+def test_a_checkpoint_without_the_holdout_record_resumes_with_a_warning(tmp_path, caplog):
+    """A checkpoint of an earlier release has no record of the hold-out: say it is unchecked."""
+    from cauchylin_hf.training import HOLDOUT_FILE
+
+    texts = _rows(120)
+    options = dict(save_steps=2, max_steps=4, calibration="auto", readouts=False)
+    _run(tmp_path, **options, callbacks=[_StopAt(2)], train_texts=texts)
+    (tmp_path / "checkpoint-2" / HOLDOUT_FILE).unlink()
+    with caplog.at_level("WARNING", logger="cauchylin_hf.training"):
+        done = _run(tmp_path, **options, train_texts=texts, resume_from_checkpoint=True)
+    assert done.global_step == 4
+    assert any(
+        HOLDOUT_FILE in r.getMessage() and "cannot be checked" in r.getMessage()
+        for r in caplog.records
+    )
