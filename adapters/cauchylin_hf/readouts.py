@@ -621,10 +621,11 @@ def cross_calibrate(
     fold, folds = _text_folds(feats, folds, seed)
     report = CalibrationReport(levels=levels, numbers=len(feats), folds=folds)
     calibrated: dict[int, tuple[torch.Tensor, int]] = {}
+    features = feats.features(model.action.readouts)  # what the solved readouts read
     for code, rows in _groups(feats.codes, min_count, None):
         if code not in penalty:
             continue
-        x, t = feats.loc[rows], feats.targets[rows]
+        x, t = features[rows], feats.targets[rows]
         loc, scale = torch.zeros_like(t), torch.ones_like(t)
         scored = torch.zeros_like(t, dtype=torch.bool)
         for j in range(folds):

@@ -174,3 +174,25 @@ def test_every_path_reads_the_same_value_with_numbers() -> None:
     assert bool(wrote.all())
     # the values a generation writes are float32: equal to 2 ulp
     torch.testing.assert_close(written, pv_causal.median, rtol=2.5e-7, atol=0)
+
+
+def test_cross_calibration_refits_on_what_the_readouts_read(monkeypatch) -> None:
+    """The out-of-fold readouts of a small table's calibration read the earlier numbers too:
+    its widths are those of the predictor that is used."""
+    import cauchylin_hf.readouts as readouts
+    from cauchylin_hf.readouts import cross_calibrate
+
+    model, ntok = _model(3)
+    texts = _area_texts(_widths(60, seed=4))
+    solved = solve_readouts(model, ntok, texts)
+    widths = []
+    real = readouts.fit_cauchy_readout
+
+    def spy(x, *a, **kw):
+        widths.append(x.shape[-1])
+        return real(x, *a, **kw)
+
+    monkeypatch.setattr(readouts, "fit_cauchy_readout", spy)
+    report = cross_calibrate(model, ntok, texts, solved, folds=5)
+    assert report.contexts and widths
+    assert set(widths) == {32 + 3}  # loc_U' and the three earlier-number slots
