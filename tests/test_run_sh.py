@@ -101,7 +101,7 @@ def test_readme_lists_the_parts_with_their_times_and_how_to_skip(usage: str) -> 
     text = README.read_text(encoding="utf-8")
     section = text.split("## The two repository commands", 1)[1].split("\n## ", 1)[0]
     # a row: the part, what it runs, then one or more time columns
-    rows = re.findall(r"^\| `([a-z]+)` \|[^|]+((?:\|[^|]*)+)\|$", section, re.M)
+    rows = re.findall(r"^\| `([a-z]+)` \|[^|\n]+((?:\|[^|\n]*)+)\|$", section, re.M)
     assert [name for name, _ in rows] == _parts(usage)
     for name, times in rows:
         assert re.search(r"\d+ s", times), f"the README gives no time for {name}"
