@@ -941,51 +941,36 @@ def table_texts(
         >>> list(table_texts(f, lambda row, line: f"x {row['x']} -> y {row['y']}."))
         ['x 1 -> y 2.50.', 'x 3 -> y 6.']
     """
-    import pyarrow as pa
-
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"table file not found: {str(p)!r}")
-    out = Path(tempfile.mkstemp(suffix=".arrow", dir=_scratch_dir())[1])
-    schema = pa.schema([("text", pa.string()), ("line", pa.int64())])
-    header: list[str] | None = None
-    count = 0
-    batch: list[str] = []
-    lines: list[int] = []
-    with _open_text(p) as f, pa.OSFile(str(out), "wb") as sink:
-        writer = pa.ipc.new_file(sink, schema)
-        reader = csv.reader(f, delimiter=delimiter)
-        first = 1  # the line a record starts on (a quoted cell may span lines)
-        # the lambda reads "first" as it is when a record fails (late binding on purpose)
-        for record in _records(reader, p, lambda: first):  # noqa: B023
-            start, first = first, reader.line_num + 1
-            if not any(cell.strip() for cell in record):
-                continue
-            cells = [cell.strip() for cell in record]
-            if header is None:
-                header = check_header(cells, p)
-                if on_header is not None:
-                    on_header(header)
-                continue
-            if len(cells) != len(header):
-                raise ValueError(
-                    f"{p}, line {start}: {len(cells)} cells, but the header has "
-                    f"{len(header)} columns"
-                )
-            batch.append(render(dict(zip(header, cells, strict=True)), start))
-            lines.append(start)
-            count += 1
-            if len(batch) == _ARROW_BATCH:
-                writer.write_batch(pa.record_batch([batch, lines], schema=schema))
-                batch, lines = [], []
-        if batch:
-            writer.write_batch(pa.record_batch([batch, lines], schema=schema))
-        writer.close()
-    if header is None:
-        raise ValueError(f"{p} is empty: a header row and at least one data row are needed")
-    if count == 0:
-        raise ValueError(f"{p} has a header but no data row")
-    return TextColumn(out)
+
+    def rows() -> Iterator[tuple[int, str]]:
+        header: list[str] | None = None
+        with _open_text(p) as f:
+            reader = csv.reader(f, delimiter=delimiter)
+            first = 1  # the line a record starts on (a quoted cell may span lines)
+            # the lambda reads "first" as it is when a record fails (late binding on purpose)
+            for record in _records(reader, p, lambda: first):  # noqa: B023
+                start, first = first, reader.line_num + 1
+                if not any(cell.strip() for cell in record):
+                    continue
+                cells = [cell.strip() for cell in record]
+                if header is None:
+                    header = check_header(cells, p)
+                    if on_header is not None:
+                        on_header(header)
+                    continue
+                if len(cells) != len(header):
+                    raise ValueError(
+                        f"{p}, line {start}: {len(cells)} cells, but the header has "
+                        f"{len(header)} columns"
+                    )
+                yield start, render(dict(zip(header, cells, strict=True)), start)
+        if header is None:
+            raise ValueError(f"{p} is empty: a header row and at least one data row are needed")
+
+    return _arrow_texts(rows(), f"{p} has a header but no data row")
 
 
 def file_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> TextColumn:
@@ -1023,11 +1008,12 @@ def file_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> Tex
     if not p.is_file():
         raise FileNotFoundError(f"dataset file not found: {str(p)!r}")
     suffix = p.suffix.lower()
+    empty = f"dataset file {str(p)!r} is empty: it holds no texts"
     if suffix == ".json":
         with _open_text(p) as f:
             head = f.read(4096).lstrip()
         if head.startswith("["):
-            return _arrow_texts(enumerate(read_texts(p, text_field=text_field), start=1), p)
+            return _arrow_texts(enumerate(read_texts(p, text_field=text_field), start=1), empty)
     jsonl = suffix in (".jsonl", ".ndjson", ".json")
 
     def lines() -> Iterator[tuple[int, str]]:
@@ -1047,11 +1033,12 @@ def file_texts(path: str | os.PathLike[str], *, text_field: str = "text") -> Tex
                 if text is not None:
                     yield lineno, text
 
-    return _arrow_texts(lines(), p)
+    return _arrow_texts(lines(), empty)
 
 
-def _arrow_texts(texts: Iterable[tuple[int, str]], p: Path) -> TextColumn:
-    """``(line, text)`` pairs written to an Arrow file a batch at a time, as a TextColumn."""
+def _arrow_texts(texts: Iterable[tuple[int, str]], empty: str) -> TextColumn:
+    """``(line, text)`` pairs written to an Arrow file a batch at a time, as a TextColumn;
+    ``empty`` is the error when there are none."""
     import pyarrow as pa
 
     out = Path(tempfile.mkstemp(suffix=".arrow", dir=_scratch_dir())[1])
@@ -1072,7 +1059,7 @@ def _arrow_texts(texts: Iterable[tuple[int, str]], p: Path) -> TextColumn:
             writer.write_batch(pa.record_batch([batch, lines], schema=schema))
         writer.close()
     if count == 0:
-        raise ValueError(f"dataset file {str(p)!r} is empty: it holds no texts")
+        raise ValueError(empty)
     return TextColumn(out)
 
 
