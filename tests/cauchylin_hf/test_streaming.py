@@ -388,3 +388,15 @@ def test_a_few_distinct_texts_that_all_fall_in_keep_one_to_train_on(ntok):
         assert held is not None and len(held) == 2 and len(train) == 1000
         trained = set(train.texts(range(len(train))))
         assert len(trained) == 1 and not trained & set(held.texts(range(2)))
+
+
+def test_a_streamed_table_without_rows_names_what_is_missing(tmp_path):
+    from cauchylin_hf.streaming import table_texts
+
+    empty, header_only = tmp_path / "empty.csv", tmp_path / "header.csv"
+    empty.write_text("\n \n")
+    header_only.write_text("x,y\n\n")
+    with pytest.raises(ValueError, match="is empty: a header row and at least one data row"):
+        table_texts(empty, lambda row, line: "")
+    with pytest.raises(ValueError, match="has a header but no data row"):
+        table_texts(header_only, lambda row, line: "")
