@@ -7,6 +7,8 @@ embeddings.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,8 @@ from cauchylin_hf.testing import (
     tiny_tokenizer,
 )
 from cauchylin_hf.tokenizer import NumericTokenizer
+
+from .tables import flats, train_argv
 
 VOCAB = 300
 """Tokens of the tiny tokenizer (ids 0..299)."""
@@ -77,3 +81,56 @@ def batch():
     mask[1, -3:] = 0
     ids[1, -3:] = 0
     return ids, mask
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {
+        p.relative_to(folder).as_posix(): hashlib.md5(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="session")
+def cli_base(tmp_path_factory) -> Iterator[Path]:
+    """A local Qwen2-architecture base folder with 2 spare embedding rows: what the command-line
+    tests train from.
+
+    Shared by the session: a test that changes a folder copies it first (the session's end
+    fails if this one changed).
+    """
+    folder = save_tiny_base(tmp_path_factory.mktemp("cli_base") / "base", "qwen2", spare_rows=2)
+    before = _digest(folder)
+    yield folder
+    assert _digest(folder) == before, f"a test changed the shared base {folder}: copy it first"
+
+
+@pytest.fixture(scope="session")
+def flats_table(tmp_path_factory) -> Iterator[Path]:
+    """A 24-row ``area,rooms,price`` CSV table (:func:`tables.flats`, seed 0), shared like
+    :func:`cli_base`."""
+    path = flats(tmp_path_factory.mktemp("flats") / "flats.csv", 24, seed=0)
+    before = path.read_bytes()
+    yield path
+    assert path.read_bytes() == before, f"a test changed the shared table {path}: copy it first"
+
+
+@pytest.fixture(scope="session")
+def flats_model(cli_base, flats_table, tmp_path_factory) -> Iterator[dict[str, Path]]:
+    """``cauchylin-lm train`` from :func:`cli_base` on :func:`flats_table`: one step of batch 8
+    on one thread (:func:`tables.train_argv`).
+
+    Returns ``{"base", "data", "model"}``. Shared by the session, like :func:`cli_base`: a test
+    that writes to the model's folder (trains over it, damages a file) works on a copy.
+    """
+    from cauchylin_hf.app import cli
+
+    model = tmp_path_factory.mktemp("flats_model") / "model"
+    threads = torch.get_num_threads()
+    try:
+        assert cli.main(train_argv(cli_base, flats_table, model)) == 0
+    finally:
+        torch.set_num_threads(threads)
+    before = _digest(model)
+    yield {"base": cli_base, "data": flats_table, "model": model}
+    assert _digest(model) == before, f"a test changed the shared model {model}: copy it first"

@@ -15,14 +15,14 @@ import torch
 from cauchylin_hf.app import cli
 from cauchylin_hf.model import CauchyLMForCausalLM
 from cauchylin_hf.numbers import find_numbers
-from cauchylin_hf.testing import save_tiny_base
 
 COMMANDS = ("demo", "train", "evaluate", "predict", "generate", "verify")
 
 
 @pytest.fixture(scope="module")
-def base_dir(tmp_path_factory):
-    return save_tiny_base(tmp_path_factory.mktemp("base"), "qwen2", spare_rows=2)
+def base_dir(cli_base):
+    """The session's tiny base (a test that changes it works on a copy)."""
+    return cli_base
 
 
 @pytest.fixture(scope="module")

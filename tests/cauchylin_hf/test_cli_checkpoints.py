@@ -16,11 +16,8 @@ import pytest
 import torch
 from cauchylin_hf.app import cli
 from cauchylin_hf.model import CauchyLMForCausalLM
-from cauchylin_hf.testing import save_tiny_base
 from cauchylin_hf.trainer_checkpoints import checkpoint_step, list_checkpoints
 from transformers import TrainerCallback
-
-from .tables import flats
 
 STEPS, STOP = 7, 4  # 24 rows, batch 8: three steps an epoch; Ctrl-C after the checkpoint of 4
 
@@ -34,10 +31,9 @@ def _threads():
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("ckpt")
-    base = save_tiny_base(folder / "base", "qwen2", spare_rows=2)
-    return {"base": base, "data": flats(folder / "flats.csv", 24, seed=0)}
+def setup(cli_base, flats_table):
+    """The session's tiny base and 24-row flats table."""
+    return {"base": cli_base, "data": flats_table}
 
 
 def _train(setup, out, *extra):

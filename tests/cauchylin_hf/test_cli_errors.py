@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 from cauchylin_hf.app import cli
 from cauchylin_hf.model import CauchyLMForCausalLM
-from cauchylin_hf.testing import save_tiny_base
 
 ROOT = Path(__file__).resolve().parents[2]
 ERROR = re.compile(r"^cauchylin-lm (\w+): error: (.+)$")
@@ -273,8 +272,9 @@ def test_errors_that_need_no_model_answer_before_torch_is_imported(files):
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    return save_tiny_base(tmp_path_factory.mktemp("base"), "qwen2", spare_rows=2)
+def base(cli_base):
+    """The session's tiny base (a test that changes it works on a copy)."""
+    return cli_base
 
 
 def _one_error(capsys, argv: list[str], status: int = 2) -> str:

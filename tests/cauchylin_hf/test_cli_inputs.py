@@ -12,16 +12,15 @@ import csv
 import random
 
 import pytest
-import torch
 from cauchylin_hf.app import cli
-from cauchylin_hf.testing import save_tiny_base
+
+from .tables import train_argv
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("inputs")
-    base = save_tiny_base(folder / "base", "qwen2", spare_rows=2)
-    data = folder / "flats.csv"
+def setup(flats_model, tmp_path_factory):
+    """The session's one-step model of a flats table and its base; a table of its own as data."""
+    data = tmp_path_factory.mktemp("inputs") / "flats.csv"
     r = random.Random(0)
     with data.open("w", newline="") as f:
         table = csv.writer(f)
@@ -29,32 +28,7 @@ def setup(tmp_path_factory):
         for _ in range(16):
             area = r.randint(30, 200)
             table.writerow([area, r.randint(1, 6), 3 * area])
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        assert cli.main(_train(base, data, folder / "model")) == 0
-    finally:
-        torch.set_num_threads(threads)
-    return {"base": base, "data": data, "model": folder / "model", "root": folder}
-
-
-def _train(source, data, out, *extra):
-    return [
-        "train",
-        str(source),
-        "--data",
-        str(data),
-        "--output-dir",
-        str(out),
-        "--max-steps",
-        "1",
-        "--batch-size",
-        "8",
-        "--threads",
-        "1",
-        "--no-progress",
-        *extra,
-    ]
+    return {"base": flats_model["base"], "data": data, "model": flats_model["model"]}
 
 
 def _error(argv, capsys) -> str:
@@ -77,7 +51,7 @@ def test_half_an_emoji_in_a_jsonl_record_names_the_file_and_line(setup, tmp_path
     )
     out = tmp_path / "out"
     for argv in (
-        _train(setup["base"], data, out),
+        train_argv(setup["base"], data, out),
         ["evaluate", str(setup["model"]), "--data", str(data), "--threads", "1", "--no-progress"],
     ):
         err = _error(argv, capsys)
@@ -98,7 +72,7 @@ def test_bytes_that_are_not_utf8_in_a_prompt_name_the_prompt(setup, capsys, comm
 def test_a_diverging_training_names_the_weight_and_the_divergence(setup, tmp_path, capsys):
     """--learning-rate 1e308: "loc must be finite, but it holds NaN (shape (8, 28, 32), ...)"."""
     out = tmp_path / "out"
-    argv = _train(setup["base"], setup["data"], out, "--learning-rate", "1e308")
+    argv = train_argv(setup["base"], setup["data"], out, "--learning-rate", "1e308")
     argv[argv.index("--max-steps") + 1] = "3"
     err = _error(argv, capsys)
     assert "the model: the weight " in err and "holds NaN or infinite values" in err
@@ -121,7 +95,7 @@ def test_a_seed_beyond_the_generators_range_names_the_option(setup, tmp_path, ca
     argv = {
         "generate": ["generate", str(setup["model"]), "--prompt", "x"],
         "evaluate": ["evaluate", str(setup["model"]), "--data", str(setup["data"])],
-        "train": _train(setup["base"], setup["data"], tmp_path / "out"),
+        "train": train_argv(setup["base"], setup["data"], tmp_path / "out"),
     }[command]
     with pytest.raises(SystemExit) as exit_:
         cli.main([*argv, "--seed", str(2**70)])
@@ -137,7 +111,7 @@ def test_a_target_below_float32s_range_is_refused_like_one_beyond_it(setup, tmp_
         rows = f"area,rooms,price\n50,2,150\n60,3,{cell}\n70,3,210\n"
         table.write_text(rows, encoding="utf-8")
         for argv in (
-            _train(setup["base"], table, tmp_path / "out"),
+            train_argv(setup["base"], table, tmp_path / "out"),
             ["evaluate", str(setup["model"]), "--data", str(table), "--threads", "1"],
         ):
             err = _error(argv, capsys)
@@ -198,14 +172,14 @@ def test_a_damaged_saved_dataset_is_one_line_naming_the_folder(setup, tmp_path, 
     numbers = tmp_path / "numbers"  # a text column of ints: "texts[0] must be a str, got int"
     datasets.Dataset.from_dict({"text": list(range(40))}).save_to_disk(str(numbers))
     for argv in (
-        _train(setup["base"], numbers, tmp_path / "out"),
+        train_argv(setup["base"], numbers, tmp_path / "out"),
         ["evaluate", str(setup["model"]), "--data", str(numbers), "--threads", "1"],
     ):
         err = _error(argv, capsys)
         assert err.endswith(f"{str(numbers)!r}: its column 'text' holds int64, not texts (strings)")
     for name, folder in broken.items():
         for argv in (
-            _train(setup["base"], folder, tmp_path / "out"),
+            train_argv(setup["base"], folder, tmp_path / "out"),
             ["evaluate", str(setup["model"]), "--data", str(folder), "--threads", "1"],
         ):
             err = _error(argv, capsys)

@@ -16,48 +16,20 @@ import signal
 from pathlib import Path
 
 import pytest
-import torch
 from cauchylin_hf import atomic_save
 from cauchylin_hf.app import cli
 from cauchylin_hf.model import CauchyLMForCausalLM
 from cauchylin_hf.testing import save_tiny_base
 from cauchylin_hf.tokenizer import NumericTokenizer
 
-from .tables import flats
+from .tables import train_argv
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("saves")
-    base = save_tiny_base(folder / "base", "qwen2", spare_rows=2)
-    data = flats(folder / "flats.csv", 24, seed=0)
-    model = folder / "model"
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        assert cli.main(_train(base, data, model)) == 0
-    finally:
-        torch.set_num_threads(threads)
-    return {"base": base, "data": data, "model": model}
-
-
-def _train(source, data, out, *extra):
-    return [
-        "train",
-        str(source),
-        "--data",
-        str(data),
-        "--output-dir",
-        str(out),
-        "--max-steps",
-        "1",
-        "--batch-size",
-        "8",
-        "--threads",
-        "1",
-        "--no-progress",
-        *extra,
-    ]
+def setup(flats_model):
+    """The session's one-step model of the flats table, its base and its data (a test that
+    writes to the model works on a copy: :func:`_copy`)."""
+    return flats_model
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -87,7 +59,7 @@ def test_train_names_the_target_shows_a_row_and_says_nothing_was_learnt(setup, t
     """Before training: the target column and the first row as text. After one step (the
     heads' initial, near-constant predictions): the error beside the training median's and a
     warning that the predictions barely vary."""
-    argv = _train(setup["base"], setup["data"], tmp_path / "new")
+    argv = train_argv(setup["base"], setup["data"], tmp_path / "new")
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
     with setup["data"].open() as f:
@@ -110,11 +82,11 @@ def test_train_names_the_target_shows_a_row_and_says_nothing_was_learnt(setup, t
 def test_a_trained_model_is_replaced_only_with_overwrite(setup, tmp_path, capsys):
     out = _copy(setup, tmp_path)
     before = _digest(out)
-    assert cli.main(_train(out, setup["data"], out)) == 2
+    assert cli.main(train_argv(out, setup["data"], out)) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "already holds a trained model; pass --overwrite" in err[0]
     assert _digest(out) == before
-    assert cli.main(_train(out, setup["data"], out, "--overwrite")) == 0
+    assert cli.main(train_argv(out, setup["data"], out, "--overwrite")) == 0
     assert _digest(out)["model.safetensors"] != before["model.safetensors"]
     assert _hidden(out) == []
 
@@ -123,7 +95,7 @@ def test_every_file_train_writes_gets_the_umask_permissions(setup, tmp_path):
     out = tmp_path / "perm"
     old = os.umask(0o027)
     try:
-        assert cli.main(_train(setup["base"], setup["data"], out)) == 0
+        assert cli.main(train_argv(setup["base"], setup["data"], out)) == 0
     finally:
         os.umask(old)
     files = [p for p in out.rglob("*") if p.is_file()]
@@ -220,7 +192,7 @@ def test_a_failure_at_any_write_keeps_the_old_model_whole(
     out = _copy(setup, tmp_path)
     before = _digest(out)
     WRITES[where](monkeypatch, error)
-    code = cli.main(_train(out, setup["data"], out, "--overwrite"))
+    code = cli.main(train_argv(out, setup["data"], out, "--overwrite"))
     assert code == (130 if isinstance(error, KeyboardInterrupt) else 2)
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "interrupted; nothing was saved" in err or "Input/output error" in err
@@ -245,7 +217,7 @@ def test_ctrl_c_between_the_renames_waits_for_the_swap(setup, tmp_path, capsys, 
                 os.kill(os.getpid(), signal.SIGINT)  # handled at the next bytecode
 
     monkeypatch.setattr(os, "replace", replace)
-    code = cli.main(_train(out, setup["data"], out, "--overwrite"))
+    code = cli.main(train_argv(out, setup["data"], out, "--overwrite"))
     assert code == 130
     err = capsys.readouterr().err
     assert f"interrupted; the new model was saved to {out} before stopping" in err
@@ -265,7 +237,7 @@ def test_a_full_disk_is_one_line_that_says_so(setup, tmp_path, capsys, monkeypat
         'left on device" })'
     )
     _fail_model_save(monkeypatch, full)
-    assert cli.main(_train(out, setup["data"], out, "--overwrite")) == 2
+    assert cli.main(train_argv(out, setup["data"], out, "--overwrite")) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert re.match(
@@ -276,7 +248,7 @@ def test_a_full_disk_is_one_line_that_says_so(setup, tmp_path, capsys, monkeypat
     # an OSError with ENOSPC reads the same
     monkeypatch.undo()
     _fail_tokenizer_save(monkeypatch, OSError(28, "No space left on device"))
-    assert cli.main(_train(out, setup["data"], out, "--overwrite")) == 2
+    assert cli.main(train_argv(out, setup["data"], out, "--overwrite")) == 2
     assert "error: no space left on the device" in capsys.readouterr().err
     assert _digest(out) == before and _hidden(out) == []
 
@@ -288,7 +260,7 @@ def test_folders_left_by_a_killed_run_are_pointed_at(setup, tmp_path, capsys):
     stale.mkdir()
     moved = tmp_path / ".model.deadbeef.old"
     out.rename(moved)
-    assert cli.main(_train(setup["base"], setup["data"], out)) == 0
+    assert cli.main(train_argv(setup["base"], setup["data"], out)) == 0
     err = capsys.readouterr().err
     assert f"mv {moved} {out}" in err and str(stale) in err
 
@@ -307,12 +279,12 @@ def test_a_text_or_na_target_column_is_refused_naming_it(setup, tmp_path, capsys
     ]
     for extra, column, row, reason in cases:
         out = tmp_path / "out"
-        assert cli.main(_train(setup["base"], table, out, *extra)) == 2
+        assert cli.main(train_argv(setup["base"], table, out, *extra)) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and column in err[0] and row in err[0] and reason in err[0]
         assert not out.exists() and _hidden(out) == []
     # the default target is the last column: numbers everywhere, so it trains
-    assert cli.main(_train(setup["base"], table, tmp_path / "ok")) == 0
+    assert cli.main(train_argv(setup["base"], table, tmp_path / "ok")) == 0
     assert "target: column 'value'" in capsys.readouterr().out
 
 
@@ -326,7 +298,7 @@ def test_a_table_written_with_12_decimals_predicts_with_the_decimals_its_values_
         "area,price\n" + "".join(f"{a:.12f},{p:.12f}\n" for a, p in rows), encoding="utf-8"
     )
     out = tmp_path / "out"
-    assert cli.main(_train(setup["base"], table, out)) == 0
+    assert cli.main(train_argv(setup["base"], table, out)) == 0
     capsys.readouterr()
     precision = json.loads((out / cli.DATA_FORMAT_FILE).read_text())["precision"]
     assert precision == {"decimals": {"area": 0, "price": 2}, "default": 2}
@@ -343,7 +315,7 @@ def test_a_text_longer_than_a_learned_position_context_is_a_clear_error(tmp_path
     data = tmp_path / "long.csv"
     data.write_text("note,y\nshort,1\n" + "a rather long note " * 8 + ",2\n")
     for argv in (
-        _train(base, data, tmp_path / "out"),
+        train_argv(base, data, tmp_path / "out"),
         ["evaluate", str(base), "--data", str(data), "--no-progress", "--threads", "1"],
     ):
         assert cli.main(argv) == 2
@@ -394,10 +366,12 @@ def test_two_trainings_into_one_folder_never_both_save(
     results = []
 
     def other_training():
-        results.append(cli.main(_train(setup["base"], setup["data"], out, "--seed", "1", *extra)))
+        results.append(
+            cli.main(train_argv(setup["base"], setup["data"], out, "--seed", "1", *extra))
+        )
 
     _during_training(monkeypatch, other_training)
-    first = cli.main(_train(setup["base"], setup["data"], out, *extra))
+    first = cli.main(train_argv(setup["base"], setup["data"], out, *extra))
     captured = capsys.readouterr()
     assert results == [0] and first == 2
     assert captured.out.count("saved the model") == 1
@@ -424,7 +398,7 @@ def test_a_folder_another_program_creates_during_training_is_left_alone(
         (out / "theirs.txt").write_text("not yours")
 
     _during_training(monkeypatch, other_program)
-    assert cli.main(_train(setup["base"], setup["data"], out)) == 2
+    assert cli.main(train_argv(setup["base"], setup["data"], out)) == 2
     captured = capsys.readouterr()
     assert "saved the model" not in captured.out
     assert "(it was created)" in captured.err
@@ -445,7 +419,7 @@ def test_overwrite_replaces_the_model_and_keeps_what_is_not_the_models(setup, tm
     (out / "plots" / "loss.png").write_bytes(b"png")
     (out / "vocab.json").write_text("{}")  # a tokenizer file the new save does not write
     before = _digest(out)
-    assert cli.main(_train(out, setup["data"], out, "--overwrite")) == 0
+    assert cli.main(train_argv(out, setup["data"], out, "--overwrite")) == 0
     after = _digest(out)
     assert after.get("notes.md") == before["notes.md"]
     assert after.get("plots/loss.png") == before["plots/loss.png"]
@@ -463,7 +437,7 @@ def test_a_table_of_copies_of_one_row_trains_and_says_it_is_not_calibrated(setup
     saw; train says so before training (not "30 more held out"), trains, and notes it."""
     data = tmp_path / "same.csv"
     data.write_text("area,rooms,price\n" + "50,2,150\n" * 150)
-    assert cli.main(_train(setup["base"], data, tmp_path / "new")) == 0
+    assert cli.main(train_argv(setup["base"], data, tmp_path / "new")) == 0
     captured = capsys.readouterr()
     assert "on 150 texts of" in captured.out and "more held out" not in captured.out
     assert "(copies of one text: none can be held out to calibrate on)" in captured.out
