@@ -287,7 +287,7 @@ def _resume_from_kept(runs, tmp_path, model, ntok, **kw):
 
 def test_a_resume_into_a_model_of_another_size_says_what_differs(runs, tmp_path, monkeypatch):
     """Refused before the texts are encoded, not a size-mismatch traceback after it."""
-    import cauchylin_hf.training as training
+    import cauchylin_hf.trainer as trainer
 
     torch.manual_seed(0)
     base = tiny_base_model("qwen2", seed=0, hidden_size=64)
@@ -295,7 +295,7 @@ def test_a_resume_into_a_model_of_another_size_says_what_differs(runs, tmp_path,
         base, tiny_tokenizer(), return_tokenizer=True, freeze_backbone=False
     )
     encoded = []
-    monkeypatch.setattr(training, "_as_dataset", lambda *a, **k: encoded.append(a))
+    monkeypatch.setattr(trainer, "as_numeric_dataset", lambda *a, **k: encoded.append(a))
     _, resume = _resume_from_kept(runs, tmp_path, model, ntok)
     with pytest.raises(CheckpointError, match="holds the weights of another model") as caught:
         resume()
