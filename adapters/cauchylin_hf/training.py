@@ -49,6 +49,8 @@ from cauchylin.conformal import calibration_holdout
 from .atomic_save import share_with_umask
 from .checkpoint import is_checkpoint_file
 from .data import NumericDataCollator, NumericDataset
+from .data.sampling import sample_rows
+from .data.streaming import CopiesOfOneText, LazyNumericDataset, as_numeric_dataset
 from .evaluation import evaluate_model
 from .hf_compat import progress_bars
 from .readouts import (
@@ -58,7 +60,6 @@ from .readouts import (
     cross_calibrate,
     solve_readouts,
 )
-from .streaming import CopiesOfOneText, LazyNumericDataset, as_numeric_dataset, sample_rows
 from .threads import fit_threads
 from .tokenizer import NumericTokenizer
 from .trainer_checkpoints import (
