@@ -8,7 +8,7 @@ The plain ``transformers.Trainer`` does the work; this module supplies what it n
 * :class:`LossPartsCallback`: records both loss parts (``cls_loss``, ``reg_loss``) per logging
   step, averaged over the micro-batches of the step and over data-parallel ranks exactly as the
   Trainer averages ``loss``, and adds them to the Trainer's logs (progress bar, ``log_history``).
-* :func:`make_trainer`: a ``Trainer`` with the :class:`~cauchylin_hf.data.NumericDataCollator` and
+* :func:`make_trainer`: a ``Trainer`` with the :class:`~cauchylin_hf.data.collator.NumericDataCollator` and
   the callback.
 * :func:`train`: texts in, trained model, loss history and metrics out (the CLI and the demo call
   it), with the Trainer's checkpoints and resuming (``save_steps``, ``resume_from_checkpoint``;
@@ -747,7 +747,7 @@ def make_trainer(
 ) -> Trainer:
     """A plain ``transformers.Trainer`` set up for the causal language model.
 
-    The Trainer gets a :class:`~cauchylin_hf.data.NumericDataCollator` (right padding), a
+    The Trainer gets a :class:`~cauchylin_hf.data.collator.NumericDataCollator` (right padding), a
     :class:`LossPartsCallback` and arguments from :func:`make_training_arguments`. Its optimizer
     is the Trainer's own (``args.optim``), with the classification head's parameters in groups of
     their own at ``config.classifier_lr_scale`` times the learning rate (as
@@ -762,7 +762,7 @@ def make_trainer(
         model: a ``CauchyLMForCausalLM`` (or a PEFT model wrapping one).
         tokenizer: the numeric tokenizer (pad id and side for the collator), or None with an
             explicit ``data_collator``.
-        train_dataset: encoded training examples, e.g. a :class:`~cauchylin_hf.data.NumericDataset`.
+        train_dataset: encoded training examples, e.g. a :class:`~cauchylin_hf.data.dataset.NumericDataset`.
         eval_dataset: encoded evaluation examples (for ``eval_strategy="steps"``).
         args: ``TrainingArguments``; default ``make_training_arguments(**arg_overrides)``.
         data_collator: the collator; default ``NumericDataCollator(tokenizer, padding_side="right")``.
@@ -1159,7 +1159,7 @@ def train(
 ) -> TrainResult:
     """Train the causal language model on texts with the HF ``Trainer``.
 
-    Encodes the texts (:class:`~cauchylin_hf.data.NumericDataset`), trains with
+    Encodes the texts (:class:`~cauchylin_hf.data.dataset.NumericDataset`), trains with
     :func:`make_trainer` (the Trainer's tqdm progress bar unless ``progress=False``), records both
     loss parts per logging step, then reads the numbers out as well as the features allow and
     calibrates their intervals (:mod:`cauchylin_hf.readouts`): a readout solved per context on
@@ -1175,7 +1175,7 @@ def train(
     together or not at all (a calibration text that training saw would be read too well), and
     a held-out text is calibrated on once. From a ``datasets.Dataset`` the texts are held out
     by a hash of the text instead (about the share, copies together, nothing encoded:
-    :meth:`~cauchylin_hf.streaming.LazyNumericDataset.split_held_out`), and the readouts are
+    :meth:`~cauchylin_hf.data.streaming.LazyNumericDataset.split_held_out`), and the readouts are
     solved on at most ``READOUT_ROWS`` (50,000) training rows, a random sample. The
     model never trains on the texts it is calibrated on: that is what makes a calibrated
     interval of coverage ``c`` cover a new number with probability at least ``c``.
@@ -1227,11 +1227,11 @@ def train(
         model: a ``CauchyLMForCausalLM`` (its trainable parameters train: by default the new
             heads, the backbone frozen), or a PEFT model wrapping one.
         tokenizer: the ``NumericTokenizer`` the model was built with.
-        train_texts: training texts, a dataset file (a ``pathlib.Path``: JSONL with a ``"text"``
-            field, or plain text with one example per line; see
-            :func:`~cauchylin_hf.data.read_texts`), an encoded dataset, or a Hugging Face
+        train_texts: training texts, a data path (a ``pathlib.Path`` read as the command line
+            reads ``--data``: a ``.csv``/``.tsv`` table, JSONL or plain text, a saved dataset;
+            :func:`~cauchylin_hf.data.files.read_path_texts`), an encoded dataset, or a Hugging Face
             ``datasets.Dataset`` / ``IterableDataset`` with a ``"text"`` column, kept on disk
-            and encoded as it is read (:func:`~cauchylin_hf.streaming.as_numeric_dataset`; an
+            and encoded as it is read (:func:`~cauchylin_hf.data.streaming.as_numeric_dataset`; an
             iterable one needs ``max_steps`` and ``calibration=None`` or texts of its own).
         eval_texts: held-out texts, file or dataset, or None.
         output_dir: where checkpoints, the final model and the tokenizer go.

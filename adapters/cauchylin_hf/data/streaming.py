@@ -37,9 +37,9 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from ..tokenizer import NumericTokenizer
-from .arrow import ARROW_BATCH, TextColumn, require_datasets
+from .arrow import ARROW_BATCH, STATS_ROWS, TextColumn, require_datasets
 from .dataset import NumericDataset
-from .textfile import read_texts
+from .files import read_path_texts
 
 __all__ = [
     "CopiesOfOneText",
@@ -539,8 +539,11 @@ def as_numeric_dataset(
     * a ``datasets.IterableDataset``: an :class:`IterableNumericDataset`;
     * a torch ``Dataset`` (e.g. a :class:`~cauchylin_hf.data.dataset.NumericDataset`): itself, checked
       non-empty when it has a length;
-    * a file (a ``pathlib.Path``): read with :func:`~cauchylin_hf.data.textfile.read_texts` and
-      encoded;
+    * a path (a ``pathlib.Path``): read as the command line reads ``--data``
+      (:func:`~cauchylin_hf.data.files.read_path_texts`: a table's rows written by the default
+      template, a file's texts, a saved dataset's column), encoded in memory, or as read
+      (a :class:`LazyNumericDataset`) above :data:`~cauchylin_hf.data.arrow.STATS_ROWS` texts
+      kept in Arrow;
     * texts: encoded with :meth:`NumericDataset.from_texts
       <cauchylin_hf.data.dataset.NumericDataset.from_texts>`.
 
@@ -610,7 +613,17 @@ def as_numeric_dataset(
             raise ValueError(f"{name} is empty: the dataset needs at least one example")
         return data
     if isinstance(data, os.PathLike):
-        texts = read_texts(data, text_field=text_field)
+        read = read_path_texts(data, text_field=text_field)
+        if isinstance(read.texts, TextColumn) and len(read.texts) > STATS_ROWS:
+            return LazyNumericDataset(
+                read.texts,
+                tokenizer,
+                max_length=max_length,
+                max_tokens=max_tokens,
+                name=str(data),
+                where=where or (read.table.where if read.table is not None else None),
+            )
+        texts = list(read.texts)
         return NumericDataset.from_texts(texts, tokenizer, max_length=max_length, name=str(data))
     if not isinstance(data, Iterable):
         raise ValueError(f"{name} must be texts, a file, or a dataset, got {type(data).__name__}")
