@@ -73,3 +73,14 @@ def test_data_kind_names_what_a_path_holds(tmp_path):
         TABLE,
     ]
     assert [data_kind("x.jsonl"), data_kind("x.txt"), data_kind(tmp_path / "none")] == [TEXTS] * 3
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32", "utf-8-sig"])
+def test_a_header_is_decoded_by_its_byte_order_mark_as_the_rows_are(tmp_path, encoding):
+    """The header read alone (the command line's check of a large table) and the whole table
+    go through one decoder, so a UTF-16 table's columns are read, not refused."""
+    from cauchylin_hf.data.table import read_columns, read_table
+
+    path = tmp_path / "t.tsv"
+    path.write_bytes("âge\tprix\n59\t151\n".encode(encoding))
+    assert read_columns(path) == read_table(path).columns == ["âge", "prix"]
