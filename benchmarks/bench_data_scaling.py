@@ -8,9 +8,9 @@ readouts, calibration, saving), the peak resident memory (``ru_maxrss`` of that 
 rows read per second to the first step (rows / time to first step).
 
 Then it sets the encoding beside the training step's consumption on the first rows of the
-largest table: rows/s of :class:`~cauchylin_hf.streaming.LazyNumericDataset` encoding a batch
+largest table: rows/s of :class:`~cauchylin_hf.data.streaming.LazyNumericDataset` encoding a batch
 (what each ``DataLoader`` worker does per step), rows/s of the in-memory
-:meth:`NumericDataset.from_texts <cauchylin_hf.data.NumericDataset.from_texts>`, and rows/s the
+:meth:`NumericDataset.from_texts <cauchylin_hf.data.dataset.NumericDataset.from_texts>`, and rows/s the
 training step consumes (batch size / seconds per step, from the CLI run).
 
 With ``--evaluate-rows`` it then evaluates the model of the first training run on tables of
@@ -179,10 +179,8 @@ def encoding_rates(table: Path, rows: int, batch: int) -> dict:
     """Rows/s of encoding a batch lazily and of the in-memory encoding, on ``rows`` rows."""
     import datasets
     from cauchylin_hf.app.corpus import train_corpus_tokenizer
-    from cauchylin_hf.app.table_stream import stream_table_texts
-    from cauchylin_hf.app.tables import TableTemplate
-    from cauchylin_hf.data import NumericDataset
-    from cauchylin_hf.streaming import LazyNumericDataset
+    from cauchylin_hf.data import LazyNumericDataset, NumericDataset, TableTemplate
+    from cauchylin_hf.data.table_stream import stream_table_texts
     from cauchylin_hf.tokenizer import NumericTokenizer
 
     texts = stream_table_texts(table, TableTemplate.default)[0].texts[:rows]

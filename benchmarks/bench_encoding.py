@@ -44,7 +44,7 @@ def make_texts(rows: int, seed: int) -> list[str]:
     """The table's rows as sentences of the default template."""
     import random
 
-    from cauchylin_hf.app.tables import TableTemplate
+    from cauchylin_hf.data import TableTemplate
 
     rng = random.Random(seed)
     template = TableTemplate.default(COLUMNS)

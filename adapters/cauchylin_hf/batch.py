@@ -3,7 +3,7 @@
 Every per-position field the package pads is in :data:`BATCH_FIELDS` with its dtype and padding
 value; :func:`pad_rows` is the one padder (used by
 :meth:`~cauchylin_hf.tokenizer.NumericTokenizer.pad` and
-:class:`~cauchylin_hf.data.NumericDataCollator`); :func:`resolve_pad_token_id` is the one rule
+:class:`~cauchylin_hf.data.collator.NumericDataCollator`); :func:`resolve_pad_token_id` is the one rule
 for the id written at padding (used by the collator and by generation).
 
 A model batch holds ``[batch, seq]`` tensors:

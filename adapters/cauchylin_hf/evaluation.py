@@ -57,8 +57,9 @@ from cauchylin.vector import CauchyVector
 
 from .batch import IGNORE_INDEX
 from .data import NumericDataCollator
+from .data.sampling import GrowingColumns, UniformSample
+from .data.streaming import as_numeric_dataset
 from .loss import next_token_targets
-from .streaming import GrowingColumns, UniformSample, as_numeric_dataset
 from .tokenizer import NumericTokenizer
 
 if TYPE_CHECKING:  # pragma: no cover

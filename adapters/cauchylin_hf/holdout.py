@@ -27,7 +27,8 @@ from torch.utils.data import Dataset, Subset
 from cauchylin.conformal import calibration_holdout
 
 from .data import NumericDataset
-from .streaming import CopiesOfOneText, LazyNumericDataset, as_numeric_dataset, sample_rows
+from .data.sampling import sample_rows
+from .data.streaming import CopiesOfOneText, LazyNumericDataset, as_numeric_dataset
 from .tokenizer import NumericTokenizer
 from .trainer_checkpoints import RUN_FILE
 from .training_options import READOUT_ROWS

@@ -4,7 +4,7 @@ r"""The next-token shift and the training loss of the causal LM (transformers' `
 predict them: position ``i`` predicts ``labels[:, i + 1]``; ``target_values`` (aligned with the
 input positions, like ``numeric_values``) shift with the labels. Pass labels unshifted
 (``labels = input_ids`` with ``-100`` at padding, as
-:class:`~cauchylin_hf.data.NumericDataCollator` does), or pre-shifted as transformers'
+:class:`~cauchylin_hf.data.collator.NumericDataCollator` does), or pre-shifted as transformers'
 ``shift_labels``. :func:`shifted_causal_loss` applies the shift and the memory-efficient objective
 :meth:`cauchylin.nn.Action.loss` (its formula is written out there).
 """

@@ -48,10 +48,10 @@ from cauchylin.value_space import (
     value_quantiles,
 )
 
+from .data.sampling import GrowingColumns, UniformSample
 from .generation import check_prompt_lengths, position_ids_from_mask
 from .loss import before_numbers
 from .numbers import field_of, find_numbers, number_fields
-from .streaming import GrowingColumns, UniformSample
 from .tokenizer import NumericTokenizer
 
 __all__ = [

@@ -149,7 +149,7 @@ def number_features(
     Args:
         model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM` (put in eval mode).
         tokenizer: its numeric tokenizer.
-        data: texts, or an encoded dataset (e.g. a :class:`~cauchylin_hf.data.NumericDataset`).
+        data: texts, or an encoded dataset (e.g. a :class:`~cauchylin_hf.data.dataset.NumericDataset`).
         batch_size: texts per forward pass.
 
     Returns:

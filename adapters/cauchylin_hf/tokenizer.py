@@ -46,6 +46,7 @@ from transformers import AddedToken, AutoTokenizer, BatchEncoding, PreTrainedTok
 from .batch import check_size, field_dtype, pad_rows, padded_length
 from .batch import pad_values as batch_pad_values
 from .config import read_json_object
+from .data.textfile import check_text
 from .encoding import assemble_encoding, truncate_encoding
 from .numbers import (
     SplitText,
@@ -55,7 +56,6 @@ from .numbers import (
     parse_number,
     split_numbers_batch,
 )
-from .textfile import check_text
 
 __all__ = ["NUMERIC_TOKENIZER_CONFIG", "NumericTokenizer", "check_text", "load_tokenizer_folder"]
 

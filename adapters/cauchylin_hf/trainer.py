@@ -34,6 +34,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from cauchylin.conformal import calibration_holdout
 
 from .data import NumericDataCollator
+from .data.streaming import CopiesOfOneText, as_numeric_dataset
 from .hf_compat import progress_bars
 from .holdout import (
     HOLDOUT_FILE,
@@ -46,7 +47,6 @@ from .holdout import (
 )
 from .readouts import CalibrationReport, ReadoutReport, calibrate, cross_calibrate, solve_readouts
 from .resume_checks import check_resume, inner_model
-from .streaming import CopiesOfOneText, as_numeric_dataset
 from .threads import fit_threads
 from .tokenizer import NumericTokenizer
 from .trainer_checkpoints import (
@@ -173,7 +173,7 @@ class CauchyTrainer(CausalTrainer):
     but its evaluation and its final save.
 
     At construction it encodes ``train_dataset`` and ``eval_dataset`` (texts, a dataset file, a
-    ``datasets`` dataset or an encoded dataset; :func:`~cauchylin_hf.streaming.as_numeric_dataset`,
+    ``datasets`` dataset or an encoded dataset; :func:`~cauchylin_hf.data.streaming.as_numeric_dataset`,
     cut to ``args.max_length``), holds out ``args.calibration`` of the training texts (copies of
     one text on one side, drawn with ``args.seed`` or the last ones:
     :func:`~cauchylin_hf.holdout.calibration_split`), and, with ``args.resume_from_checkpoint``,

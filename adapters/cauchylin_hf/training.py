@@ -286,7 +286,7 @@ def train(
     together or not at all (a calibration text that training saw would be read too well), and
     a held-out text is calibrated on once. From a ``datasets.Dataset`` the texts are held out
     by a hash of the text instead (about the share, copies together, nothing encoded:
-    :meth:`~cauchylin_hf.streaming.LazyNumericDataset.split_held_out`), and the readouts are
+    :meth:`~cauchylin_hf.data.streaming.LazyNumericDataset.split_held_out`), and the readouts are
     solved on at most ``READOUT_ROWS`` (50,000) training rows, a random sample. The
     model never trains on the texts it is calibrated on: that is what makes a calibrated
     interval of coverage ``c`` cover a new number with probability at least ``c``.
@@ -342,7 +342,7 @@ def train(
             field, or plain text with one example per line; see
             :func:`~cauchylin_hf.data.read_texts`), an encoded dataset, or a Hugging Face
             ``datasets.Dataset`` / ``IterableDataset`` with a ``"text"`` column, kept on disk
-            and encoded as it is read (:func:`~cauchylin_hf.streaming.as_numeric_dataset`; an
+            and encoded as it is read (:func:`~cauchylin_hf.data.streaming.as_numeric_dataset`; an
             iterable one needs ``max_steps`` and ``calibration=None`` or texts of its own).
         eval_texts: held-out texts, file or dataset, or None.
         output_dir: where checkpoints, the final model and the tokenizer go.

@@ -1,7 +1,7 @@
 """Training script of the streamed data-parallel test (``test_streaming.py``).
 
 Run by ``torchrun --nproc_per_node 2`` (CPU, gloo): each rank trains one epoch with
-:func:`cauchylin_hf.training.train` on a :class:`~cauchylin_hf.streaming.LazyNumericDataset` over a
+:func:`cauchylin_hf.training.train` on a :class:`~cauchylin_hf.data.streaming.LazyNumericDataset` over a
 ``datasets.Dataset`` of ``--rows`` texts, and writes the rows it encoded to ``--out``
 (``rank<r>.txt``, one row number per line).
 """
@@ -18,8 +18,8 @@ import torch
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``--tokenizer DIR --rows N --out DIR``."""
     import datasets
+    from cauchylin_hf.data.streaming import LazyNumericDataset
     from cauchylin_hf.model import CauchyLMForCausalLM
-    from cauchylin_hf.streaming import LazyNumericDataset
     from cauchylin_hf.testing import tiny_base_model
     from cauchylin_hf.tokenizer import NumericTokenizer
     from cauchylin_hf.training import train

@@ -277,7 +277,7 @@ def test_train_from_config_on_a_table_then_predict(table_model, capsys):
 def test_a_random_backbone_trains_by_default(table_model):
     """--from-config: the backbone is trainable; its weights moved away from the seeded init."""
     from cauchylin_hf.app.scratch import build_from_config
-    from cauchylin_hf.app.tables import TableTemplate, read_table
+    from cauchylin_hf.data import TableTemplate, read_table
 
     trained = CauchyLMForCausalLM.from_pretrained(table_model["model"])
     assert trained.config.freeze_backbone is False
@@ -301,7 +301,7 @@ def test_evaluate_a_table_reports_the_target_metrics(table_model, capsys):
     assert metrics["field/progression/count"] == 12 and metrics["field/bmi/count"] == 12
     assert math.isclose(metrics["target/mae"], metrics["field/progression/mae"])
     # the same numbers as cauchylin_hf.predict on the rendered rows
-    from cauchylin_hf.app.tables import TableTemplate, read_table
+    from cauchylin_hf.data import TableTemplate, read_table
     from cauchylin_hf.predict import number_metrics, number_predictions
 
     model, ntok = cli.load_causal_model(table_model["model"])

@@ -11,14 +11,8 @@ from decimal import ROUND_HALF_EVEN, Decimal
 import numpy as np
 import pytest
 from cauchylin_hf.app.scratch import PRESETS, backbone_config, build_from_config
-from cauchylin_hf.app.tables import (
-    Table,
-    TableTemplate,
-    is_table_file,
-    label_of,
-    not_a_number,
-    read_table,
-)
+from cauchylin_hf.data.table import Table, is_table_file, read_table
+from cauchylin_hf.data.template import TableTemplate, label_of, not_a_number
 from cauchylin_hf.numbers import find_numbers, to_float32
 from cauchylin_hf.precision import (
     MAX_DECIMALS,
@@ -148,7 +142,7 @@ def test_checking_a_wide_header_takes_time_linear_in_its_columns():
     """TableTemplate.check and the header's check were quadratic in the column count (2k/4k/8k
     columns: 0.09/0.37/1.72 s; a 60,001-column table sat over 300 s): four times the columns
     take about four times as long (quadratic: sixteen), checked on the least of three runs."""
-    from cauchylin_hf.textfile import check_header
+    from cauchylin_hf.data.table import check_header
 
     def work(n):
         columns = [f"c{i}" for i in range(n)] + ["target"]
@@ -160,7 +154,7 @@ def test_checking_a_wide_header_takes_time_linear_in_its_columns():
 
 
 def test_a_table_too_wide_to_be_a_sentence_is_refused_at_once():
-    from cauchylin_hf.app.tables import MAX_FIELDS, TemplateError
+    from cauchylin_hf.data.template import MAX_FIELDS, TemplateError
 
     columns = [f"c{i}" for i in range(300_000)] + ["target"]
     start = time.perf_counter()

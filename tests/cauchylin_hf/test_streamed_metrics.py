@@ -13,7 +13,9 @@ import pytest
 import torch
 from cauchylin_hf import evaluation
 from cauchylin_hf.app import inputs
-from cauchylin_hf.data import NumericDataCollator, NumericDataset, read_texts
+from cauchylin_hf.data import NumericDataCollator, NumericDataset, files, read_texts
+from cauchylin_hf.data.arrow import TextColumn, file_texts
+from cauchylin_hf.data.sampling import UniformSample
 from cauchylin_hf.model import CauchyLMForCausalLM
 from cauchylin_hf.predict import (
     NumberMetrics,
@@ -25,7 +27,6 @@ from cauchylin_hf.predict import (
     number_predictions,
     spearman_undefined,
 )
-from cauchylin_hf.streaming import TextColumn, UniformSample, file_texts
 from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
 
 # means and standard deviations: running sums in another order than one torch reduction
@@ -85,7 +86,7 @@ def test_evaluate_streamed_equals_in_memory(model_and_tokenizer, monkeypatch):
 
 def iter_dataset(texts: list[str], ntok):
     """The texts as a streamed dataset (an IterableDataset: no length, read once)."""
-    from cauchylin_hf.streaming import IterableNumericDataset
+    from cauchylin_hf.data.streaming import IterableNumericDataset
 
     return IterableNumericDataset(lambda: iter(texts), ntok)
 
@@ -180,7 +181,7 @@ def test_cli_reads_a_large_file_a_line_at_a_time(tmp_path, monkeypatch):
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
     args = argparse.Namespace(command="evaluate", template=None, target=None)
     assert list(inputs.read_data(args, str(path), {}).texts) == texts  # small: in memory
-    monkeypatch.setattr(inputs, "STREAM_BYTES", 100)
+    monkeypatch.setattr(files, "STREAM_BYTES", 100)
     data = inputs.read_data(args, str(path), {})
     assert isinstance(data.texts, TextColumn) and list(data.texts) == texts
     assert data.where(4) == f"{path}, line 5"
@@ -202,7 +203,7 @@ def test_cli_evaluate_streams_a_large_jsonl_to_the_same_metrics(tmp_path, monkey
     argv += ["--batch-size", "5"]
     assert cli.main(argv) == 0
     in_memory = json.loads(capsys.readouterr().out)
-    monkeypatch.setattr(inputs, "STREAM_BYTES", 0)
+    monkeypatch.setattr(files, "STREAM_BYTES", 0)
     assert cli.main([*argv, "--dataloader-workers", "1"]) == 0
     streamed = json.loads(capsys.readouterr().out)
     assert in_memory["target/count"] == 24 and in_memory["all/count"] == 72

@@ -1,4 +1,4 @@
-"""Streamed training data (:mod:`cauchylin_hf.streaming`, :mod:`cauchylin_hf.app.table_stream`).
+"""Streamed training data (:mod:`cauchylin_hf.data.streaming`, :mod:`cauchylin_hf.data.table_stream`).
 
 The streamed path must give exactly the examples of the in-memory one
 (:meth:`NumericDataset.from_texts`): same ids, same numeric values, same texts from a table, same
@@ -16,17 +16,17 @@ import torch
 
 datasets = pytest.importorskip("datasets")
 
-from cauchylin_hf.app.table_stream import stream_table_texts  # noqa: E402
-from cauchylin_hf.app.tables import TableTemplate, read_table  # noqa: E402
-from cauchylin_hf.data import NumericDataset  # noqa: E402
-from cauchylin_hf.precision import NumberPrecision  # noqa: E402
-from cauchylin_hf.streaming import (  # noqa: E402
+from cauchylin_hf.data.arrow import TextColumn, text_sample  # noqa: E402
+from cauchylin_hf.data.dataset import NumericDataset  # noqa: E402
+from cauchylin_hf.data.streaming import (  # noqa: E402
     IterableNumericDataset,
     LazyNumericDataset,
-    TextColumn,
     as_numeric_dataset,
-    text_sample,
 )
+from cauchylin_hf.data.table import read_table  # noqa: E402
+from cauchylin_hf.data.table_stream import stream_table_texts  # noqa: E402
+from cauchylin_hf.data.template import TableTemplate  # noqa: E402
+from cauchylin_hf.precision import NumberPrecision  # noqa: E402
 from cauchylin_hf.tokenizer import NumericTokenizer  # noqa: E402
 
 
@@ -324,17 +324,17 @@ def test_cli_trains_on_a_saved_datasets_folder(tmp_path, capsys):
     assert "held-out rows never trained on" in printed
     assert (out / "config.json").is_file() and (out / "data_format.json").is_file()
     with pytest.raises(ValueError, match=r"not a saved datasets\.Dataset"):
-        from cauchylin_hf.streaming import load_text_column
+        from cauchylin_hf.data.arrow import load_text_column
 
         load_text_column(tmp_path)
 
 
 def test_cli_streams_a_large_table_and_names_a_row_too_long(tmp_path, capsys, monkeypatch):
-    from cauchylin_hf import streaming
     from cauchylin_hf.app import cli
+    from cauchylin_hf.data import arrow
     from cauchylin_hf.testing import save_tiny_base
 
-    monkeypatch.setattr(streaming, "STATS_ROWS", 8)  # above it, the table is encoded as read
+    monkeypatch.setattr(arrow, "STATS_ROWS", 8)  # above it, the table is encoded as read
     base = save_tiny_base(tmp_path / "gpt2", "gpt2", spare_rows=2, max_position_embeddings=32)
     data = tmp_path / "long.csv"
     rows = "".join(f"note {i},{i}\n" for i in range(40))
@@ -391,7 +391,7 @@ def test_a_few_distinct_texts_that_all_fall_in_keep_one_to_train_on(ntok):
 
 
 def test_a_streamed_table_without_rows_names_what_is_missing(tmp_path):
-    from cauchylin_hf.streaming import table_texts
+    from cauchylin_hf.data.arrow import table_texts
 
     empty, header_only = tmp_path / "empty.csv", tmp_path / "header.csv"
     empty.write_text("\n \n")

@@ -10,7 +10,7 @@ import random
 import pytest
 import torch
 from cauchylin_hf.app import cli
-from cauchylin_hf.app.tables import TableTemplate
+from cauchylin_hf.data.template import TableTemplate
 from cauchylin_hf.numbers import field_of
 
 FUELS = ("heating gas", "heating oil", "district heat")

@@ -12,7 +12,8 @@ import random
 
 import pytest
 import torch
-from cauchylin_hf.app.tables import Table, TableTemplate
+from cauchylin_hf.data.table import Table
+from cauchylin_hf.data.template import TableTemplate
 from cauchylin_hf.numbers import find_numbers, to_float32
 from cauchylin_hf.precision import field_before
 from cauchylin_hf.predict import NumberPredictions, ValuePrediction, number_metrics
@@ -84,7 +85,7 @@ def test_each_column_gets_its_own_metric_group() -> None:
 
 
 def test_renamed_columns_are_said_once() -> None:
-    from cauchylin_hf.app.tables import column_labels, label_of, renamed_columns
+    from cauchylin_hf.data.template import column_labels, label_of, renamed_columns
 
     renamed = renamed_columns(COLUMNS)
     assert renamed == {
@@ -112,7 +113,7 @@ def test_a_bad_placeholder_is_a_template_error_that_says_how_to_fix_the_template
     """The fix of a bad placeholder is in the template, not in ``--target``: the error is a
     ``TemplateError`` (the command line adds no ``--target`` hint to it) naming the placeholder,
     the closest column and the columns."""
-    from cauchylin_hf.app.tables import TemplateError
+    from cauchylin_hf.data.template import TemplateError
 
     columns = ["age", "bmi", "price"]
     with pytest.raises(TemplateError) as exc:

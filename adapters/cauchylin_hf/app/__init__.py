@@ -8,7 +8,6 @@ Nothing in the library (:mod:`cauchylin_hf` outside this subpackage) imports it.
   files that need no model (run before torch is imported);
 * :mod:`cauchylin_hf.app.inputs`, :mod:`cauchylin_hf.app.reports` — what the commands read (data,
   prompts, the model) and what they print about the numbers;
-* :mod:`cauchylin_hf.app.tables` — CSV tables written as text through a template;
 * :mod:`cauchylin_hf.app.scratch` — a model from nothing: a tokenizer trained on the data and a
   random backbone from a preset or a ``config.json``;
 * :mod:`cauchylin_hf.app.demo` — the embedded demo that ``cauchylin-lm demo`` runs;

@@ -1,8 +1,9 @@
 """The checks of ``cauchylin-lm``'s arguments, folders and files that need no model.
 
 Everything here reads only folders, ``config.json``/``data_format.json`` and data files: this
-module and the ones it imports (:mod:`cauchylin_hf.app.tables`, :mod:`cauchylin_hf.textfile`,
-:mod:`cauchylin_hf.numbers`, :mod:`cauchylin_hf.atomic_save`) use the standard library only.
+module and the ones it imports (:mod:`cauchylin_hf.data.table`, :mod:`cauchylin_hf.data.template`,
+:mod:`cauchylin_hf.data.textfile`, :mod:`cauchylin_hf.numbers`, :mod:`cauchylin_hf.atomic_save`)
+use the standard library only.
 The console script (:func:`cauchylin_lm.main`) runs :func:`preflight` before torch and
 transformers are imported, so a missing file, a file that is not UTF-8, a wrong ``--target`` or
 an ``--output-dir`` that already holds a model answers at once; the commands
@@ -27,22 +28,14 @@ from typing import Any
 from cauchylin_lm import PROG
 
 from ..atomic_save import FolderState, folder_state
+from ..data.table import Table, is_table_file, read_columns, read_table
+from ..data.template import TableTemplate, TemplateError, check_width, renamed_columns
+from ..data.textfile import read_texts
 from ..numbers import number_fields
 from ..precision import DATA_FORMAT_FILE
-from ..textfile import read_texts
 from ..trainer_checkpoints import is_checkpoint_entry
 from .presets import backbone_settings
 from .resume import check_checkpoints
-from .tables import (
-    Table,
-    TableTemplate,
-    TemplateError,
-    check_width,
-    is_table_file,
-    read_columns,
-    read_table,
-    renamed_columns,
-)
 
 __all__ = [
     "CliError",
@@ -290,11 +283,11 @@ def table_template(
         say: where notes go (None: nowhere).
 
     Returns:
-        The :class:`~cauchylin_hf.app.tables.TableTemplate`.
+        The :class:`~cauchylin_hf.data.template.TableTemplate`.
 
     Raises:
         TemplateError: the default template of a table too wide to be one text
-            (:func:`~cauchylin_hf.app.tables.check_width`), or a template that does not fit
+            (:func:`~cauchylin_hf.data.template.check_width`), or a template that does not fit
             the columns.
 
     Example:

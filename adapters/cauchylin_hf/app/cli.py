@@ -315,8 +315,8 @@ def _train_and_save(
     from safetensors import SafetensorError
 
     from ..atomic_save import FolderChangedError, replace_folder
+    from ..data.arrow import STATS_ROWS, text_sample
     from ..precision import NumberPrecision
-    from ..streaming import STATS_ROWS, text_sample
     from ..trainer_checkpoints import last_checkpoint
     from ..training import train
 
@@ -394,8 +394,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from cauchylin.conformal import calibration_holdout
     from cauchylin.metrics import quantiles
 
+    from ..data.arrow import STATS_ROWS, TextColumn, text_sample
     from ..predict import target_numbers
-    from ..streaming import STATS_ROWS, TextColumn, text_sample
     from ..trainer_checkpoints import resolve_resume_checkpoint
     from .resume import resumed_from
 

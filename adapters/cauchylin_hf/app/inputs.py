@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
+from ..data.files import DATASET_FOLDER, TABLE, TEXTS, data_kind, read_path_texts
+from ..data.template import TemplateError, not_a_number
 from ..precision import DATA_FORMAT_FILE
 from .checks import (
     CliError,
@@ -25,10 +27,8 @@ from .checks import (
     read_table_data,
     table_template,
 )
-from .tables import is_table_file, not_a_number
 
 __all__ = [
-    "STREAM_BYTES",
     "Data",
     "check_prompt_lengths",
     "context_length",
@@ -41,19 +41,13 @@ __all__ = [
 ]
 
 
-STREAM_BYTES = 1024 * 1024
-"""A JSONL or text file larger than this is read a line at a time into Arrow on disk
-(:func:`~cauchylin_hf.streaming.file_texts`) and encoded as it is read, as a table is; a smaller
-one is read into memory."""
-
-
 class Data(NamedTuple):
     """Texts read from a data file (or a table's prompts), with the table and its template.
 
     Attributes:
         texts: the texts (a table's rows written by the template, or its prompts).
-        template: the :class:`~cauchylin_hf.app.tables.TableTemplate`, or None for free text.
-        table: the :class:`~cauchylin_hf.app.tables.Table`, or None for free text.
+        template: the :class:`~cauchylin_hf.data.template.TableTemplate`, or None for free text.
+        table: the :class:`~cauchylin_hf.data.table.Table`, or None for free text.
         path: the file, as given.
 
     Example:
@@ -115,41 +109,25 @@ def read_data(
         >>> list(read_data(args, str(table), {}).texts)  # streamed into Arrow on disk
         ['age 59 -> target 151.', 'age 48 -> target 75.']
     """
-    from ..data import read_texts
-
-    if Path(path).is_dir() and not prompts:  # a datasets folder (save_to_disk): read as it trains
-        from ..streaming import load_text_column
-
-        return Data(load_text_column(path), None, None, path)
-    p = data_path(path)
-    if is_table_file(p) and not prompts:  # texts to train or evaluate on: streamed, not held
-        return _stream_table(args, p, saved, path)
-    if is_table_file(p):
-        tt, table = read_table_data(args, p, saved, prompts=prompts)
-        return Data(tt.prompts(table) if prompts else tt.texts(table), tt, table, path)
-    check_template_needs_table(args, path)
-    if p.stat().st_size > STREAM_BYTES:  # read a line at a time into Arrow on disk
-        from ..streaming import file_texts
-
-        return Data(file_texts(p), None, None, path)
-    texts = read_texts(p)
-    _note_float32_misses(args, texts, path)
-    return Data(texts, None, None, path)
-
-
-def _stream_table(args: argparse.Namespace, p: Path, saved: dict[str, Any], path: str) -> Data:
-    """The texts of a table, checked and kept in Arrow on disk (never all in memory)."""
-    from .table_stream import stream_table_texts
-    from .tables import TemplateError
-
-    try:
-        table, tt = stream_table_texts(p, lambda columns: table_template(args, columns, saved))
+    kind = data_kind(path)
+    p: str | Path = path  # a saved datasets folder (train, evaluate) is read as it trains
+    if prompts or kind != DATASET_FOLDER:
+        p = data_path(path)
+    if prompts and kind == TABLE:  # a table's prompts: its rows held, the target may be missing
+        tt, table = read_table_data(args, Path(p), saved, prompts=True)
+        return Data(tt.prompts(table), tt, table, path)
+    if kind == TEXTS:
+        check_template_needs_table(args, path)
+    try:  # a table or a large file is kept in Arrow on disk, never all in memory
+        read = read_path_texts(p, template_for=lambda columns: table_template(args, columns, saved))
     except ValueError as exc:
         bad_target = not isinstance(exc, TemplateError) and str(exc).startswith("target column")
-        if not bad_target or getattr(args, "target", None):
+        if kind != TABLE or not bad_target or getattr(args, "target", None):
             raise
         raise CliError(f"{exc}; pick the target with --target COLUMN") from None
-    return Data(table.texts, tt, table, path)
+    if isinstance(read.texts, list):
+        _note_float32_misses(args, read.texts, path)
+    return Data(read.texts, read.template, read.table, path)
 
 
 def _note_float32_misses(args: argparse.Namespace, texts: list[str], path: str) -> None:
@@ -186,8 +164,7 @@ def read_prompts(args: argparse.Namespace, saved: dict[str, Any]) -> tuple[list[
         >>> read_prompts(args, {})
         (['3 eggs'], None)
     """
-    from ..data import read_texts
-    from ..tokenizer import check_text
+    from ..data.textfile import check_text, read_texts
 
     prompts = list(args.prompt or [])
     for i, prompt in enumerate(prompts):  # bytes that are not UTF-8 arrive as lone surrogates
@@ -265,7 +242,7 @@ def encode(model: Any, ntok: Any, data: Data, max_length: int | None) -> Any:
         max_length: ``--max-length`` (texts are cut to it), or None.
 
     Returns:
-        The :class:`~cauchylin_hf.data.NumericDataset`.
+        The :class:`~cauchylin_hf.data.dataset.NumericDataset`.
 
     Raises:
         CliError: a text longer than the context (naming it and ``--max-length``).
@@ -281,8 +258,9 @@ def encode(model: Any, ntok: Any, data: Data, max_length: int | None) -> Any:
         ...
         cauchylin_hf.app.checks.CliError: t, text 1 is ...
     """
-    from ..data import NumericDataset
-    from ..streaming import STATS_ROWS, TextColumn, as_numeric_dataset
+    from ..data.arrow import STATS_ROWS, TextColumn
+    from ..data.dataset import NumericDataset
+    from ..data.streaming import as_numeric_dataset
 
     context = context_length(model)
     if isinstance(data.texts, TextColumn) and len(data.texts) > STATS_ROWS:

@@ -150,7 +150,7 @@ def describe(data: Data, field: str | None, targets: Sequence[float]) -> None:
 
     from cauchylin.metrics import quantiles
 
-    from ..streaming import STATS_ROWS
+    from ..data.arrow import STATS_ROWS
 
     values = torch.tensor(targets, dtype=torch.float64)
     median = f"median {quantiles(values, (0.5,))[0]:.6g} over " if targets else "none in "
@@ -164,7 +164,7 @@ def describe(data: Data, field: str | None, targets: Sequence[float]) -> None:
 def _describe_categories(data: Data) -> None:
     """One line naming the columns read as categories (cells without a number), and where a
     template lets a category's words join the next number's field."""
-    from .tables import category_columns
+    from ..data.template import category_columns
 
     word_rows = getattr(data.table, "word_rows", None)
     if not word_rows:

@@ -1,12 +1,12 @@
 """A table too large for memory: its rows written as texts into memory-mapped Arrow, in one pass.
 
-:func:`cauchylin_hf.app.tables.read_table` keeps every row as a dict of cells (about 1 KB a row of
+:func:`cauchylin_hf.data.table.read_table` keeps every row as a dict of cells (about 1 KB a row of
 a small table); :func:`stream_table_texts` reads the file row by row instead, checks every target
-cell (:func:`~cauchylin_hf.app.tables.not_a_number`), writes each row with its template
-(:meth:`~cauchylin_hf.app.tables.TableTemplate.text`) and keeps the texts in an Arrow file that
-the operating system maps in as it is read (:func:`cauchylin_hf.streaming.table_texts`). The
-texts come back as a :class:`~cauchylin_hf.streaming.TextColumn`, a sequence of ``str`` that
-training encodes as it reads (:class:`~cauchylin_hf.streaming.LazyNumericDataset`).
+cell (:func:`~cauchylin_hf.data.template.not_a_number`), writes each row with its template
+(:meth:`~cauchylin_hf.data.template.TableTemplate.text`) and keeps the texts in an Arrow file that
+the operating system maps in as it is read (:func:`cauchylin_hf.data.arrow.table_texts`). The
+texts come back as a :class:`~cauchylin_hf.data.arrow.TextColumn`, a sequence of ``str`` that
+training encodes as it reads (:class:`~cauchylin_hf.data.streaming.LazyNumericDataset`).
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..streaming import TextColumn, table_texts
-from .tables import TARGET, TableTemplate, holds_number, not_a_number
+from .arrow import TextColumn, table_texts
+from .template import TARGET, TableTemplate, holds_number, not_a_number
 
 __all__ = ["StreamedTable", "stream_table_texts"]
 
-_DELIMITERS = {".tsv": "\t"}
 _CACHED_CELLS = 1 << 16  # distinct target cells remembered at a time
 _WORD_ROWS = 10_000  # the first rows whose feature cells are checked for numbers
 
@@ -35,7 +34,7 @@ class StreamedTable(NamedTuple):
         path: the file.
         word_rows: for each column the template writes (the target aside), how many of the
             first ``word_sample`` rows' cells hold no number
-            (:func:`~cauchylin_hf.app.tables.category_columns` reads it; None when not counted).
+            (:func:`~cauchylin_hf.data.template.category_columns` reads it; None when not counted).
         word_sample: the rows ``word_rows`` counted (the first 10,000 at most).
 
     Example:
@@ -55,13 +54,21 @@ class StreamedTable(NamedTuple):
     word_sample: int = 0
 
     def where(self, i: int) -> str:
-        """Where data row ``i`` (0-based) is, as :meth:`cauchylin_hf.app.tables.Table.where` says.
+        """Where data row ``i`` (0-based) is, as :meth:`cauchylin_hf.data.table.Table.where` says.
 
         Args:
             i: the row.
 
         Returns:
             ``"<path>, data row <i + 1> (line <n>)"``.
+
+        Example:
+            >>> import tempfile
+            >>> from pathlib import Path
+            >>> f = Path(tempfile.mkdtemp()) / "t.csv"
+            >>> _ = f.write_text("x,y\\n1,2\\n")
+            >>> stream_table_texts(f, TableTemplate.default)[0].where(0).endswith("row 1 (line 2)")
+            True
         """
         return f"{self.path}, data row {i + 1} (line {self.texts.line(i)})"
 
@@ -85,7 +92,7 @@ def stream_table_texts(
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: what :func:`cauchylin_hf.app.tables.read_table` refuses (no header or data
+        ValueError: what :func:`cauchylin_hf.data.table.read_table` refuses (no header or data
             row, a row with the wrong number of cells, ...), a template that does not fit the
             columns, an empty cell the template needs, or target cells that are not numbers
             (the message names the first one, its row and line, and how many there are).
@@ -149,8 +156,7 @@ def stream_table_texts(
         except ValueError as exc:
             raise ValueError(f"{p}, data row {state['rows']}: {exc}") from None
 
-    delimiter = _DELIMITERS.get(p.suffix.lower(), ",")
-    column = table_texts(p, render, delimiter=delimiter, on_header=on_header)
+    column = table_texts(p, render, on_header=on_header)
     tt = state["template"]
     if state["bad"]:
         i, line, reason = state["first"]

@@ -35,37 +35,28 @@ own lets such a column's words join the next number's field.
 
 from __future__ import annotations
 
-import csv
 import difflib
-import io
 import math
-import os
 import re
 import string
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import NamedTuple
 
 from ..numbers import FIELD_BREAK, field_of, find_numbers, is_number, parse_number, to_float32
-from ..textfile import check_binary, check_header, field_limit_message, read_text_file
+from .table import Table
 
 __all__ = [
     "MAX_FIELDS",
     "TARGET",
-    "Table",
     "TableTemplate",
     "TemplateError",
     "category_columns",
     "check_width",
     "column_labels",
     "holds_number",
-    "is_table_file",
     "label_of",
     "not_a_number",
-    "read_columns",
-    "read_table",
     "renamed_columns",
 ]
 
@@ -85,7 +76,6 @@ _SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 # What a label cannot hold: the punctuation that ends a field (cauchylin_hf.numbers.field_of) and
 # separates the parts of a row's text, and line breaks.
 _UNSAFE = re.compile(r"(?:->|→|[,;:.!?()\[\]{}=\s])+")
-_TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}
 _SEPARATORS = ",'\u00a0\u2009\u202f "  # comma, apostrophe, no-break, thin and narrow spaces
 _THOUSANDS = re.compile(rf"[+-]?[0-9]{{1,3}}(?:[{_SEPARATORS}][0-9]{{3}})+(?:\.[0-9]+)?")
 _DECIMAL_COMMA = re.compile(r"[+-]?[0-9]+,[0-9]+(?:[eE][+-]?[0-9]+)?")
@@ -107,161 +97,6 @@ class TemplateError(ValueError):
         ...     print(exc)
         template placeholder {agee} is not a column of the table (did you mean {age}?); write each placeholder as a column's name, or {target} for the target column; columns: ['age', 'y']
     """
-
-
-class Table(NamedTuple):
-    """The cells of a CSV file, as spelled in the file.
-
-    Attributes:
-        columns: the header's column names, in order.
-        rows: one ``{column: cell}`` dict per data row (cells stripped of surrounding spaces).
-        path: the file it was read from.
-        lines: the file's line number of each data row (None when the rows were not read from
-            a file).
-
-    Example:
-        >>> t = Table(["x", "y"], [{"x": "1", "y": "2.50"}], Path("t.csv"))
-        >>> t.columns, t.rows[0]["y"], len(t), t.where(0)
-        (['x', 'y'], '2.50', 1, 't.csv, data row 1')
-    """
-
-    columns: list[str]
-    rows: list[dict[str, str]]
-    path: Path | None
-    lines: list[int] | None = None
-
-    def where(self, i: int) -> str:
-        """Where data row ``i`` (0-based) is: the file, the row number and its line.
-
-        Args:
-            i: the row's index in :attr:`rows`.
-
-        Returns:
-            ``"<path>, data row <i + 1> (line <n>)"`` (no line when :attr:`lines` is None).
-
-        Example:
-            >>> Table(["x"], [{"x": "1"}], Path("t.csv"), [3]).where(0)
-            't.csv, data row 1 (line 3)'
-        """
-        line = f" (line {self.lines[i]})" if self.lines is not None else ""
-        return f"{self.path}, data row {i + 1}{line}"
-
-    def __len__(self) -> int:
-        """The number of data rows."""
-        return len(self.rows)
-
-
-def is_table_file(path: str | os.PathLike[str]) -> bool:
-    """Whether a data file is a table by its suffix (``.csv``; ``.tsv`` is tab-separated).
-
-    Args:
-        path: the file name.
-
-    Returns:
-        True for ``.csv`` and ``.tsv`` (any case).
-
-    Example:
-        >>> is_table_file("data/diabetes.CSV"), is_table_file("train.jsonl")
-        (True, False)
-    """
-    return Path(path).suffix.lower() in _TABLE_SUFFIXES
-
-
-def read_columns(path: str | os.PathLike[str]) -> list[str]:
-    """The column names of a table, read from its header row alone (a large table's cells are
-    checked as it is streamed, :mod:`cauchylin_hf.app.table_stream`).
-
-    Args:
-        path: a ``.csv`` or ``.tsv`` file.
-
-    Returns:
-        The names in the header row (empty for an empty file).
-
-    Raises:
-        UnicodeDecodeError: a header that is not UTF-8.
-        ValueError: a file that is not text (:func:`cauchylin_hf.textfile.check_binary`), or a
-            header cell longer than the ``csv`` module's limit.
-
-    Example:
-        >>> import tempfile
-        >>> table = Path(tempfile.mkdtemp()) / "t.tsv"
-        >>> _ = table.write_text("age\\tprice\\n59\\t151\\n")
-        >>> read_columns(table)
-        ['age', 'price']
-    """
-    p = Path(path)
-    delimiter = _TABLE_SUFFIXES.get(p.suffix.lower(), ",")
-    with open(p, "rb") as raw:
-        check_binary(raw.read(16), p)
-    try:
-        with open(p, encoding="utf-8-sig", newline="") as f:
-            return next(csv.reader(f, delimiter=delimiter), [])
-    except csv.Error as exc:
-        raise ValueError(field_limit_message(p, 1, exc)) from None
-
-
-def read_table(path: str | os.PathLike[str]) -> Table:
-    """Read a CSV (or, by its ``.tsv`` suffix, tab-separated) file with a header row.
-
-    The file is UTF-8, or UTF-16/UTF-32 with a byte-order mark; a UTF-8 byte-order mark is
-    ignored. Empty lines are skipped.
-
-    Args:
-        path: the file.
-
-    Returns:
-        The :class:`Table` (with the line number of each data row).
-
-    Raises:
-        FileNotFoundError: the file does not exist.
-        ValueError: no header or no data row, an empty or repeated column name, a row with
-            more or fewer cells than the header, a cell longer than the ``csv`` module's field
-            limit (often an unclosed quote), or bytes that are not text
-            (:func:`cauchylin_hf.data.read_text_file`: not UTF-8, or UTF-16 without a
-            byte-order mark); each message names the file, and the line where it can.
-
-    Example:
-        >>> import pathlib, tempfile
-        >>> f = pathlib.Path(tempfile.mkdtemp()) / "t.csv"
-        >>> _ = f.write_text("age,s1,target\\n59, 0.04 ,151\\n48,-0.03,75\\n")
-        >>> t = read_table(f)
-        >>> t.columns, t.rows[0], t.lines
-        (['age', 's1', 'target'], {'age': '59', 's1': '0.04', 'target': '151'}, [2, 3])
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"table file not found: {str(p)!r}")
-    delimiter = _TABLE_SUFFIXES.get(p.suffix.lower(), ",")
-    reader = csv.reader(io.StringIO(read_text_file(p), newline=""), delimiter=delimiter)
-    header: list[str] | None = None
-    rows: list[dict[str, str]] = []
-    lines: list[int] = []
-    first = 1  # the line a record starts on (a quoted cell may span lines)
-    while True:
-        try:
-            record = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            raise ValueError(field_limit_message(p, first, exc)) from None
-        start, first = first, reader.line_num + 1
-        if not any(cell.strip() for cell in record):
-            continue
-        cells = [cell.strip() for cell in record]
-        if header is None:
-            header = check_header(cells, p)
-            continue
-        if len(cells) != len(header):
-            raise ValueError(
-                f"{p}, line {start}: {len(cells)} cells, but the header has {len(header)} columns"
-            )
-        rows.append(dict(zip(header, cells, strict=True)))
-        lines.append(start)
-    if header is None:
-        raise ValueError(f"{p} is empty: a header row and at least one data row are needed")
-    if not rows:
-        raise ValueError(f"{p} has a header but no data row")
-    return Table(header, rows, p, lines)
 
 
 def not_a_number(cell: str) -> str | None:
@@ -475,6 +310,7 @@ class TableTemplate:
             The template.
 
         Raises:
+            TemplateError: a table too wide to be one text (:func:`check_width`).
             ValueError: an unknown target, a table with only the target column, or a column name
                 with a brace, ``:`` or ``!`` (it cannot be a placeholder).
 
@@ -482,6 +318,7 @@ class TableTemplate:
             >>> TableTemplate.default(["age", "s1", "progression"]).template
             'age {age}, s₁ {s1} -> progression {target}.'
         """
+        check_width(len(columns), default=True)  # before the labels of every column are made
         cols = list(columns)
         name = _default_target(cols) if target is None else target
         if name not in cols:
@@ -560,7 +397,7 @@ class TableTemplate:
             >>> TableTemplate("a {z} b {target}", "y").check(["x", "y"])
             Traceback (most recent call last):
             ...
-            cauchylin_hf.app.tables.TemplateError: template placeholder {z} is not a column of the table; write each placeholder as a column's name, or {target} for the target column; columns: ['x', 'y']
+            cauchylin_hf.data.template.TemplateError: template placeholder {z} is not a column of the table; write each placeholder as a column's name, or {target} for the target column; columns: ['x', 'y']
         """
         names = self.placeholders()
         cols = list(columns)
@@ -756,6 +593,7 @@ class TableTemplate:
             ValueError: as :meth:`check`, or an empty cell (the message names its line).
 
         Example:
+            >>> from pathlib import Path
             >>> t = Table(["x", "y"], [{"x": "1", "y": "2"}, {"x": "3", "y": "6"}], Path("t.csv"))
             >>> TableTemplate("x {x} -> y {target}.", "y").texts(t)
             ['x 1 -> y 2.', 'x 3 -> y 6.']
@@ -782,6 +620,7 @@ class TableTemplate:
                 names the column, the first such row (with its line) and how many there are.
 
         Example:
+            >>> from pathlib import Path
             >>> t = Table(["x", "y"], [{"x": "1", "y": "2.5"}, {"x": "3", "y": "n/a"}],
             ...           Path("t.csv"), [2, 3])
             >>> TableTemplate("x {x} -> y {target}.", "y").target_values(Table(
@@ -817,6 +656,7 @@ class TableTemplate:
             ValueError: as :meth:`check` (without the target column), or an empty cell.
 
         Example:
+            >>> from pathlib import Path
             >>> t = Table(["x"], [{"x": "1"}, {"x": "3"}], Path("new.csv"))
             >>> TableTemplate("x {x} -> y {target}.", "y").prompts(t)
             ['x 1 -> y ', 'x 3 -> y ']
@@ -846,7 +686,7 @@ def check_width(fields: int, *, default: bool = False) -> None:
         >>> check_width(60_001, default=True)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        cauchylin_hf.app.tables.TemplateError: a table of 60001 columns is too wide to be written as one text: ...
+        cauchylin_hf.data.template.TemplateError: a table of 60001 columns is too wide to be written as one text: ...
     """
     if fields <= MAX_FIELDS:
         return

@@ -1,9 +1,11 @@
 """Reading a data file: UTF-8, or UTF-16/UTF-32 with a byte-order mark, and its texts.
 
-The one reader of the bytes of every data file (:func:`read_texts`, re-exported by
-:mod:`cauchylin_hf.data`, and :func:`cauchylin_hf.app.tables.read_table`). It uses the standard
-library only, so the command line reads a data file (its encoding, its JSON lines, its texts)
-before it imports torch (:mod:`cauchylin_hf.app.checks`).
+The one decoder of the bytes of every data file (:func:`read_text_file` whole, :func:`open_text`
+a line at a time; the tables of :mod:`cauchylin_hf.data.table` are read through them too), and
+the reader of a file of texts: plain text, one per line, or JSON lines (:func:`read_texts`,
+:func:`line_text`). It uses the standard library only, so the command line reads a data file
+(its encoding, its JSON lines, its texts) before it imports torch
+(:mod:`cauchylin_hf.app.checks`).
 """
 
 from __future__ import annotations
@@ -12,16 +14,15 @@ import io
 import json
 import os
 import re
-from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 __all__ = [
+    "JSONL_SUFFIXES",
     "check_binary",
-    "check_header",
     "check_text",
-    "field_limit_message",
     "line_text",
+    "open_text",
     "read_text_file",
     "read_texts",
 ]
@@ -93,28 +94,43 @@ def _wide_source(data: bytes) -> str:
     return "utf-16be" if even > 0.5 else "utf-16le"
 
 
-def field_limit_message(path: str | os.PathLike[str], line: int, exc: Exception) -> str:
-    """The message of a table cell longer than the ``csv`` module's limit.
+def _encoding(head: bytes) -> str:
+    """The encoding a file's first bytes name by their byte-order mark (UTF-8 without one)."""
+    return next((name for bom, name in _BOMS if head.startswith(bom)), "utf-8-sig")
+
+
+def open_text(path: str | os.PathLike[str]) -> TextIO:
+    """A data file opened to be read as text a line at a time, in the encoding its byte-order
+    mark names (UTF-8 without one; a UTF-8 mark is dropped), with ``newline=""`` (as the ``csv``
+    module wants it).
+
+    The whole file is never read: a byte that is not text raises ``UnicodeDecodeError`` where
+    it is read (:func:`read_text_file` then names the line and the conversion).
 
     Args:
-        path: the table.
-        line: the line where the record with that cell starts.
-        exc: the ``csv.Error``.
+        path: the file.
 
     Returns:
-        One line naming the file, the line and the limit, and what it usually is.
+        The open text file (close it: use it in a ``with`` block).
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: a file that is not text (:func:`check_binary`).
 
     Example:
-        >>> field_limit_message("t.csv", 1, ValueError("field larger than field limit"))
-        ... # doctest: +ELLIPSIS
-        't.csv, line 1: field larger than field limit (... characters); a cell that long is usually an unclosed quote (") that swallows the lines after it'
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> path = Path(tempfile.mkdtemp()) / "t.csv"
+        >>> _ = path.write_bytes("x,y\\n1,2\\n".encode("utf-16"))
+        >>> with open_text(path) as f:
+        ...     f.readline()
+        'x,y\\n'
     """
-    import csv
-
-    return (
-        f"{path}, line {line}: {exc} ({csv.field_size_limit()} characters); a cell that long "
-        'is usually an unclosed quote (") that swallows the lines after it'
-    )
+    p = Path(path)
+    with p.open("rb") as f:
+        head = f.read(16)
+    check_binary(head, p)
+    return p.open(encoding=_encoding(head), newline="")
 
 
 def read_text_file(path: str | os.PathLike[str]) -> str:
@@ -151,7 +167,7 @@ def read_text_file(path: str | os.PathLike[str]) -> str:
     p = Path(path)
     data = p.read_bytes()
     check_binary(data[:16], p)
-    encoding = next((name for bom, name in _BOMS if data.startswith(bom)), "utf-8")
+    encoding = _encoding(data)
     convert = f"{p.name} > {p.stem}.utf8{p.suffix})"
     try:
         text = data.decode(encoding)
@@ -188,47 +204,8 @@ def read_text_file(path: str | os.PathLike[str]) -> str:
     return text
 
 
-def check_header(cells: list[str], path: str | os.PathLike[str]) -> list[str]:
-    """Check a table's header row: every column named, no name twice.
-
-    Args:
-        cells: the header's cells (stripped).
-        path: the table, for the message.
-
-    Returns:
-        ``cells``.
-
-    Raises:
-        ValueError: a column without a name, a repeated name, or one column whose name holds
-            ``;``, a tab or ``|`` (a table separated by them; the message names the file).
-
-    Example:
-        >>> check_header(["age", "bmi"], "t.csv")
-        ['age', 'bmi']
-        >>> check_header(["age", "age"], "t.csv")
-        Traceback (most recent call last):
-        ...
-        ValueError: t.csv: the header repeats the column names ['age']
-    """
-    if len(cells) == 1:  # one column: often a file separated by something else than expected
-        for separator, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars")):
-            if separator in cells[0]:
-                fix = "as a .tsv file" if separator == "\t" else "as CSV with commas"
-                raise ValueError(
-                    f"{path}: the header is one column, {cells[0][:60]!r}: its cells look "
-                    f"separated by {name}; save the table {fix}"
-                )
-    bad = [i for i, name in enumerate(cells) if not name]
-    if bad:
-        raise ValueError(f"{path}: column {bad[0] + 1} of the header has no name")
-    counts = Counter(cells)  # linear in the columns (a header may have many thousand)
-    repeated = sorted(n for n, k in counts.items() if k > 1)
-    if repeated:
-        raise ValueError(f"{path}: the header repeats the column names {repeated}")
-    return cells
-
-
-_JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+"""The suffixes of files whose lines are JSON records (a ``.json`` file may also hold one array)."""
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -352,7 +329,7 @@ def _read_texts(p: Path, text_field: str) -> list[str]:
             except RecursionError:
                 raise ValueError(f"{p}: the JSON is nested too deeply to parse") from None
             return [_record_text(r, text_field, f"{p}[{i}]") for i, r in enumerate(records)]
-    jsonl = suffix in _JSONL_SUFFIXES
+    jsonl = suffix in JSONL_SUFFIXES
     # newline=None: "\r\n" and "\r" end lines too, as reading the file in text mode does
     for lineno, line in enumerate(io.StringIO(content, newline=None), start=1):
         text = line_text(line, jsonl=jsonl, text_field=text_field, where=f"{p}:{lineno}")

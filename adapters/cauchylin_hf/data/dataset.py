@@ -1,55 +1,30 @@
-"""Training data for the causal language model: encoded examples and a padding collator.
+"""Encoded examples for the causal language model, held in memory.
 
-* :func:`read_texts` reads a dataset file: JSONL (one JSON object per line, the text in a named
-  field) or plain text (one example per non-empty line); :func:`read_text_file` decodes a data
-  file (UTF-8, or UTF-16/UTF-32 with a byte-order mark) for it and for tables.
-* :class:`NumericDataset` is a ``torch.utils.data.Dataset`` of encoded examples. Each example is a
-  dict of 1-D tensors: ``input_ids`` (int64), ``attention_mask`` (int64, all ones) and
-  ``numeric_values`` (float32, the number's value at ``<NUM>`` positions, 0.0 elsewhere), plus
-  optional ``labels`` / ``target_values`` when the caller supplies them. Build it with
-  :meth:`NumericDataset.from_texts` or :meth:`NumericDataset.from_jsonl`.
-* :class:`NumericDataCollator` pads a list of examples into a batch for the model's ``forward`` (and
-  for ``transformers.Trainer``): ``input_ids``, ``attention_mask``, ``numeric_values``, ``labels``
-  (= ``input_ids``, -100 at padding) and ``target_values`` (= ``numeric_values``), left or right.
-
-Labels are *not* shifted here: the model shifts them (and the target values with them) inside
-``forward``, so ``labels[b, i]`` is the token at position ``i`` and position ``i - 1`` predicts it.
+:class:`NumericDataset` is a ``torch.utils.data.Dataset`` of encoded examples. Each example is a
+dict of 1-D tensors: ``input_ids`` (int64), ``attention_mask`` (int64, all ones) and
+``numeric_values`` (float32, the number's value at ``<NUM>`` positions, 0.0 elsewhere), plus
+optional ``labels`` / ``target_values`` when the caller supplies them. Build it with
+:meth:`NumericDataset.from_texts` or :meth:`NumericDataset.from_jsonl` (a file read by
+:func:`cauchylin_hf.data.textfile.read_texts`); :class:`cauchylin_hf.data.collator.NumericDataCollator`
+pads a list of them into a batch.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.utils.data import Dataset
 
-from .batch import (
-    BATCH_FIELDS,
-    IGNORE_INDEX,
-    MODEL_FIELDS,
-    check_size,
-    pad_rows,
-    pad_values,
-    padded_length,
-    regression_targets,
-    resolve_pad_token_id,
-)
-from .textfile import line_text, read_text_file, read_texts
-from .tokenizer import NumericTokenizer
+from ..batch import BATCH_FIELDS, MODEL_FIELDS, check_size
+from ..tokenizer import NumericTokenizer
+from .textfile import read_texts
 
-__all__ = [
-    "IGNORE_INDEX",
-    "NumericDataCollator",
-    "NumericDataset",
-    "line_text",
-    "read_text_file",
-    "read_texts",
-]
+__all__ = ["NumericDataset", "check_example"]
 
-# Fields a tokenizer may return that the model does not take; the collator drops them.
+# Fields a tokenizer may return that the model does not take; an example drops them.
 _DROPPED_FIELDS = frozenset({"number_texts", "token_type_ids", "special_tokens_mask", "length"})
 
 
@@ -69,6 +44,57 @@ def _as_1d(value: Any, dtype: torch.dtype, where: str) -> torch.Tensor:
     if t.numel() and dtype != torch.float32 and (t.is_floating_point() or t.is_complex()):
         raise ValueError(f"{where} must hold integers, got dtype {t.dtype}")
     return t.to(dtype)
+
+
+def check_example(example: Mapping[str, Any], where: str) -> dict[str, torch.Tensor]:
+    """One encoded example checked and made 1-D CPU tensors (what a :class:`NumericDataset`
+    holds and what :class:`~cauchylin_hf.data.collator.NumericDataCollator` pads).
+
+    Args:
+        example: ``input_ids`` and any of the model's fields (``attention_mask``,
+            ``numeric_values``, ``labels``, ``target_values``); fields a tokenizer adds that the
+            model does not take are dropped.
+        where: the example's name in error messages (``"train[3]"``).
+
+    Returns:
+        The fields as tensors, with ``attention_mask`` (ones) and ``numeric_values`` (zeros)
+        added where missing.
+
+    Raises:
+        ValueError: not a dict, no or empty ``input_ids``, an unknown field, a field of another
+            length, floats where ids belong, or a NaN or infinite value.
+
+    Example:
+        >>> sorted(check_example({"input_ids": [5, 6]}, "ex"))
+        ['attention_mask', 'input_ids', 'numeric_values']
+    """
+    if not isinstance(example, Mapping):
+        raise ValueError(f"{where} must be a dict of fields, got {type(example).__name__}")
+    if "input_ids" not in example:
+        raise ValueError(f"{where} has no 'input_ids' (fields: {sorted(example)})")
+    ids = _as_1d(example["input_ids"], torch.long, f"{where}['input_ids']")
+    if ids.numel() == 0:
+        raise ValueError(f"{where} has no tokens (empty input_ids)")
+    out: dict[str, torch.Tensor] = {"input_ids": ids}
+    for key, value in example.items():
+        if key == "input_ids" or key in _DROPPED_FIELDS:
+            continue
+        if key not in MODEL_FIELDS:
+            raise ValueError(
+                f"{where} has the unknown field {key!r}; known: {sorted(MODEL_FIELDS)}"
+            )
+        dtype = BATCH_FIELDS[key][0]
+        t = _as_1d(value, dtype, f"{where}[{key!r}]")
+        if t.numel() != ids.numel():
+            raise ValueError(
+                f"{where}[{key!r}] has length {t.numel()}, input_ids has {ids.numel()}"
+            )
+        if dtype == torch.float32 and not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{where}[{key!r}] holds a NaN or infinite value")
+        out[key] = t
+    out.setdefault("attention_mask", torch.ones_like(ids))
+    out.setdefault("numeric_values", torch.zeros(ids.numel(), dtype=torch.float32))
+    return out
 
 
 class NumericDataset(Dataset):
@@ -106,37 +132,7 @@ class NumericDataset(Dataset):
         if len(examples) == 0:
             raise ValueError(f"{name} is empty: the dataset needs at least one example")
         self.name = name
-        self._examples = [self._check(ex, f"{name}[{i}]") for i, ex in enumerate(examples)]
-
-    @staticmethod
-    def _check(example: Mapping[str, Any], where: str) -> dict[str, torch.Tensor]:
-        if not isinstance(example, Mapping):
-            raise ValueError(f"{where} must be a dict of fields, got {type(example).__name__}")
-        if "input_ids" not in example:
-            raise ValueError(f"{where} has no 'input_ids' (fields: {sorted(example)})")
-        ids = _as_1d(example["input_ids"], torch.long, f"{where}['input_ids']")
-        if ids.numel() == 0:
-            raise ValueError(f"{where} has no tokens (empty input_ids)")
-        out: dict[str, torch.Tensor] = {"input_ids": ids}
-        for key, value in example.items():
-            if key == "input_ids" or key in _DROPPED_FIELDS:
-                continue
-            if key not in MODEL_FIELDS:
-                raise ValueError(
-                    f"{where} has the unknown field {key!r}; known: {sorted(MODEL_FIELDS)}"
-                )
-            dtype = BATCH_FIELDS[key][0]
-            t = _as_1d(value, dtype, f"{where}[{key!r}]")
-            if t.numel() != ids.numel():
-                raise ValueError(
-                    f"{where}[{key!r}] has length {t.numel()}, input_ids has {ids.numel()}"
-                )
-            if dtype == torch.float32 and not bool(torch.isfinite(t).all()):
-                raise ValueError(f"{where}[{key!r}] holds a NaN or infinite value")
-            out[key] = t
-        out.setdefault("attention_mask", torch.ones_like(ids))
-        out.setdefault("numeric_values", torch.zeros(ids.numel(), dtype=torch.float32))
-        return out
+        self._examples = [check_example(ex, f"{name}[{i}]") for i, ex in enumerate(examples)]
 
     @classmethod
     def from_texts(
@@ -288,98 +284,3 @@ class NumericDataset(Dataset):
     def lengths(self) -> list[int]:
         """The token count of every example (for length-grouped sampling)."""
         return [ex["input_ids"].numel() for ex in self._examples]
-
-
-@dataclass
-class NumericDataCollator:
-    """Pad examples into a batch for the causal language model (a ``data_collator`` for Trainer).
-
-    Output fields, each ``[batch, seq]``: ``input_ids`` (int64; padding = the pad id),
-    ``attention_mask`` (int64; 0 at padding), ``numeric_values`` (float32; 0.0 at padding),
-    ``labels`` (int64; the example's ``labels`` if it has them, else ``input_ids``; -100 at padding
-    and wherever the example's attention mask is 0) and ``target_values`` (float32; the example's
-    ``target_values`` if it has them, else ``numeric_values``; 0.0 at padding). Labels are not
-    shifted: the model does that inside ``forward``.
-
-    Args:
-        tokenizer: a ``NumericTokenizer`` or HF tokenizer supplying the pad id and padding side
-            (optional).
-        pad_token_id: the id written at padding; default the tokenizer's pad id, else its eos id,
-            else 0. Any valid id works, since padding is masked out of attention and loss.
-        padding_side: ``"left"`` or ``"right"``; default the tokenizer's side, else ``"right"``.
-            Use ``"left"`` for batched generation, either for training.
-        pad_to_multiple_of: round the padded length up to a multiple of this.
-        return_labels: add ``labels`` and ``target_values`` (turn off for inference batches).
-
-    Raises:
-        ValueError: (on call) for an empty batch, an example without ``input_ids``, fields of
-            different lengths, or an unknown field.
-
-    Example:
-        >>> collate = NumericDataCollator(pad_token_id=0, padding_side="left")
-        >>> batch = collate([{"input_ids": [5, 6, 7]}, {"input_ids": [8, 9], "numeric_values": [0.0, 2.5]}])
-        >>> batch["labels"].tolist(), batch["numeric_values"][1].tolist()
-        ([[5, 6, 7], [-100, 8, 9]], [0.0, 0.0, 2.5])
-    """
-
-    tokenizer: Any = None
-    pad_token_id: int | None = None
-    padding_side: str | None = None
-    pad_to_multiple_of: int | None = None
-    return_labels: bool = True
-
-    def __post_init__(self) -> None:
-        if self.padding_side not in (None, "left", "right"):
-            raise ValueError(
-                f"padding_side must be 'left', 'right' or None, got {self.padding_side!r}"
-            )
-        check_size("pad_to_multiple_of", self.pad_to_multiple_of)
-
-    def _pad_id(self) -> int:
-        if self.pad_token_id is not None:
-            return int(self.pad_token_id)
-        eos = getattr(self.tokenizer, "eos_token_id", None)
-        return resolve_pad_token_id(self.tokenizer, eos_token_id=eos)
-
-    def _side(self) -> str:
-        if self.padding_side is not None:
-            return self.padding_side
-        side = getattr(self.tokenizer, "padding_side", None)
-        return side if side in ("left", "right") else "right"
-
-    def __call__(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
-        """Pad ``features`` (a list of examples) into a batch.
-
-        Args:
-            features: examples as :class:`NumericDataset` returns them (dicts of 1-D tensors or
-                lists); only ``input_ids`` is required.
-
-        Returns:
-            A dict of ``[batch, seq]`` tensors: ``input_ids``, ``attention_mask``,
-            ``numeric_values`` and (with ``return_labels``) ``labels`` and ``target_values``.
-
-        Raises:
-            ValueError: for an empty batch or a malformed example.
-        """
-        if isinstance(features, Mapping) or not isinstance(features, Sequence) or not features:
-            raise ValueError("the collator needs a non-empty list of examples")
-        rows = [NumericDataset._check(f, f"features[{b}]") for b, f in enumerate(features)]
-        if self.return_labels:
-            for r in rows:
-                labels = r.get("labels", r["input_ids"])
-                r["labels"] = labels.masked_fill(r["attention_mask"] == 0, IGNORE_INDEX)
-                targets = regression_targets(r.get("target_values"), r["numeric_values"])
-                assert targets is not None  # numeric_values is always there
-                r["target_values"] = targets
-        length = padded_length(
-            [r["input_ids"].numel() for r in rows], pad_to_multiple_of=self.pad_to_multiple_of
-        )
-        fields = ["input_ids", "attention_mask", "numeric_values"]
-        if self.return_labels:
-            fields += ["labels", "target_values"]
-        return pad_rows(
-            [{key: r[key] for key in fields} for r in rows],
-            length,
-            side=self._side(),
-            pad_values=pad_values(self._pad_id()),
-        )

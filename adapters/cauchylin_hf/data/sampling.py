@@ -1,0 +1,174 @@
+"""Samples and columns of a pass over rows too many to keep: NumPy only.
+
+:class:`GrowingColumns` keeps a float or a code of each row in NumPy columns that grow by
+doubling; :class:`UniformSample` keeps a uniform sample of a stream's rows; :func:`sample_rows`
+draws the row numbers the readouts are solved on (and the texts a statistic reads,
+:func:`cauchylin_hf.data.arrow.text_sample`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["GrowingColumns", "UniformSample", "sample_rows"]
+
+
+class GrowingColumns:
+    """One-dimensional NumPy columns of one length, appended a batch at a time.
+
+    Each column's capacity doubles when it is full, so appending ``n`` values costs ``O(n)`` in
+    all and the memory is at most twice the values held: what a pass over millions of rows keeps
+    of each row (a float, a code) instead of a Python object per row.
+
+    Args:
+        **dtypes: each column's name and NumPy dtype.
+
+    Example:
+        >>> import numpy as np
+        >>> cols = GrowingColumns(x=np.float64, k=np.int32)
+        >>> for i in range(3):
+        ...     cols.append(x=np.array([0.5, 1.5]) + i, k=np.array([i, i]))
+        >>> cols.size, cols["x"].tolist(), cols["k"].dtype.name
+        (6, [0.5, 1.5, 1.5, 2.5, 2.5, 3.5], 'int32')
+    """
+
+    def __init__(self, **dtypes: Any) -> None:
+        self._data = {name: np.empty(1024, dtype=dt) for name, dt in dtypes.items()}
+        self.size = 0
+
+    def append(self, **values: np.ndarray) -> None:
+        """Append one batch: an array of one length for every column.
+
+        Args:
+            **values: each column's new values.
+
+        Example:
+            >>> cols = GrowingColumns(x=np.float32)
+            >>> cols.append(x=np.ones(3))
+            >>> cols.size
+            3
+        """
+        n = len(next(iter(values.values())))
+        need = self.size + n
+        for name, v in values.items():
+            buf = self._data[name]
+            if need > buf.size:
+                grown = np.empty(max(need, 2 * buf.size), dtype=buf.dtype)
+                grown[: self.size] = buf[: self.size]
+                self._data[name] = buf = grown
+            buf[self.size : need] = v
+        self.size = need
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        """The values of a column so far (a view)."""
+        return self._data[name][: self.size]
+
+
+class UniformSample:
+    """A uniform random sample without replacement of at most ``size`` rows of a stream.
+
+    Each row gets a random key; the sample is the rows of the ``size`` smallest keys (a
+    "bottom-k" sample: every subset of ``size`` rows is equally likely). Rows whose key is above
+    the largest kept key are dropped on arrival, so the memory stays at about twice ``size``
+    rows. While at most ``size`` rows have arrived the sample holds them all.
+
+    Args:
+        size: the sample's size (>= 1).
+        width: floats per row.
+        seed: seed of the keys.
+
+    Raises:
+        ValueError: ``size`` or ``width`` not a positive int.
+
+    Example:
+        >>> import numpy as np
+        >>> sample = UniformSample(100, 1)
+        >>> for start in range(0, 10_000, 1000):
+        ...     sample.add(np.arange(start, start + 1000, dtype=float)[:, None])
+        >>> rows = sample.values()
+        >>> rows.shape, len(set(rows[:, 0].tolist())), bool(3000 < rows.mean() < 7000)
+        ((100, 1), 100, True)
+    """
+
+    def __init__(self, size: int, width: int, seed: int = 0) -> None:
+        for name, value in (("size", size), ("width", width)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self.size = size
+        self._rng = np.random.default_rng(seed)
+        self._keys = np.empty(0)
+        self._rows = np.empty((0, width))
+        self._limit = np.inf
+
+    def add(self, rows: np.ndarray) -> None:
+        """Offer a batch of rows (``[n, width]`` floats).
+
+        Args:
+            rows: the rows.
+
+        Example:
+            >>> sample = UniformSample(2, 1)
+            >>> sample.add(np.arange(5.0)[:, None])
+            >>> sample.values().shape
+            (2, 1)
+        """
+        keys = self._rng.random(len(rows))
+        take = keys < self._limit
+        self._keys = np.concatenate([self._keys, keys[take]])
+        self._rows = np.concatenate([self._rows, rows[take]])
+        if self._keys.size >= 2 * self.size:
+            self._prune()
+
+    def _prune(self) -> None:
+        if self._keys.size > self.size:
+            keep = np.argpartition(self._keys, self.size - 1)[: self.size]
+            self._keys, self._rows = self._keys[keep], self._rows[keep]
+            self._limit = float(self._keys.max())
+
+    def values(self) -> np.ndarray:
+        """The sampled rows.
+
+        Returns:
+            ``[min(size, rows offered), width]`` floats.
+
+        Example:
+            >>> sample = UniformSample(5, 2)
+            >>> sample.add(np.zeros((3, 2)))
+            >>> sample.values().shape
+            (3, 2)
+        """
+        self._prune()
+        return self._rows
+
+
+def sample_rows(n: int, size: int, seed: int = 0) -> list[int] | None:
+    """A sorted random sample of ``size`` of ``n`` row numbers, or None when ``n <= size``.
+
+    What the steps that read the model's features on the training rows (the readouts) use on
+    a large dataset: their fit needs thousands of rows, not millions.
+
+    Args:
+        n: the number of rows.
+        size: the sample's size (>= 1).
+        seed: the draw's seed.
+
+    Returns:
+        The sampled row numbers, sorted, or None (take every row).
+
+    Raises:
+        ValueError: ``size`` not a positive int, or ``n`` negative.
+
+    Example:
+        >>> sample_rows(10, 20) is None, len(sample_rows(1000, 50))
+        (True, 50)
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"size must be a positive int, got {size!r}")
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n!r}")
+    if n <= size:
+        return None
+    rng = np.random.default_rng(seed)
+    return sorted(int(i) for i in rng.choice(n, size=size, replace=False))
