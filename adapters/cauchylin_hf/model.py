@@ -750,12 +750,12 @@ class CauchyLMForCausalLM(CheckpointMixin, ReadoutContextMixin, NumericGeneratio
             logits_to_keep: compute the distributions only for the last ``k`` positions (``0``:
                 all) or for the given position indices, as in transformers.
             return_distributions: with labels, also return the class scores (``[B, L, V]``).
-            context: the positions' :class:`~cauchylin.nn.readouts.ReadoutContext` for the
-                per-context readouts of ``loc_Y``/``scale_Y`` (:meth:`readout_context` of the
-                whole sequence; its codes alone are accepted too); default: read off
-                ``input_ids`` and ``numeric_values`` (with a cache, only positions whose tokens
-                were all fed, and none where the readouts read earlier numbers: pass the
-                context to use those readouts there).
+            context: the fed positions' :class:`~cauchylin.nn.readouts.ReadoutContext` (or
+                its codes alone) for the per-context readouts of ``loc_Y``/``scale_Y``, read
+                off the whole sequence: :meth:`readout_context`, with a cache ``.at((slice(None),
+                slice(-L, None)))`` of it. Default: read off ``input_ids`` and
+                ``numeric_values`` (with a cache only positions whose ``k`` tokens were all fed
+                have a code, and none where the readouts read earlier numbers).
             **kwargs: ``return_dict`` (a :class:`CauchyLMOutput`, the default, or its tuple);
                 ``shift_labels``, ``[B, L]`` labels already aligned with the predicting
                 positions (transformers' convention), used instead of ``labels`` with
