@@ -54,12 +54,14 @@ from transformers import GenerationMixin
 
 from cauchylin._validation import check_finite, is_validating
 from cauchylin.nn.modes import STANDARD, Decoding
+from cauchylin.nn.readouts import ReadoutContext
 
 from ._backbone import cached_positions, check_finite_weights, whole_tensor
 from .batch import check_token_ids, resolve_pad_token_id
 from .heads_io import head_tensors
 from .hf_compat import CACHE_NAME, takes_cache
 from .precision import NumberPrecision
+from .readout_context import readout_context
 from .tokenizer import NumericTokenizer
 
 __all__ = [
@@ -289,11 +291,14 @@ def check_length(
         )
 
 
-def _check_noise_scale(decoding: Decoding, action: Any) -> None:
-    """Refuse a temperature whose noise scale ``T |b_noise|`` overflows the heads' dtype (it
-    would surface as an internal tensor being infinite at the first step)."""
+def _check_heads(model: Any, decoding: Decoding) -> None:
+    """Refuse heads that are NaN or infinite (a training that diverged: they would pick token 0
+    at every step), and a temperature whose noise scale ``T |b_noise|`` overflows the heads'
+    dtype (it would surface as an internal tensor being infinite at the first step)."""
+    check_finite_weights(head_tensors(model).items(), "the model")
     if decoding.runs.name == "causal" or not decoding.runs.temperature_scales_noise:
         return
+    action = model.action
     t = decoding.temperature
     with torch.no_grad():  # whole_tensor: every process of a sharded generation runs this
         noise = whole_tensor(action.b_noise.detach()).abs().float()
@@ -578,17 +583,23 @@ class _Rows:
             )
         return hidden[:, -1], past
 
-    def context(self, model: Any) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """The last position's readout context ``(codes, numbers)``, where the model has
-        per-context readouts."""
+    def context(self, model: Any) -> ReadoutContext | None:
+        """The last position's readout context, where the model has per-context readouts."""
         if not model.action.readouts.num_contexts:
-            return None, None
-        if model.action.readouts.numbers:  # the earlier numbers: the whole sequence
-            codes, numbers = model.readout_context(self.ids, self.values, self.mask)
-            return codes[:, -1], None if numbers is None else numbers[:, -1]
-        k = int(model.config.readout_context_tokens)
-        codes = model.context_codes(self.ids[:, -k:], self.mask[:, -k:])
-        return cast(torch.Tensor, codes[:, -1]), None
+            return None
+        return readout_context(model, self.ids, self.values, self.mask, last=True)
+
+    def advance(self, model: Any, decoding: Decoding, past: Any, use_cache: bool, pad: int) -> Any:
+        """One step of every row: the next token and its value appended; returns the cache."""
+        hidden, past = self.features(model, past, use_cache)
+        U, step = model.step(
+            hidden,
+            decoding,
+            return_distributions=self.records is not None,
+            context=self.context(model),
+        )
+        self.append(U, step, pad)
+        return past
 
     def append(self, U: Any, step: Any, pad: int) -> None:
         """Add the step's token and value (pad and 0 in stopped rows); keep its parameters."""
@@ -756,9 +767,7 @@ def generate(
         device=device,
         dtype=action.compute_dtype,
     )
-    # NaN heads (a training that diverged) would pick token 0 at every step.
-    check_finite_weights(head_tensors(model).items(), "the model")
-    _check_noise_scale(decoding, action)
+    _check_heads(model, decoding)
     eos_ids, pad = _stop_ids(model, tokenizer, eos_token_id, batch)
 
     # The loop: one token per row and step, its value fed back at the next step.
@@ -766,16 +775,7 @@ def generate(
     model.eval()
     try:
         for _ in range(max_new_tokens):
-            hidden, past = state.features(model, past, use_cache)
-            codes, numbers = state.context(model)
-            U, step = model.step(
-                hidden,
-                decoding,
-                return_distributions=return_distributions,
-                context=codes,
-                numbers=numbers,
-            )
-            state.append(U, step, pad)
+            past = state.advance(model, decoding, past, use_cache, pad)
             state.stop(eos_ids, stops, tokenizer)
             if _all_finished(state.finished, synced_gpus):
                 break

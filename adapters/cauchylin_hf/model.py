@@ -19,38 +19,33 @@ Building a model (from a base or a heads folder, the ``<NUM>`` row, the initiali
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any, cast
 
 import torch
 from torch import nn
 from transformers import PreTrainedConfig, PreTrainedModel
+from transformers.modeling_utils import slice_logits_to_keep
 from transformers.models.auto.modeling_auto import MODEL_MAPPING
+from transformers.utils.generic import can_return_tuple
 
 from cauchylin import CauchyVector
-from cauchylin._validation import check_finite, is_validating, require_tensor
-from cauchylin.nn import Abduction, Action, ActionOutput, ActionStep, NumericEmbedding
-from cauchylin.nn.modes import STANDARD, Decoding, InferenceMode
-from cauchylin.nn.readouts import context_codes, earlier_numbers
+from cauchylin.nn import ActionOutput, ActionStep
+from cauchylin.nn.modes import STANDARD, Decoding, InferenceMode, get_mode
+from cauchylin.nn.readouts import ReadoutContext
 
 from . import attach
-from ._backbone import (
-    cached_positions,
-    check_finite_weights,
-    input_embedding_weight,
-    learned_position_limit,
-    split_causal_lm,
-    token_inputs,
-)
-from .batch import check_token_ids
+from ._backbone import input_embedding_weight, learned_position_limit, split_causal_lm
 from .checkpoint import CheckpointMixin
 from .config import CauchyLMConfig
+from .features import EncoderInputs, check_inputs, features, individual
 from .generation import NumericGenerationMixin
+from .heads import build_heads
 from .heads_io import HEAD_MODULES
 from .hf_compat import CACHE_NAME, resolve_cache
 from .loss import shifted_causal_loss
-from .outputs import CauchyLMOutput
+from .outputs import CauchyLMOutput, distribution_fields, loss_fields
+from .readout_context import ReadoutContextMixin, forward_context
 from .tokenizer import NumericTokenizer
 
 __all__ = [
@@ -59,15 +54,13 @@ __all__ = [
     "split_causal_lm",
 ]
 
-logger = logging.getLogger(__name__)
-
 
 # ============================================================================================
 # The model
 # ============================================================================================
 
 
-class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
+class CauchyLMForCausalLM(CheckpointMixin, ReadoutContextMixin, NumericGenerationMixin):
     r"""A Hugging Face decoder with the Abduction/Action heads of the causal language model.
 
     Build one with :meth:`from_base` (a local checkpoint folder or a loaded causal LM), reload a
@@ -151,41 +144,13 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         self.config.base_config = backbone.config
         if backbone.config._attn_implementation is None:
             backbone.config._attn_implementation = self.config._attn_implementation
-        H, C, V = config.hidden_size, config.causal_hidden_size, config.num_classes
-        assert H is not None and C is not None and V is not None  # set by the base config
-        dtype = config.torch_head_dtype
-        # The model checks numeric_values once in encode; the layer trusts them.
-        self.numeric_embedding = NumericEmbedding(
-            H, init=config.w_num_init, token_offset=True, validate_args=False, dtype=dtype
-        )
-        if torch.get_default_device().type == "meta":
-            # from_pretrained builds on the meta device; Abduction's init computes its bias
-            # value with .item(), which a meta tensor cannot give: build it on the CPU, then
-            # move it to meta like the rest (the checkpoint fills it).
-            with torch.device("cpu"):
-                self.abduction = Abduction(H, C, gamma_init=config.gamma_init, dtype=dtype)
-            self.abduction.to("meta")
-        else:
-            self.abduction = Abduction(H, C, gamma_init=config.gamma_init, dtype=dtype)
-        self.action = Action(
-            C,
-            V,
-            threshold=config.threshold,
-            threshold_per_class=config.threshold_per_class,
-            learnable_threshold=config.learnable_threshold,
-            b_noise_init=config.b_noise_init,
-            value_space=config.value_space,
-            readout_contexts=config.readout_contexts,
-            calibration_levels=tuple(config.calibration_levels),
-            readout_numbers=int(getattr(config, "readout_numbers", 0)),
-            dtype=dtype,
-        )
+        self.numeric_embedding, self.abduction, self.action = build_heads(config)
         if config.readout_contexts == 0:
             # Checkpoints saved before the per-context readouts existed hold no table: an empty
             # one is what they had (a table that config.json says is there must load).
             self._keys_to_ignore_on_load_missing = [r"action\.readouts\."]
         self._no_split_modules = list(getattr(backbone, "_no_split_modules", None) or [])
-        if dtype == torch.float32:
+        if config.torch_head_dtype == torch.float32:
             # Loading with dtype=bfloat16/float16 keeps the heads in float32.
             self._keep_in_fp32_modules_strict = list(HEAD_MODULES)
         self.post_init()
@@ -501,7 +466,8 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         """The features ``z``: numeric-aware embeddings through the backbone, last hidden state.
 
         The numeric embedding of ``input_ids`` (or ``inputs_embeds``) goes to the backbone as
-        ``inputs_embeds``; the output is its last hidden state (the base logits are never formed).
+        ``inputs_embeds``; the output is its last hidden state (the base logits are never formed;
+        :mod:`cauchylin_hf.features`).
 
         Args:
             input_ids: ``[B, L]`` token ids.
@@ -540,7 +506,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             >>> bool(torch.equal(hidden[:, 0], z[:, 0]))  # a value only changes later positions
             True
         """
-        hidden, out = self._encode(
+        inputs = EncoderInputs(
             input_ids,
             numeric_values,
             attention_mask,
@@ -548,59 +514,10 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             use_cache,
             position_ids,
             inputs_embeds,
-            **kwargs,
         )
+        check_inputs(self, inputs)
+        hidden, out = features(self, inputs, **kwargs)
         return hidden, getattr(out, CACHE_NAME, None)
-
-    def _encode(
-        self,
-        input_ids: torch.LongTensor | None,
-        numeric_values: torch.Tensor | None,
-        attention_mask: torch.Tensor | None,
-        cache: Any,
-        use_cache: bool | None,
-        position_ids: torch.LongTensor | None,
-        inputs_embeds: torch.Tensor | None,
-        **kwargs: Any,
-    ) -> tuple[torch.Tensor, Any]:
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("pass exactly one of input_ids or inputs_embeds")
-        if inputs_embeds is None:
-            assert input_ids is not None
-            if input_ids.dim() != 2:
-                raise ValueError(f"input_ids must be [batch, seq], got {tuple(input_ids.shape)}")
-            if is_validating():  # else an IndexError (a device assert on a GPU) names nothing
-                check_token_ids(input_ids, int(input_embedding_weight(self).shape[0]))
-            positions = tuple(input_ids.shape)
-        else:
-            positions = tuple(inputs_embeds.shape[:-1])
-        limit = self._position_limit
-        if limit is not None and not torch.compiler.is_compiling():
-            past = int(cache.get_seq_length()) if hasattr(cache, "get_seq_length") else 0
-            if past + positions[1] > limit:
-                raise ValueError(
-                    f"the sequence has {past + positions[1]} positions"
-                    f"{f' ({past} in the cache)' if past else ''}, more than the {limit} learned "
-                    "positions of the base (its max_position_embeddings): shorten the input"
-                )
-        if numeric_values is not None:
-            if tuple(require_tensor("numeric_values", numeric_values).shape) != positions:
-                raise ValueError(
-                    f"numeric_values shape {tuple(numeric_values.shape)} must equal the input "
-                    f"shape {positions}"
-                )
-            if is_validating() and numeric_values.is_floating_point():
-                check_finite("numeric_values", numeric_values)
-        return self._features(
-            input_ids,
-            numeric_values,
-            attention_mask,
-            cache,
-            use_cache,
-            position_ids,
-            inputs_embeds,
-            **kwargs,
-        )
 
     def encode_checked(
         self,
@@ -639,62 +556,11 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             >>> bool(torch.equal(a, model.encode(ids, values, mask, use_cache=False)[0]))
             True
         """
-        hidden, out = self._features(
-            input_ids,
-            numeric_values,
-            attention_mask,
-            cache,
-            use_cache,
-            position_ids,
-            None,
-            checked=True,
+        inputs = EncoderInputs(
+            input_ids, numeric_values, attention_mask, cache, use_cache, position_ids
         )
+        hidden, out = features(self, inputs, checked=True)
         return hidden, getattr(out, CACHE_NAME, None)
-
-    def _features(
-        self,
-        input_ids: torch.Tensor | None,
-        numeric_values: torch.Tensor | None,
-        attention_mask: torch.Tensor | None,
-        cache: Any,
-        use_cache: bool | None,
-        position_ids: torch.Tensor | None,
-        inputs_embeds: torch.Tensor | None,
-        checked: bool = False,
-        **kwargs: Any,
-    ) -> tuple[torch.Tensor, Any]:
-        """The backbone on the numeric embeddings (``checked``: the caller checked the values)."""
-        if inputs_embeds is None:
-            inputs_embeds = self.get_input_embeddings()(input_ids)
-        positions = tuple(inputs_embeds.shape[:-1])
-        if numeric_values is None:
-            # Zeros change nothing (phi(0) = 0 exactly) but keep w_num in every graph, so that
-            # DDP/FSDP never meet an unused trainable parameter.
-            numeric_values = torch.zeros(positions, device=inputs_embeds.device)
-        mask = None
-        if input_ids is not None and self.config.num_token_id is not None:
-            mask = input_ids == self.config.num_token_id
-        embeds = self.numeric_embedding(
-            inputs_embeds, numeric_values, mask, validate_args=False if checked else None
-        )
-        kwargs.pop("num_items_in_batch", None)
-        kwargs[CACHE_NAME] = cache
-        if cache is not None and attention_mask is not None and cached_positions(cache) is None:
-            # A recurrent state (Mamba) keeps no past positions: mask the fed ones only.
-            attention_mask = attention_mask[:, -positions[1] :]
-        for name, value in token_inputs(self.backbone, input_ids).items():
-            kwargs.setdefault(name, value)  # per-layer token embeddings (Gemma 3n, Gemma 4)
-        out = self.backbone(
-            inputs_embeds=embeds,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            use_cache=use_cache,
-            **kwargs,
-        )
-        hidden = out[0] if isinstance(out, tuple) else out.last_hidden_state
-        # The heads sit with the input embedding; with a device map the last layer may not.
-        weight = self.abduction.loc_net.weight
-        return hidden.to(device=weight.device, dtype=weight.dtype), out
 
     def heads(
         self,
@@ -702,10 +568,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         mode: str | InferenceMode | Decoding = STANDARD,
         temperature: float | None = None,
         *,
-        generator: torch.Generator | None = None,
-        eps_seed: torch.Tensor | None = None,
-        eps_noise: torch.Tensor | None = None,
-        context: torch.Tensor | None = None,
+        context: ReadoutContext | torch.Tensor | None = None,
         numbers: torch.Tensor | None = None,
     ) -> tuple[CauchyVector, ActionOutput]:
         """Abduction and Action on features: the decision distributions of a mode.
@@ -716,25 +579,27 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
 
         Args:
             hidden: ``[..., H]`` features from :meth:`encode`.
-            mode: an inference mode of :data:`cauchylin.nn.MODES`, or a
-                :class:`cauchylin.nn.modes.Decoding` that carries the options below.
-            temperature: ``T >= 0`` (default ``config.temperature``).
-            generator: ``torch.Generator`` of the random modes.
-            eps_seed: ``shared_individual``'s fixed draw (see
-                :meth:`cauchylin.nn.modes.Decoding.make`).
-            eps_noise: ``shared_noise``'s fixed draw (likewise).
-            context: ``[...]`` the positions' context codes (:meth:`context_codes`): where the
-                model has a solved readout for a context, ``Y`` is that readout's
-                (:mod:`cauchylin_hf.readouts`); None keeps the shared ``W_reg`` everywhere.
-            numbers: ``[..., S]`` the positions' earlier numbers, which readouts solved with
-                ``config.readout_numbers > 0`` read (:meth:`readout_context` gives both).
+            mode: an inference mode of :data:`cauchylin.nn.MODES`, or a checked
+                :class:`cauchylin.nn.modes.Decoding` (:meth:`~cauchylin.nn.modes.Decoding.make`),
+                which carries every decoding option: the temperature, the ``generator`` of the
+                random modes, a shared mode's fixed draw (``eps_seed``, ``eps_noise``).
+            temperature: ``T >= 0`` of a mode given by name (default ``config.temperature``).
+            context: the positions' :class:`~cauchylin.nn.readouts.ReadoutContext`
+                (:meth:`readout_context`), or their ``[...]`` context codes alone
+                (:meth:`context_codes`): where the model has a solved readout for a context,
+                ``Y`` is that readout's (:mod:`cauchylin_hf.readouts`); None keeps the shared
+                ``W_reg`` everywhere.
+            numbers: ``[..., S]`` the positions' earlier numbers beside codes given alone
+                (readouts solved with ``config.readout_numbers > 0`` read them).
 
         Returns:
             ``(U, action_output)``: ``U`` ``[..., C]`` and the
             :class:`cauchylin.nn.ActionOutput` (``loc_S``, ``scale_S``, ``predict()``, ...).
 
         Raises:
-            ValueError: bad options (see :meth:`cauchylin.nn.modes.Decoding.make`).
+            ValueError: bad options (see :meth:`cauchylin.nn.modes.Decoding.make`), a shared mode
+                given by name (its draw travels in a ``Decoding``), a temperature beside a
+                ``Decoding``, or ``numbers`` beside a ``ReadoutContext``.
 
         Example:
             >>> import torch
@@ -750,19 +615,10 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             >>> round(U.scale.mean().item(), 4)  # scale_U = gamma_init
             0.01
         """
-        U = self._individual(hidden)
-        t = self._temperature(mode, temperature)
-        out = self.action(
-            U,
-            mode,
-            t,
-            generator=generator,
-            eps_seed=eps_seed,
-            eps_noise=eps_noise,
-            context=context,
-            numbers=numbers,
-        )
-        return U, out
+        U = individual(self, hidden)
+        decoding = self._decoding(mode, temperature, U.shape)
+        codes, numbers = ReadoutContext.of(context, numbers) or (None, None)
+        return U, self.action(U, decoding, context=codes, numbers=numbers)
 
     def step(
         self,
@@ -770,7 +626,7 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         decoding: Decoding | str | InferenceMode = STANDARD,
         *,
         return_distributions: bool = False,
-        context: torch.Tensor | None = None,
+        context: ReadoutContext | torch.Tensor | None = None,
         numbers: torch.Tensor | None = None,
     ) -> tuple[CauchyVector, ActionStep]:
         """One generation step on features: the next token and its value, in a mode.
@@ -787,8 +643,8 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
                 draw; :meth:`cauchylin.nn.modes.Decoding.make`), or a mode's name (or its
                 record) to run at ``config.temperature`` without options.
             return_distributions: also compute ``scale_S`` and ``scale_Y``.
-            context: ``[B]`` the context codes of the positions (as in :meth:`heads`).
-            numbers: ``[B, S]`` their earlier numbers (as in :meth:`heads`).
+            context: the positions' readout context (as in :meth:`heads`; codes ``[B]``).
+            numbers: ``[B, S]`` their earlier numbers beside codes given alone.
 
         Returns:
             ``(U, step)``: ``U`` ``[B, C]`` and the :class:`cauchylin.nn.ActionStep` (``ids``,
@@ -812,162 +668,41 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             >>> bool(torch.equal(model.step(hidden, d)[1].ids, step.ids))
             True
         """
-        U = self._individual(hidden)
-        if not isinstance(decoding, Decoding):
-            decoding = Decoding.make(decoding, self.config.temperature, shape=U.shape)
+        U = individual(self, hidden)
+        codes, numbers = ReadoutContext.of(context, numbers) or (None, None)
         out = self.action.step(
             U,
-            decoding,
+            self._decoding(decoding, None, U.shape),
             num_token_id=self.config.num_token_id,
             return_distributions=return_distributions,
-            context=context,
+            context=codes,
             numbers=numbers,
         )
         return U, out
 
-    def context_codes(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """The context code of every position: its last ``config.readout_context_tokens`` tokens.
-
-        The key of the per-context readouts and calibration (:mod:`cauchylin_hf.readouts`):
-        :func:`cauchylin.nn.readouts.context_codes` of the ids with this model's ``k`` and
-        embedding rows; padding (``attention_mask`` 0) and the start of a row count as "no
-        token", so a left-padded prompt has the codes of the same prompt alone.
-
-        Args:
-            input_ids: ``[..., L]`` token ids (the whole sequence up to each position).
-            attention_mask: ``[..., L]``, 0 at padding (optional).
-
-        Returns:
-            ``[..., L]`` int64 codes.
-
-        Example:
-            >>> import torch
-            >>> from cauchylin_hf.testing import tiny_base_model
-            >>> model = CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299)
-            >>> codes = model.context_codes(torch.tensor([[0, 5, 6, 7], [5, 6, 7, 8]]),
-            ...                             torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]]))
-            >>> bool(codes[0, 3] == codes[1, 2])  # the tokens 5, 6, 7 end both positions
-            True
-        """
-        weight = cast(torch.Tensor, self.get_input_embeddings().weight)
-        k = int(self.config.readout_context_tokens)
-        return context_codes(input_ids, k, int(weight.shape[0]), attention_mask)
-
-    def readout_context(
-        self,
-        input_ids: torch.Tensor,
-        numeric_values: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """What the per-context readouts read at every position, besides ``U'``: ``(codes, numbers)``.
-
-        ``codes`` are :meth:`context_codes`; ``numbers`` ``[..., L, S]`` the ``S`` most recent
-        numbers at or before each position in the value space
-        (:func:`cauchylin.nn.readouts.earlier_numbers`; None when ``S = 0``), ``S`` the number
-        the readout table reads (``config.readout_numbers`` when it was solved). Every path
-        that reads a number (teacher-forced and prompt prediction, ``forward``, ``generate``,
-        the solve and the calibration) takes them from here.
-
-        Args:
-            input_ids: ``[..., L]`` token ids (the whole sequence up to each position).
-            numeric_values: ``[..., L]`` the numbers at the ``<NUM>`` positions (needed when
-                ``S > 0``).
-            attention_mask: ``[..., L]``, 0 at padding (optional).
-
-        Returns:
-            ``(codes, numbers)``.
-
-        Raises:
-            ValueError: ``S > 0`` without ``numeric_values``.
-
-        Example:
-            >>> import torch
-            >>> from cauchylin_hf.testing import tiny_base_model
-            >>> model = CauchyLMForCausalLM.from_base(
-            ...     tiny_base_model(), num_token_id=299, readout_numbers=2)
-            >>> ids = torch.tensor([[5, 299, 6, 299, 7]])
-            >>> codes, numbers = model.readout_context(ids, torch.tensor([[0, 1.0, 0, 3.0, 0]]))
-            >>> [[round(v, 3) for v in row] for row in numbers[0].tolist()]  # ln(1 + y)
-            [[0.0, 0.0], [0.693, 0.0], [0.693, 0.0], [1.386, 0.693], [1.386, 0.693]]
-        """
-        codes = self.context_codes(input_ids, attention_mask)
-        slots = self.action.readouts.numbers
-        if slots == 0:
-            return codes, None
-        if numeric_values is None:
-            raise ValueError(
-                f"numeric_values are needed: the readouts read the {slots} earlier numbers of "
-                "each position (config.readout_numbers)"
-            )
-        num = self.config.num_token_id
-        is_number = input_ids == (-1 if num is None else int(num))
-        if attention_mask is not None:
-            is_number = is_number & (attention_mask != 0)
-        numbers = earlier_numbers(numeric_values, is_number, slots, self.config.value_space)
-        return codes, numbers
-
-    def _forward_context(
-        self,
-        input_ids: torch.Tensor | None,
-        numeric_values: torch.Tensor | None,
-        attention_mask: torch.Tensor | None,
-        past: Any,
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """``(codes, numbers)`` for the readouts in ``forward``: from the ids when the whole
-        sequence is given.
-
-        With a cache only the new ids are fed, so a position's earlier tokens are not known
-        here; its code is then -2 (no context: the shared head), except where all ``k`` tokens
-        are among the fed ids (none, when the readouts read earlier numbers: those may lie
-        before the fed ids). Pass ``context`` (and ``context_numbers``) to ``forward`` to use
-        the readouts there.
-        """
-        if input_ids is None or self.action.readouts.num_contexts == 0:
-            return None, None
-        mask = attention_mask
-        if mask is not None and mask.shape[-1] != input_ids.shape[-1]:
-            mask = mask[..., -input_ids.shape[-1] :]  # [B, L_past + L]: the fed part
-        if past is not None and self.action.readouts.numbers:
-            return torch.full(input_ids.shape, -2, dtype=torch.long, device=input_ids.device), None
-        values = numeric_values
-        if values is None and self.action.readouts.numbers:
-            values = torch.zeros(input_ids.shape, device=input_ids.device)  # no <NUM> given
-        codes, numbers = self.readout_context(input_ids, values, mask)
-        if past is not None:
-            k = int(self.config.readout_context_tokens)
-            codes[..., : k - 1] = -2
-        return codes, numbers
-
-    def _temperature(self, mode: Any, temperature: float | None) -> float | None:
-        """``temperature``, else ``config.temperature``; None with a Decoding (it holds its T)."""
-        if isinstance(mode, Decoding) or temperature is not None:
-            return temperature
-        return self.config.temperature
-
-    def _individual(self, hidden: torch.Tensor) -> CauchyVector:
-        """``U = Abduction(z)`` on the heads' device.
-
-        A non-finite ``U`` (Abduction's check) is reported with its cause: the first weight
-        that is NaN or infinite (a training that diverged, a corrupt checkpoint), or, when every
-        weight is finite, the decoder's activations."""
-        try:
-            return self.abduction(hidden.to(self.abduction.loc_net.weight.device))
-        except ValueError:  # on this error path only: what made U non-finite?
-            check_finite_weights(self.named_parameters(), "the model")
-            if not bool(hidden.isfinite().all()):
-                name, value = max(
-                    ((n, float(p.detach().abs().max())) for n, p in self.named_parameters()),
-                    key=lambda item: item[1],
-                )
+    def _decoding(
+        self, mode: str | InferenceMode | Decoding, temperature: float | None, shape: Any
+    ) -> Decoding:
+        """The checked :class:`~cauchylin.nn.modes.Decoding` of a call, resolved once: the
+        given one, or the mode's at ``temperature`` (default ``config.temperature``) for ``U``
+        of ``shape``."""
+        if isinstance(mode, Decoding):
+            if temperature is not None:
                 raise ValueError(
-                    "the decoder's hidden state holds NaN or infinite values although every "
-                    f"weight is finite: its activations overflowed (the largest weight, {name}, "
-                    f"reaches {value:.3g}: a training that diverged, a learning rate too high?)"
-                ) from None
-            raise
+                    "with a Decoding, its options travel in it: do not pass temperature as well"
+                )
+            return mode
+        spec = get_mode(mode)
+        if spec.draw is not None:
+            raise ValueError(
+                f"mode {spec.name!r} reads a fixed draw ({spec.draw.name}) that travels in a "
+                f"Decoding: pass mode=Decoding.make({spec.name!r}, temperature, "
+                f"shape={tuple(shape)}, {spec.draw.name}=...) (cauchylin.nn.modes.Decoding)"
+            )
+        t = self.config.temperature if temperature is None else temperature
+        return Decoding.make(spec, t, shape=shape)
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -979,20 +714,13 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
         use_cache: bool | None = None,
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
-        mode: str | None = None,
+        mode: str | InferenceMode | Decoding | None = None,
         temperature: float | None = None,
         logits_to_keep: int | torch.Tensor = 0,
         return_distributions: bool | None = None,
-        return_dict: bool | None = None,
-        generator: torch.Generator | None = None,
-        eps_seed: torch.Tensor | None = None,
-        eps_noise: torch.Tensor | None = None,
-        shift_labels: torch.LongTensor | None = None,
-        past_key_values: Any = None,
-        context: torch.Tensor | None = None,
-        context_numbers: torch.Tensor | None = None,
+        context: ReadoutContext | torch.Tensor | None = None,
         **kwargs: Any,
-    ) -> CauchyLMOutput | tuple[Any, ...]:
+    ) -> CauchyLMOutput:
         r"""Distributions of the next token and value at every position, and the training loss.
 
         **Labels and the loss.** ``labels`` and ``target_values`` are aligned with the input
@@ -1009,33 +737,30 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             attention_mask: ``[B, L_past + L]`` 1 for tokens, 0 for padding.
             labels: ``[B, L]`` unshifted target ids, ``-100`` to ignore.
             target_values: ``[B, L]`` unshifted regression targets (default ``numeric_values``).
-            cache: the backbone's KV cache.
+            cache: the backbone's KV cache (``past_key_values``, its name before transformers
+                5.24, is accepted too; give one of them).
             use_cache: return the cache (default: False with labels, else the base's default).
             position_ids: ``[B, L]`` positions.
             inputs_embeds: ``[B, L, H]`` base embeddings instead of ``input_ids``.
-            mode: inference mode of the returned distributions (default ``"standard"``).
-            temperature: ``T`` of those distributions (default ``config.temperature``).
+            mode: inference mode of the returned distributions (default ``"standard"``), or a
+                :class:`cauchylin.nn.modes.Decoding` that carries the temperature, the
+                ``generator`` of the random modes and a shared mode's fixed draw
+                (``Decoding.make("sampling", 1.0, generator=g)``).
+            temperature: ``T`` of a mode given by name (default ``config.temperature``).
             logits_to_keep: compute the distributions only for the last ``k`` positions (``0``:
                 all) or for the given position indices, as in transformers.
             return_distributions: with labels, also return the class scores (``[B, L, V]``).
-            return_dict: return a :class:`CauchyLMOutput` (default) or a tuple.
-            generator: random generator of the sampling modes.
-            eps_seed: fixed draw of ``shared_individual``: ``[C]`` or broadcastable to
-                ``[..., C]``, entries in ``(0, 1)``.
-            eps_noise: fixed draw of ``shared_noise``: ``[C]`` or broadcastable to ``[..., C]``.
-            shift_labels: ``[B, L]`` labels already aligned with the predicting positions
-                (transformers' convention); used instead of ``labels``, with ``target_values``
-                pre-shifted too.
-            past_key_values: the cache under its name before transformers 5.24 (give one of
-                ``cache`` and ``past_key_values``; ``generate`` passes the running release's).
-            context: ``[B, L]`` the positions' context codes (:meth:`context_codes` of the whole
-                sequence) for the per-context readouts of ``loc_Y``/``scale_Y``; default: read
-                off ``input_ids`` (with a cache, only positions whose tokens were all fed).
-            context_numbers: ``[B, L, S]`` the positions' earlier numbers, which readouts
-                solved with ``config.readout_numbers > 0`` read beside ``context``
-                (:meth:`readout_context` gives both); default: read off ``input_ids`` and
-                ``numeric_values`` without a cache (with one, pass both to use those readouts).
-            **kwargs: passed to the backbone (``output_hidden_states``, ``output_attentions``).
+            context: the fed positions' :class:`~cauchylin.nn.readouts.ReadoutContext` (or
+                its codes alone) for the per-context readouts of ``loc_Y``/``scale_Y``, read
+                off the whole sequence: :meth:`readout_context`, with a cache ``.at((slice(None),
+                slice(-L, None)))`` of it. Default: read off ``input_ids`` and
+                ``numeric_values`` (with a cache only positions whose ``k`` tokens were all fed
+                have a code, and none where the readouts read earlier numbers).
+            **kwargs: ``return_dict`` (a :class:`CauchyLMOutput`, the default, or its tuple);
+                ``shift_labels``, ``[B, L]`` labels already aligned with the predicting
+                positions (transformers' convention), used instead of ``labels`` with
+                ``target_values`` pre-shifted too; the rest goes to the backbone
+                (``output_hidden_states``, ``output_attentions``).
 
         Returns:
             :class:`CauchyLMOutput` (or its tuple).
@@ -1044,9 +769,11 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             ValueError: bad shapes, ``input_ids`` outside the embedding rows, labels outside
                 the OvR classes, an unknown mode, both ``cache`` and ``past_key_values``, more
                 positions than a base with learned position embeddings has, ``shift_labels``
-                with ``numeric_values`` but without (pre-shifted) ``target_values``, or a
+                with ``numeric_values`` but without (pre-shifted) ``target_values``, a
                 non-finite ``U`` (the message names the first NaN or infinite weight: a training
-                that diverged).
+                that diverged), or an option that travels in a record (``generator``,
+                ``eps_seed``, ``eps_noise`` in a ``Decoding``; ``context_numbers`` in a
+                ``ReadoutContext``).
 
         Example:
             >>> import torch
@@ -1058,144 +785,98 @@ class CauchyLMForCausalLM(CheckpointMixin, NumericGenerationMixin):
             >>> out.loss.shape, out.loc_S is None, tuple(out.loc_U.shape)
             (torch.Size([]), True, (1, 3, 32))
         """
-        cfg = self.config
-        return_dict = cfg.return_dict if return_dict is None else return_dict
-        pre_shifted = shift_labels is not None
-        loss_labels = shift_labels if pre_shifted else labels
+        _refuse_moved_options(kwargs)
+        shift_labels = kwargs.pop("shift_labels", None)
+        cache = resolve_cache(cache, kwargs.pop("past_key_values", None))
+        loss_labels = labels if shift_labels is None else shift_labels
         if loss_labels is not None and use_cache is None:
             use_cache = False
-        hidden, bb = self._encode(
-            input_ids,
-            numeric_values,
-            attention_mask,
-            resolve_cache(cache, past_key_values),
-            use_cache,
-            position_ids,
-            inputs_embeds,
-            **kwargs,
+        inputs = EncoderInputs(
+            input_ids, numeric_values, attention_mask, cache, use_cache, position_ids, inputs_embeds
         )
+        check_inputs(self, inputs)
+        hidden, bb = features(self, inputs, **kwargs)
         fields: dict[str, Any] = {}
         want_dists = loss_labels is None or bool(return_distributions)
         if loss_labels is not None:
-            fields.update(
-                self._loss_fields(
-                    hidden,
-                    loss_labels,
-                    target_values,
-                    numeric_values,
-                    attention_mask,
-                    pre_shifted=pre_shifted,
-                    keep_U=not want_dists,
-                )
+            U_all = individual(self, hidden)
+            loss = shifted_causal_loss(
+                self.action,
+                self.config,
+                U_all,
+                loss_labels,
+                target_values,
+                numeric_values,
+                attention_mask,
+                pre_shifted=shift_labels is not None,
             )
+            fields.update(loss_fields(loss, None if want_dists else U_all))
         if want_dists:
-            codes, numbers = context, context_numbers
             if context is None:
-                codes, numbers = self._forward_context(
-                    input_ids, numeric_values, attention_mask, resolve_cache(cache, past_key_values)
-                )
-            fields.update(
-                self._distribution_fields(
-                    hidden,
-                    logits_to_keep,
-                    codes,
-                    numbers,
-                    mode or STANDARD,
-                    temperature,
-                    generator=generator,
-                    eps_seed=eps_seed,
-                    eps_noise=eps_noise,
-                )
-            )
+                context = forward_context(self, input_ids, numeric_values, attention_mask, cache)
+            fields.update(self._distributions(hidden, logits_to_keep, mode, temperature, context))
         # Built once, so that the tuple form follows the field order (loss, ..., logits, ...).
         fields[CACHE_NAME] = getattr(bb, CACHE_NAME, None)
-        out = CauchyLMOutput(
+        return CauchyLMOutput(
             **fields,
             hidden_states=getattr(bb, "hidden_states", None),
             attentions=getattr(bb, "attentions", None),
         )
-        return out if return_dict else out.to_tuple()
 
-    def _loss_fields(
-        self,
-        hidden: torch.Tensor,
-        labels: torch.Tensor,
-        target_values: torch.Tensor | None,
-        numeric_values: torch.Tensor | None,
-        attention_mask: torch.Tensor | None,
-        *,
-        pre_shifted: bool,
-        keep_U: bool,
-    ) -> dict[str, Any]:
-        """The training loss and its parts at every position (and ``U`` when no distributions
-        are returned), as output fields."""
-        U_all = self._individual(hidden)
-        loss = shifted_causal_loss(
-            self.action,
-            self.config,
-            U_all,
-            labels,
-            target_values,
-            numeric_values,
-            attention_mask,
-            pre_shifted=pre_shifted,
-        )
-        fields: dict[str, Any] = {
-            "loss": loss.total,
-            "cls_loss": loss.cls.mean,
-            "reg_loss": loss.reg.mean,
-            "cls_count": loss.cls.count,
-            "reg_count": loss.reg.count,
-        }
-        if keep_U:
-            fields.update(loc_U=U_all.loc, scale_U=U_all.scale)
-        return fields
-
-    def _distribution_fields(
+    def _distributions(
         self,
         hidden: torch.Tensor,
         logits_to_keep: int | torch.Tensor,
-        codes: torch.Tensor | None,
-        numbers: torch.Tensor | None,
-        mode: str,
+        mode: str | InferenceMode | Decoding | None,
         temperature: float | None,
-        **draws: Any,
+        context: ReadoutContext | torch.Tensor | None,
     ) -> dict[str, Any]:
-        """The distributions of the kept positions (``logits_to_keep``) in ``mode``, as output
-        fields; ``codes`` and ``numbers`` are the positions' readout context (before keeping)."""
-        kept = _slice_positions(hidden, logits_to_keep)
-        if codes is not None:
-            codes = _slice_positions(codes[..., None], logits_to_keep)[..., 0]
-        if numbers is not None:
-            numbers = _slice_positions(numbers, logits_to_keep)
-        U, act = self.heads(kept, mode, temperature, context=codes, numbers=numbers, **draws)
-        return {
-            "logits": act.loc_S,
-            "loc_S": act.loc_S,
-            "scale_S": act.scale_S,
-            "loc_Y": act.loc_Y,
-            "scale_Y": act.scale_Y,
-            "loc_U": U.loc,
-            "scale_U": U.scale,
-        }
+        """The distributions of the kept positions (``logits_to_keep``) in the mode, resolved
+        once into a ``Decoding``, as output fields; ``context`` is that of every position."""
+        keep = _positions_to_keep(logits_to_keep)
+        kept = slice_logits_to_keep(hidden, keep)
+        context = ReadoutContext.of(context)
+        if context is not None:
+            codes, numbers = context
+            context = ReadoutContext(
+                slice_logits_to_keep(codes[..., None], keep)[..., 0],
+                None if numbers is None else slice_logits_to_keep(numbers, keep),
+            )
+        shape = (*kept.shape[:-1], self.action.causal_size)
+        decoding = self._decoding(mode or STANDARD, temperature, shape)
+        U, act = self.heads(kept, decoding, context=context)
+        return distribution_fields(U, act)
 
 
 # ============================================================================================
 # Helpers
 # ============================================================================================
 
+_MOVED_OPTIONS = {
+    "generator": "the decoding options travel in a Decoding: "
+    "mode=Decoding.make(mode, temperature, generator=...) (cauchylin.nn.modes.Decoding)",
+    "eps_seed": "a shared mode's fixed draw travels in a Decoding: "
+    "mode=Decoding.make(mode, temperature, shape=..., eps_seed=...) (cauchylin.nn.modes.Decoding)",
+    "eps_noise": "a shared mode's fixed draw travels in a Decoding: "
+    "mode=Decoding.make(mode, temperature, shape=..., eps_noise=...) (cauchylin.nn.modes.Decoding)",
+    "context_numbers": "the earlier numbers travel with the codes: "
+    "context=model.readout_context(input_ids, numeric_values, attention_mask)",
+}
 
-def _slice_positions(hidden: torch.Tensor, logits_to_keep: int | torch.Tensor) -> torch.Tensor:
-    """``hidden[:, -k:]`` for an int ``k > 0``; all positions for 0; given indices for a tensor."""
+
+def _refuse_moved_options(kwargs: dict[str, Any]) -> None:
+    """One line for an option ``forward`` takes inside a record (else the backbone would get
+    it, and might ignore it)."""
+    for name, where in _MOVED_OPTIONS.items():
+        if name in kwargs:
+            raise ValueError(f"forward got {name}: {where}")
+
+
+def _positions_to_keep(logits_to_keep: int | torch.Tensor) -> int | torch.Tensor:
+    """``logits_to_keep`` checked: index tensors as given, a count as an int ``>= 0``."""
     if isinstance(logits_to_keep, torch.Tensor):
-        if logits_to_keep.dtype == torch.bool:
-            return hidden[logits_to_keep]
-        if logits_to_keep.dim() == 1:
-            return hidden[:, logits_to_keep]
-        return torch.gather(
-            hidden, 1, logits_to_keep.unsqueeze(-1).expand(-1, -1, hidden.shape[-1])
-        )
+        return logits_to_keep
     k = int(logits_to_keep)
     if k < 0:
         raise ValueError(f"logits_to_keep must be >= 0, got {k}")
-    return hidden if k == 0 else hidden[:, -k:]
+    return k

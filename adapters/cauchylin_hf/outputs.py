@@ -16,7 +16,7 @@ from transformers.utils import ModelOutput
 
 from .hf_compat import CACHE_NAME
 
-__all__ = ["CauchyLMOutput"]
+__all__ = ["CauchyLMOutput", "distribution_fields", "loss_fields"]
 
 
 @dataclass
@@ -101,3 +101,68 @@ if CACHE_NAME != "cache":
             "cache": property(lambda self: getattr(self, CACHE_NAME)),
         },
     )
+
+
+def loss_fields(loss: Any, U: Any = None) -> dict[str, Any]:
+    """The fields of :class:`CauchyLMOutput` a training loss fills (and ``U``'s, when given).
+
+    Args:
+        loss: the :class:`cauchylin.losses.CausalLMLoss` ``(total, cls, reg)`` of
+            :func:`cauchylin_hf.loss.shifted_causal_loss`.
+        U: the :class:`~cauchylin.CauchyVector` ``U`` of every position, kept where no
+            distributions are returned, or None.
+
+    Returns:
+        ``{"loss": ..., "cls_loss": ..., "reg_loss": ..., "cls_count": ..., "reg_count": ...}``
+        (and ``loc_U``, ``scale_U``).
+
+    Example:
+        >>> import torch
+        >>> from cauchylin.losses import CausalLMLoss, OvRLoss, RegLoss
+        >>> cls = OvRLoss(torch.tensor(2.0), torch.tensor([2.0, 0.0]), torch.tensor(1))
+        >>> reg = RegLoss(torch.tensor(0.5), torch.tensor([0.0, 0.5]), torch.tensor(1))
+        >>> fields = loss_fields(CausalLMLoss(torch.tensor(2.05), cls, reg))
+        >>> fields["loss"], fields["cls_loss"], sorted(fields)
+        (tensor(2.0500), tensor(2.), ['cls_count', 'cls_loss', 'loss', 'reg_count', 'reg_loss'])
+    """
+    fields: dict[str, Any] = {
+        "loss": loss.total,
+        "cls_loss": loss.cls.mean,
+        "reg_loss": loss.reg.mean,
+        "cls_count": loss.cls.count,
+        "reg_count": loss.reg.count,
+    }
+    if U is not None:
+        fields.update(loc_U=U.loc, scale_U=U.scale)
+    return fields
+
+
+def distribution_fields(U: Any, act: Any) -> dict[str, Any]:
+    """The fields of :class:`CauchyLMOutput` the distributions of a mode fill.
+
+    Args:
+        U: the :class:`~cauchylin.CauchyVector` ``U`` of the kept positions.
+        act: their :class:`cauchylin.nn.ActionOutput`.
+
+    Returns:
+        ``logits`` (``= loc_S``), ``loc_S``, ``scale_S``, ``loc_Y``, ``scale_Y``, ``loc_U``,
+        ``scale_U``.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin import CauchyVector
+        >>> from cauchylin.nn import Action
+        >>> U = CauchyVector(torch.zeros(2, 3), torch.ones(2, 3))
+        >>> fields = distribution_fields(U, Action(3, 5)(U))
+        >>> fields["logits"] is fields["loc_S"], tuple(fields["scale_S"].shape)
+        (True, (2, 5))
+    """
+    return {
+        "logits": act.loc_S,
+        "loc_S": act.loc_S,
+        "scale_S": act.scale_S,
+        "loc_Y": act.loc_Y,
+        "scale_Y": act.scale_Y,
+        "loc_U": U.loc,
+        "scale_U": U.scale,
+    }

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import torch
 from torch import nn
@@ -44,8 +44,10 @@ __all__ = [
     "MAX_CONTEXT_TOKENS",
     "MAX_VOCABULARY",
     "NOT_CALIBRATED",
+    "NO_CONTEXT",
     "OTHER",
     "ContextReadouts",
+    "ReadoutContext",
     "code_digits",
     "context_codes",
     "earlier_numbers",
@@ -59,6 +61,10 @@ OTHER = -1
 
 CALIBRATION_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 """The coverages a table calibrates by default."""
+
+NO_CONTEXT = -2
+"""The code of a position whose context is not known (the shared head reads its number): no row
+has it."""
 
 NOT_CALIBRATED = -1.0
 """The stored width of a level a row has no calibration for (too few rows, or none)."""
@@ -222,6 +228,72 @@ def _digits_code(digits: torch.Tensor) -> torch.Tensor:
     for j in range(MAX_CONTEXT_TOKENS):
         code = (code << _DIGIT_BITS) | d[..., j].clamp(min=0)
     return torch.where((d < 0).all(-1), torch.full_like(code, OTHER), code)
+
+
+class ReadoutContext(NamedTuple):
+    """What the per-context readouts read at some positions besides ``U'``: ``(codes, numbers)``.
+
+    A tuple, so ``codes, numbers = ...`` unpacks it. Built by :meth:`ContextReadouts.context`
+    (a model's ``readout_context``) and passed whole to the heads.
+
+    Attributes:
+        codes: ``[...]`` int64 the positions' context codes (:func:`context_codes`;
+            :data:`NO_CONTEXT` where it is not known).
+        numbers: ``[..., S]`` the positions' :func:`earlier_numbers`, or None where the readouts
+            read none (``S = 0``).
+
+    Example:
+        >>> import torch
+        >>> ctx = ReadoutContext(torch.tensor([[4, 5, 6]]), torch.zeros(1, 3, 2))
+        >>> picked = ctx.at(torch.tensor([[False, True, True]]))
+        >>> picked.codes.tolist(), tuple(picked.numbers.shape)
+        ([5, 6], (2, 2))
+    """
+
+    codes: torch.Tensor
+    numbers: torch.Tensor | None = None
+
+    @classmethod
+    def of(
+        cls, context: ReadoutContext | torch.Tensor | None, numbers: torch.Tensor | None = None
+    ) -> ReadoutContext | None:
+        """A context given as a record, or as its codes (and their ``numbers``).
+
+        Args:
+            context: a :class:`ReadoutContext`, the codes alone, or None (no context: the
+                shared head everywhere; ``numbers`` are then not read).
+            numbers: the earlier numbers beside codes given alone.
+
+        Returns:
+            The :class:`ReadoutContext`, or None.
+
+        Raises:
+            ValueError: ``numbers`` beside a :class:`ReadoutContext` (which carries its own).
+
+        Example:
+            >>> import torch
+            >>> ReadoutContext.of(torch.tensor([3, 4])).numbers is None
+            True
+        """
+        if isinstance(context, ReadoutContext):
+            if numbers is not None:
+                raise ValueError(
+                    "the numbers travel in the ReadoutContext: do not pass numbers as well"
+                )
+            return context
+        return None if context is None else cls(context, numbers)
+
+    def at(self, index: object) -> ReadoutContext:
+        """The context of the positions ``index`` selects (as ``codes[index]``).
+
+        Args:
+            index: any index of the codes (a mask, slices, index tensors).
+
+        Returns:
+            The selected :class:`ReadoutContext`.
+        """
+        numbers = None if self.numbers is None else self.numbers[index]  # type: ignore[index]
+        return ReadoutContext(self.codes[index], numbers)  # type: ignore[index]
 
 
 class ContextReadouts(nn.Module):
@@ -394,6 +466,86 @@ class ContextReadouts(nn.Module):
     def num_contexts(self) -> int:
         """The number of rows (0: the table changes nothing)."""
         return int(self.contexts.shape[0])
+
+    def context(
+        self,
+        tokens: torch.Tensor,
+        k: int,
+        num_classes: int,
+        attention_mask: torch.Tensor | None = None,
+        *,
+        values: torch.Tensor | None = None,
+        num_token_id: int | None = None,
+        value_space: str = "signed_log1p",
+        cached: bool = False,
+        last: bool = False,
+    ) -> ReadoutContext:
+        """What the table reads at each position of ``tokens`` besides ``U'``: the one rule.
+
+        ``codes`` are :func:`context_codes` of the ``k`` tokens ending at each position;
+        ``numbers`` (when :attr:`numbers` ``= S > 0``) the ``S`` most recent numbers at or
+        before it in the value space (:func:`earlier_numbers` of ``values`` at the positions
+        whose token is ``num_token_id`` and not padding). ``tokens`` must hold the whole
+        sequence up to each position, except:
+
+        * ``cached``: ``tokens`` are only the last positions of a sequence whose start is in a
+          KV cache. A position's code is known only where its ``k`` tokens are all among them
+          (:data:`NO_CONTEXT` before), and when the table reads earlier numbers, which may lie
+          before them, no code is known (every code :data:`NO_CONTEXT`, ``numbers`` None).
+        * ``last``: only the last position's context (``codes [...]``, ``numbers [..., S]``);
+          without earlier numbers only its ``k`` tokens are read.
+
+        Args:
+            tokens: ``[..., L]`` token ids.
+            k: the tokens of a context (``1 <= k <=`` :data:`MAX_CONTEXT_TOKENS`).
+            num_classes: one more than the largest id (the embedding rows).
+            attention_mask: ``[..., L]`` (or ``[..., L_past + L]``: its last ``L`` columns are
+                read), 0 at padding; optional.
+            values: ``[..., L]`` the numbers at the ``num_token_id`` positions (default: zeros).
+            num_token_id: the id of the number token (None: no position holds a number).
+            value_space: the value space of the numbers (the regression's).
+            cached: see above.
+            last: see above.
+
+        Returns:
+            The :class:`ReadoutContext`.
+
+        Example:
+            >>> import torch
+            >>> table = ContextReadouts(4, numbers=1)
+            >>> ids = torch.tensor([[5, 9, 6, 9, 7]])  # 9: the number token
+            >>> ctx = table.context(ids, 2, 10, values=torch.tensor([[0, 1.0, 0, 3.0, 0]]),
+            ...                     num_token_id=9, value_space="identity")
+            >>> ctx.numbers[0, :, 0].tolist()  # the latest number at or before each position
+            [0.0, 1.0, 1.0, 3.0, 3.0]
+            >>> table.context(ids, 2, 10, cached=True).codes.tolist()  # numbers in the cache?
+            [[-2, -2, -2, -2, -2]]
+            >>> ContextReadouts(4).context(ids[:, 3:], 2, 10, cached=True).codes[0, 0].item()
+            -2
+        """
+        mask = attention_mask
+        if mask is not None and mask.shape[-1] != tokens.shape[-1]:
+            mask = mask[..., -tokens.shape[-1] :]  # [..., L_past + L]: the fed part
+        if cached and self.numbers:
+            unknown = torch.full(tokens.shape, NO_CONTEXT, dtype=torch.long, device=tokens.device)
+            return ReadoutContext(unknown, None)
+        if last and not self.numbers:  # a code reads only the last k tokens
+            tokens = tokens[..., -k:]
+            mask = None if mask is None else mask[..., -k:]
+        codes = context_codes(tokens, k, num_classes, mask)
+        numbers = None
+        if self.numbers:
+            if values is None:  # no numbers given
+                values = torch.zeros(tokens.shape, device=tokens.device)
+            is_number = tokens == (-1 if num_token_id is None else int(num_token_id))
+            if mask is not None:
+                is_number = is_number & (mask != 0)
+            numbers = earlier_numbers(values, is_number, self.numbers, value_space)
+        if cached:
+            codes[..., : k - 1] = NO_CONTEXT
+        if last:
+            return ReadoutContext(codes[..., -1], None if numbers is None else numbers[..., -1, :])
+        return ReadoutContext(codes, numbers)
 
     def store(
         self,

@@ -14,10 +14,13 @@ from cauchylin.nn import Action
 from cauchylin.nn.modes import Decoding
 from cauchylin.nn.readouts import (
     MAX_CONTEXT_TOKENS,
+    NO_CONTEXT,
     OTHER,
     ContextReadouts,
+    ReadoutContext,
     code_digits,
     context_codes,
+    earlier_numbers,
 )
 from cauchylin.readout import CauchyReadout
 from tests.stats import FALSE_FAILURE_RATE, dkw_epsilon, split_delta
@@ -197,3 +200,87 @@ def test_a_readout_that_is_not_finite_or_counts_of_another_length_are_refused() 
             table.store([5], [bad])
     with pytest.raises(ValueError, match="calibration_counts"):
         table.store([1, 2], [None, None], torch.ones(2, 1), [3])
+
+
+# ----------------------------------------------------------------------------- the context rule
+
+NUM_ID = 9
+
+
+def _sequence() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Two left-padded rows with numbers (id 9): ids, values, mask."""
+    ids = torch.tensor([[0, 0, 5, 9, 6, 9, 7, 8], [5, 9, 6, 7, 9, 9, 8, 5]])
+    values = torch.zeros(ids.shape)
+    values[ids == NUM_ID] = torch.tensor([2.0, 5.0, 1.0, 3.0, 7.0])
+    values[0, 0] = 4.0  # a value under padding: never read as a number
+    mask = torch.ones_like(ids)
+    mask[0, :2] = 0
+    return ids, values, mask
+
+
+@pytest.mark.parametrize("slots", [0, 2])
+def test_context_of_a_whole_sequence_is_its_codes_and_earlier_numbers(slots: int) -> None:
+    ids, values, mask = _sequence()
+    table = ContextReadouts(4, numbers=slots)
+    ctx = table.context(
+        ids, 3, 10, mask, values=values, num_token_id=NUM_ID, value_space="identity"
+    )
+    assert isinstance(ctx, ReadoutContext)
+    assert torch.equal(ctx.codes, context_codes(ids, 3, 10, mask))
+    if slots == 0:
+        assert ctx.numbers is None
+        return
+    assert ctx.numbers is not None
+    # the latest numbers at or before each position, read off the rows by hand
+    assert ctx.numbers[0, :, 0].tolist() == [0, 0, 0, 2, 2, 5, 5, 5]
+    assert ctx.numbers[0, :, 1].tolist() == [0, 0, 0, 0, 0, 2, 2, 2]
+    assert ctx.numbers[1, :, 0].tolist() == [0, 1, 1, 1, 3, 7, 7, 7]
+    assert ctx.numbers[1, -1, 1].item() == 3
+    is_number = (ids == NUM_ID) & (mask != 0)
+    assert torch.equal(ctx.numbers, earlier_numbers(values, is_number, slots, "identity"))
+
+
+@pytest.mark.parametrize("slots", [0, 2])
+def test_the_last_position_alone_is_that_of_the_whole_sequence(slots: int) -> None:
+    ids, values, mask = _sequence()
+    table = ContextReadouts(4, numbers=slots)
+    kw = {"values": values, "num_token_id": NUM_ID, "value_space": "signed_log1p"}
+    whole = table.context(ids, 2, 10, mask, **kw)
+    last = table.context(ids, 2, 10, mask, last=True, **kw)
+    assert torch.equal(last.codes, whole.codes[:, -1])
+    if slots:
+        assert last.numbers is not None and whole.numbers is not None
+        assert torch.equal(last.numbers, whole.numbers[:, -1])
+    else:
+        assert last.numbers is None
+
+
+@pytest.mark.parametrize("fed", [1, 2, 4])
+def test_after_a_cache_a_code_is_known_only_where_its_tokens_were_fed(fed: int) -> None:
+    ids, values, mask = _sequence()
+    k = 3
+    whole = ContextReadouts(4).context(ids, k, 10, mask)
+    step = ContextReadouts(4).context(ids[:, -fed:], k, 10, mask, cached=True)  # the full mask
+    known = torch.arange(fed) >= k - 1
+    assert torch.equal(step.codes[:, known], whole.codes[:, -fed:][:, known])
+    assert bool((step.codes[:, ~known] == NO_CONTEXT).all())
+    assert step.numbers is None
+    # readouts that read earlier numbers: those may lie in the cache, so no code is known
+    reading = ContextReadouts(4, numbers=1).context(
+        ids[:, -fed:], k, 10, mask, values=values[:, -fed:], num_token_id=NUM_ID, cached=True
+    )
+    assert bool((reading.codes == NO_CONTEXT).all()) and reading.numbers is None
+    # no row of any table holds the unknown code: the shared head reads those positions
+    table = ContextReadouts(4)
+    table.store([int(whole.codes[0, -1])], [_fit([1.0, 0.0, 0.0, 0.0], 0.0, 1.0)])
+    assert table.lookup(torch.tensor([NO_CONTEXT])).item() == -1
+
+
+def test_a_context_record_and_loose_numbers_are_refused_together() -> None:
+    ctx = ReadoutContext(torch.tensor([1, 2]), torch.zeros(2, 1))
+    assert ReadoutContext.of(ctx) is ctx
+    assert ReadoutContext.of(None, torch.zeros(2, 1)) is None
+    loose = ReadoutContext.of(torch.tensor([1, 2]), torch.zeros(2, 1))
+    assert loose is not None and loose.numbers is not None
+    with pytest.raises(ValueError, match="numbers travel in the ReadoutContext"):
+        ReadoutContext.of(ctx, torch.zeros(2, 1))

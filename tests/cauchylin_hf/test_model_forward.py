@@ -15,6 +15,10 @@ import torch
 from cauchylin_hf import CauchyLMForCausalLM, CauchyLMOutput
 from cauchylin_hf.testing import tiny_base_model
 
+from cauchylin.nn.modes import Decoding
+from cauchylin.nn.readouts import NO_CONTEXT, ReadoutContext
+from cauchylin.readout import CauchyReadout
+
 from .conftest import VOCAB
 
 NUM = VOCAB  # the <NUM> id of models built with the tiny tokenizer and spare rows
@@ -283,12 +287,40 @@ def test_modes_and_temperature(model):
     assert (causal.scale_S < std.scale_S).all()  # no |b_noise| term
     torch.testing.assert_close(model(ids, temperature=0.0).scale_S, causal.scale_S)
     draws = [
-        model(ids, mode="sampling", generator=torch.Generator().manual_seed(3)).loc_S
+        model(ids, mode=Decoding.make("sampling", generator=torch.Generator().manual_seed(3)))
         for _ in range(2)
     ]
-    assert torch.equal(draws[0], draws[1]) and not torch.equal(draws[0], std.loc_S)
+    assert torch.equal(draws[0].loc_S, draws[1].loc_S)
+    assert not torch.equal(draws[0].loc_S, std.loc_S)
     with pytest.raises(ValueError, match="mode"):
         model(ids, mode="greedy")
+
+
+def test_decoding_options_travel_in_their_records(model):
+    """A generator or a fixed draw is a Decoding's, the earlier numbers a ReadoutContext's:
+    given loose to forward they are refused in one line (the backbone would drop them)."""
+    ids = torch.tensor([[5, 6, 7]])
+    for name, record in [
+        ("generator", "Decoding"),
+        ("eps_seed", "Decoding"),
+        ("eps_noise", "Decoding"),
+        ("context_numbers", "readout_context"),
+    ]:
+        with pytest.raises(ValueError, match=f"forward got {name}: .*{record}"):
+            model(ids, **{name: torch.zeros(1)})
+    with pytest.raises(
+        ValueError, match=r"reads a fixed draw \(eps_seed\) that travels in a Decoding"
+    ):
+        model(ids, mode="shared_individual")
+    # the shared mode with its draw in the record: the draw moves every position's U'
+    eps = torch.full((model.config.causal_hidden_size,), 0.75)
+    shared = model(
+        ids, mode=Decoding.make("shared_individual", 1.0, shape=(1, 3, 32), eps_seed=eps)
+    )
+    causal = model(ids, mode="causal")
+    assert not torch.allclose(shared.loc_S, causal.loc_S)
+    with pytest.raises(ValueError, match="do not pass temperature as well"):
+        model(ids, mode=Decoding.make("causal"), temperature=0.5)
 
 
 def test_kv_cache_steps_match_the_full_forward(model):
@@ -539,3 +571,39 @@ def test_activations_that_overflow_with_finite_weights_name_the_largest_weight()
         model(torch.tensor([[5, 7, 9]]))
     assert "the largest weight, backbone.layers.0.mlp." in str(e.value)
     assert "a training that diverged" in str(e.value)
+
+
+def test_after_a_cache_readouts_read_the_context_they_are_given(model):
+    """With a KV cache forward sees only the fed ids: a position whose ``k`` tokens were not all
+    fed keeps the shared head, and the context of the whole sequence, at the fed positions,
+    gives it its readout, as in the forward of the whole sequence."""
+    ids = torch.tensor([[5, 6, NUM, 8, 9]])
+    values = torch.zeros(ids.shape)
+    values[0, 2] = 12.5
+    whole = model.readout_context(ids, values)
+    size = model.config.causal_hidden_size
+    fit = CauchyReadout(
+        torch.ones(size), torch.tensor(100.0), torch.tensor(2.0), 0.0, math.nan, 50, 1
+    )
+    model.action.readouts.store([int(whole.codes[0, 3]), int(whole.codes[0, 4])], [fit, fit])
+    full = model(ids, numeric_values=values)
+    unknown = ReadoutContext(torch.full(ids.shape, NO_CONTEXT))
+    shared = model(ids, numeric_values=values, context=unknown)
+    assert not torch.allclose(full.loc_Y[:, 3:], shared.loc_Y[:, 3:])  # the readouts read there
+    torch.testing.assert_close(full.scale_Y[:, 3:], torch.full((1, 2), 2.0))
+
+    def step(context=None):
+        first = model(ids[:, :3], numeric_values=values[:, :3], use_cache=True)
+        return model(
+            ids[:, 3:],
+            numeric_values=values[:, 3:],
+            cache=first.cache,
+            use_cache=True,
+            context=context,
+        )
+
+    tol = {"rtol": 1e-5, "atol": 1e-5}
+    torch.testing.assert_close(step().loc_Y, shared.loc_Y[:, 3:], **tol)  # k = 3 > 2 fed ids
+    given = step(whole.at((slice(None), slice(3, None))))
+    torch.testing.assert_close(given.loc_Y, full.loc_Y[:, 3:], **tol)
+    torch.testing.assert_close(given.scale_Y, full.scale_Y[:, 3:], **tol)

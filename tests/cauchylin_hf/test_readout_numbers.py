@@ -159,7 +159,7 @@ def test_every_path_reads_the_same_value_with_numbers() -> None:
     out = model(**enc)
     torch.testing.assert_close(out.loc_Y[torch.arange(3), last].double(), pv.loc, rtol=0, atol=tol)
     # forward given the context explicitly (what a caller with a KV cache passes)
-    out = model(**enc, context=codes, context_numbers=numbers)
+    out = model(**enc, context=model.readout_context(**enc))
     torch.testing.assert_close(out.loc_Y[torch.arange(3), last].double(), pv.loc, rtol=0, atol=tol)
     with pytest.raises(ValueError, match="numbers"):
         model.heads(hidden, context=codes[torch.arange(3), last])
