@@ -271,9 +271,10 @@ def train(
 ) -> TrainResult:
     """Train the causal language model on texts with the HF ``Trainer``.
 
-    Encodes the texts (:class:`~cauchylin_hf.data.NumericDataset`), trains with
-    :func:`make_trainer` (the Trainer's tqdm progress bar unless ``progress=False``), records both
-    loss parts per logging step, then reads the numbers out as well as the features allow and
+    A short wrapper: it builds :class:`~cauchylin_hf.training_args.CauchyTrainingArguments` from
+    the keywords and a :class:`~cauchylin_hf.trainer.CauchyTrainer`, which encodes the texts
+    (:class:`~cauchylin_hf.data.NumericDataset`), trains (the Trainer's tqdm progress bar unless
+    ``progress=False``), records both loss parts per logging step, then reads the numbers out as well as the features allow and
     calibrates their intervals (:mod:`cauchylin_hf.readouts`): a readout solved per context on
     the training texts (``readouts=True``) and split-conformal widths fitted on texts held out of
     training (``calibration``). It evaluates on ``eval_texts`` with :func:`evaluate_model` and
