@@ -24,21 +24,10 @@ from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 from typing import Any, NamedTuple, NoReturn
 
-__all__ = ["PROG", "SCHEDULERS", "build_parser", "main"]
+__all__ = ["PROG", "build_parser", "main"]
 
 PROG = "cauchylin-lm"
 """The name of the console script (the start of every message it prints)."""
-
-SCHEDULERS = (
-    "linear",
-    "cosine",
-    "cosine_with_restarts",
-    "polynomial",
-    "constant",
-    "constant_with_warmup",
-    "inverse_sqrt",
-)
-"""Learning-rate schedules of ``train --lr-scheduler`` (transformers' ``lr_scheduler_type``)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -187,6 +176,31 @@ def _flag(*names: str, on: str, **settings: Any) -> _Flag:
     return _Flag(names, tuple(on.split()), settings)
 
 
+_TRAINING_OPTIONS = _Flag((), ("train",), {})
+"""Where :func:`build_parser` puts the ``train`` options declared by
+:class:`cauchylin_hf.training_options.CauchyOptions` (each declared there once, with its default
+and help text)."""
+
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "steps": _steps,
+    "positive": _positive,
+    "positive_int": _positive_int,
+    "count": _count,
+    "share": _share,
+    "calibration": _calibration,
+}
+"""The parsers a generated option names (:class:`cauchylin_hf.training_options.Flag`)."""
+
+
+def _training_flags() -> list[_Flag]:
+    """The ``train`` options generated from :mod:`cauchylin_hf.training_options`."""
+    options = _light("cauchylin_hf.training_options")
+    return [
+        _Flag((name,), ("train",), {**settings, **({"type": _PARSERS[kind]} if kind else {})})
+        for name, kind, settings in options.command_line_flags()
+    ]
+
+
 # Every option of every command, once, in the order --help lists them.
 _FLAGS = (
     _flag(
@@ -272,10 +286,7 @@ _FLAGS = (
         default=1024,
         help="--from-config: largest tokenizer vocabulary (default 1024)",
     ),
-    _flag("--max-steps", on="train", type=_steps, default=-1, help="optimizer steps (-1: epochs)"),
-    _flag(
-        "--epochs", on="train", type=_positive, default=1.0, help="epochs when --max-steps is -1"
-    ),
+    _TRAINING_OPTIONS,  # the training options of cauchylin_hf.training_options, generated here
     # an explicit metavar: the choices (read from a file) are not listed when building
     _flag(
         "--mode",
@@ -314,47 +325,11 @@ _FLAGS = (
         type=_positive_int,
         default={"train": 8, "evaluate": 16, "predict": 32, "generate": 8},
     ),
-    _flag("--learning-rate", on="train", type=_positive, default=1e-3),
-    _flag(
-        "--warmup-ratio",
-        on="train",
-        type=_real(0.0, 1.0, closed_low=True),
-        group="warmup",
-        help="linear warm-up over this share of the steps (converted to --warmup-steps)",
-    ),
-    _flag(
-        "--warmup-steps",
-        on="train",
-        type=_count,
-        group="warmup",
-        help="linear warm-up steps (default 0)",
-    ),
-    _flag(
-        "--lr-scheduler",
-        on="train",
-        choices=SCHEDULERS,
-        help="learning-rate schedule (default linear)",
-    ),
     _flag(
         "--max-length",
         on="train evaluate",
         type=_positive_int,
         help={"train": "cut examples to this many tokens", "evaluate": None},
-    ),
-    _flag("--logging-steps", on="train", type=_positive_int, default=10),
-    _flag(
-        "--save-steps",
-        on="train",
-        type=_positive_int,
-        help="write a checkpoint (a loadable model folder, checkpoint-STEP in --output-dir) "
-        "every this many steps (default: none)",
-    ),
-    _flag(
-        "--save-total-limit",
-        on="train",
-        type=_positive_int,
-        default=2,
-        help="keep only this many checkpoints while training, the newest (default 2)",
     ),
     _flag(
         "--keep-checkpoints",
@@ -372,45 +347,12 @@ _FLAGS = (
         "from CHECKPOINT), with the same command: same optimizer, schedule and data order",
     ),
     _flag(
-        "--fresh-optimizer-state",
-        on="train",
-        action="store_true",
-        help="resume from a checkpoint that lacks optimizer.pt, scheduler.pt or rng_state.pth, "
-        "starting them afresh (default: refused)",
-    ),
-    _flag(
         "--train-backbone",
         on="train",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="train the backbone too (default: yes for --from-config and for a saved model "
         "that trained it, no for a base checkpoint)",
-    ),
-    _flag(
-        "--calibration",
-        on="train",
-        type=_calibration,
-        default="auto",
-        metavar="auto|SHARE",
-        help="hold out this share of the training rows (never trained on) to calibrate the "
-        "intervals on; auto: 0.2 (at most 2000 rows) with 100 rows or more, else none and "
-        "cross-conformal widths from the training rows; 0: no calibration",
-    ),
-    _flag(
-        "--calibration-split",
-        on="train",
-        choices=("random", "last"),
-        default="random",
-        help="which rows --calibration holds out: random (default) or the last ones (rows in "
-        "time order: new rows come after the training rows, not among them)",
-    ),
-    _flag(
-        "--no-readouts",
-        on="train",
-        action="store_true",
-        help="keep the one regression head "
-        "trained for every number (default: after training, solve a readout per context, "
-        "e.g. per table column, where it reads the numbers better)",
     ),
     _flag(
         "--seed",
@@ -510,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
         for name, (short, long) in _COMMANDS.items()
     }
     groups: dict[str, dict[str, Any]] = {name: {} for name in commands}
-    for flag in _FLAGS:
+    for flag in (f for g in _FLAGS for f in (_training_flags() if g is _TRAINING_OPTIONS else [g])):
         for command in flag.on:
             _add_flag(commands[command], groups[command], flag, command)
     return parser

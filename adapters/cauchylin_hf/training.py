@@ -19,6 +19,7 @@ its own shard and the gradients are averaged over ranks, as for any HF causal LM
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from .holdout import HOLDOUT_FILE, DataSource
 from .readouts import CalibrationReport, ReadoutReport
 from .tokenizer import NumericTokenizer
 from .trainer import CauchyTrainer, CausalTrainer, fitted_threads
-from .training_args import make_training_arguments
+from .training_args import CauchyTrainingArguments, make_training_arguments
 from .training_callbacks import CheckpointFilesCallback, LossPartsCallback
 from .training_options import READOUT_ROWS
 
@@ -270,9 +271,10 @@ def train(
 ) -> TrainResult:
     """Train the causal language model on texts with the HF ``Trainer``.
 
-    Encodes the texts (:class:`~cauchylin_hf.data.NumericDataset`), trains with
-    :func:`make_trainer` (the Trainer's tqdm progress bar unless ``progress=False``), records both
-    loss parts per logging step, then reads the numbers out as well as the features allow and
+    A short wrapper: it builds :class:`~cauchylin_hf.training_args.CauchyTrainingArguments` from
+    the keywords and a :class:`~cauchylin_hf.trainer.CauchyTrainer`, which encodes the texts
+    (:class:`~cauchylin_hf.data.NumericDataset`), trains (the Trainer's tqdm progress bar unless
+    ``progress=False``), records both loss parts per logging step, then reads the numbers out as well as the features allow and
     calibrates their intervals (:mod:`cauchylin_hf.readouts`): a readout solved per context on
     the training texts (``readouts=True``) and split-conformal widths fitted on texts held out of
     training (``calibration``). It evaluates on ``eval_texts`` with :func:`evaluate_model` and
@@ -411,34 +413,20 @@ def train(
         >>> sorted(p.name for p in result.output_dir.glob("*.json"))[:2]
         ['config.json', 'generation_config.json']
     """
+    options = {k: v for k, v in locals().items() if k in _OPTIONS}  # by their fields' names
     _check(tokenizer, batch_size, logging_steps, threads, save_steps, save_total_limit)
     finite_number("learning_rate", learning_rate)
     if eval_steps is not None:
         training_args.setdefault("eval_strategy", "steps")
-        training_args.setdefault("eval_steps", eval_steps)
-    given = (
-        None if calibration is None or isinstance(calibration, (str, int, float)) else calibration
-    )
+    given = None if isinstance(calibration, (str, int, float, type(None))) else calibration
+    options["learning_rate"] = float(learning_rate)
+    options["calibration"] = calibration if given is None else None
     args = make_training_arguments(
         output_dir if checkpoint_dir is None else checkpoint_dir,
-        max_steps=max_steps,
-        num_train_epochs=num_train_epochs,
+        **options,
         per_device_train_batch_size=batch_size,
         per_device_eval_batch_size=training_args.pop("per_device_eval_batch_size", batch_size),
-        learning_rate=float(learning_rate),
-        logging_steps=logging_steps,
-        seed=seed,
         disable_tqdm=not progress,
-        save_steps=save_steps,
-        save_total_limit=save_total_limit,
-        resume_from_checkpoint=resume_from_checkpoint,
-        max_length=max_length,
-        readouts=readouts,
-        calibration=None if given is not None else calibration,
-        calibration_split=calibration_split,
-        threads=threads,
-        fresh_optimizer_state=fresh_optimizer_state,
-        checkpoint_files=checkpoint_files,
         **training_args,
     )
     trainer = CauchyTrainer(
@@ -460,6 +448,10 @@ def train(
                 trainer.save_model(str(output_dir))
             result.output_dir = Path(output_dir)
     return result
+
+
+_OPTIONS = frozenset(f.name for f in dataclasses.fields(CauchyTrainingArguments)) - {"output_dir"}
+"""The parameters of :func:`train` that are fields of its arguments under the same name."""
 
 
 def _check(

@@ -31,12 +31,15 @@ def _help(name: str) -> Any:
 
 
 @dataclass
-class CauchyTrainingArguments(CauchyOptions, TrainingArguments):
+class CauchyTrainingArguments(CauchyOptions, TrainingArguments):  # type: ignore[misc]
     """``TrainingArguments`` with this library's options and the defaults its model needs.
 
     The fields of :class:`~cauchylin_hf.training_options.CauchyOptions` come after the
-    ``Trainer``'s own (``output_dir`` stays the first positional argument). Defaults that differ
-    from ``TrainingArguments``' own: ``output_dir="cauchylin_output"``,
+    ``Trainer``'s own (``output_dir`` stays the first positional argument); those that are the
+    ``Trainer``'s own too (``max_steps``, ``num_train_epochs``, ``learning_rate``, the warm-up
+    and the schedule, ``logging_steps``, ``save_steps``, ``save_total_limit``) are declared
+    there with this library's defaults. Defaults that differ from ``TrainingArguments``' own:
+    ``output_dir="cauchylin_output"``, ``num_train_epochs=1.0``, ``seed=0``,
     ``remove_unused_columns=False`` (the ``numeric_values`` and ``target_values`` columns must
     reach ``forward``), ``label_names=["labels"]``, ``report_to="none"``,
     ``save_strategy="no"`` (``"steps"`` when ``save_steps`` is given), ``logging_steps=10``,
@@ -78,21 +81,14 @@ class CauchyTrainingArguments(CauchyOptions, TrainingArguments):
     )
     report_to: Any = field(default="none", metadata=_help("report_to"))
     save_strategy: Any = field(default=None, metadata=_help("save_strategy"))
-    save_steps: float | None = field(default=None, metadata=_help("save_steps"))  # type: ignore[assignment]
-    logging_steps: float = field(default=10, metadata=_help("logging_steps"))
     per_device_train_batch_size: int = field(
         default=16, metadata=_help("per_device_train_batch_size")
     )
     per_device_eval_batch_size: int = field(
         default=16, metadata=_help("per_device_eval_batch_size")
     )
-    learning_rate: float = field(default=1e-3, metadata=_help("learning_rate"))
     adam_beta2: float = field(default=0.95, metadata=_help("adam_beta2"))
     use_cpu: bool | None = field(default=None, metadata=_help("use_cpu"))  # type: ignore[assignment]
-    warmup_ratio: float | None = field(
-        default=None,
-        metadata={"help": "linear warm-up over this share of the steps (a number in [0, 1])"},
-    )
 
     def __post_init__(self) -> None:
         if self.remove_unused_columns:

@@ -228,26 +228,20 @@ def _model_to_train(args: argparse.Namespace, sample: Sequence[str]) -> tuple[An
 
 
 def _train_settings(args: argparse.Namespace, n_texts: int) -> dict[str, Any]:
-    """The keyword arguments of :func:`cauchylin_hf.training.train` from the options."""
-    settings: dict[str, Any] = {
-        "max_steps": args.max_steps,
-        "num_train_epochs": args.epochs,
-        "batch_size": args.batch_size,
-        "learning_rate": args.learning_rate,
-        "logging_steps": args.logging_steps,
-        "seed": args.seed,
-        "progress": _progress(args),
-        "readouts": not args.no_readouts,
-        "calibration": args.calibration,
-        "calibration_split": args.calibration_split,
-        "warmup_steps": _warmup_steps(args, n_texts),
-        "save_steps": args.save_steps,
-        "save_total_limit": args.save_total_limit,
-        "dataloader_num_workers": args.dataloader_workers,
-        "fresh_optimizer_state": args.fresh_optimizer_state,
-    }
-    if args.lr_scheduler is not None:
-        settings["lr_scheduler_type"] = args.lr_scheduler
+    """The keyword arguments of :func:`cauchylin_hf.training.train` from the options: those
+    declared by :mod:`cauchylin_hf.training_options` (the warm-up given as steps), and the
+    options ``train`` shares with other commands."""
+    from ..training_options import flag_values
+
+    settings = flag_values(args)
+    settings.pop("warmup_ratio", None)  # converted to steps here
+    settings.update(
+        batch_size=args.batch_size,
+        seed=args.seed,
+        progress=_progress(args),
+        warmup_steps=_warmup_steps(args, n_texts),
+        dataloader_num_workers=args.dataloader_workers,
+    )
     return settings
 
 
