@@ -14,7 +14,7 @@ model][the-pipeline-at-a-glance]):
 
 Building a model (from a base or a heads folder, the ``<NUM>`` row, the initialisation that makes
 ``loc_S`` equal the base logits) is :mod:`cauchylin_hf.attach`, its files
-:mod:`cauchylin_hf.checkpoint`, the loss and the one next-token shift :mod:`cauchylin_hf.loss`
+:mod:`cauchylin_hf.save_and_load`, the loss and the one next-token shift :mod:`cauchylin_hf.loss`
 (as transformers keeps its losses in ``loss_utils``)."""
 
 from __future__ import annotations
@@ -44,13 +44,13 @@ from ._backbone import (
     token_inputs,
 )
 from .batch import check_token_ids
-from .checkpoint import CheckpointMixin
 from .config import CauchyLMConfig
 from .generation import NumericGenerationMixin
 from .heads_io import HEAD_MODULES
 from .hf_compat import CACHE_NAME, resolve_cache
 from .loss import shifted_causal_loss
 from .outputs import CauchyLMOutput
+from .save_and_load import CheckpointMixin
 from .tokenizer import NumericTokenizer
 
 __all__ = [

@@ -47,7 +47,6 @@ from cauchylin._validation import finite_number, positive_int
 from cauchylin.conformal import calibration_holdout
 
 from .atomic_save import share_with_umask
-from .checkpoint import is_checkpoint_file
 from .data import NumericDataCollator, NumericDataset
 from .evaluation import evaluate_model
 from .hf_compat import progress_bars
@@ -58,6 +57,7 @@ from .readouts import (
     cross_calibrate,
     solve_readouts,
 )
+from .save_and_load import is_checkpoint_file
 from .streaming import CopiesOfOneText, LazyNumericDataset, as_numeric_dataset, sample_rows
 from .threads import fit_threads
 from .tokenizer import NumericTokenizer
