@@ -6,8 +6,9 @@ Auto classes, which imports both). This top-level module therefore imports only 
 library: :func:`main` parses the command line, and only then imports
 :mod:`cauchylin_hf.app.cli`, where the commands live, and runs the chosen one.
 
-``generate --mode`` takes its choices from :mod:`cauchylin.nn.mode_names`, a file of strings
-that is read without importing the ``cauchylin`` package.
+``generate --mode`` takes its choices from :mod:`cauchylin.nn.mode_names`, a file of strings,
+and ``predict --levels`` its default from :mod:`cauchylin.levels`, a file of numbers: both are
+read without importing the ``cauchylin`` package.
 """
 
 from __future__ import annotations
@@ -37,24 +38,32 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-class _Modes(Sequence[str]):
-    """The inference modes' names, read from :mod:`cauchylin.nn.mode_names` (through
-    :func:`_light`) on first use, so listing or checking a mode takes no time."""
+class _Read(Sequence[Any]):
+    """A tuple of a module that imports nothing (:data:`cauchylin.nn.mode_names.MODE_NAMES`,
+    :data:`cauchylin.levels.PRINTED_LEVELS`), read through :func:`_light` on first use, so that
+    listing or checking the options takes no time; ``str`` spells it as the command line takes
+    it (``0.5 0.9``)."""
 
-    def _names(self) -> tuple[str, ...]:
-        return tuple(_light("cauchylin.nn.mode_names").MODE_NAMES)
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(_light(self.module), self.name))
 
     def __getitem__(self, index: Any) -> Any:
-        return self._names()[index]
+        return self._values()[index]
 
     def __len__(self) -> int:
-        return len(self._names())
+        return len(self._values())
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names())
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values())
 
     def __contains__(self, value: object) -> bool:
-        return value in self._names()
+        return value in self._values()
+
+    def __str__(self) -> str:
+        return " ".join(str(v) for v in self._values())
 
 
 def _integer(accept: Callable[[int], bool], expected: str) -> Callable[[str], int]:
@@ -268,8 +277,8 @@ _FLAGS = (
         on="predict",
         type=_real(0.0, 1.0, closed_low=False),
         nargs="+",
-        default=[0.5, 0.9],
-        help="coverages of the central intervals (default 0.5 0.9)",
+        default=_Read("cauchylin.levels", "PRINTED_LEVELS"),
+        help="coverages of the central intervals (default %(default)s)",
     ),
     _flag(
         "--tokenizer",
@@ -291,7 +300,7 @@ _FLAGS = (
     _flag(
         "--mode",
         on="generate",
-        choices=_Modes(),
+        choices=_Read("cauchylin.nn.mode_names", "MODE_NAMES"),
         metavar="MODE",
         help="inference mode: %(choices)s (default: standard, the training mode)",
     ),

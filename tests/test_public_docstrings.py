@@ -60,7 +60,7 @@ MODULES = [
     "cauchylin_hf.loss",
     "cauchylin_hf.heads_io",
     "cauchylin_hf.attach",
-    "cauchylin_hf.checkpoint",
+    "cauchylin_hf.save_and_load",
     "cauchylin_hf.verify",
     "cauchylin_hf.tokenizer",
     "cauchylin_hf.numbers",

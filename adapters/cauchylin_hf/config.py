@@ -28,9 +28,10 @@ from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
 from cauchylin._validation import finite_number, flag, integer, one_of
+from cauchylin.levels import CALIBRATION_LEVELS
 from cauchylin.nn.embedding import W_NUM_INITS
 from cauchylin.nn.modes import CAUSAL, STANDARD
-from cauchylin.nn.readouts import CALIBRATION_LEVELS, MAX_CONTEXT_TOKENS
+from cauchylin.nn.readouts import MAX_CONTEXT_TOKENS
 from cauchylin.value_space import VALUE_SPACES
 
 __all__ = [
@@ -241,7 +242,7 @@ class CauchyLMConfig(PreTrainedConfig):
             columns: a linear regression on them inside the readout
             (:func:`cauchylin.nn.readouts.earlier_numbers`).
         calibration_levels: the central-interval coverages the table can calibrate (default
-            :data:`cauchylin.nn.readouts.CALIBRATION_LEVELS`).
+            :data:`cauchylin.levels.CALIBRATION_LEVELS`).
         tie_word_embeddings: False (the default; leave it): ``W_cls`` is a copy of the base head
             that trains on its own, and the model has no output embedding to tie
             (``get_output_embeddings()`` is None).

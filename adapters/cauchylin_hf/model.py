@@ -14,7 +14,7 @@ model][the-pipeline-at-a-glance]):
 
 Building a model (from a base or a heads folder, the ``<NUM>`` row, the initialisation that makes
 ``loc_S`` equal the base logits) is :mod:`cauchylin_hf.attach`, its files
-:mod:`cauchylin_hf.checkpoint`, the loss and the one next-token shift :mod:`cauchylin_hf.loss`
+:mod:`cauchylin_hf.save_and_load`, the loss and the one next-token shift :mod:`cauchylin_hf.loss`
 (as transformers keeps its losses in ``loss_utils``)."""
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from cauchylin.nn.readouts import ReadoutContext
 
 from . import attach
 from ._backbone import input_embedding_weight, learned_position_limit, split_causal_lm
-from .checkpoint import CheckpointMixin
 from .config import CauchyLMConfig
 from .features import EncoderInputs, check_inputs, features, individual
 from .generation import NumericGenerationMixin
@@ -46,6 +45,7 @@ from .hf_compat import CACHE_NAME, resolve_cache
 from .loss import shifted_causal_loss
 from .outputs import CauchyLMOutput, distribution_fields, loss_fields
 from .readout_context import ReadoutContextMixin, forward_context
+from .save_and_load import CheckpointMixin
 from .tokenizer import NumericTokenizer
 
 __all__ = [

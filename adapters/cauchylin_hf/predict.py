@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from cauchylin.conformal import interval_score
+from cauchylin.levels import REPORTED_LEVELS
 from cauchylin.metrics import interval_coverage, ks_uniform, quantiles, rank_correlation
 from cauchylin.nn.modes import STANDARD
 from cauchylin.value_space import (
@@ -55,7 +56,6 @@ from .numbers import field_of, find_numbers, number_fields
 from .tokenizer import NumericTokenizer
 
 __all__ = [
-    "DEFAULT_LEVELS",
     "MIN_SPREAD",
     "LearningCheck",
     "NumberMetrics",
@@ -70,9 +70,6 @@ __all__ = [
     "spearman_undefined",
     "target_numbers",
 ]
-
-DEFAULT_LEVELS: tuple[float, ...] = (0.5, 0.8, 0.9)
-"""Coverages of the central intervals reported by default."""
 
 MIN_SPREAD = 0.1
 """Predictions whose interquartile range is below this share of the true targets' are flat
@@ -305,7 +302,7 @@ def predict_values(
     tokenizer: NumericTokenizer,
     prompts: str | Sequence[str],
     *,
-    levels: Sequence[float] = DEFAULT_LEVELS,
+    levels: Sequence[float] = REPORTED_LEVELS,
     mode: str = STANDARD,
     temperature: float | None = None,
     batch_size: int = 32,
@@ -416,7 +413,7 @@ def number_predictions(
     texts: Iterable[str],
     *,
     target_field: str | None = None,
-    levels: Sequence[float] = DEFAULT_LEVELS,
+    levels: Sequence[float] = REPORTED_LEVELS,
     mode: str = STANDARD,
     temperature: float | None = None,
     batch_size: int = 32,
@@ -481,7 +478,7 @@ def iter_number_predictions(
     texts: Iterable[str],
     *,
     target_field: str | None = None,
-    levels: Sequence[float] = DEFAULT_LEVELS,
+    levels: Sequence[float] = REPORTED_LEVELS,
     mode: str = STANDARD,
     temperature: float | None = None,
     batch_size: int = 32,

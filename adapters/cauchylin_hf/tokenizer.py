@@ -276,6 +276,148 @@ def _decode_inputs(
     return ids, values
 
 
+def _check_return_tensors(return_tensors: Any) -> None:
+    """``return_tensors`` of ``__call__`` and ``pad``: None, ``"pt"`` or ``"np"``."""
+    if return_tensors not in (None, "pt", "np"):
+        raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {return_tensors!r}")
+
+
+def _examples(features: Any) -> Sequence[Any]:
+    """:meth:`NumericTokenizer.pad`'s examples as a list: a dict of columns gives its rows."""
+    if isinstance(features, Mapping):
+        keys = list(features)
+        n = len(features[keys[0]]) if keys else 0
+        features = [{key: features[key][i] for key in keys} for i in range(n)]
+    if not isinstance(features, Sequence) or len(features) == 0:
+        raise ValueError("features must be a non-empty list of examples")
+    return features
+
+
+def _padding_length(padding: Any, max_length: int | None) -> int | None:
+    """The length ``padding`` pads at least to: ``max_length`` for ``"max_length"``, None (the
+    longest row) for ``True``/``"longest"``."""
+    if padding is True or padding == "longest":
+        return None
+    if padding == "max_length":
+        if max_length is None:
+            raise ValueError("padding='max_length' needs max_length")
+        return max_length
+    raise ValueError(f"padding must be True, 'longest' or 'max_length', got {padding!r}")
+
+
+def _fields(rows: list[dict[str, list]]) -> list[str]:
+    """The field names of the first example, which every example must have."""
+    keys = list(rows[0])
+    for b, row in enumerate(rows):
+        if list(row) != keys and set(row) != set(keys):
+            raise ValueError(f"features[{b}] has fields {sorted(row)}, features[0] {keys}")
+    return keys
+
+
+def _padded(
+    rows: list[dict[str, list]],
+    keys: list[str],
+    fill: Mapping[str, Any],
+    length: int,
+    side: str,
+    return_tensors: str | None,
+) -> dict[str, Any]:
+    """The examples' fields padded to ``length`` on ``side``, as ``return_tensors`` asks
+    (``number_texts`` passed through as a list per example)."""
+    fields = [key for key in keys if key != "number_texts"]
+    # Float fields stay float64 until the output type is known, so lists keep exact values.
+    dtypes = {key: field_dtype(key, fill[key]) for key in fields}
+    wide = {k: torch.float64 if d.is_floating_point else torch.long for k, d in dtypes.items()}
+    padded = pad_rows(
+        [{key: torch.tensor(row[key], dtype=wide[key]) for key in fields} for row in rows],
+        length,
+        side=side,
+        pad_values={key: fill[key] for key in fields},
+        dtypes=wide,
+    )
+    out: dict[str, Any] = {}
+    for key in keys:
+        if key == "number_texts":
+            out[key] = [row[key] for row in rows]
+        elif return_tensors is None:
+            out[key] = padded[key].tolist()
+        elif return_tensors == "pt":
+            out[key] = padded[key].to(dtypes[key])
+        else:
+            out[key] = padded[key].to(dtypes[key]).numpy()
+    return out
+
+
+def _check_number_texts(number_texts: Any, count: int) -> None:
+    """``decode``'s ``number_texts``: None, or a list of one entry per ``<NUM>`` position."""
+    if number_texts is None:
+        return
+    if isinstance(number_texts, str) or not isinstance(number_texts, Sequence):
+        raise ValueError(
+            f"number_texts must be a list of str or None, got {type(number_texts).__name__}"
+        )
+    if len(number_texts) != count:
+        raise ValueError(
+            f"number_texts has {len(number_texts)} entries but input_ids has "
+            f"{count} <NUM> positions"
+        )
+
+
+def _number_piece(
+    n: int,
+    pos: int,
+    number_texts: Sequence[str | None] | None,
+    values: list[float] | None,
+    placeholder: str,
+) -> tuple[str, bool]:
+    """The text of the ``n``-th ``<NUM>`` (at ``pos``) and whether it is a number: its spelling,
+    else its value formatted, else ``placeholder``."""
+    spelling = number_texts[n] if number_texts is not None else None
+    if spelling is not None:
+        if not isinstance(spelling, str):
+            raise ValueError(
+                f"number_texts[{n}] must be a str or None, got {type(spelling).__name__}"
+            )
+        return spelling, True
+    if values is not None:
+        v = values[pos]
+        if not math.isfinite(v):
+            raise ValueError(
+                f"numeric_values holds {v} at the <NUM> position {pos}; a number must be "
+                f"finite to be written into text"
+            )
+        return format_number(v), True
+    if number_texts is not None:
+        raise ValueError(f"number_texts[{n}] is None and no numeric_values were given to format it")
+    return placeholder, False
+
+
+def _decode_plan(
+    ids: list[int],
+    values: list[float] | None,
+    number_texts: Sequence[str | None] | None,
+    num_token_id: int,
+    placeholder: str,
+) -> tuple[list[tuple[str | None, bool]], list[list[int]]]:
+    """``(pieces, segments)`` of a sequence to decode: the runs of ids between ``<NUM>``
+    positions (to decode with the wrapped tokenizer) and, in order, the pieces of the text
+    ``(text, is a number)``, where a None text stands for the next decoded segment."""
+    positions = [i for i, t in enumerate(ids) if t == num_token_id]
+    _check_number_texts(number_texts, len(positions))
+    pieces: list[tuple[str | None, bool]] = []
+    segments: list[list[int]] = []
+    start = 0
+    for n, pos in enumerate([*positions, len(ids)]):
+        if pos > start:
+            segments.append(ids[start:pos])
+            pieces.append((None, False))
+        if pos == len(ids):
+            break
+        pieces.append(_number_piece(n, pos, number_texts, values, placeholder))
+        start = pos + 1
+    return pieces, segments
+
+
 def _rows(x: Any, name: str) -> list[Any]:
     """Split a 2-D tensor / array / sequence of sequences into its rows."""
     if isinstance(x, torch.Tensor) or (hasattr(x, "ndim") and hasattr(x, "shape")):
@@ -514,8 +656,7 @@ class NumericTokenizer:
             (2, 34)
         """
         texts, single = _batch_of_texts(text)
-        if return_tensors not in (None, "pt", "np"):
-            raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {return_tensors!r}")
+        _check_return_tensors(return_tensors)
         check_size("max_length", max_length)
         check_size("pad_to_multiple_of", pad_to_multiple_of)
         self._check_num_id()
@@ -720,68 +861,25 @@ class NumericTokenizer:
             >>> batch["numeric_values"][0, :2].tolist(), batch["numeric_values"][1, 11].item()
             ([3.0, 0.0], 4.0)
         """
-        if isinstance(features, Mapping):
-            keys = list(features)
-            n = len(features[keys[0]]) if keys else 0
-            features = [{key: features[key][i] for key in keys} for i in range(n)]
-        if not isinstance(features, Sequence) or len(features) == 0:
-            raise ValueError("features must be a non-empty list of examples")
+        examples = _examples(features)
         check_size("max_length", max_length)
         check_size("pad_to_multiple_of", pad_to_multiple_of)
         side = padding_side or self.padding_side
         if side not in ("left", "right"):
             raise ValueError(f"padding_side must be 'left' or 'right', got {side!r}")
-        if return_tensors not in (None, "pt", "np"):
-            raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {return_tensors!r}")
-        if padding is True or padding == "longest":
-            strategy = "longest"
-        elif padding == "max_length":
-            if max_length is None:
-                raise ValueError("padding='max_length' needs max_length")
-            strategy = "max_length"
-        else:
-            raise ValueError(f"padding must be True, 'longest' or 'max_length', got {padding!r}")
+        _check_return_tensors(return_tensors)
+        at_least = _padding_length(padding, max_length)
         fill = {**batch_pad_values(self.pad_token_id), **(pad_values or {})}
-
-        rows = [_feature_row(feature, b, fill) for b, feature in enumerate(features)]
-        keys = list(rows[0])
-        for b, row in enumerate(rows):
-            if list(row) != keys and set(row) != set(keys):
-                raise ValueError(f"features[{b}] has fields {sorted(row)}, features[0] {keys}")
-
+        rows = [_feature_row(feature, b, fill) for b, feature in enumerate(examples)]
+        keys = _fields(rows)
         lengths = [len(r["input_ids"]) for r in rows]
-        target = padded_length(
-            lengths,
-            max_length=max_length if strategy == "max_length" else None,
-            pad_to_multiple_of=pad_to_multiple_of,
-        )
+        target = padded_length(lengths, max_length=at_least, pad_to_multiple_of=pad_to_multiple_of)
         if target > min(lengths) and fill["input_ids"] is None:
             raise ValueError(
                 "padding needs a pad token but the wrapped tokenizer has none; set e.g. "
                 "tokenizer.pad_token = tokenizer.eos_token"
             )
-        fields = [key for key in keys if key != "number_texts"]
-        # Float fields stay float64 until the output type is known, so lists keep exact values.
-        dtypes = {key: field_dtype(key, fill[key]) for key in fields}
-        wide = {k: torch.float64 if d.is_floating_point else torch.long for k, d in dtypes.items()}
-        padded = pad_rows(
-            [{key: torch.tensor(row[key], dtype=wide[key]) for key in fields} for row in rows],
-            target,
-            side=side,
-            pad_values={key: fill[key] for key in fields},
-            dtypes=wide,
-        )
-        out: dict[str, Any] = {}
-        for key in keys:
-            if key == "number_texts":
-                out[key] = [row[key] for row in rows]
-            elif return_tensors is None:
-                out[key] = padded[key].tolist()
-            elif return_tensors == "pt":
-                out[key] = padded[key].to(dtypes[key])
-            else:
-                out[key] = padded[key].to(dtypes[key]).numpy()
-        return BatchEncoding(out)
+        return BatchEncoding(_padded(rows, keys, fill, target, side, return_tensors))
 
     # ------------------------------------------------------------------ decoding
 
@@ -836,50 +934,8 @@ class NumericTokenizer:
             '<NUM> eggs'
         """
         ids, values = _decode_inputs(input_ids, numeric_values, attention_mask)
-        k = self.num_token_id
-        positions = [i for i, t in enumerate(ids) if t == k]
-        if number_texts is not None:
-            if isinstance(number_texts, str) or not isinstance(number_texts, Sequence):
-                raise ValueError(
-                    f"number_texts must be a list of str or None, got {type(number_texts).__name__}"
-                )
-            if len(number_texts) != len(positions):
-                raise ValueError(
-                    f"number_texts has {len(number_texts)} entries but input_ids has "
-                    f"{len(positions)} <NUM> positions"
-                )
-        # (text, is a number); a None text is a placeholder for the next decoded segment
-        pieces: list[tuple[str | None, bool]] = []
-        segments: list[list[int]] = []
-        start = 0
-        for n, pos in enumerate([*positions, len(ids)]):
-            if pos > start:
-                segments.append(ids[start:pos])
-                pieces.append((None, False))
-            if pos == len(ids):
-                break
-            spelling = number_texts[n] if number_texts is not None else None
-            if spelling is not None:
-                if not isinstance(spelling, str):
-                    raise ValueError(
-                        f"number_texts[{n}] must be a str or None, got {type(spelling).__name__}"
-                    )
-                pieces.append((spelling, True))
-            elif values is not None:
-                v = values[pos]
-                if not math.isfinite(v):
-                    raise ValueError(
-                        f"numeric_values holds {v} at the <NUM> position {pos}; a number must be "
-                        f"finite to be written into text"
-                    )
-                pieces.append((format_number(v), True))
-            elif number_texts is not None:
-                raise ValueError(
-                    f"number_texts[{n}] is None and no numeric_values were given to format it"
-                )
-            else:
-                pieces.append(("" if skip_special_tokens else self.num_token, False))
-            start = pos + 1
+        placeholder = "" if skip_special_tokens else self.num_token
+        pieces, segments = _decode_plan(ids, values, number_texts, self.num_token_id, placeholder)
         kwargs.setdefault("clean_up_tokenization_spaces", False)
         decoded = (
             self.tokenizer.batch_decode(segments, skip_special_tokens=skip_special_tokens, **kwargs)

@@ -22,7 +22,7 @@ from transformers import TrainerCallback, TrainingArguments
 from transformers.trainer_callback import TrainerControl, TrainerState
 
 from .atomic_save import share_with_umask
-from .checkpoint import is_checkpoint_file
+from .save_and_load import is_checkpoint_file
 from .tokenizer import NumericTokenizer
 from .trainer_checkpoints import (
     CHECKPOINT_PREFIX,

@@ -22,6 +22,7 @@ from cauchylin import losses
 from cauchylin._fused_heads import head_scores
 from cauchylin._special import working_dtype
 from cauchylin._validation import finite_number, integer, positive_int
+from cauchylin.levels import CALIBRATION_LEVELS
 from cauchylin.nn.modes import (
     STANDARD,
     Decoding,
@@ -30,7 +31,6 @@ from cauchylin.nn.modes import (
     get_mode,
 )
 from cauchylin.nn.readouts import (
-    CALIBRATION_LEVELS,
     MAX_CONTEXT_TOKENS,
     ContextReadouts,
     context_codes,

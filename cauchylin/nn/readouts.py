@@ -34,12 +34,12 @@ import torch
 from torch import nn
 
 from cauchylin._validation import positive_int, require_tensor
+from cauchylin.levels import CALIBRATION_LEVELS
 from cauchylin.readout import CauchyReadout
 from cauchylin.value_space import to_value_space
 from cauchylin.vector import CauchyVector
 
 __all__ = [
-    "CALIBRATION_LEVELS",
     "INTEGER_BUFFERS",
     "MAX_CONTEXT_TOKENS",
     "MAX_VOCABULARY",
@@ -58,9 +58,6 @@ MAX_CONTEXT_TOKENS = 3
 
 OTHER = -1
 """The code of the row that calibrates the numbers of every context without a row of its own."""
-
-CALIBRATION_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
-"""The coverages a table calibrates by default."""
 
 NO_CONTEXT = -2
 """The code of a position whose context is not known (the shared head reads its number): no row

@@ -68,6 +68,7 @@ def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         (["evaluate", "model"], 2, "the following arguments are required: --data"),
         (["bogus"], 2, "invalid choice: 'bogus'"),
         (["generate", "--help"], 0, "shared_individual"),
+        (["predict", "--help"], 0, "coverages of the central intervals (default 0.5 0.9)"),
         (["generate", "m", "--prompt", "x", "--mode", "greedy"], 2, "invalid choice: 'greedy'"),
     ],
 )
@@ -89,6 +90,7 @@ def test_parsing_imports_neither_torch_nor_transformers():
     probe = (
         f"import sys\nfrom {module} import {function}\n"
         "for argv in (['--help'], ['train', '--help'], ['predict', 'm', '--levels', '2'],\n"
+        "             ['predict', '--help'],\n"
         "             ['generate', '--help'], ['generate', 'm', '--prompt', 'x', '--mode', 'x']):\n"
         f"    try:\n        {function}(argv)\n    except SystemExit:\n        pass\n"
         "heavy = ('torch', 'transformers', 'cauchylin', 'cauchylin_hf', 'safetensors')\n"

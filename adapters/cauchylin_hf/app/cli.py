@@ -105,7 +105,7 @@ def _set_threads(args: argparse.Namespace) -> None:
 def _is_model_entry(name: str) -> bool:
     """``stale`` of :func:`~cauchylin_hf.atomic_save.replace_folder`: the files of the old model
     (weights, configs, tokenizer, ``data_format.json``) go; every other entry is kept."""
-    from ..checkpoint import is_checkpoint_file
+    from ..save_and_load import is_checkpoint_file
 
     return name == DATA_FORMAT_FILE or is_checkpoint_file(name)
 

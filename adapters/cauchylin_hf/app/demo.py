@@ -44,6 +44,7 @@ from typing import Any, TextIO
 
 import torch
 
+from cauchylin.levels import PRINTED_LEVELS, REPORTED_LEVELS
 from cauchylin.nn import modes
 from cauchylin.value_space import from_value_space
 
@@ -367,16 +368,14 @@ COMPARISON_ROWS = (
     ("MAE", "mae"),
     ("median abs. error", "mdae"),
     ("Spearman with the truth", "spearman"),
-    ("50% interval coverage", "coverage_50"),
-    ("80% interval coverage", "coverage_80"),
-    ("90% interval coverage", "coverage_90"),
+    *(
+        (f"{round(100 * c)}% interval coverage", f"coverage_{round(100 * c)}")
+        for c in REPORTED_LEVELS
+    ),
     ("text-token accuracy", "text_accuracy"),
     ("training seconds", "train_seconds"),
 )
 """(label, key) rows of the comparison table."""
-
-LEVELS = (0.5, 0.8, 0.9)
-"""Coverages of the causal model's central intervals."""
 
 
 def compare_with_text_model(
@@ -424,7 +423,7 @@ def compare_with_text_model(
         f"budget ({settings.max_steps} steps of {settings.batch_size}, digits as tokens) ..."
     )
     text_model, text_tok, text_seconds = compare.train_text_baseline(train_texts, settings.recipe())
-    mine = compare.causal_predictions(model, ntok, heldout_texts, LEVELS)
+    mine = compare.causal_predictions(model, ntok, heldout_texts, REPORTED_LEVELS)
     true = mine["true"]
     median = compare.training_median(train_texts)
     text_pred, _ = compare.baseline_predictions(
@@ -438,7 +437,7 @@ def compare_with_text_model(
             train_seconds=math.nan,
             lower=mine["lower"],
             upper=mine["upper"],
-            levels=LEVELS,
+            levels=REPORTED_LEVELS,
         ),
         "CE text LM": compare.score(
             text_pred,
@@ -454,11 +453,14 @@ def compare_with_text_model(
     for name, sc in rows.items():
         flat = {k: getattr(sc, k) for k in ("mae", "mdae", "spearman", "text_accuracy")}
         flat["train_seconds"] = sc.train_seconds
-        for c in LEVELS:
+        for c in REPORTED_LEVELS:
             flat[f"coverage_{round(100 * c)}"] = sc.coverage.get(c, math.nan)
         out[name] = flat
-    say("examples (truth | causal LM median [80% interval] | plain LM):")
-    lo, hi = mine["lower"][:, 1], mine["upper"][:, 1]
+    j = len(REPORTED_LEVELS) // 2  # the middle level
+    say(
+        f"examples (truth | causal LM median [{round(100 * REPORTED_LEVELS[j])}% interval] | plain LM):"
+    )
+    lo, hi = mine["lower"][:, j], mine["upper"][:, j]
     for i in range(min(5, len(heldout_texts))):
         prompt, _ = compare.split_at_target(heldout_texts[i])
         say(
@@ -652,33 +654,32 @@ def _train_model(
 def _predicted(
     model: Any, ntok: Any, prompts: list[str], precision: NumberPrecision
 ) -> list[dict[str, Any]]:
-    """Each prompt's next number as predicted: the median and its 50% and 90% intervals."""
+    """Each prompt's next number as predicted: the median and its intervals, as
+    ``cauchylin-lm predict`` prints them by default (:data:`cauchylin.levels.PRINTED_LEVELS`)."""
     from ..predict import predict_values
 
-    pred = predict_values(model, ntok, [p + " " for p in prompts], levels=(0.5, 0.9))
-    (lo50, hi50), (lo90, hi90) = pred.interval(0.5), pred.interval(0.9)
+    pred = predict_values(model, ntok, [p + " " for p in prompts], levels=PRINTED_LEVELS)
     rows = []
     for i, prompt in enumerate(prompts):
-        written = [
-            write_value(precision, float(v[i]), prompt + " ", None)
-            for v in (pred.median, lo50, hi50, lo90, hi90)
-        ]
-        rows.append(
-            {
-                "prompt": prompt,
-                "median": float(pred.median[i]),
-                "line": f"{prompt} {written[0]}  |  50% [{written[1]}, {written[2]}]  "
-                f"90% [{written[3]}, {written[4]}]",
-            }
+        values = [pred.median[i]]
+        for j in range(len(pred.levels)):
+            values += [pred.lower[i, j], pred.upper[i, j]]
+        w = [write_value(precision, float(v), prompt + " ", None) for v in values]
+        intervals = "  ".join(
+            f"{round(100 * c)}% [{w[1 + 2 * j]}, {w[2 + 2 * j]}]" for j, c in enumerate(pred.levels)
         )
+        line = f"{prompt} {w[0]}  |  {intervals}"
+        rows.append({"prompt": prompt, "median": float(pred.median[i]), "line": line})
     return rows
 
 
 def _predictions(
     model: Any, ntok: Any, precision: NumberPrecision, say: Callable[[str], None]
 ) -> list[dict[str, Any]]:
-    """What to trust: each prompt's next number, its median with the 50% and 90% intervals."""
-    say("== what to trust: each prompt's next number, the median with its 50% and 90% intervals")
+    """What to trust: each prompt's next number, its median and intervals (by default those of
+    :data:`cauchylin.levels.PRINTED_LEVELS`: 50% and 90%)."""
+    shown = " and ".join(f"{round(100 * c)}%" for c in PRINTED_LEVELS)
+    say(f"== what to trust: each prompt's next number, the median with its {shown} intervals")
     model.eval()
     rows = _predicted(model, ntok, list(PROMPTS), precision)
     for row in rows:

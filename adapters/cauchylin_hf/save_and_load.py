@@ -1,4 +1,4 @@
-"""Checkpoints of the causal model: full folders (atomic, checked) and heads-only folders.
+"""Saving and loading the causal model: full folders (atomic, checked) and heads-only folders.
 
 :class:`CheckpointMixin` gives :class:`~cauchylin_hf.model.CauchyLMForCausalLM` its file methods,
 as PEFT keeps saving and loading apart from its models: ``save_pretrained`` writes atomically
