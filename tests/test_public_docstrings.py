@@ -73,6 +73,7 @@ MODULES = [
     "cauchylin_hf.precision",
     "cauchylin_hf.atomic_save",
     "cauchylin_hf.hf_compat",
+    "cauchylin_hf.auto_classes",
     "cauchylin_hf.sharding",
     "cauchylin_hf.app.checks",
     "cauchylin_hf.app.inputs",

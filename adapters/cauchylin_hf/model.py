@@ -25,7 +25,7 @@ from typing import Any, cast
 
 import torch
 from torch import nn
-from transformers import PreTrainedConfig, PreTrainedModel
+from transformers import AutoModel, AutoModelForCausalLM, PreTrainedConfig, PreTrainedModel
 from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
 from cauchylin import CauchyVector
@@ -1199,3 +1199,9 @@ def _slice_positions(hidden: torch.Tensor, logits_to_keep: int | torch.Tensor) -
     if k < 0:
         raise ValueError(f"logits_to_keep must be >= 0, got {k}")
     return hidden if k == 0 else hidden[:, -k:]
+
+
+# ``AutoModelForCausalLM``/``AutoModel.from_pretrained`` load a saved causal model as this class
+# (:mod:`cauchylin_hf.auto_classes` has this module imported with those Auto classes).
+AutoModelForCausalLM.register(CauchyLMConfig, CauchyLMForCausalLM, exist_ok=True)
+AutoModel.register(CauchyLMConfig, CauchyLMForCausalLM, exist_ok=True)
