@@ -1,27 +1,24 @@
 """The ``cauchylin-lm`` console script: its arguments, parsed before anything heavy is imported.
 
 ``cauchylin-lm --help`` and a mistyped option must answer at once, but torch and transformers take
-seconds to import (and importing :mod:`cauchylin_hf` registers the model with transformers'
-Auto classes, which imports both). This top-level module therefore imports only the standard
-library: :func:`main` parses the command line, and only then imports
-:mod:`cauchylin_hf.app.cli`, where the commands live, and runs the chosen one.
+seconds to import. This top-level module therefore imports only the standard library: :func:`main`
+parses the command line, runs the checks that need no model (:mod:`cauchylin_hf.app.checks`:
+the standard library and NumPy, neither torch nor transformers, since ``import cauchylin_hf``
+imports its names on first use), and only then imports :mod:`cauchylin_hf.app.cli`, where the
+commands live, and runs the chosen one.
 
 ``generate --mode`` takes its choices from :mod:`cauchylin.nn.mode_names`, a file of strings
-that is read without importing the ``cauchylin`` package.
+that imports nothing else.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import math
 import os
 import signal
 import sys
-import types
 from collections.abc import Callable, Iterator, Sequence
-from types import ModuleType
 from typing import Any, NamedTuple, NoReturn
 
 __all__ = ["PROG", "SCHEDULERS", "build_parser", "main"]
@@ -49,11 +46,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Modes(Sequence[str]):
-    """The inference modes' names, read from :mod:`cauchylin.nn.mode_names` (through
-    :func:`_light`) on first use, so listing or checking a mode takes no time."""
+    """The inference modes' names, read from :mod:`cauchylin.nn.mode_names` on first use, so
+    that only listing or checking a mode imports it."""
 
     def _names(self) -> tuple[str, ...]:
-        return tuple(_light("cauchylin.nn.mode_names").MODE_NAMES)
+        from cauchylin.nn.mode_names import MODE_NAMES
+
+        return tuple(MODE_NAMES)
 
     def __getitem__(self, index: Any) -> Any:
         return self._names()[index]
@@ -525,33 +524,6 @@ def _terminate(signum: int, frame: Any) -> None:
     raise _Terminated()
 
 
-def _light(name: str) -> ModuleType:
-    """Import a submodule that uses the standard library only (and only such submodules of its
-    package), without running the ``__init__`` of its packages: those of ``cauchylin`` and
-    ``cauchylin_hf`` import torch and transformers, which take seconds.
-
-    The module is imported under the private prefix ``_cauchylin_lm_light.`` (its packages are
-    empty stand-ins there), so it never takes the place of the real one in ``sys.modules``.
-    """
-    parts = name.split(".")
-    spec = importlib.util.find_spec(parts[0])  # finds the package without importing it
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(f"{parts[0]} is not installed")
-    paths: list[str] = []
-    for i in range(len(parts)):
-        package = ".".join(["_cauchylin_lm_light", *parts[:i]])
-        if package not in sys.modules:
-            stand_in = types.ModuleType(package)
-            stand_in.__path__ = paths
-            sys.modules[package] = stand_in
-        paths = (
-            list(spec.submodule_search_locations)
-            if i == 0
-            else [os.path.join(p, parts[i]) for p in paths]
-        )
-    return importlib.import_module(".".join(["_cauchylin_lm_light", *parts]))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``cauchylin-lm``: parse the arguments, check what needs no model, then import and run
     the command (:func:`cauchylin_hf.app.cli.run`).
@@ -581,7 +553,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError:  # not the main thread
         previous = None
     try:
-        _light("cauchylin_hf.app.checks").preflight(args)
+        from cauchylin_hf.app.checks import preflight  # imports neither torch nor transformers
+
+        preflight(args)
         from cauchylin_hf.app import cli  # the heavy part, once the arguments passed
 
         return int(cli.run(args))

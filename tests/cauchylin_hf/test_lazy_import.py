@@ -7,18 +7,26 @@ Each check runs in a fresh interpreter (``sys.modules`` of this one holds both l
   ``AutoModelForCausalLM`` and ``AutoModel`` load a saved causal model as its classes, whether
   transformers' Auto classes were imported after the package or before it;
 * a submodule named like a public function (``cauchylin_hf.verify``) does not replace the
-  function on the package when it is imported.
+  function on the package when it is imported;
+* the console script's path before torch (``--help``, a mistyped option, the checks that need no
+  model) imports neither torch nor transformers, and every module of the project it loads is
+  loaded once, under its own name (the same file under two names would run twice).
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from cauchylin_hf import CauchyLMForCausalLM
 from cauchylin_hf.testing import tiny_base_model
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = {"cauchylin": ROOT / "cauchylin", "cauchylin_hf": ROOT / "adapters" / "cauchylin_hf"}
 
 
 def _python(*parts: str, args: tuple[str, ...] = ()) -> str:
@@ -97,3 +105,64 @@ def test_a_submodule_does_not_replace_the_function_of_its_name():
         print("ok")
     """
     assert _python(code) == "ok\n"
+
+
+_BEFORE_TORCH = """
+    import contextlib, io, json, os, sys
+
+    from cauchylin_lm import main
+
+    runs = []
+    for argv in json.loads(sys.argv[1]):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                status = main(argv)
+            except SystemExit as exc:
+                status = exc.code
+        runs.append([status, err.getvalue()])
+    heavy = sorted({"torch", "transformers"} & set(sys.modules))
+    import cauchylin_hf.app.checks  # what the command imports next, once the checks passed
+
+    names = {}
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if path:
+            names.setdefault(os.path.realpath(path), []).append(name)
+    print(json.dumps({"runs": runs, "heavy": heavy, "names": names}))
+"""
+
+
+def _module_name(path: Path) -> str | None:
+    """The dotted name of a file of the packages (None outside them)."""
+    for package, folder in PACKAGES.items():
+        if path.is_relative_to(folder.resolve()):
+            parts = list(path.relative_to(folder.resolve()).with_suffix("").parts)
+            return ".".join(
+                [package, *parts[:-1]] if parts[-1] == "__init__" else [package, *parts]
+            )
+    return None
+
+
+def test_the_checks_before_torch_load_each_module_once_under_its_name(tmp_path):
+    argvs = [
+        ["--help"],
+        ["generate", "--help"],  # lists the inference modes
+        ["generate", "model", "--prompt", "x", "--mode", "nonsense"],
+        ["train", "--from-config", "qwen2-tiny", "--data", "t.csv", "--max-steps", "0"],
+        ["train", "--from-config", "qwen2-tiny", "--data", str(tmp_path / "missing.csv")],
+        ["predict", str(tmp_path / "no_model"), "--prompt", "x"],
+    ]
+    found = json.loads(_python(_BEFORE_TORCH, args=(json.dumps(argvs),)))
+    statuses = [status for status, _ in found["runs"]]
+    assert statuses == [0, 0, 2, 2, 2, 2], found["runs"]
+    assert "dataset file not found" in found["runs"][4][1]  # the checks ran
+    assert "model folder not found" in found["runs"][5][1]
+    assert found["heavy"] == [], f"the checks before torch imported {found['heavy']}"
+    loaded = 0
+    for path, names in found["names"].items():
+        expected = _module_name(Path(path))
+        if expected is not None:
+            loaded += 1
+            assert names == [expected], f"{path} is loaded as {names}"
+    assert loaded >= 8  # the checks and the modules they import were seen
