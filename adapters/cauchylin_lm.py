@@ -1,36 +1,26 @@
-"""The ``cauchylin-lm`` console script: its arguments, parsed before anything heavy is imported.
+"""The ``cauchylin-lm`` console script: the command line, checked before anything heavy is imported.
 
 ``cauchylin-lm --help`` and a mistyped option must answer at once, but torch and transformers take
-seconds to import. This top-level module therefore imports only the standard library: :func:`main`
-parses the command line, runs the checks that need no model (:mod:`cauchylin_hf.app.checks`:
-the standard library and NumPy, neither torch nor transformers, since ``import cauchylin_hf``
-imports its names on first use), and only then imports :mod:`cauchylin_hf.app.cli`, where the
-commands live, and runs the chosen one.
-
-``generate --mode`` takes its choices from :mod:`cauchylin.nn.mode_names`, a file of strings
-that imports nothing else.
+seconds to import. :func:`main` therefore parses the command line (:mod:`cauchylin_hf.app.parser`)
+and runs the checks that need no model (:mod:`cauchylin_hf.app.checks`) with the standard library
+and NumPy only (``import cauchylin_hf`` imports its names on first use), and only then imports
+:mod:`cauchylin_hf.app.cli`, where the commands live, and runs the chosen one.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import sys
+import argparse
 from collections.abc import Sequence
-from typing import Any
 
-from cauchylin_hf.app.parser import PROG, SCHEDULERS, build_parser
+from cauchylin_hf.app.console import execute
 
-__all__ = ["PROG", "SCHEDULERS", "build_parser", "main"]
-
-
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C so that the same cleanup runs (a KeyboardInterrupt subclass:
-    code that cleans up after Ctrl-C cleans up after it too)."""
+__all__ = ["main"]
 
 
-def _terminate(signum: int, frame: Any) -> None:
-    raise _Terminated()
+def _command(args: argparse.Namespace) -> int:
+    from cauchylin_hf.app import cli  # the heavy part, once the arguments passed
+
+    return int(cli.run(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -56,36 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         >>> status, err.getvalue().strip()
         (2, "cauchylin-lm verify: error: base folder not found: '/no/such/folder'")
     """
-    args = build_parser().parse_args(argv)
-    try:
-        previous = signal.signal(signal.SIGTERM, _terminate)
-    except ValueError:  # not the main thread
-        previous = None
-    try:
-        from cauchylin_hf.app.checks import preflight  # imports neither torch nor transformers
-
-        preflight(args)
-        from cauchylin_hf.app import cli  # the heavy part, once the arguments passed
-
-        return int(cli.run(args))
-    except BrokenPipeError:  # the output went to a pipe that closed (| head)
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError, AttributeError):
-            pass
-        return 141
-    except (ValueError, OSError) as exc:  # checks.CliError is a ValueError
-        message = str(exc).strip().replace("\n", " ") or type(exc).__name__
-        print(f"{PROG} {args.command}: error: {message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as exc:
-        terminated = isinstance(exc, _Terminated)
-        what = "terminated (SIGTERM)" if terminated else "interrupted"
-        print(f"{PROG} {args.command}: {what}; {str(exc) or 'nothing was saved'}", file=sys.stderr)
-        return 143 if terminated else 130
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    return execute(argv, _command)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -84,6 +84,8 @@ MODULES = [
     "cauchylin_hf.app.compare",
     "cauchylin_hf.app.tables",
     "cauchylin_hf.app.scratch",
+    "cauchylin_hf.app.parser",
+    "cauchylin_hf.app.console",
     "cauchylin_lm",
 ]
 
