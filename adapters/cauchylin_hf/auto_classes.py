@@ -16,12 +16,15 @@ Standard library only.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.machinery
 import sys
 import threading
-from collections.abc import Sequence
-from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # plain classes below: the import system only calls their methods
+    from collections.abc import Sequence
+    from importlib.abc import Loader
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
 
 __all__ = ["AFTER", "register_on_import"]
 
@@ -37,14 +40,14 @@ only once none of these is (a module of ours imported while one that it imports 
 would fail)."""
 
 
-class _Follow(importlib.abc.Loader):
+class _Follow:
     """A module's own loader, followed by the imports of ours that became due."""
 
-    def __init__(self, loader: importlib.abc.Loader, watch: _Watch) -> None:
+    def __init__(self, loader: Loader, watch: _Watch) -> None:
         self._loader = loader
         self._watch = watch
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
@@ -62,7 +65,7 @@ class _Follow(importlib.abc.Loader):
         self._watch.flush()
 
 
-class _Watch(importlib.abc.MetaPathFinder):
+class _Watch:
     """A finder that finds nothing itself: the specs of our modules and of transformers', found
     by the other finders, get a loader that counts the imports under way; once none is, the
     modules of ours whose Auto module was imported are imported. It leaves ``sys.meta_path``
@@ -75,7 +78,7 @@ class _Watch(importlib.abc.MetaPathFinder):
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
+    ) -> ModuleSpec | None:
         if not fullname.startswith(_WATCHED):
             return None
         for finder in sys.meta_path:
