@@ -10,7 +10,9 @@ imported, so ``--help`` and a mistyped option answer at once.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple, NoReturn
 
@@ -491,14 +493,20 @@ def build_parser() -> argparse.ArgumentParser:
         >>> args.model, args.from_config, args.warmup_ratio, args.train_backbone, args.overwrite
         (None, 'qwen2-tiny', 0.1, None, False)
     """
+    # the width each HelpFormatter would read from the terminal, read once (argparse builds a
+    # formatter for every option it adds)
+    formatter = functools.partial(
+        argparse.HelpFormatter, width=shutil.get_terminal_size().columns - 2
+    )
     parser = _Parser(
         prog=PROG,
         description="Causal language models with Cauchy heads on Hugging Face decoders.",
+        formatter_class=formatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     commands = {
-        name: sub.add_parser(name, help=short, description=long)
+        name: sub.add_parser(name, help=short, description=long, formatter_class=formatter)
         for name, (short, long) in _COMMANDS.items()
     }
     groups: dict[str, dict[str, Any]] = {name: {} for name in commands}
