@@ -42,7 +42,8 @@ def lazy_package(
         name: the package (its ``__name__``).
         attributes: ``{public name: submodule}``: the name is read from that submodule (relative
             to the package) when first used, then kept in the package.
-        submodules: submodules that are public names themselves (``cauchylin.losses``).
+        submodules: submodules that are public names themselves (``cauchylin.losses``), listed
+            by ``dir()``; every submodule is imported when first read as an attribute.
 
     Returns:
         ``(__getattr__, __dir__)``, to be bound to those names in the package's ``__init__``;
@@ -59,14 +60,20 @@ def lazy_package(
     package.__class__ = _LazyPackage
 
     def __getattr__(attr: str) -> Any:
-        if attr in modules:
-            return importlib.import_module(f"{name}.{attr}")
         source = attributes.get(attr)
-        if source is None:
-            raise AttributeError(f"module {name!r} has no attribute {attr!r}")
-        value = getattr(importlib.import_module(f"{name}.{source}"), attr)
-        package.__dict__[attr] = value
-        return value
+        if source is not None:
+            value = getattr(importlib.import_module(f"{name}.{source}"), attr)
+            package.__dict__[attr] = value
+            return value
+        if not attr.startswith("__"):
+            # a submodule is an attribute of its package once imported, as with an eager
+            # ``__init__`` (``cauchylin.nn.modes`` after ``import cauchylin``)
+            try:
+                return importlib.import_module(f"{name}.{attr}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{name}.{attr}":
+                    raise
+        raise AttributeError(f"module {name!r} has no attribute {attr!r}")
 
     def __dir__() -> list[str]:
         return sorted(set(package.__dict__) | set(attributes) | set(modules))

@@ -89,7 +89,7 @@ def test_auto_classes_imported_first_still_load_the_model(saved_model):
     assert _python(first, _LOADS, args=(str(saved_model),)) == "loaded\n"
 
 
-def test_a_submodule_does_not_replace_the_function_of_its_name():
+def test_a_submodule_does_not_replace_the_function_of_its_name_and_is_an_attribute():
     code = """
         import cauchylin_hf.verify as first  # the submodule imported before the name is read
         import sys
@@ -102,6 +102,12 @@ def test_a_submodule_does_not_replace_the_function_of_its_name():
         from cauchylin_hf import verify, VerifyReport
 
         assert verify is module.verify and VerifyReport is module.VerifyReport
+        import cauchylin
+
+        # a submodule is an attribute once read, as when the __init__ imported it
+        assert cauchylin.nn.modes.MODES is sys.modules["cauchylin.nn.modes"].MODES
+        assert cauchylin_hf.heads_io is sys.modules["cauchylin_hf.heads_io"]
+        assert not hasattr(cauchylin, "no_such_name")
         print("ok")
     """
     assert _python(code) == "ok\n"
