@@ -1,6 +1,7 @@
-"""The import graph of both packages: no cycle, no private name used across modules.
+"""The import graph of the whole tree: no cycle, no private name used across modules.
 
-A small ``ast`` walk over every ``.py`` file of ``cauchylin/`` and ``adapters/cauchylin_hf/``:
+A small ``ast`` walk over every ``.py`` file of ``cauchylin/`` and ``adapters/cauchylin_hf/``, and
+the console script ``adapters/cauchylin_lm.py`` (the top-level module ``cauchylin_lm``):
 
 * an edge ``a -> b`` for every import of module ``b`` by module ``a``, at module level or inside
   a function (a function-level import still runs ``b`` while ``a`` is in use);
@@ -27,6 +28,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"cauchylin": ROOT / "cauchylin", "cauchylin_hf": ROOT / "adapters" / "cauchylin_hf"}
+SCRIPTS = {"cauchylin_lm": ROOT / "adapters" / "cauchylin_lm.py"}
+"""Top-level modules outside the packages (the console script), read like the packages' modules."""
 
 
 @dataclass
@@ -49,8 +52,8 @@ def _exports(tree: ast.Module) -> set[str] | None:
 
 
 def module_files() -> dict[str, Path]:
-    """``{dotted module name: file}`` for every module of both packages."""
-    found = {}
+    """``{dotted module name: file}`` for every module of both packages and the console script."""
+    found = dict(SCRIPTS)
     for package, folder in PACKAGES.items():
         for path in sorted(folder.rglob("*.py")):
             parts = list(path.relative_to(folder).with_suffix("").parts)
@@ -215,9 +218,10 @@ def project_graph() -> ImportGraph:
 # The packages
 
 
-def test_the_walk_sees_both_packages():
+def test_the_walk_sees_both_packages_and_the_console_script():
     graph = project_graph()
     assert {"cauchylin.nn.action", "cauchylin_hf.model", "cauchylin_hf.app.cli"} <= set(graph.edges)
+    assert "cauchylin_hf.app.cli" in graph.edges["cauchylin_lm"]  # imported inside main
     assert "cauchylin.nn.modes" in graph.edges["cauchylin.nn.action"]
     assert "cauchylin_hf.heads_io" in graph.edges["cauchylin_hf.model"]
 

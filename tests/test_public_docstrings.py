@@ -84,6 +84,7 @@ MODULES = [
     "cauchylin_hf.precision",
     "cauchylin_hf.atomic_save",
     "cauchylin_hf.hf_compat",
+    "cauchylin_hf.auto_classes",
     "cauchylin_hf.sharding",
     "cauchylin_hf.app.checks",
     "cauchylin_hf.app.inputs",
@@ -93,6 +94,8 @@ MODULES = [
     "cauchylin_hf.app.corpus",
     "cauchylin_hf.app.compare",
     "cauchylin_hf.app.scratch",
+    "cauchylin_hf.app.parser",
+    "cauchylin_hf.app.console",
     "cauchylin_lm",
 ]
 

@@ -4,10 +4,13 @@ The model: one-vs-rest Cauchy decisions over the tokens plus a Cauchy regression
 numbers in the text (the formulas: the documentation page "The causal decision model",
 ``docs/concepts.md``).
 
-Importing the package registers the model with the Auto classes (``model_type="cauchy_lm"``), so
-``AutoConfig``/``AutoModelForCausalLM``/``AutoModel.from_pretrained`` load saved causal models.
+Once the package is imported, ``AutoConfig``/``AutoModelForCausalLM``/``AutoModel.from_pretrained``
+load saved causal models (``model_type="cauchy_lm"``): the classes are registered with transformers'
+Auto classes when those are imported, before ``import cauchylin_hf`` or after it.
 
-The public API (names from other submodules load on first use):
+``import cauchylin_hf`` itself imports neither torch nor transformers: each public name is imported
+from its submodule on first use, so the modules that need neither (the console script's checks,
+:mod:`cauchylin_hf.app.checks`) import without them. The public API:
 
 * :class:`CauchyLMConfig`, :class:`CauchyLMForCausalLM`, :class:`CauchyLMOutput` — the model;
   ``CauchyLMForCausalLM.from_base(path_or_model, tokenizer)`` attaches the heads to a base,
@@ -21,30 +24,19 @@ The public API (names from other submodules load on first use):
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
-from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+from cauchylin._lazy import lazy_package
 
-from .config import CauchyLMConfig
-from .model import CauchyLMForCausalLM
-from .outputs import CauchyLMOutput
+from .auto_classes import register_on_import
 
-# After this import the package attribute ``verify`` is the function (the submodule stays
-# importable as ``cauchylin_hf.verify`` through ``sys.modules``).
-from .verify import VerifyReport, verify
-
-AutoConfig.register(CauchyLMConfig.model_type, CauchyLMConfig, exist_ok=True)
-AutoModelForCausalLM.register(CauchyLMConfig, CauchyLMForCausalLM, exist_ok=True)
-AutoModel.register(CauchyLMConfig, CauchyLMForCausalLM, exist_ok=True)
-
-# name -> submodule, imported on first attribute access (keeps `import cauchylin_hf` light and
-# independent of modules that are optional or still growing).
-_LAZY = {
-    "NumericTokenizer": "tokenizer",
-    "NumericDataset": "data",
-    "NumericDataCollator": "data",
-}
+if TYPE_CHECKING:
+    from .config import CauchyLMConfig
+    from .data import NumericDataCollator, NumericDataset
+    from .model import CauchyLMForCausalLM
+    from .outputs import CauchyLMOutput
+    from .tokenizer import NumericTokenizer
+    from .verify import VerifyReport, verify
 
 __all__ = [
     "CauchyLMConfig",
@@ -57,16 +49,20 @@ __all__ = [
     "verify",
 ]
 
+# ``cauchylin_hf.verify`` is the function; the submodule of that name stays importable as
+# ``import cauchylin_hf.verify`` / ``from cauchylin_hf.verify import ...``.
+__getattr__, __dir__ = lazy_package(
+    __name__,
+    {
+        "CauchyLMConfig": "config",
+        "CauchyLMForCausalLM": "model",
+        "CauchyLMOutput": "outputs",
+        "NumericTokenizer": "tokenizer",
+        "NumericDataset": "data",
+        "NumericDataCollator": "data",
+        "VerifyReport": "verify",
+        "verify": "verify",
+    },
+)
 
-def __getattr__(name: str) -> Any:
-    """Import lazily exported names (PEP 562)."""
-    if name in _LAZY:
-        module = importlib.import_module(f".{_LAZY[name]}", __name__)
-        value = getattr(module, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+register_on_import()

@@ -552,3 +552,7 @@ CAUSAL_SETTINGS: frozenset[str] = frozenset(
 )
 """The settings of the heads that ``CauchyLMForCausalLM.from_base(base, **settings)`` accepts:
 every field of :class:`CauchyLMConfig` except those taken from the base and the tokenizer."""
+
+# ``AutoConfig.from_pretrained`` reads a saved ``model_type="cauchy_lm"`` as this class
+# (:mod:`cauchylin_hf.auto_classes` has this module imported with ``AutoConfig``).
+AutoConfig.register(CauchyLMConfig.model_type, CauchyLMConfig, exist_ok=True)

@@ -24,7 +24,7 @@ from typing import Any, cast
 
 import torch
 from torch import nn
-from transformers import PreTrainedConfig, PreTrainedModel
+from transformers import AutoModel, AutoModelForCausalLM, PreTrainedConfig, PreTrainedModel
 from transformers.modeling_utils import slice_logits_to_keep
 from transformers.models.auto.modeling_auto import MODEL_MAPPING
 from transformers.utils.generic import can_return_tuple
@@ -880,3 +880,9 @@ def _positions_to_keep(logits_to_keep: int | torch.Tensor) -> int | torch.Tensor
     if k < 0:
         raise ValueError(f"logits_to_keep must be >= 0, got {k}")
     return k
+
+
+# ``AutoModelForCausalLM``/``AutoModel.from_pretrained`` load a saved causal model as this class
+# (:mod:`cauchylin_hf.auto_classes` has this module imported with those Auto classes).
+AutoModelForCausalLM.register(CauchyLMConfig, CauchyLMForCausalLM, exist_ok=True)
+AutoModel.register(CauchyLMConfig, CauchyLMForCausalLM, exist_ok=True)

@@ -223,7 +223,7 @@ class TrainResult:
         """
         return [row[key] for row in self.history if key in row]
 
-    def take(self, trainer: CauchyTrainer, out: Any) -> None:
+    def _take(self, trainer: CauchyTrainer, out: Any) -> None:
         """Fill the fields from ``trainer`` after its ``train()`` returned ``out``."""
         self.global_step = int(out.global_step)
         self.train_runtime = trainer.train_runtime
@@ -440,7 +440,7 @@ def train(
     with fitted_threads(threads):
         if eval_before and evaluate and eval_ds is not None:
             result.initial_metrics = evaluate_model(model, tokenizer, eval_ds, batch_size=batch)
-        result.take(trainer, trainer.train())
+        result._take(trainer, trainer.train())
         if evaluate and eval_ds is not None:
             result.metrics = evaluate_model(model, tokenizer, eval_ds, batch_size=batch)
         if save:

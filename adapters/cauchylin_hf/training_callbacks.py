@@ -99,13 +99,13 @@ class LossPartsCallback(TrainerCallback):
 
     Example:
         >>> import tempfile
-        >>> from transformers import PrinterCallback
+        >>> from transformers import PrinterCallback, Trainer
         >>> from cauchylin_hf.model import CauchyLMForCausalLM
         >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
         >>> model, ntok = CauchyLMForCausalLM.from_base(
         ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
-        >>> from cauchylin_hf.data import NumericDataset
-        >>> from cauchylin_hf.training import make_trainer, make_training_arguments
+        >>> from cauchylin_hf.data import NumericDataCollator, NumericDataset
+        >>> from cauchylin_hf.training import make_training_arguments
         >>> ds = NumericDataset.from_texts(["3 boxes of 12 eggs hold 36 eggs."] * 4, ntok)
         >>> args = make_training_arguments(tempfile.mkdtemp(), max_steps=2, logging_steps=1,
         ...                                per_device_train_batch_size=2, disable_tqdm=True)

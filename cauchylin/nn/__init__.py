@@ -14,20 +14,28 @@ The forward pass, for any feature tensor ``z`` of shape ``[..., H]``:
   draws, its next-token rule), :data:`MODES`, :func:`effective_mode`, the draws and the
   compatible mode's sampler.
 
-Every name is importable from ``cauchylin.nn`` as well as from its submodule.
+Every name is importable from ``cauchylin.nn`` as well as from its submodule; ``cauchylin.nn``
+imports a submodule when one of its names is first used.
 """
 
-from cauchylin.nn.abduction import Abduction, inverse_softplus
-from cauchylin.nn.action import Action, ActionOutput, ActionStep
-from cauchylin.nn.embedding import NumericEmbedding
-from cauchylin.nn.modes import (
-    MODES,
-    InferenceMode,
-    draw_eps_noise,
-    draw_eps_seed,
-    effective_mode,
-    sample_compatible,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cauchylin._lazy import lazy_package
+
+if TYPE_CHECKING:
+    from cauchylin.nn.abduction import Abduction, inverse_softplus
+    from cauchylin.nn.action import Action, ActionOutput, ActionStep
+    from cauchylin.nn.embedding import NumericEmbedding
+    from cauchylin.nn.modes import (
+        MODES,
+        InferenceMode,
+        draw_eps_noise,
+        draw_eps_seed,
+        effective_mode,
+        sample_compatible,
+    )
 
 __all__ = [
     "MODES",
@@ -43,3 +51,26 @@ __all__ = [
     "inverse_softplus",
     "sample_compatible",
 ]
+
+__getattr__, __dir__ = lazy_package(
+    __name__,
+    {
+        "Abduction": "abduction",
+        "inverse_softplus": "abduction",
+        "Action": "action",
+        "ActionOutput": "action",
+        "ActionStep": "action",
+        "NumericEmbedding": "embedding",
+        **dict.fromkeys(
+            (
+                "MODES",
+                "InferenceMode",
+                "draw_eps_noise",
+                "draw_eps_seed",
+                "effective_mode",
+                "sample_compatible",
+            ),
+            "modes",
+        ),
+    },
+)

@@ -11,8 +11,8 @@ import ast
 import inspect
 from pathlib import Path
 
-import cauchylin_lm
 from cauchylin_hf import predict
+from cauchylin_hf.app import parser as cli_parser
 from cauchylin_hf.config import CauchyLMConfig
 
 from cauchylin import levels
@@ -52,7 +52,7 @@ def test_the_defaults_are_the_ones_of_the_levels_module():
     ):
         default = inspect.signature(function).parameters["levels"].default
         assert default is levels.REPORTED_LEVELS, function.__name__
-    args = cauchylin_lm.build_parser().parse_args(["predict", "m", "--prompt", "x"])
+    args = cli_parser.build_parser().parse_args(["predict", "m", "--prompt", "x"])
     assert tuple(args.levels) == levels.PRINTED_LEVELS
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
-import cauchylin_lm
 from cauchylin_hf.app import cli
+from cauchylin_hf.app import parser as cli_parser
 from cauchylin_hf.training import train
 from cauchylin_hf.training_args import CauchyTrainingArguments
 from cauchylin_hf.training_options import CauchyOptions
@@ -29,7 +29,7 @@ def _default(f: dataclasses.Field) -> object:
 
 
 def _train_actions() -> dict[str, object]:
-    parser = cauchylin_lm.build_parser()
+    parser = cli_parser.build_parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices
     actions = [a for a in commands["train"]._actions if a.option_strings]
     names = [name for a in actions for name in a.option_strings]
@@ -56,10 +56,10 @@ def test_every_flag_of_an_option_is_generated_from_its_declaration():
 
 def test_no_train_option_is_declared_in_the_console_script_too():
     generated = {f.metadata["flag"].name for f in OPTIONS.values() if "flag" in f.metadata}
-    written = {name for flag in cauchylin_lm._FLAGS if "train" in flag.on for name in flag.names}
+    written = {name for flag in cli_parser._FLAGS if "train" in flag.on for name in flag.names}
     assert generated and not generated & written
     # and the options the command line gives are read from the declaration
-    args = cauchylin_lm.build_parser().parse_args(["train", "m", "--data", "t.txt"])
+    args = cli_parser.build_parser().parse_args(["train", "m", "--data", "t.txt"])
     settings = cli._train_settings(args, 10)
     assert set(settings) <= set(inspect.signature(train).parameters) | set(ARGUMENTS)
     for name in ("max_steps", "num_train_epochs", "learning_rate", "calibration", "readouts"):

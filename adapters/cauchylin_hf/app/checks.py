@@ -2,8 +2,9 @@
 
 Everything here reads only folders, ``config.json``/``data_format.json`` and data files: this
 module and the ones it imports (:mod:`cauchylin_hf.data.table`, :mod:`cauchylin_hf.data.template`,
-:mod:`cauchylin_hf.data.textfile`, :mod:`cauchylin_hf.numbers`, :mod:`cauchylin_hf.atomic_save`)
-use the standard library only.
+:mod:`cauchylin_hf.data.textfile`, :mod:`cauchylin_hf.numbers`, :mod:`cauchylin_hf.precision`,
+:mod:`cauchylin_hf.atomic_save`, ...) use the standard library and NumPy (``numbers``,
+``precision``), neither torch nor transformers.
 The console script (:func:`cauchylin_lm.main`) runs :func:`preflight` before torch and
 transformers are imported, so a missing file, a file that is not UTF-8, a wrong ``--target`` or
 an ``--output-dir`` that already holds a model answers at once; the commands
@@ -25,8 +26,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cauchylin_lm import PROG
-
 from ..atomic_save import FolderState, folder_state
 from ..data.table import Table, is_table_file, read_columns, read_table
 from ..data.template import TableTemplate, TemplateError, check_width, renamed_columns
@@ -34,6 +33,7 @@ from ..data.textfile import read_texts
 from ..numbers import number_fields
 from ..precision import DATA_FORMAT_FILE
 from ..trainer_checkpoints import is_checkpoint_entry
+from .parser import PROG
 from .presets import backbone_settings
 from .resume import check_checkpoints
 
@@ -672,14 +672,14 @@ def preflight(args: argparse.Namespace) -> None:
     """Every check of a command that needs no model, in the order the command runs them.
 
     Args:
-        args: from :func:`cauchylin_lm.build_parser`.
+        args: from :func:`cauchylin_hf.app.parser.build_parser`.
 
     Raises:
         CliError: the first problem found (:class:`ValueError` and :class:`OSError` from a
             file that cannot be read).
 
     Example:
-        >>> from cauchylin_lm import build_parser
+        >>> from cauchylin_hf.app.parser import build_parser
         >>> preflight(build_parser().parse_args(["predict", "/no/model", "--prompt", "x"]))
         Traceback (most recent call last):
         ...

@@ -1,13 +1,14 @@
 """The commands of ``cauchylin-lm``: ``demo``, ``train``, ``evaluate``, ``predict``, ``generate``,
 ``verify`` (the page "Command line", ``docs/cli.md``, describes each).
 
-The console script is :func:`cauchylin_lm.main` (re-exported here as :func:`main`; also
-``python -m cauchylin_hf.app.cli``): it parses the arguments (:func:`cauchylin_lm.build_parser`)
-and runs the checks that need no model (:func:`cauchylin_hf.app.checks.preflight`) before torch
-and transformers are imported, then calls :func:`run`, and turns errors into one line and an exit
-status. Each command here is a short function over library calls: reading the data
-(:mod:`cauchylin_hf.app.inputs`), the model (:func:`load_causal_model`), training and
-prediction (:mod:`cauchylin_hf.training`, :mod:`cauchylin_hf.predict`,
+The console script is :func:`cauchylin_lm.main` (here :func:`main` runs the same in a process that
+has the commands imported; also ``python -m cauchylin_hf.app.cli``): it parses the arguments
+(:func:`cauchylin_hf.app.parser.build_parser`) and runs the checks that need no model
+(:func:`cauchylin_hf.app.checks.preflight`) before torch and transformers are imported, then calls
+:func:`run`, and turns errors into one line and an exit status
+(:func:`cauchylin_hf.app.console.execute`). Each command here is a short function over library
+calls: reading the data (:mod:`cauchylin_hf.app.inputs`), the model (:func:`load_causal_model`),
+training and prediction (:mod:`cauchylin_hf.training`, :mod:`cauchylin_hf.predict`,
 :mod:`cauchylin_hf.generation`), and what it prints (:mod:`cauchylin_hf.app.reports`). ``train``
 writes into :func:`cauchylin_hf.atomic_save.replace_folder`, which replaces ``--output-dir`` only
 once everything succeeded.
@@ -24,8 +25,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from cauchylin_lm import build_parser, main
-
 from ..precision import DATA_FORMAT_FILE
 from .checks import (
     CliError,
@@ -37,6 +36,7 @@ from .checks import (
     note,
     saved_median,
 )
+from .console import execute
 from .inputs import (
     Data,
     check_prompt_lengths,
@@ -47,6 +47,7 @@ from .inputs import (
     read_prompts,
     table_truth,
 )
+from .parser import build_parser
 from .reports import (
     describe,
     explain,
@@ -671,7 +672,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "generate": cmd_generate,
     "verify": cmd_verify,
 }
-"""The function of each command (``args.command`` of :func:`cauchylin_lm.build_parser`)."""
+"""The function of each command (``args.command`` of :func:`cauchylin_hf.app.parser.build_parser`)."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -679,7 +680,7 @@ def run(args: argparse.Namespace) -> int:
     its errors into one line and an exit status).
 
     Args:
-        args: from :func:`cauchylin_lm.build_parser`, checked by
+        args: from :func:`cauchylin_hf.app.parser.build_parser`, checked by
             :func:`cauchylin_hf.app.checks.preflight`.
 
     Returns:
@@ -703,6 +704,23 @@ def run(args: argparse.Namespace) -> int:
 
         hf_logging.disable_progress_bar()  # the "Loading weights" bars
     return int(command(args))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``cauchylin-lm`` in this process, the commands imported: what the console script
+    (:func:`cauchylin_lm.main`) does, through the same :func:`cauchylin_hf.app.console.execute`.
+
+    Args:
+        argv: the arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit status, as :func:`cauchylin_lm.main` returns it.
+
+    Example:
+        >>> main(["verify", "/no/such/folder"])
+        2
+    """
+    return execute(argv, run)
 
 
 if __name__ == "__main__":  # pragma: no cover
