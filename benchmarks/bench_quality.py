@@ -116,6 +116,18 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "causal (readout_numbers=16)": {"readout_numbers": 16},
 }
 
+
+def periodic_variant(sigma: float, frequencies: int) -> tuple[str, dict[str, Any]]:
+    """The causal variant of ``--periodic``: its row name and its settings."""
+    name = f"causal (periodic, K={frequencies}, sigma={_fmt(sigma)})"
+    settings = {
+        "numeric_encoding": "periodic",
+        "numeric_frequencies": frequencies,
+        "numeric_sigma": sigma,
+    }
+    return name, settings
+
+
 # Model kinds (``--models``) and the names of the rows they produce.
 MODELS = {
     "causal": "causal",
@@ -1077,6 +1089,21 @@ def main(argv: list[str] | None = None) -> int:
         help="with --report: print each table's held-out MdAE per training budget (the "
         "learning curve of the causal rows)",
     )
+    p.add_argument(
+        "--periodic",
+        default="",
+        metavar="SIGMAS",
+        help="also train causal models whose numbers enter through the periodic numeric "
+        "embedding (config.numeric_encoding='periodic'), one per initial frequency spread in "
+        "this comma-separated list, e.g. 1,3",
+    )
+    p.add_argument(
+        "--periodic-frequencies",
+        type=int,
+        default=16,
+        metavar="K",
+        help="the frequencies of --periodic (config.numeric_frequencies; default 16)",
+    )
     p.add_argument("--corrupt", type=float, default=0.0, help="share of targets x100 (0: skip)")
     p.add_argument(
         "--corrupt-tables", default=None, help="the tables --corrupt retrains on (default: all)"
@@ -1121,6 +1148,16 @@ def main(argv: list[str] | None = None) -> int:
     for v in variants:
         if v not in VARIANTS:
             p.error(f"unknown variant {v!r}; known: {', '.join(VARIANTS)}")
+    variant_settings = {v: VARIANTS[v] for v in variants}
+    if args.periodic:
+        if args.periodic_frequencies < 1:
+            p.error("--periodic-frequencies must be positive")
+        for sigma in _list(args.periodic, float, "--periodic", p):
+            if not (math.isfinite(sigma) and sigma > 0):
+                p.error(f"--periodic: each frequency spread must be positive, got {sigma}")
+            name, settings = periodic_variant(sigma, args.periodic_frequencies)
+            variants.append(name)
+            variant_settings[name] = settings
     if args.adam_beta2 is None:
         from cauchylin_hf.app.compare import Recipe
 
@@ -1207,7 +1244,7 @@ def main(argv: list[str] | None = None) -> int:
                                     table,
                                     "causal",
                                     v,
-                                    VARIANTS[v],
+                                    variant_settings.get(v, {}),
                                     steps,
                                     seed,
                                     resolve_numbers=args.resolve_numbers,
