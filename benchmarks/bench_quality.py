@@ -116,6 +116,18 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "causal (readout_numbers=16)": {"readout_numbers": 16},
 }
 
+
+def periodic_variant(sigma: float, frequencies: int) -> tuple[str, dict[str, Any]]:
+    """The causal variant of ``--periodic``: its row name and its settings."""
+    name = f"causal (periodic, K={frequencies}, sigma={_fmt(sigma)})"
+    settings = {
+        "numeric_encoding": "periodic",
+        "numeric_frequencies": frequencies,
+        "numeric_sigma": sigma,
+    }
+    return name, settings
+
+
 # Model kinds (``--models``) and the names of the rows they produce.
 MODELS = {
     "causal": "causal",
@@ -906,6 +918,58 @@ def learning_curve(rows: list[dict[str, Any]], tables: list[str]) -> str:
     return "\n".join(out)
 
 
+def paired_table(rows: list[dict[str, Any]], tables: list[str], name: str) -> str:
+    """Markdown: per table and budget, the causal defaults against the causal model ``name`` on
+    the same seeds (clean data): each one's MdAE per seed, the median over seeds of the per-seed
+    ratio ``name`` / defaults and its largest value, and each one's seed median over the better
+    of linear regression and gradient boosting."""
+    causal = [r for r in rows if r["kind"] == "causal" and not r.get("corrupt")]
+    head = [
+        "table",
+        "steps",
+        "defaults, seeds",
+        f"{name}, seeds",
+        "per-seed ratio: median (largest)",
+        "better of LR / HGB",
+        "defaults / better",
+        f"{name} / better",
+    ]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for table in tables:
+        refs = [
+            r["mdae"]
+            for r in rows
+            if r["table"] == table
+            and r["name"] in ("linear regression (features)", "gradient boosting (features)")
+        ]
+        best = min(refs) if refs else math.nan
+        for steps in sorted({int(r["steps"]) for r in causal}):
+            mine = {
+                r["seed"]: r["mdae"] for r in _sel(causal, table=table, name="causal", steps=steps)
+            }
+            other = {
+                r["seed"]: r["mdae"] for r in _sel(causal, table=table, name=name, steps=steps)
+            }
+            both = sorted(set(mine) & set(other))
+            if not both:
+                continue
+            ratios = [other[s] / mine[s] for s in both]
+            a = _median([mine[s] for s in both])
+            b = _median([other[s] for s in both])
+            cells = [
+                table,
+                str(steps),
+                " / ".join(f"{mine[s]:.4g}" for s in both),
+                " / ".join(f"{other[s]:.4g}" for s in both),
+                f"{_median(ratios):.3f} ({max(ratios):.3f})",
+                f"{best:.4g}",
+                f"{a / best:.2f}",
+                f"{b / best:.2f}",
+            ]
+            out.append("| " + " | ".join(c.replace("nan", "") for c in cells) + " |")
+    return "\n".join(out)
+
+
 def markdown_report(rows: list[dict[str, Any]], tables: list[str]) -> str:
     """The grid as the benchmark page's markdown tables (medians over seeds, 1000 steps, clean)."""
 
@@ -1077,6 +1141,28 @@ def main(argv: list[str] | None = None) -> int:
         help="with --report: print each table's held-out MdAE per training budget (the "
         "learning curve of the causal rows)",
     )
+    p.add_argument(
+        "--periodic",
+        default="",
+        metavar="SIGMAS",
+        help="also train causal models whose numbers enter through the periodic numeric "
+        "embedding (config.numeric_encoding='periodic'), one per initial frequency spread in "
+        "this comma-separated list, e.g. 1,3",
+    )
+    p.add_argument(
+        "--periodic-frequencies",
+        type=int,
+        default=16,
+        metavar="K",
+        help="the frequencies of --periodic (config.numeric_frequencies; default 16)",
+    )
+    p.add_argument(
+        "--paired",
+        default=None,
+        metavar="NAME",
+        help="with --report: print, per table and budget, the causal defaults against the "
+        "causal model of this row name on the same seeds",
+    )
     p.add_argument("--corrupt", type=float, default=0.0, help="share of targets x100 (0: skip)")
     p.add_argument(
         "--corrupt-tables", default=None, help="the tables --corrupt retrains on (default: all)"
@@ -1121,6 +1207,16 @@ def main(argv: list[str] | None = None) -> int:
     for v in variants:
         if v not in VARIANTS:
             p.error(f"unknown variant {v!r}; known: {', '.join(VARIANTS)}")
+    variant_settings = {v: VARIANTS[v] for v in variants}
+    if args.periodic:
+        if args.periodic_frequencies < 1:
+            p.error("--periodic-frequencies must be positive")
+        for sigma in _list(args.periodic, float, "--periodic", p):
+            if not (math.isfinite(sigma) and sigma > 0):
+                p.error(f"--periodic: each frequency spread must be positive, got {sigma}")
+            name, settings = periodic_variant(sigma, args.periodic_frequencies)
+            variants.append(name)
+            variant_settings[name] = settings
     if args.adam_beta2 is None:
         from cauchylin_hf.app.compare import Recipe
 
@@ -1146,6 +1242,9 @@ def main(argv: list[str] | None = None) -> int:
         in_file = list(dict.fromkeys(r["table"] for r in saved))
         if args.curve:
             print(learning_curve(saved, [t for t in tables if t in in_file] or in_file))
+            return 0
+        if args.paired:
+            print(paired_table(saved, [t for t in tables if t in in_file] or in_file, args.paired))
             return 0
         print(markdown_report(saved, [t for t in tables if t in in_file] or in_file))
         before = None
@@ -1207,7 +1306,7 @@ def main(argv: list[str] | None = None) -> int:
                                     table,
                                     "causal",
                                     v,
-                                    VARIANTS[v],
+                                    variant_settings.get(v, {}),
                                     steps,
                                     seed,
                                     resolve_numbers=args.resolve_numbers,

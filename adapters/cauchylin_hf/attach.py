@@ -98,8 +98,19 @@ def init_heads(model: PreTrainedModel, module: nn.Module) -> None:
     action = getattr(model, "action", None)
     if isinstance(module, NumericEmbedding):
         # A fresh layer's draw, written through transformers' init (a loaded w_num is kept).
-        fresh = NumericEmbedding(module.hidden_size, init=module.init, dtype=torch.float64)
+        fresh = NumericEmbedding(
+            module.hidden_size,
+            init=module.init,
+            encoding=module.encoding,
+            frequencies=1 if module.frequencies is None else module.frequencies.shape[0],
+            sigma=module.sigma,
+            dtype=torch.float64,
+        )
         hf_init.copy_(module.w_num, fresh.w_num.detach().to(module.w_num.device))
+        for name in ("frequencies", "periodic_weight"):
+            mine, drawn = getattr(module, name), getattr(fresh, name)
+            if mine is not None:
+                hf_init.copy_(mine, drawn.detach().to(mine.device))
         if module.num_token_delta is not None:
             hf_init.zeros_(module.num_token_delta)
     elif isinstance(module, Abduction):
@@ -247,6 +258,9 @@ def from_base(
             row_norm = input_embedding_weight(backbone).detach().float().norm(dim=1).mean()
             w_num = model.numeric_embedding.w_num
             w_num.mul_((config.w_num_scale * row_norm / w_num.float().norm()).to(w_num.dtype))
+            periodic = model.numeric_embedding.periodic_weight
+            if periodic is not None:  # its term starts at about unit norm, as w_num's
+                periodic.mul_((config.w_num_scale * row_norm).to(periodic.dtype))
     _finish(model, model_in)
     return (model, numeric_tok) if return_tokenizer else model
 

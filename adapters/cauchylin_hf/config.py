@@ -29,7 +29,7 @@ from transformers.configuration_utils import SubConfigSpec
 
 from cauchylin._validation import finite_number, flag, integer, one_of
 from cauchylin.levels import CALIBRATION_LEVELS
-from cauchylin.nn.embedding import W_NUM_INITS
+from cauchylin.nn.embedding import NUMERIC_ENCODINGS, W_NUM_INITS
 from cauchylin.nn.modes import CAUSAL, STANDARD
 from cauchylin.nn.readouts import MAX_CONTEXT_TOKENS
 from cauchylin.value_space import VALUE_SPACES
@@ -134,6 +134,7 @@ _REAL_SETTINGS: Final[tuple[tuple[str, dict[str, Any]], ...]] = (
     ("temperature", {"minimum": 0.0}),
     ("classifier_lr_scale", {"minimum": 0.0, "exclusive": True}),
     ("w_num_scale", {"minimum": 0.0, "exclusive": True}),
+    ("numeric_sigma", {"minimum": 0.0, "exclusive": True}),
 )
 _INT_SETTINGS: Final[tuple[tuple[str, dict[str, Any]], ...]] = (
     ("reg_context_tokens", {"minimum": 0, "maximum": 3}),
@@ -144,6 +145,7 @@ _INT_SETTINGS: Final[tuple[tuple[str, dict[str, Any]], ...]] = (
     ("tokenizer_size", {"minimum": 1}),
     ("base_vocab_size", {"minimum": 1}),
     ("num_token_id", {"minimum": 0}),
+    ("numeric_frequencies", {"minimum": 1}),
 )
 # Settings that may also be None (a default chosen elsewhere).
 _OPTIONAL = ("w_num_scale", "causal_size", "tokenizer_size", "base_vocab_size", "num_token_id")
@@ -151,6 +153,7 @@ _CHOICES: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
     ("ovr_classes", OVR_CLASS_SETS),
     ("training_mode", TRAINING_MODES),
     ("w_num_init", tuple(W_NUM_INITS)),
+    ("numeric_encoding", tuple(NUMERIC_ENCODINGS)),
     ("value_space", tuple(VALUE_SPACES)),
     ("head_dtype", tuple(HEAD_DTYPES)),
 )
@@ -218,7 +221,17 @@ class CauchyLMConfig(PreTrainedConfig):
             as a multiple of the mean norm of the input embedding rows (default 0.25), so that a
             number shifts the ``<NUM>`` embedding by about a quarter of a token embedding per unit
             of ``ln(1 + |v|)`` and survives the backbone's first normalisation; ``None`` keeps
-            the unit norm of ``w_num_init``.
+            the unit norm of ``w_num_init``. The periodic map ``P`` of
+            ``numeric_encoding="periodic"`` is scaled by the same multiple of the embedding rows'
+            norm.
+        numeric_encoding: how a number enters the network (:class:`cauchylin.nn.NumericEmbedding`):
+            ``"linear"`` (default: ``sign(v) ln(1 + |v|)`` times the direction ``w_num``) or
+            ``"periodic"`` (that, plus a trainable linear map of ``numeric_frequencies`` sines
+            and cosines of ``sign(v) ln(1 + |v|)`` at trainable frequencies).
+        numeric_frequencies: ``K``, the frequencies of ``numeric_encoding="periodic"``
+            (default 16).
+        numeric_sigma: the standard deviation of the initial frequencies of
+            ``numeric_encoding="periodic"``, per unit of ``sign(v) ln(1 + |v|)`` (default 1).
         classifier_lr_scale: learning-rate multiplier of the classification head (``W_cls``,
             ``b_cls``, learnable thresholds) in :func:`~cauchylin_hf.training.make_trainer` and
             :meth:`~cauchylin_hf.model.CauchyLMForCausalLM.parameter_groups` (default 10, measured:
@@ -288,6 +301,9 @@ class CauchyLMConfig(PreTrainedConfig):
     w_num_init: str = "random_unit"
     value_space: str = "signed_log1p"
     w_num_scale: float | None = 0.25
+    numeric_encoding: str = "linear"
+    numeric_frequencies: int = 16
+    numeric_sigma: float = 1.0
     classifier_lr_scale: float = 10.0
     head_dtype: str = "float32"
     readout_context_tokens: int = 3

@@ -42,7 +42,14 @@ def build_heads(config: CauchyLMConfig) -> tuple[NumericEmbedding, Abduction, Ac
     dtype = config.torch_head_dtype
     # The model checks numeric_values once in encode; the layer trusts them.
     embedding = NumericEmbedding(
-        H, init=config.w_num_init, token_offset=True, validate_args=False, dtype=dtype
+        H,
+        init=config.w_num_init,
+        token_offset=True,
+        encoding=config.numeric_encoding,
+        frequencies=config.numeric_frequencies,
+        sigma=config.numeric_sigma,
+        validate_args=False,
+        dtype=dtype,
     )
     if torch.get_default_device().type == "meta":
         with torch.device("cpu"):

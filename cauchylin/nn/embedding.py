@@ -1,7 +1,8 @@
 r"""``NumericEmbedding``: the token embedding plus a learned direction scaled by the number's size.
 
 ``e = base_embed + sign(v) ln(1 + |v|) w_num`` at every position, ``v = 0`` (no change) where there
-is no number.
+is no number; with ``encoding="periodic"`` also a linear map of periodic features of
+``sign(v) ln(1 + |v|)`` (trainable frequencies).
 """
 
 from __future__ import annotations
@@ -14,16 +15,21 @@ from torch import nn
 from cauchylin._special import working_dtype
 from cauchylin._validation import (
     check_finite,
+    finite_number,
     is_validating,
     one_of,
     positive_int,
     require_tensor,
 )
 
-__all__ = ["W_NUM_INITS", "NumericEmbedding"]
+__all__ = ["NUMERIC_ENCODINGS", "W_NUM_INITS", "NumericEmbedding"]
 
 W_NUM_INITS: tuple[str, ...] = ("random_unit", "normal", "zeros")
 """The initialisations of ``w_num`` (see :class:`NumericEmbedding`)."""
+
+NUMERIC_ENCODINGS: tuple[str, ...] = ("linear", "periodic")
+"""The encodings of a number (see :class:`NumericEmbedding`): ``"linear"``, the single direction
+``w_num``, or ``"periodic"``, that direction plus a linear map of periodic features."""
 
 
 class NumericEmbedding(nn.Module):
@@ -33,6 +39,25 @@ class NumericEmbedding(nn.Module):
 
         e_i = \mathrm{base}_i + [x_i = \mathrm{NUM}]\,\delta + \phi(v_i), \qquad
         \phi(v) = \operatorname{sign}(v)\,\ln(1 + |v|)\; w_\mathrm{num}
+
+    With ``encoding="periodic"`` the encoding also holds ``K`` periodic features of
+    ``t = sign(v) ln(1 + |v|)`` (the periodic embeddings of Gorishniy, Rubachev and Babenko, "On
+    Embeddings for Numerical Features in Tabular Deep Learning", 2022), mapped to ``H`` by a
+    trainable ``P`` (``periodic_weight``, ``[H, 2K]``) with trainable frequencies ``c``
+    (``frequencies``, ``[K]``):
+
+    .. math::
+
+        \phi(v) = t\,w_\mathrm{num} + P\,\big[\sin(2\pi c_k t),\;
+        \cos(2\pi c_k t) - 1\big]_{k=1..K}, \qquad t = \operatorname{sign}(v)\,\ln(1 + |v|)
+
+    (the ``K`` sines first, then the ``K`` cosines). The cosines are shifted by 1 so that
+    ``phi(0) = 0`` holds here too; the constant the shift removes is the same for every number,
+    the ``<NUM>`` embedding's to learn. ``c_k ~ N(0, sigma^2)``; ``P``'s entries are
+    ``N(0, 1 / (2 K H))``, so that ``|P f|`` is about 1 for features ``f`` of random phase,
+    the norm of a ``"random_unit"`` ``w_num``. ``sigma`` is in units of ``1 / t``: a frequency
+    ``c`` separates numbers whose ``t`` differ by about ``1 / (4 c)`` (``t`` moves by 0.1 between
+    10 and 11, by 0.01 between 100 and 101).
 
     Non-numeric positions carry ``v = 0``, and ``phi(0)`` is exactly the zero vector, so there
     ``e`` equals the base embedding bit for bit. With ``token_offset=True`` the layer also holds
@@ -46,6 +71,10 @@ class NumericEmbedding(nn.Module):
             unit Euclidean norm), ``"normal"`` (entries ``N(0, 1/H)``, i.e. std ``1/sqrt(H)``) or
             ``"zeros"``.
         token_offset: also hold the trainable ``<NUM>`` offset ``delta``.
+        encoding: ``"linear"`` (default: ``w_num`` alone) or ``"periodic"`` (also ``P`` and
+            ``c``, above).
+        frequencies: ``K``, the number of frequencies of ``"periodic"`` (default 16).
+        sigma: the standard deviation of the initial frequencies of ``"periodic"`` (default 1).
         validate_args: ``None`` (default): check the arguments of every call (their values as
             :func:`cauchylin.set_validate_args` says); ``False``: no checks, for a model that
             checks its inputs once at its own entry and calls this layer with them.
@@ -56,9 +85,12 @@ class NumericEmbedding(nn.Module):
     Attributes:
         w_num: ``nn.Parameter`` of shape ``[H]``.
         num_token_delta: ``nn.Parameter`` of shape ``[H]`` (with ``token_offset=True``).
+        frequencies: ``nn.Parameter`` ``c`` of shape ``[K]`` (``"periodic"``; else None).
+        periodic_weight: ``nn.Parameter`` ``P`` of shape ``[H, 2K]`` (``"periodic"``; else None).
 
     Raises:
-        ValueError: ``hidden_size < 1`` or an unknown ``init``.
+        ValueError: ``hidden_size < 1``, an unknown ``init`` or ``encoding``, ``frequencies < 1``
+            or ``sigma`` not positive and finite.
 
     Example:
         >>> import torch
@@ -72,6 +104,9 @@ class NumericEmbedding(nn.Module):
         >>> mask = torch.tensor([[False, True, False]])
         >>> bool(torch.equal(emb(base, torch.zeros(1, 3), mask), base))  # delta starts at 0
         True
+        >>> emb = NumericEmbedding(4, encoding="periodic", frequencies=3)
+        >>> emb.frequencies.shape, emb.periodic_weight.shape, bool((emb.encode(torch.tensor(0.0)) == 0).all())
+        (torch.Size([3]), torch.Size([4, 6]), True)
     """
 
     def __init__(
@@ -80,6 +115,9 @@ class NumericEmbedding(nn.Module):
         *,
         init: str = "random_unit",
         token_offset: bool = False,
+        encoding: str = "linear",
+        frequencies: int = 16,
+        sigma: float = 1.0,
         validate_args: bool | None = None,
         generator: torch.Generator | None = None,
         device: torch.device | str | None = None,
@@ -88,12 +126,22 @@ class NumericEmbedding(nn.Module):
         super().__init__()
         self.hidden_size = positive_int("hidden_size", hidden_size)
         self.init = str(one_of("init", init, W_NUM_INITS))
+        self.encoding = str(one_of("encoding", encoding, NUMERIC_ENCODINGS))
+        self.sigma = finite_number("sigma", sigma, minimum=0.0, exclusive=True)
         self.validate_args = validate_args
         self.w_num = nn.Parameter(torch.empty(hidden_size, device=device, dtype=dtype))
         self.num_token_delta: nn.Parameter | None = None
         if token_offset:
             self.num_token_delta = nn.Parameter(
                 torch.zeros(hidden_size, device=device, dtype=dtype)
+            )
+        self.frequencies: nn.Parameter | None = None
+        self.periodic_weight: nn.Parameter | None = None
+        if self.encoding == "periodic":
+            k = positive_int("frequencies", frequencies)
+            self.frequencies = nn.Parameter(torch.empty(k, device=device, dtype=dtype))
+            self.periodic_weight = nn.Parameter(
+                torch.empty(hidden_size, 2 * k, device=device, dtype=dtype)
             )
         self.reset_parameters(generator=generator)
 
@@ -102,7 +150,8 @@ class NumericEmbedding(nn.Module):
 
         The random draw is made in float64 on the CPU (so a CPU generator works for any device)
         and normalised there before the cast, so the ``"random_unit"`` norm is 1 to the rounding
-        of the parameter dtype.
+        of the parameter dtype. With ``"periodic"``, ``c`` and then ``P`` are drawn after
+        ``w_num`` (as the class docstring says; also with ``init="zeros"``).
 
         Args:
             generator: optional CPU ``torch.Generator`` for the draw (ignored by ``"zeros"``).
@@ -123,16 +172,23 @@ class NumericEmbedding(nn.Module):
                 self.num_token_delta.zero_()
             if self.init == "zeros":
                 self.w_num.zero_()
-                return
-            draw = torch.randn(h, dtype=torch.float64, device="cpu", generator=generator)
-            if self.init == "random_unit":
-                draw = draw / torch.linalg.vector_norm(draw)
             else:
-                draw = draw / math.sqrt(h)
-            self.w_num.copy_(draw.to(self.w_num.dtype))
+                draw = torch.randn(h, dtype=torch.float64, device="cpu", generator=generator)
+                if self.init == "random_unit":
+                    draw = draw / torch.linalg.vector_norm(draw)
+                else:
+                    draw = draw / math.sqrt(h)
+                self.w_num.copy_(draw.to(self.w_num.dtype))
+            if self.frequencies is not None and self.periodic_weight is not None:
+                k = self.frequencies.shape[0]
+                c = torch.randn(k, dtype=torch.float64, device="cpu", generator=generator)
+                self.frequencies.copy_((c * self.sigma).to(self.frequencies.dtype))
+                p = torch.randn(h, 2 * k, dtype=torch.float64, device="cpu", generator=generator)
+                scaled = p / math.sqrt(2 * k * h)
+                self.periodic_weight.copy_(scaled.to(self.periodic_weight.dtype))
 
     def encode(self, numeric_values: torch.Tensor) -> torch.Tensor:
-        r"""The numeric encoding ``phi(v) = sign(v) ln(1 + |v|) w_num``.
+        r"""The numeric encoding ``phi(v) = sign(v) ln(1 + |v|) w_num`` (plus the periodic term).
 
         Computed in ``float32`` (``float64`` when ``w_num`` or the values are ``float64``) with
         ``log1p``; ``phi(0)`` is exactly zero (``sign(0) = 0``). Integer values are accepted.
@@ -171,7 +227,12 @@ class NumericEmbedding(nn.Module):
         dtype = torch.promote_types(working_dtype(self.w_num), working_dtype(numeric_values))
         v = numeric_values.to(device=self.w_num.device, dtype=dtype)
         magnitude = torch.sign(v) * torch.log1p(v.abs())
-        return magnitude.unsqueeze(-1) * self.w_num.to(dtype)
+        out = magnitude.unsqueeze(-1) * self.w_num.to(dtype)
+        if self.frequencies is None or self.periodic_weight is None:
+            return out
+        angle = (2 * math.pi) * magnitude.unsqueeze(-1) * self.frequencies.to(v.device, dtype)
+        features = torch.cat([torch.sin(angle), torch.cos(angle) - 1], dim=-1)
+        return out + features @ self.periodic_weight.to(v.device, dtype).T
 
     def forward(
         self,
@@ -265,7 +326,11 @@ class NumericEmbedding(nn.Module):
         """The settings shown in the module's ``repr``.
 
         Returns:
-            ``"hidden_size=H, init='...'"``.
+            ``"hidden_size=H, init='...'"`` (and the periodic settings).
         """
         offset = ", token_offset=True" if self.num_token_delta is not None else ""
-        return f"hidden_size={self.hidden_size}, init={self.init!r}{offset}"
+        periodic = ""
+        if self.frequencies is not None:
+            k = self.frequencies.shape[0]
+            periodic = f", encoding='periodic', frequencies={k}, sigma={self.sigma}"
+        return f"hidden_size={self.hidden_size}, init={self.init!r}{offset}{periodic}"

@@ -129,6 +129,9 @@ def test_bench_quality_refuses_bad_flags():
         ["--seeds", ""],
         ["--corrupt", "2"],
         ["--resume"],
+        ["--periodic", "0"],
+        ["--periodic", "one"],
+        ["--periodic", "1", "--periodic-frequencies", "0"],
     ):
         proc = run(*args)
         assert proc.returncode == 2 and "error" in proc.stderr, args
@@ -164,3 +167,22 @@ def test_bench_quality_prints_the_learning_curve_of_a_json(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "| table | model | 5 steps | 100 steps | best of LR / HGB |" in proc.stdout
     assert "| wine | causal | 0.9 | 0.4 (3) | 0.17 |" in proc.stdout
+
+
+def test_bench_quality_trains_the_periodic_embedding_and_pairs_it(tmp_path):
+    """``--periodic`` trains a causal model with ``numeric_encoding="periodic"`` beside the
+    defaults on the same seed; ``--report --paired`` sets the two side by side per seed."""
+    path = tmp_path / "p.json"
+    args = ["--quick", "--steps", "2", "--tables", "engel", "--models", "causal"]
+    proc = run(*args, "--periodic", "3", "--periodic-frequencies", "4", "--json", str(path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    name = "causal (periodic, K=4, sigma=3)"
+    rows = {r["name"]: r for r in json.loads(path.read_text())["rows"] if r["kind"] == "causal"}
+    assert set(rows) == {"causal", name}
+    assert rows[name]["mdae"] != rows["causal"]["mdae"]  # another network, not a copy
+    report = run("--json", str(path), "--report", "--paired", name)
+    assert report.returncode == 0, report.stderr[-3000:]
+    ratio = rows[name]["mdae"] / rows["causal"]["mdae"]
+    a, b = rows["causal"]["mdae"], rows[name]["mdae"]
+    line = f"| engel | 2 | {a:.4g} | {b:.4g} | {ratio:.3f} ({ratio:.3f}) |"
+    assert line in report.stdout, report.stdout

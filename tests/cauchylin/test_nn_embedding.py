@@ -136,3 +136,98 @@ def test_gradient_reaches_w_num():
     out.backward()
     expected = float(math.log1p(2.0) - math.log1p(5.0))
     np.testing.assert_allclose(emb.w_num.grad.numpy(), np.full(3, expected), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- encoding="periodic"
+
+
+def test_periodic_encode_matches_an_independent_numpy_formula():
+    """phi(v) = t w_num + P [sin(2 pi c t), cos(2 pi c t) - 1], t = sign(v) ln(1 + |v|)."""
+    emb = NumericEmbedding(
+        6,
+        encoding="periodic",
+        frequencies=3,
+        sigma=2.0,
+        generator=torch.Generator().manual_seed(0),
+        dtype=torch.float64,
+    )
+    v = torch.tensor([[0.0, 99.9, -1.0, 1e-8], [-1e5, 37.5, 0.5, -0.0]], dtype=torch.float64)
+    phi = emb.encode(v).detach().numpy()
+    w = emb.w_num.detach().numpy()
+    c = emb.frequencies.detach().numpy()
+    P = emb.periodic_weight.detach().numpy()
+    assert P.shape == (6, 6) and c.shape == (3,)
+    expected = np.zeros((2, 4, 6))
+    for i in range(2):
+        for j in range(4):
+            t = math.copysign(math.log1p(abs(float(v[i, j]))), float(v[i, j]))
+            f = [math.sin(2 * math.pi * ck * t) for ck in c]
+            f += [math.cos(2 * math.pi * ck * t) - 1 for ck in c]
+            expected[i, j] = t * w + P @ np.array(f)
+    np.testing.assert_allclose(phi, expected, rtol=1e-12, atol=1e-12)
+    assert np.all(phi[0, 0] == 0) and np.all(phi[1, 3] == 0)  # phi(0) = phi(-0) = 0 exactly
+
+
+def test_periodic_init_draws_the_documented_scales():
+    """c ~ N(0, sigma^2) and P's entries ~ N(0, 1 / (2 K H)): sample variances within 6.5 sd."""
+    h, k, sigma = 64, 4000, 3.0
+    emb = NumericEmbedding(
+        h,
+        encoding="periodic",
+        frequencies=k,
+        sigma=sigma,
+        generator=torch.Generator().manual_seed(5),
+    )
+    c = emb.frequencies.detach().double()
+    P = emb.periodic_weight.detach().double()
+    # the sample variance of n normal draws over its expectation has sd sqrt(2 / n); beyond 6.5 sd
+    # a chi-square tail is below 1e-7 for these n (two checks: < 1e-6 together)
+    assert abs(c.square().mean().item() / sigma**2 - 1) < 6.5 * math.sqrt(2 / k)
+    n = P.numel()
+    assert abs(P.square().mean().item() * (2 * k * h) - 1) < 6.5 * math.sqrt(2 / n)
+    # the same generator seed gives the same draws; w_num is drawn first, as for "linear"
+    again = NumericEmbedding(
+        h,
+        encoding="periodic",
+        frequencies=k,
+        sigma=sigma,
+        generator=torch.Generator().manual_seed(5),
+    )
+    linear = NumericEmbedding(h, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(again.periodic_weight, emb.periodic_weight)
+    assert torch.equal(linear.w_num, emb.w_num)
+
+
+def test_periodic_zero_is_exact_and_gradients_reach_the_frequencies():
+    emb = NumericEmbedding(5, encoding="periodic", frequencies=4, token_offset=True)
+    base = torch.randn(2, 3, 5)
+    values = torch.tensor([[0.0, 3.0, 0.0], [-0.0, 0.0, -250.0]])
+    out = emb(base, values, torch.zeros(2, 3, dtype=torch.bool))
+    assert torch.equal(out[values == 0], base[values == 0])  # bit for bit
+    out.sum().backward()
+    for p in (emb.w_num, emb.frequencies, emb.periodic_weight):
+        assert p.grad is not None and bool(p.grad.abs().sum() > 0)
+    assert "encoding='periodic', frequencies=4, sigma=1.0" in repr(emb)
+
+
+def test_linear_encoding_holds_no_periodic_parameters():
+    emb = NumericEmbedding(4, encoding="linear", generator=torch.Generator().manual_seed(0))
+    assert emb.frequencies is None and emb.periodic_weight is None
+    assert [n for n, _ in emb.named_parameters()] == ["w_num"]
+    assert torch.equal(
+        emb.w_num, NumericEmbedding(4, generator=torch.Generator().manual_seed(0)).w_num
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"encoding": "fourier"}, "encoding"),
+        ({"encoding": "periodic", "frequencies": 0}, "frequencies"),
+        ({"encoding": "periodic", "sigma": 0.0}, "sigma"),
+        ({"encoding": "periodic", "sigma": math.inf}, "sigma"),
+    ],
+)
+def test_periodic_settings_are_checked(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        NumericEmbedding(4, **kwargs)
