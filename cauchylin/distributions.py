@@ -90,8 +90,11 @@ def _broadcast_params(
             dtype = t.dtype if dtype is None else torch.promote_types(dtype, t.dtype)
     dtype = dtype or torch.get_default_dtype()
     first = next(iter(tensors.values()))
-    if all(t.shape == first.shape and t.dtype == dtype for t in tensors.values()):
-        out = list(tensors.values())  # (nothing to broadcast: under vmap even a no-op costs)
+    # (nothing to broadcast: under vmap even a no-op costs; while tracing, shapes are traced)
+    if not is_tracing() and all(
+        t.shape == first.shape and t.dtype == dtype for t in tensors.values()
+    ):
+        out = list(tensors.values())
     else:
         out = _broadcast_tensors(tensors, dtype)
     shape = out[0].shape
