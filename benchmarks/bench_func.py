@@ -23,12 +23,14 @@ difference between the compiled and the eager ``vmap`` (they must agree to a few
 Run:
     python benchmarks/bench_func.py                       # D = 1000, C = 8
     python benchmarks/bench_func.py --threads 1 --timer process   # CPU time: a loaded machine
+    python benchmarks/bench_func.py --no-gc                        # no garbage collection while timing
     python benchmarks/bench_func.py --device cuda --json func.json --plot func.png
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -93,8 +95,11 @@ def measure(
     repeat: int,
     device: str,
     clock: Callable[[], float] = time.perf_counter,
+    collect: bool = True,
 ) -> dict[str, list[float]]:
-    """Seconds per call of each side in each of ``rounds`` interleaved rounds (by ``clock``)."""
+    """Seconds per call of each side in each of ``rounds`` interleaved rounds (by ``clock``);
+    ``collect=False`` runs Python's garbage collector before each timed block and keeps it off
+    during it (as ``timeit`` does)."""
     names = list(fns)
     per: dict[str, list[float]] = {n: [] for n in names}
     for fn in fns.values():  # warm up (allocator, first-call work)
@@ -103,11 +108,15 @@ def measure(
         order = names if r % 2 == 0 else names[::-1]
         for name in order:
             _sync(device)
+            if not collect:
+                gc.collect()
+                gc.disable()
             start = clock()
             for _ in range(repeat):
                 fns[name]()
             _sync(device)
             per[name].append((clock() - start) / repeat)
+            gc.enable()
     return per
 
 
@@ -129,7 +138,7 @@ def run(args: argparse.Namespace) -> dict:
     }
     agree = all(v <= tol for v in diffs.values())
     clock = time.process_time if args.timer == "process" else time.perf_counter
-    per_round = measure(fns, args.rounds, args.repeat, args.device, clock)
+    per_round = measure(fns, args.rounds, args.repeat, args.device, clock, not args.no_gc)
     pairs = {
         "loop / vmap (validation on)": ("loop (validation on)", "vmap (validation on)"),
         "loop / vmap (validation off)": ("loop (validation off)", "vmap (validation off)"),
@@ -214,6 +223,12 @@ def main(argv: list[str] | None = None) -> dict:
         help="wall clock, or process CPU time (robust on a loaded machine; CPU only, with "
         "--threads 1)",
     )
+    parser.add_argument(
+        "--no-gc",
+        action="store_true",
+        help="Python's garbage collector off while timing (as timeit does); collections then "
+        "do not land on whichever side happens to allocate when one is due",
+    )
     parser.add_argument("--json", default=None)
     parser.add_argument("--plot", default=None)
     args = parser.parse_args(argv)
@@ -240,6 +255,7 @@ def main(argv: list[str] | None = None) -> dict:
                     "device": args.device,
                     "backend": args.backend,
                     "timer": args.timer,
+                    "gc": not args.no_gc,
                     **out,
                 },
                 f,

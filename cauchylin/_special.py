@@ -85,6 +85,7 @@ __all__ = [
     "log_cdf_sf",
     "log_cdf_std",
     "log_pdf",
+    "log_pdf_finite",
     "log_pdf_std",
     "log_sf",
     "log_sf_std",
@@ -254,6 +255,25 @@ def _cpu_all_finite(y: torch.Tensor) -> bool:
     return values is not None and values.numel() > 0 and math.isfinite(float(values.amax()))
 
 
+def _log_pdf_cpu(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor | None:
+    """The log-density from ``s (1 + z^2) = s + (d / s) d`` (two cheap operations and one
+    ``log``) on a CPU, or ``None`` where that is not exact: on another device, while a graph is
+    captured, or where ``s + d^2 / s`` is not finite somewhere.
+
+    It overflows only for ``|z|`` beyond ``~1.8e19 / sqrt(s)``; one CPU reduction (no device
+    sync) detects that rare case and inf/NaN inputs, which then take the max/min form of
+    :func:`_log_pdf_general`. A result here therefore also says that every ``d`` and ``s`` is
+    finite (an infinite or NaN one makes ``s + d^2 / s`` infinite or NaN).
+    """
+    if d.device.type != "cpu":
+        return None
+    y = torch.addcmul(s, torch.div(d, s), d)
+    if not _cpu_all_finite(y):
+        return None
+    # -log(pi) - log(y) in one operation: the same rounding as -(log y) - log(pi)
+    return torch.rsub(y.log_(), -LOG_PI)
+
+
 def _log_pdf_general(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """``-log(pi) - 2 log(hypot(sqrt(s), |d| / sqrt(s)))``, and the max/min form where that overflows.
 
@@ -295,14 +315,8 @@ class _LogPdf(torch.autograd.Function):
 
     @staticmethod
     def forward(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-        if d.device.type == "cpu":
-            # s (1 + z^2) = s + (d / s) d: three cheap operations and one log. It overflows only
-            # for |z| beyond ~1.8e19 / sqrt(s); a CPU reduction (no device sync) detects that
-            # rare case (and inf/NaN inputs), which then takes the max/min form below.
-            y = torch.div(d, s).mul_(d).add_(s)
-            if _cpu_all_finite(y):
-                return y.log_().neg_().sub_(LOG_PI)
-        return _log_pdf_general(d, s)
+        out = _log_pdf_cpu(d, s)
+        return _log_pdf_general(d, s) if out is None else out
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
@@ -346,6 +360,36 @@ def log_pdf(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """
     d, s = _as_working(d, s)
     return _apply(_LogPdf, d, s)
+
+
+def log_pdf_finite(d: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """:func:`log_pdf`, and whether its own finiteness read found every ``d`` and ``s`` finite.
+
+    On a CPU :func:`log_pdf` reads (once, on the host) whether ``s + d^2 / s`` is finite to pick
+    its fast form; the flag hands that read on, so a caller that must check its inputs for
+    NaN/inf needs no read of its own when the flag is ``True``.
+
+    Args:
+        d: displacement ``x - loc``, any shape.
+        s: scale, broadcastable with ``d``.
+
+    Returns:
+        ``(log_pdf(d, s), finite)``: ``finite`` is ``True`` only when every ``d`` and ``s`` was
+        read to be finite (and ``s`` nonzero); ``False`` says nothing was learned (another
+        device, a graph capture, a gradient or a differentiating transform wanted, or a value
+        that is not finite), and the caller must check for itself.
+
+    Example:
+        >>> import torch
+        >>> log_pdf_finite(torch.tensor([0.0, float("nan")]), torch.tensor(1.0))
+        (tensor([-1.1447,     nan]), False)
+    """
+    d, s = _as_working(d, s)
+    if not _needs_function(d, s):
+        out = _log_pdf_cpu(d, s)
+        if out is not None:
+            return out, True
+    return _apply(_LogPdf, d, s), False
 
 
 def log1p_square(z: torch.Tensor) -> torch.Tensor:

@@ -89,13 +89,14 @@ def _broadcast_params(
         if t.is_floating_point():
             dtype = t.dtype if dtype is None else torch.promote_types(dtype, t.dtype)
     dtype = dtype or torch.get_default_dtype()
-    try:  # broadcast_tensors is a cheap C++ call; it only fails on incompatible shapes
-        out = torch.broadcast_tensors(
-            *(t if t.dtype == dtype else t.to(dtype) for t in tensors.values())
-        )
-    except RuntimeError:
-        broadcast_shapes_or_raise(**{k: t.shape for k, t in tensors.items()})
-        raise
+    first = next(iter(tensors.values()))
+    # (nothing to broadcast: under vmap even a no-op costs; while tracing, shapes are traced)
+    if not is_tracing() and all(
+        t.shape == first.shape and t.dtype == dtype for t in tensors.values()
+    ):
+        out = list(tensors.values())
+    else:
+        out = _broadcast_tensors(tensors, dtype)
     shape = out[0].shape
     if len(shape) == 0:
         listed = ", ".join(f"{k} {tuple(t.shape)}" for k, t in tensors.items())
@@ -104,6 +105,20 @@ def _broadcast_params(
             f"got {listed}"
         )
     return list(out), shape
+
+
+def _broadcast_tensors(tensors: dict[str, torch.Tensor], dtype: torch.dtype) -> list[torch.Tensor]:
+    """``torch.broadcast_tensors`` of the named tensors in ``dtype``; ``ValueError`` naming them
+    where their shapes do not broadcast."""
+    try:  # broadcast_tensors is a cheap C++ call; it only fails on incompatible shapes
+        return list(
+            torch.broadcast_tensors(
+                *(t if t.dtype == dtype else t.to(dtype) for t in tensors.values())
+            )
+        )
+    except RuntimeError:
+        broadcast_shapes_or_raise(**{k: t.shape for k, t in tensors.items()})
+        raise
 
 
 def _resolve(validate_args: bool | None) -> bool | None:
@@ -120,9 +135,18 @@ def _log_density(value: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor) ->
     The displacement is formed in the working dtype and handed to :func:`cauchylin._special.log_pdf`
     (overflow-free, finite gradients, also at ``x = +-inf``).
     """
+    return _log_density_finite(value, loc, scale)[0]
+
+
+def _log_density_finite(
+    value: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor
+) -> tuple[torch.Tensor, bool]:
+    """:func:`_log_density`, and ``True`` when its finiteness read
+    (:func:`cauchylin._special.log_pdf_finite`) found every displacement ``value - loc`` and
+    ``scale`` finite: with a finite ``loc``, no ``value`` is NaN or infinite."""
     dtype = _special.working_dtype(value, loc, scale)
     value, loc, scale = (t if t.dtype == dtype else t.to(dtype) for t in (value, loc, scale))
-    return _special.log_pdf(value - loc, scale)
+    return _special.log_pdf_finite(value - loc, scale)
 
 
 def _init_distribution(
@@ -161,30 +185,54 @@ def _init_distribution(
     values = [host_values(getattr(d, name)) for name in names]
     if any(v is None for v in values):
         return  # (a graph capture: nothing to read)
-    kinds = _interval_kinds(d)
-    if kinds is not None and all(v is not None and v.numel() for v in values):
-        # One screen of every parameter's extremes (``aminmax`` propagates NaN): finite, and
-        # the smallest above 0 where the constraint is ``positive``. The constraints here are
-        # ``real`` and ``positive`` (reduced with ``all`` by ``independent``), which hold
-        # everywhere when the extremes pass; the layout of the batch dimensions underneath does
-        # not matter. Anything else is checked one by one below.
-        pairs = [t for v in values if v is not None for t in torch.aminmax(v)]
-        if pairs[0].device.type == "cpu":
-            ends = [t.item() for t in pairs]  # (no device to wait for: cheaper than a stack)
-        else:
-            ends = torch.stack(pairs).tolist()  # one host read for all of them
-        if all(
-            -math.inf < ends[2 * i] <= ends[2 * i + 1] < math.inf
-            and (kind == "real" or ends[2 * i] > 0)
-            for i, kind in enumerate(kinds)
-        ):
-            return
+    if _extremes_pass(values, _interval_kinds(d)):
+        return
     for name, v in zip(names, values, strict=True):
         assert v is not None
         _check_constraint(
             d, name, v, d.arg_constraints[name], " (in a member of the torch.func batch)"
         )
         check_finite(name, getattr(d, name))
+
+
+def _extremes_pass(values: list[torch.Tensor | None], kinds: tuple[str, ...] | None) -> bool:
+    """One screen of every parameter's extremes: ``True`` when each is finite, and above 0
+    where its constraint is ``positive``; ``False`` sends the caller to the checks one by one.
+
+    The constraints screened are ``real`` and ``positive`` (reduced with ``all`` by
+    ``independent``), which hold everywhere when the extremes pass; the layout of the batch
+    dimensions underneath does not matter. A ``real`` parameter is screened by its sum (one
+    reduction and one read: NaN and infinities propagate to it; a sum that overflows only sends
+    the caller to the exact checks), a ``positive`` one by ``aminmax`` (which propagates NaN).
+    ``kinds`` is :func:`_interval_kinds`; ``None`` (another constraint) never passes.
+    """
+    if kinds is None or len(kinds) != len(values):
+        return False
+    if values and values[0] is not None and values[0].device.type != "cpu":
+        # one host read for all of them (each read on a device waits for it)
+        ends: list[torch.Tensor] = []
+        for v in values:
+            if v is None or not v.numel():
+                return False
+            ends.extend(torch.aminmax(v))
+        read = torch.stack(ends).tolist()
+        return all(
+            -math.inf < read[2 * i] <= read[2 * i + 1] < math.inf
+            and (kind == "real" or read[2 * i] > 0)
+            for i, kind in enumerate(kinds)
+        )
+    for v, kind in zip(values, kinds, strict=True):
+        # (on a CPU there is no device to wait for: a read is cheaper than a stack)
+        if v is None or not v.numel():
+            return False
+        if kind == "real":
+            if not math.isfinite(v.sum().item()):
+                return False
+            continue
+        low, high = torch.aminmax(v)
+        if not 0.0 < low.item() <= high.item() < math.inf:
+            return False
+    return True
 
 
 def _check_constraint(
@@ -254,6 +302,12 @@ def _validate_value(d: TorchDistribution, value: torch.Tensor) -> None:
     if not isinstance(value, torch.Tensor):
         d._validate_sample(value)  # (refuses a non-tensor, with torch's message)
         return
+    _validate_value_shape(d, value)
+    _validate_value_support(d, value)
+
+
+def _validate_value_shape(d: TorchDistribution, value: torch.Tensor) -> None:
+    """The shape half of :func:`_validate_value` under a transform (torch's messages)."""
     n = len(d.event_shape)
     if value.shape[value.dim() - n :] != d.event_shape or value.dim() < n:
         raise ValueError(
@@ -263,6 +317,11 @@ def _validate_value(d: TorchDistribution, value: torch.Tensor) -> None:
     shape = d.batch_shape + d.event_shape
     if value.shape != shape:
         broadcast_shapes_or_raise(value=value.shape, distribution=shape)
+
+
+def _validate_value_support(d: TorchDistribution, value: torch.Tensor) -> None:
+    """The support half of :func:`_validate_value` under a transform: every batch member's
+    values, read on the host."""
     values = host_values(value) if value.numel() > 0 else None
     support = d.support
     if values is not None and support is constraints.real_vector:
@@ -473,9 +532,20 @@ class IndependentCauchy(TorchDistribution):
         Raises:
             ValueError: (when validating) ``value`` holds NaN or has the wrong event shape.
         """
-        if self._validate_args:
+        if not self._validate_args:
+            return _log_density(value, self.loc, self.scale).sum(-1)
+        if not (isinstance(value, torch.Tensor) and value.numel() and transforms_active()):
             _validate_value(self, value)
-        return _log_density(value, self.loc, self.scale).sum(-1)
+            return _log_density(value, self.loc, self.scale).sum(-1)
+        # Under a transform the support (no NaN) is read on the host; the density's own
+        # finiteness read already proves it when it passes (a finite displacement from a
+        # finite loc), so the value is read a second time only when that one fails.
+        if value.shape != self._batch_shape + self._event_shape:
+            _validate_value_shape(self, value)
+        out, finite = _log_density_finite(value, self.loc, self.scale)
+        if not finite:
+            _validate_value_support(self, value)
+        return out.sum(-1)
 
     def cdf(self, value: torch.Tensor) -> torch.Tensor:
         r"""Joint CDF ``P(X_1 <= x_1, ..., X_C <= x_C) = prod_c cdf_c(x_c)``, shape ``[*S, *batch]``.

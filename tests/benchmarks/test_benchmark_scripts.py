@@ -195,9 +195,11 @@ def test_bench_func_vmap_against_the_loop_and_torch(tmp_path):
     data, stdout = _run(
         "bench_func.py",
         *("--d", "40", "--c", "4", "--rounds", "1", "--repeat", "1", "--backend", "eager"),
+        "--no-gc",
         tmp_path=tmp_path,
     )
     assert data["agree"] and "compiled and eager agree" in stdout
+    assert data["gc"] is False  # --no-gc: the collector off while timing
     assert set(data["ratios"]) == {
         "loop / vmap (validation on)",
         "loop / vmap (validation off)",

@@ -748,3 +748,30 @@ def test_fast_broadcast_shape_is_torchs_rule(a, b, c):
             S._broadcast_shape(a, b, c)
         return
     assert S._broadcast_shape(a, b, c) == expected
+
+
+def test_log_pdf_finite_says_when_its_read_proved_the_inputs_finite():
+    """``log_pdf_finite``: the value of ``log_pdf`` and ``True`` only when every displacement and
+    scale was read to be finite; NaN, infinities, a zero scale or a wanted gradient say False."""
+    from cauchylin._special import log_pdf, log_pdf_finite
+
+    d = torch.tensor([0.0, -2.5, 1e10])
+    s = torch.tensor([1.0, 0.5, 3.0])
+    out, finite = log_pdf_finite(d, s)
+    assert finite and torch.equal(out, log_pdf(d, s))
+    for bad_d, bad_s in [
+        (math.nan, 1.0),
+        (math.inf, 1.0),
+        (-math.inf, 1.0),
+        (1.0, math.inf),
+        (1.0, math.nan),
+        (1.0, 0.0),
+        (3e38, 1.0),
+    ]:
+        dd, ss = d.clone(), s.clone()
+        dd[1], ss[1] = bad_d, bad_s
+        out, finite = log_pdf_finite(dd, ss)
+        assert not finite, (bad_d, bad_s)
+        torch.testing.assert_close(out, log_pdf(dd, ss), rtol=0, atol=0, equal_nan=True)
+    out, finite = log_pdf_finite(d.clone().requires_grad_(), s)
+    assert not finite and torch.equal(out.detach(), log_pdf(d, s))

@@ -573,3 +573,56 @@ def test_vmap_validation_screens_every_bound_of_every_parameter(name, bad, membe
     args[name][member, 1] = bad
     with pytest.raises(ValueError, match=name):
         vmap(log_prob)(args["loc"], args["scale"], args["value"])
+
+
+def test_vmap_validation_reads_the_value_once_and_still_refuses_nan(monkeypatch):
+    """Under vmap the value's support is proven by the density's own finiteness read: a clean
+    batch reads the value no second time, a NaN (or an overflowing displacement) makes the
+    value check run, which refuses the NaN and lets the overflow through."""
+    from cauchylin import distributions as dist_module
+
+    g = torch.Generator().manual_seed(0)
+    loc, scale, value = (torch.randn(B, C, generator=g) for _ in range(3))
+    scale = scale.abs() + 0.5
+    calls = []
+    real_check = dist_module._validate_value_support
+
+    def counting(d, v):
+        calls.append(v.shape)
+        return real_check(d, v)
+
+    monkeypatch.setattr(dist_module, "_validate_value_support", counting)
+
+    def log_prob(loc, scale, value):
+        return IndependentCauchy(loc, scale, validate_args=True).log_prob(value)
+
+    out = vmap(log_prob)(loc, scale, value)
+    assert calls == [] and torch.equal(
+        out, torch.stack([log_prob(*a) for a in zip(loc, scale, value, strict=True)])
+    )
+    huge = value.clone()
+    huge[1, 0] = 3e38  # finite, but s + d^2/s overflows: the value is read, and passes
+    out = vmap(log_prob)(loc, scale, huge)
+    assert len(calls) == 1 and torch.isfinite(out).all()
+    bad = value.clone()
+    bad[B - 1, 2] = math.nan
+    with pytest.raises(ValueError, match="value"):
+        vmap(log_prob)(loc, scale, bad)
+    assert len(calls) == 2
+
+
+def test_vmap_validation_screen_lets_huge_finite_parameters_through():
+    """The parameter screen sums a ``real`` parameter: a sum that overflows (every value finite)
+    falls back to the exact checks, which pass; an infinity among them is refused."""
+    loc = torch.full((B, C), 3e38)
+    scale = torch.full((B, C), 3e38)
+    value = torch.zeros(B, C)
+
+    def log_prob(loc, scale, value):
+        return IndependentCauchy(loc, scale, validate_args=True).log_prob(value)
+
+    out = vmap(log_prob)(loc, scale, value)
+    assert torch.isfinite(out).all()
+    loc[B - 1, C - 1] = math.inf
+    with pytest.raises(ValueError, match="loc"):
+        vmap(log_prob)(loc, scale, value)
