@@ -9,7 +9,9 @@ follows has median ``g^{-1}(loc_Y)`` and exact central intervals
   would start, e.g. ``"..., area "``);
 * :func:`number_predictions` — every number of each text, read in one teacher-forced pass (the
   prediction for a number only sees the text before it, so it equals :func:`predict_values` on
-  that prefix), with the field each number belongs to;
+  that prefix), with the field each number belongs to (:func:`iter_number_predictions` a batch
+  at a time; :class:`NumberReader` from the heads of a pass run elsewhere, such as
+  ``evaluate_model``'s);
 * :func:`number_metrics` — error, rank correlation and interval coverage of those predictions,
   for the target number of each text (the last one, or a named field) and per field;
 * :func:`target_numbers` — the target number of each text, read from the text alone (e.g. the
