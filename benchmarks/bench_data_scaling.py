@@ -18,7 +18,8 @@ those row counts (``cauchylin-lm evaluate MODEL --data t.csv --json``, one fresh
 and with ``--evaluate-jsonl-rows`` on JSONL files of the same texts (``{"text": "area 246, rooms
 7, age 97 -> price 773.4."}`` a line): seconds, peak resident memory, and rows evaluated per
 second (rows / whole run, start-up included; one forward pass per batch gives the token
-metrics and the number predictions), each peak beside the smallest run's of its kind, and the
+metrics and the number predictions) with the process's CPU seconds (which other jobs on the
+machine do not stretch as they do the wall time), each peak beside the smallest run's of its kind, and the
 rows/s the training step consumes on the same model. The runs go by size, a table and a JSONL
 file of each size together, and each is written to ``--json``'s ``.partial.json`` as it ends.
 
@@ -105,6 +106,7 @@ def run_cli(table: Path, out: Path, steps: int, threads: int, batch: int) -> dic
         "total_s": total,
         "step_s": per_step,
         "peak_rss_mb": peak_kb / 1024,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
     }
 
 
@@ -140,7 +142,13 @@ def run_evaluate(model: Path, data: Path, threads: int, batch: int, workers: int
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(cmd[2:])} failed:\n{log.read_text()[-4000:]}")
     metrics = json.loads(out.read_text())
-    return {"total_s": total, "peak_rss_mb": usage.ru_maxrss / 1024, "metrics": metrics}
+    cpu = usage.ru_utime + usage.ru_stime  # the child's own CPU seconds: what load does not add
+    return {
+        "total_s": total,
+        "cpu_s": cpu,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+        "metrics": metrics,
+    }
 
 
 def evaluate_runs(ns: argparse.Namespace, model: Path, tmp: Path, train_rate: float) -> list:
@@ -161,7 +169,7 @@ def evaluate_runs(ns: argparse.Namespace, model: Path, tmp: Path, train_rate: fl
     )
     print(
         f"{'data':>6} {'rows':>10} {'MB':>8} {'total s':>9} {'peak RSS MB':>12} {'rows/s':>8} "
-        f"{'peak / first':>13} {'train rows/s':>13}"
+        f"{'peak / first':>13} {'train rows/s':>13} {'CPU s':>8}"
     )
     first: dict[str, float] = {}  # the first (smallest) run's peak of each kind
     for kind, rows in jobs:
@@ -181,7 +189,8 @@ def evaluate_runs(ns: argparse.Namespace, model: Path, tmp: Path, train_rate: fl
         runs.append(r)
         print(
             f"{kind:>6} {rows:>10} {r['mb']:>8.1f} {r['total_s']:>9.1f} {r['peak_rss_mb']:>12.0f} "
-            f"{r['rows_per_s']:>8.0f} {r['peak_ratio']:>12.2f}x {train_rate:>13.0f}",
+            f"{r['rows_per_s']:>8.0f} {r['peak_ratio']:>12.2f}x {train_rate:>13.0f} "
+            f"{r['cpu_s']:>8.1f}",
             flush=True,
         )
         if ns.json:  # what is done so far survives a run stopped half way

@@ -255,6 +255,8 @@ def test_bench_data_scaling_evaluate_rows(tmp_path):
         assert run["metrics"]["eval/positions"] > 0 and run["metrics"]["target/count"] == 120
         assert run["train_rows_per_s"] == data["encoding"]["step_rows_per_s"]
         assert run["peak_ratio"] == 1.0  # each peak beside the smallest run's of its kind
+        assert _positive(run["cpu_s"]) and run["cpu_s"] < 10 * run["total_s"]
+    assert _positive(data["runs"][0]["cpu_s"])
     # the same texts, from a table and from JSONL: the same held-out metrics
     assert jsonl_run["metrics"]["eval/loss"] == pytest.approx(csv_run["metrics"]["eval/loss"])
     assert "evaluate csv 120 rows: peak RSS" in stdout and "smallest csv run's" in stdout
