@@ -66,6 +66,7 @@ __all__ = [
     "NumberReader",
     "ValuePrediction",
     "concat_number_predictions",
+    "exact_median",
     "iter_number_predictions",
     "learning_check",
     "number_heads",
@@ -1264,7 +1265,7 @@ class NumberMetrics:
         nan = math.nan
         sums = self._sums.get(group)
         out = {"count": float(n), "mae": float(torch.from_numpy(err).mean()) if n else nan}
-        out["mdae"] = _exact_median(err)
+        out["mdae"] = exact_median(err)
         sample = self._samples[group].values() if n else np.empty((0, 3))
         med, y, pit = (torch.from_numpy(np.ascontiguousarray(sample[:, i])) for i in range(3))
         out["spearman"] = rank_correlation(med, y) if n else nan
@@ -1280,8 +1281,16 @@ class NumberMetrics:
         return out
 
 
-def _exact_median(values: np.ndarray) -> float:
-    """:func:`_median` of a NumPy array without sorting it all (the same two order statistics)."""
+def exact_median(values: np.ndarray) -> float:
+    """The median of a NumPy array as :func:`cauchylin.metrics.quantiles` gives it (the same two
+    order statistics, the same interpolation), without sorting it all: one partitioned copy
+    instead of a sorted copy and its int64 indices; nan when empty.
+
+    Example:
+        >>> import numpy as np
+        >>> exact_median(np.array([4.0, 1.0, 3.0, 2.0])), exact_median(np.array([]))
+        (2.5, nan)
+    """
     n = int(values.size)
     if n == 0:
         return math.nan

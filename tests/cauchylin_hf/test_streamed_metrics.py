@@ -299,3 +299,18 @@ def test_cli_evaluate_runs_the_model_once_per_batch(tmp_path, monkeypatch, capsy
     metrics = json.loads(capsys.readouterr().out)
     assert metrics["target/count"] == 24 and metrics["all/count"] == 72
     assert len(calls) == 5  # 24 rows in batches of 5
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 101, 1000])
+def test_exact_median_is_the_sorted_median_to_the_bit(n):
+    """evaluate's median absolute error reads a partitioned copy, not a sorted one: the same
+    float as cauchylin.metrics.quantiles (ties and an even count included)."""
+    from cauchylin_hf.predict import exact_median
+
+    from cauchylin.metrics import quantiles
+
+    rng = np.random.default_rng(n)
+    for values in (rng.standard_cauchy(n), rng.integers(0, 3, n).astype(np.float64) / 3):
+        before = values.copy()
+        assert exact_median(values) == quantiles(torch.from_numpy(values), (0.5,))[0]
+        assert np.array_equal(values, before)  # the caller's array is left as it was
