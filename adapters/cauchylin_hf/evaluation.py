@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from cauchylin._validation import check_same_shape, positive_int, require_tensor
 from cauchylin.metrics import (
@@ -424,7 +424,9 @@ def evaluate_model(
         (counted positions) and ``eval/num_targets`` (``<NUM>`` targets).
 
     Raises:
-        ValueError: for empty data or a bad batch size.
+        ValueError: for empty data or a bad batch size; ``numbers`` whose texts are not the
+            rows of ``data`` (fewer or more), or with an iterable dataset read by more than one
+            worker (its rows would not come in order).
 
     Example:
         >>> import tempfile
@@ -450,6 +452,11 @@ def evaluate_model(
         collate_fn=NumericDataCollator(tokenizer, padding_side="right"),
         num_workers=num_workers,
     )
+    if numbers is not None and num_workers > 1 and isinstance(loader.dataset, IterableDataset):
+        # each worker streams its own share: the rows would not come in the texts' order
+        raise ValueError(
+            "numbers reads the texts in order: an iterable dataset takes num_workers <= 1 with it"
+        )
     batches: Iterable[dict[str, torch.Tensor]] = loader
     if progress:
         from tqdm.auto import tqdm

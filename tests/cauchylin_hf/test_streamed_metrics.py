@@ -271,6 +271,12 @@ def test_evaluate_reads_the_numbers_in_its_own_pass(model_and_tokenizer):
     reader = NumberReader(model, texts=[*texts, "one more 3."], sink=running.add)
     with pytest.raises(ValueError, match="more texts than the 30 rows"):
         evaluation.evaluate_model(model, ntok, texts, batch_size=8, numbers=reader)
+    # two workers each streaming a share of an iterable dataset: not the texts' order
+    reader = NumberReader(model, texts=texts, sink=running.add)
+    with pytest.raises(ValueError, match="num_workers <= 1"):
+        evaluation.evaluate_model(
+            model, ntok, iter_dataset(texts, ntok), batch_size=8, numbers=reader, num_workers=2
+        )
 
 
 def test_cli_evaluate_runs_the_model_once_per_batch(tmp_path, monkeypatch, capsys):
