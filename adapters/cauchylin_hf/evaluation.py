@@ -58,12 +58,13 @@ from cauchylin.vector import CauchyVector
 from .batch import IGNORE_INDEX
 from .data import NumericDataCollator
 from .loss import before_numbers, next_token_targets
-from .predict import NumberReader, exact_median, number_heads
 from .streaming import GrowingColumns, UniformSample, as_numeric_dataset
 from .tokenizer import NumericTokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
     from cauchylin.nn import Action
+
+    from .predict import NumberReader
 
 __all__ = [
     "EXACT_VALUES",
@@ -588,14 +589,13 @@ def _read_numbers(
 ) -> None:
     """Hand ``reader`` the heads at the batch's positions before a ``<NUM>`` (``at`` among the
     scored pairs, in row-major order as :func:`~cauchylin_hf.loss.before_numbers`)."""
-    num = reader.num
     heads = None
     if bool(at.any()):
         U = CauchyVector(loc_u[at], scale_u[at])
         part = None if numbers_at is None else numbers_at[at]
         temperature = float(inner.config.temperature)
         act = inner.action(U, STANDARD, temperature, context=codes[at], numbers=part)
-        heads = tuple(t.cpu() for t in number_heads(inner, act, codes[at], num))
+        heads = tuple(t.cpu() for t in reader.heads(act, codes[at]))
     ids = batch["input_ids"].cpu()
     values = batch.get("numeric_values")
     values = torch.zeros(ids.shape) if values is None else values.cpu()
@@ -739,12 +739,12 @@ class _PositionScores:
                 recall,
                 f1,
             )
-            err = self.errors["err"]
-            if err.size == 0:
+            err = torch.from_numpy(self.errors["err"])
+            if err.numel() == 0:
                 out["eval/reg_mae"], out["eval/reg_mdae"] = math.nan, math.nan
             else:
-                out["eval/reg_mae"] = float(torch.from_numpy(err).mean())
-                out["eval/reg_mdae"] = exact_median(err)  # no sorted copy of every error
+                out["eval/reg_mae"] = float(err.mean())
+                out["eval/reg_mdae"] = quantiles(err, (0.5,))[0]
         for name in ("U_loc", "U_scale"):
             for stat, v in self.spreads[name].stats().items():
                 out[f"dist/{name}_{stat}"] = v

@@ -716,6 +716,12 @@ class NumberReader:
             fields=fields,
         )
 
+    def heads(
+        self, act: Any, codes: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:func:`number_heads` of the model at some positions (for :meth:`read`)."""
+        return number_heads(self.model, act, codes, self.num)
+
     def read(
         self,
         input_ids: torch.Tensor,

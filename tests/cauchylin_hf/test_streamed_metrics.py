@@ -309,8 +309,8 @@ def test_cli_evaluate_runs_the_model_once_per_batch(tmp_path, monkeypatch, capsy
 
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 101, 1000])
 def test_exact_median_is_the_sorted_median_to_the_bit(n):
-    """evaluate's median absolute error reads a partitioned copy, not a sorted one: the same
-    float as cauchylin.metrics.quantiles (ties and an even count included)."""
+    """The streamed number metrics' median absolute errors read a partitioned copy, not a sorted
+    one: the same float as cauchylin.metrics.quantiles (ties and an even count included)."""
     from cauchylin_hf.predict import exact_median
 
     from cauchylin.metrics import quantiles
