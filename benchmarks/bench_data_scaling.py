@@ -17,8 +17,11 @@ With ``--evaluate-rows`` it then evaluates the model of the first training run o
 those row counts (``cauchylin-lm evaluate MODEL --data t.csv --json``, one fresh process each),
 and with ``--evaluate-jsonl-rows`` on JSONL files of the same texts (``{"text": "area 246, rooms
 7, age 97 -> price 773.4."}`` a line): seconds, peak resident memory, and rows evaluated per
-second (rows / whole run; the run reads every row twice: the token metrics and the number
-predictions).
+second (rows / whole run, start-up included; one forward pass per batch gives the token
+metrics and the number predictions) with the process's CPU seconds (which other jobs on the
+machine do not stretch as they do the wall time), each peak beside the smallest run's of its kind, and the
+rows/s the training step consumes on the same model. The runs go by size, a table and a JSONL
+file of each size together, and each is written to ``--json``'s ``.partial.json`` as it ends.
 
 Run it with the code to measure on ``PYTHONPATH`` (the command line it starts is
 ``python -m cauchylin_lm``), so the same script measures two versions side by side.
@@ -27,8 +30,9 @@ Usage::
 
     python benchmarks/bench_data_scaling.py --rows 10000 100000 1000000 10000000 \\
         --json scaling.json --plot docs/assets/benchmarks/data_scaling.png
-    python benchmarks/bench_data_scaling.py --rows 10000 --evaluate-rows 10000 1000000 \
-        --evaluate-jsonl-rows 1000000 --json evaluate.json
+    python benchmarks/bench_data_scaling.py --rows 10000 --no-encoding \\
+        --evaluate-rows 10000 100000 1000000 --evaluate-jsonl-rows 10000 100000 1000000 \\
+        --evaluate-batch-size 128 --json evaluate.json
 """
 
 from __future__ import annotations
@@ -102,6 +106,7 @@ def run_cli(table: Path, out: Path, steps: int, threads: int, batch: int) -> dic
         "total_s": total,
         "step_s": per_step,
         "peak_rss_mb": peak_kb / 1024,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
     }
 
 
@@ -137,21 +142,36 @@ def run_evaluate(model: Path, data: Path, threads: int, batch: int, workers: int
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(cmd[2:])} failed:\n{log.read_text()[-4000:]}")
     metrics = json.loads(out.read_text())
-    return {"total_s": total, "peak_rss_mb": usage.ru_maxrss / 1024, "metrics": metrics}
+    cpu = usage.ru_utime + usage.ru_stime  # the child's own CPU seconds: what load does not add
+    return {
+        "total_s": total,
+        "cpu_s": cpu,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+        "metrics": metrics,
+    }
 
 
 def evaluate_runs(ns: argparse.Namespace, model: Path, tmp: Path, train_rate: float) -> list:
     """The ``evaluate`` rows: a table per ``--evaluate-rows``, a JSONL per
     ``--evaluate-jsonl-rows``; printed as they finish (and written to ``--json``)."""
     runs: list[dict] = []
-    jobs = [("csv", n) for n in ns.evaluate_rows] + [("jsonl", n) for n in ns.evaluate_jsonl_rows]
+    # by size, the table and the JSONL file of each size together: a run stopped half way has
+    # both kinds of every size it reached
+    jobs = sorted(
+        [("csv", n) for n in ns.evaluate_rows] + [("jsonl", n) for n in ns.evaluate_jsonl_rows],
+        key=lambda job: (job[1], job[0]),
+    )
     if not jobs:
         return runs
     print(
         f"cauchylin-lm evaluate MODEL --threads {ns.threads} --batch-size {ns.evaluate_batch_size}"
         f" --dataloader-workers {ns.dataloader_workers}"
     )
-    print(f"{'data':>6} {'rows':>10} {'MB':>8} {'total s':>9} {'peak RSS MB':>12} {'rows/s':>8}")
+    print(
+        f"{'data':>6} {'rows':>10} {'MB':>8} {'total s':>9} {'peak RSS MB':>12} {'rows/s':>8} "
+        f"{'peak / first':>13} {'train rows/s':>13} {'CPU s':>8}"
+    )
+    first: dict[str, float] = {}  # the first (smallest) run's peak of each kind
     for kind, rows in jobs:
         table = tmp / f"eval{rows}.csv"
         if not table.exists():
@@ -163,10 +183,14 @@ def evaluate_runs(ns: argparse.Namespace, model: Path, tmp: Path, train_rate: fl
         r = run_evaluate(model, data, ns.threads, ns.evaluate_batch_size, ns.dataloader_workers)
         r.update(kind=kind, rows=rows, mb=data.stat().st_size / 1e6, rows_per_s=rows / r["total_s"])
         r["train_rows_per_s"] = train_rate
+        first.setdefault(kind, r["peak_rss_mb"])
+        r["peak_ratio"] = r["peak_rss_mb"] / first[kind]
+        r["load_average"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         runs.append(r)
         print(
             f"{kind:>6} {rows:>10} {r['mb']:>8.1f} {r['total_s']:>9.1f} {r['peak_rss_mb']:>12.0f} "
-            f"{r['rows_per_s']:>8.0f}",
+            f"{r['rows_per_s']:>8.0f} {r['peak_ratio']:>12.2f}x {train_rate:>13.0f} "
+            f"{r['cpu_s']:>8.1f}",
             flush=True,
         )
         if ns.json:  # what is done so far survives a run stopped half way
@@ -263,11 +287,10 @@ def main(argv: list[str] | None = None) -> int:
             f"evaluate MODEL --threads {ns.threads} --batch-size {ns.evaluate_batch_size} "
             f"--dataloader-workers {ns.dataloader_workers}"
         )
-        base = evaluated[0]["peak_rss_mb"]
         for r in evaluated:
             print(
-                f"evaluate {r['kind']} {r['rows']} rows: peak RSS {r['peak_rss_mb'] / base:.2f}x "
-                f"the first run's, {r['rows_per_s']:.0f} rows/s (training consumes "
+                f"evaluate {r['kind']} {r['rows']} rows: peak RSS {r['peak_ratio']:.2f}x the "
+                f"smallest {r['kind']} run's, {r['rows_per_s']:.0f} rows/s (training consumes "
                 f"{consume:.0f} rows/s)"
             )
     if ns.json:

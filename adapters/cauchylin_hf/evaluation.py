@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from cauchylin._validation import check_same_shape, positive_int, require_tensor
 from cauchylin.metrics import (
@@ -59,11 +59,13 @@ from .batch import IGNORE_INDEX
 from .data import NumericDataCollator
 from .data.sampling import GrowingColumns, UniformSample
 from .data.streaming import as_numeric_dataset
-from .loss import next_token_targets
+from .loss import before_numbers, next_token_targets
 from .tokenizer import NumericTokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
     from cauchylin.nn import Action
+
+    from .predict import NumberReader
 
 __all__ = [
     "EXACT_VALUES",
@@ -377,6 +379,7 @@ def evaluate_model(
     seed: int = 0,
     progress: bool = False,
     num_workers: int = 0,
+    numbers: NumberReader | None = None,
 ) -> dict[str, float]:
     """Held-out metrics (:func:`compute_metrics`) and the mean loss parts.
 
@@ -410,6 +413,11 @@ def evaluate_model(
         seed: seed of the causal-sampling draws of the probability sums.
         progress: show a tqdm bar.
         num_workers: ``DataLoader`` worker processes that read and encode batches ahead.
+        numbers: also read the predictions of every number from the same forward passes: a
+            :class:`~cauchylin_hf.predict.NumberReader` given the same texts in the same order
+            (one per row of ``data``) and a ``sink`` (e.g.
+            :meth:`~cauchylin_hf.predict.NumberMetrics.add`), so that the texts are read once
+            for both the metrics here and the number metrics.
 
     Returns:
         A dict of floats: the ``eval/...`` and ``dist/...`` metrics of ``compute_metrics``, plus
@@ -418,7 +426,9 @@ def evaluate_model(
         (counted positions) and ``eval/num_targets`` (``<NUM>`` targets).
 
     Raises:
-        ValueError: for empty data or a bad batch size.
+        ValueError: for empty data or a bad batch size; ``numbers`` whose texts are not the
+            rows of ``data`` (fewer or more), or with an iterable dataset read by more than one
+            worker (its rows would not come in order).
 
     Example:
         >>> import tempfile
@@ -444,6 +454,11 @@ def evaluate_model(
         collate_fn=NumericDataCollator(tokenizer, padding_side="right"),
         num_workers=num_workers,
     )
+    if numbers is not None and num_workers > 1 and isinstance(loader.dataset, IterableDataset):
+        # each worker streams its own share: the rows would not come in the texts' order
+        raise ValueError(
+            "numbers reads the texts in order: an iterable dataset takes num_workers <= 1 with it"
+        )
     batches: Iterable[dict[str, torch.Tensor]] = loader
     if progress:
         from tqdm.auto import tqdm
@@ -461,8 +476,10 @@ def evaluate_model(
             batch = {k: v.to(device) for k, v in batch.items()}
             out = model(**batch)
             losses.add(out, batch, inner.config.num_token_id)
-            scores.add(_batch_positions(inner, batch, out))
+            scores.add(_batch_positions(inner, batch, out, numbers))
         metrics = scores.result()
+        if numbers is not None:
+            numbers.finish()
     finally:
         model.train(was_training)
     metrics.update(losses.metrics(float(getattr(inner.config, "reg_weight", 1.0))))
@@ -517,9 +534,10 @@ def _count(
 
 
 def _batch_positions(
-    inner: Any, batch: Mapping[str, torch.Tensor], out: Any
+    inner: Any, batch: Mapping[str, torch.Tensor], out: Any, numbers: NumberReader | None = None
 ) -> dict[str, torch.Tensor]:
-    """The scored positions of one batch (labels, predictions, U, ...), on the CPU."""
+    """The scored positions of one batch (labels, predictions, U, ...), on the CPU; with
+    ``numbers``, the predictions of the batch's numbers are read too."""
     action = inner.action
     temperature = float(inner.config.temperature)
     chunk = max(1, 2**22 // max(int(action.num_classes), 1))
@@ -530,19 +548,25 @@ def _batch_positions(
     loc_u = shifted.positions(out.loc_U)[pair]
     scale_u = shifted.positions(out.scale_U)[pair]
     # the numbers are read as everywhere else: with the per-context readouts
-    codes, numbers = inner.readout_context(
+    codes, numbers_at = inner.readout_context(
         batch["input_ids"], batch.get("numeric_values"), batch["attention_mask"]
     )
     codes = shifted.positions(codes)[pair]
-    if numbers is not None:
-        numbers = shifted.positions(numbers)[pair]
-    predictions, pred_values = [], []
+    if numbers_at is not None:
+        numbers_at = shifted.positions(numbers_at)[pair]
+    predictions, pred_values, sums = [], [], []
     for start in range(0, loc_u.shape[0], chunk):
         U = CauchyVector(loc_u[start : start + chunk], scale_u[start : start + chunk])
-        part = None if numbers is None else numbers[start : start + chunk]
+        part = None if numbers_at is None else numbers_at[start : start + chunk]
         act = action(U, STANDARD, temperature, context=codes[start : start + chunk], numbers=part)
         predictions.append(act.predict().cpu())
         pred_values.append(act.value_median().float().cpu())
+        # the standard mode's OvR probability sums, as ovr_prob_sums computes them (the same
+        # chunks; the context moves only Y), for the streamed statistics
+        sums.append(act.ovr_probs().to(torch.float64).sum(-1))
+    if numbers is not None:
+        at = before_numbers(batch["input_ids"], batch["attention_mask"], numbers.num)[:, :-1]
+        _read_numbers(inner, batch, at[pair], loc_u, scale_u, codes, numbers_at, numbers)
     return {
         "labels": shifted.labels[pair].cpu(),
         "target_values": shifted.target_values[pair].cpu(),
@@ -550,7 +574,33 @@ def _batch_positions(
         "scale_U": scale_u.float().cpu(),
         "predictions": torch.cat(predictions),
         "pred_values": torch.cat(pred_values),
+        "sums_standard": torch.cat(sums),
     }
+
+
+def _read_numbers(
+    inner: Any,
+    batch: Mapping[str, torch.Tensor],
+    at: torch.Tensor,
+    loc_u: torch.Tensor,
+    scale_u: torch.Tensor,
+    codes: torch.Tensor,
+    numbers_at: torch.Tensor | None,
+    reader: NumberReader,
+) -> None:
+    """Hand ``reader`` the heads at the batch's positions before a ``<NUM>`` (``at`` among the
+    scored pairs, in row-major order as :func:`~cauchylin_hf.loss.before_numbers`)."""
+    heads = None
+    if bool(at.any()):
+        U = CauchyVector(loc_u[at], scale_u[at])
+        part = None if numbers_at is None else numbers_at[at]
+        temperature = float(inner.config.temperature)
+        act = inner.action(U, STANDARD, temperature, context=codes[at], numbers=part)
+        heads = tuple(t.cpu() for t in reader.heads(act, codes[at]))
+    ids = batch["input_ids"].cpu()
+    values = batch.get("numeric_values")
+    values = torch.zeros(ids.shape) if values is None else values.cpu()
+    reader.read(ids, batch["attention_mask"].cpu(), values, heads)  # type: ignore[arg-type]
 
 
 EXACT_VALUES = 2**22
@@ -651,16 +701,16 @@ class _PositionScores:
             self.errors.append(err=err.numpy())
         self.spreads["U_loc"].add(part["loc_U"])
         self.spreads["U_scale"].add(part["scale_U"])
+        self.spreads["standard"].add(part["sums_standard"])
         U = CauchyVector(part["loc_U"].to(self.device), part["scale_U"].to(self.device))
-        for key, mode in (("standard", STANDARD), ("causal", INDIVIDUAL)):
-            sums = ovr_prob_sums(
-                self.inner.action,
-                U,
-                mode=mode,
-                temperature=self.temperature,
-                generator=self.generator,
-            )
-            self.spreads[key].add(sums)
+        sums = ovr_prob_sums(
+            self.inner.action,
+            U,
+            mode=INDIVIDUAL,
+            temperature=self.temperature,
+            generator=self.generator,
+        )
+        self.spreads["causal"].add(sums)
 
     def result(self) -> dict[str, float]:
         if self.held is not None:

@@ -9,7 +9,9 @@ follows has median ``g^{-1}(loc_Y)`` and exact central intervals
   would start, e.g. ``"..., area "``);
 * :func:`number_predictions` — every number of each text, read in one teacher-forced pass (the
   prediction for a number only sees the text before it, so it equals :func:`predict_values` on
-  that prefix), with the field each number belongs to;
+  that prefix), with the field each number belongs to (:func:`iter_number_predictions` a batch
+  at a time; :class:`NumberReader` from the heads of a pass run elsewhere, such as
+  ``evaluate_model``'s);
 * :func:`number_metrics` — error, rank correlation and interval coverage of those predictions,
   for the target number of each text (the last one, or a named field) and per field;
 * :func:`target_numbers` — the target number of each text, read from the text alone (e.g. the
@@ -30,8 +32,9 @@ has a ratio near 1; one whose predictions explain only 1% of the targets' varian
 from __future__ import annotations
 
 import difflib
+import itertools
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,10 +63,13 @@ __all__ = [
     "LearningCheck",
     "NumberMetrics",
     "NumberPredictions",
+    "NumberReader",
     "ValuePrediction",
     "concat_number_predictions",
+    "exact_median",
     "iter_number_predictions",
     "learning_check",
+    "number_heads",
     "number_metrics",
     "number_predictions",
     "predict_values",
@@ -291,6 +297,37 @@ def _heads_at(
     codes = codes[select]
     numbers = None if numbers is None else numbers[select]
     _, act = model.heads(hidden[select], mode, temperature, context=codes, numbers=numbers)
+    return number_heads(model, act, codes, num)
+
+
+def number_heads(
+    model: Any, act: Any, codes: torch.Tensor, num: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(loc_Y, scale_Y, P(<NUM>), readout-table row)`` of an action output at some positions.
+
+    Args:
+        model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM`.
+        act: the :class:`cauchylin.nn.ActionOutput` of those positions (``[N]`` of them).
+        codes: ``[N]`` their context codes (the readout table's rows are looked up from them).
+        num: the ``<NUM>`` id.
+
+    Returns:
+        Four ``[N]`` tensors, as :class:`NumberReader` reads them.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin.nn.modes import STANDARD
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> ids = torch.tensor([[5, 6]])
+        >>> hidden, _ = model.encode(ids, None, torch.ones_like(ids))
+        >>> codes, _ = model.readout_context(ids, None, torch.ones_like(ids))
+        >>> _, act = model.heads(hidden[0], STANDARD, context=codes[0])
+        >>> [t.shape for t in number_heads(model, act, codes[0], model.config.num_token_id)]
+        [torch.Size([2]), torch.Size([2]), torch.Size([2]), torch.Size([2])]
+    """
     log_p = act.S[..., num : num + 1].ovr_log_prob(
         act.threshold if act.threshold.ndim == 0 else act.threshold[num : num + 1]
     )[0][..., 0]
@@ -524,11 +561,8 @@ def iter_number_predictions(
     num = _check_model(model, tokenizer)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    lv = _check_levels(levels)
+    reader = NumberReader(model, target_field=target_field, levels=levels, calibrated=calibrated)
     model.eval()
-    start = 0
-    fields_seen: dict[str, None] = {}  # (at most 1000, to name in the error below)
-    target_seen = False
     for chunk in _batched(texts, batch_size):
         enc = tokenizer(chunk, padding=True, return_tensors="pt")
         ids, mask = enc["input_ids"], enc["attention_mask"].bool()
@@ -536,21 +570,120 @@ def iter_number_predictions(
         if 0 in lengths:  # no position to read it at: padding would be read instead
             i = lengths.index(0)
             raise ValueError(
-                f"text {start + i + 1} has no tokens ({chunk[i]!r}): a number is predicted "
-                "after some text; give each text the text before the number"
+                f"text {reader.start + i + 1} has no tokens ({chunk[i]!r}): a number is "
+                "predicted after some text; give each text the text before the number"
             )
-        check_prompt_lengths(model, lengths, first_index=start)
+        check_prompt_lengths(model, lengths, first_index=reader.start)
         select = before_numbers(ids, mask, num)
-        at_num = select[:, :-1]  # aligned with the numbers themselves, ids[:, 1:]
-        if not bool(select.any()):
-            start += len(chunk)
-            continue
-        loc, scale, p, rows = _heads_at(model, enc, select, mode, temperature, num)
+        heads = None
+        if bool(select.any()):
+            heads = _heads_at(model, enc, select, mode, temperature, num)
+        preds = reader.add(chunk, ids, mask, enc["numeric_values"], heads)
+        if preds is not None:
+            yield preds
+    reader.finish()
+
+
+class NumberReader:
+    """The :class:`NumberPredictions` of batches of texts whose heads were computed already.
+
+    :func:`iter_number_predictions` feeds it the batches it encodes and scores itself; a loop
+    that runs the model on the texts for its own reasons (``evaluate_model``'s single pass
+    over held-out data) feeds it the heads at the positions before each number of its batches
+    (:func:`~cauchylin_hf.loss.before_numbers`, in row-major order; :func:`number_heads`),
+    so that every text is read once. Numbers are matched to the texts' spans in order; one
+    that is a text's first token has no prediction.
+
+    Args:
+        model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM`.
+        target_field: the field of the target number (default: the last number of each text).
+        levels: coverages of the central intervals.
+        calibrated: use the model's conformal widths where it has them.
+        texts: the texts, for :meth:`read` (read as it needs them).
+        sink: what :meth:`read` hands each batch's predictions to (e.g.
+            :meth:`NumberMetrics.add`).
+
+    Raises:
+        ValueError: a bad level.
+
+    Example:
+        >>> import torch
+        >>> from cauchylin.nn.modes import STANDARD
+        >>> from cauchylin_hf.loss import before_numbers
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> texts = ["width 3, area 6.", "width 4, area 8."]
+        >>> enc = ntok(texts, padding=True, return_tensors="pt")
+        >>> ids, mask, values = enc["input_ids"], enc["attention_mask"], enc["numeric_values"]
+        >>> select = before_numbers(ids, mask, model.config.num_token_id)
+        >>> hidden, _ = model.encode(ids, values, mask)
+        >>> codes, _ = model.readout_context(ids, values, mask)
+        >>> _, act = model.heads(hidden[select], STANDARD, context=codes[select])
+        >>> reader = NumberReader(model)
+        >>> heads = number_heads(model, act, codes[select], model.config.num_token_id)
+        >>> preds = reader.add(texts, ids, mask, values, heads)
+        >>> preds.fields, preds.true.tolist(), preds.text_index.tolist()
+        (['width', 'area', 'width', 'area'], [3.0, 6.0, 4.0, 8.0], [0, 0, 1, 1])
+        >>> reader.finish()
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        target_field: str | None = None,
+        levels: Sequence[float] = REPORTED_LEVELS,
+        calibrated: bool = True,
+        texts: Iterable[str] | None = None,
+        sink: Callable[[NumberPredictions], object] | None = None,
+    ) -> None:
+        self.model = model
+        self.sink = sink
+        self._texts = None if texts is None else iter(texts)
+        self.num = int(model.config.num_token_id)
+        self.target_field = target_field
+        self.levels = _check_levels(levels)
+        self.calibrated = calibrated
+        self.start = 0
+        """The index of the next text among all the texts read."""
+        self._fields_seen: dict[str, None] = {}  # (at most 1000, to name in finish's error)
+        self._target_seen = False
+
+    def add(
+        self,
+        texts: Sequence[str],
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        numeric_values: torch.Tensor,
+        heads: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None,
+    ) -> NumberPredictions | None:
+        """The predictions of one batch of texts (None when none of them holds a number).
+
+        Args:
+            texts: the batch's texts.
+            input_ids: ``[B, L]`` their ids (``<NUM>`` at the numbers).
+            attention_mask: ``[B, L]``.
+            numeric_values: ``[B, L]`` the numbers' values.
+            heads: :func:`number_heads` at the positions before the numbers (None: none).
+
+        Returns:
+            :class:`NumberPredictions` of the batch, or None.
+        """
+        num, mask = self.num, attention_mask.bool()
+        ids = input_ids
+        at_num = before_numbers(ids, mask, num)[:, :-1]  # aligned with ids[:, 1:]
+        start = self.start
+        self.start += len(texts)
+        if heads is None or not bool(at_num.any()):
+            return None
+        loc, scale, p, rows = heads
         true: list[float] = []
         index: list[int] = []
         target: list[bool] = []
         fields: list[str] = []
-        for b, text in enumerate(chunk):
+        for b, text in enumerate(texts):
             spans = find_numbers(text)
             real = mask[b].nonzero().flatten()
             at = ((ids[b] == num) & mask[b]).nonzero().flatten().tolist()  # k-th <NUM> = spans[k]
@@ -560,32 +693,75 @@ def iter_number_predictions(
                 for k, s in enumerate(spans)
             ]
             # the target among all the text's numbers: a cut-off target is no target
-            tgt = _target_index(every, list(range(len(spans))), target_field)
-            target_seen = target_seen or tgt >= 0
+            tgt = _target_index(every, list(range(len(spans))), self.target_field)
+            self._target_seen = self._target_seen or tgt >= 0
             for f in every:
-                if len(fields_seen) < 1000:
-                    fields_seen.setdefault(f)
-            true.extend(float(v) for v in enc["numeric_values"][b, 1:][at_num[b]])
+                if len(self._fields_seen) < 1000:
+                    self._fields_seen.setdefault(f)
+            true.extend(float(v) for v in numeric_values[b, 1:][at_num[b]])
             index.extend([start + b] * len(kept))
             target.extend(k == tgt for k in kept)
             fields.extend(every[k] for k in kept)
-        widths, counts = _calibration(model, rows, lv, calibrated)
-        yield NumberPredictions(
-            prediction=_prediction(loc, scale, p, lv, model.config.value_space, widths, counts),
+        widths, counts = _calibration(self.model, rows, self.levels, self.calibrated)
+        return NumberPredictions(
+            prediction=_prediction(
+                loc, scale, p, self.levels, self.model.config.value_space, widths, counts
+            ),
             true=torch.tensor(true, dtype=torch.float64),
             text_index=torch.tensor(index, dtype=torch.long),
             is_target=torch.tensor(target, dtype=torch.bool),
             fields=fields,
         )
-        start += len(chunk)
-    if target_field is not None and fields_seen and not target_seen:
+
+    def heads(
+        self, act: Any, codes: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:func:`number_heads` of the model at some positions (for :meth:`read`)."""
+        return number_heads(self.model, act, codes, self.num)
+
+    def read(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        numeric_values: torch.Tensor,
+        heads: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None,
+    ) -> None:
+        """:meth:`add` on the next ``len(input_ids)`` texts of ``texts``; the predictions (if
+        any) go to ``sink``.
+
+        Raises:
+            ValueError: no ``texts`` given, or fewer texts than rows.
+        """
+        if self._texts is None:
+            raise ValueError("NumberReader.read needs the texts: give texts=...")
+        chunk = list(itertools.islice(self._texts, int(input_ids.shape[0])))
+        if len(chunk) != int(input_ids.shape[0]):
+            raise ValueError(
+                f"the texts ran out after {self.start + len(chunk)}: fewer texts than rows read"
+            )
+        preds = self.add(chunk, input_ids, attention_mask, numeric_values, heads)
+        if preds is not None and self.sink is not None:
+            self.sink(preds)
+
+    def finish(self) -> None:
+        """Check, after the last batch, that ``target_field`` named the field of some number
+        (and, with ``texts``, that every text was read).
+
+        Raises:
+            ValueError: a ``target_field`` that is the field of no number of the texts, or more
+                texts than rows were read.
+        """
+        if self._texts is not None and next(self._texts, None) is not None:
+            raise ValueError(f"more texts than the {self.start} rows read")
+        if self.target_field is None or not self._fields_seen or self._target_seen:
+            return
         # a misspelt field would otherwise score no target at all: every target metric NaN
-        close = difflib.get_close_matches(target_field, list(fields_seen), n=1)
+        close = difflib.get_close_matches(self.target_field, list(self._fields_seen), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        shown = ", ".join(repr(f) for f in list(fields_seen)[:10])
-        more = ", ..." if len(fields_seen) > 10 else ""
+        shown = ", ".join(repr(f) for f in list(self._fields_seen)[:10])
+        more = ", ..." if len(self._fields_seen) > 10 else ""
         raise ValueError(
-            f"target_field {target_field!r} is the field of no number in the texts{hint} "
+            f"target_field {self.target_field!r} is the field of no number in the texts{hint} "
             f"(their fields: {shown}{more})"
         )
 
@@ -1092,7 +1268,7 @@ class NumberMetrics:
         nan = math.nan
         sums = self._sums.get(group)
         out = {"count": float(n), "mae": float(torch.from_numpy(err).mean()) if n else nan}
-        out["mdae"] = _exact_median(err)
+        out["mdae"] = exact_median(err)
         sample = self._samples[group].values() if n else np.empty((0, 3))
         med, y, pit = (torch.from_numpy(np.ascontiguousarray(sample[:, i])) for i in range(3))
         out["spearman"] = rank_correlation(med, y) if n else nan
@@ -1108,8 +1284,16 @@ class NumberMetrics:
         return out
 
 
-def _exact_median(values: np.ndarray) -> float:
-    """:func:`_median` of a NumPy array without sorting it all (the same two order statistics)."""
+def exact_median(values: np.ndarray) -> float:
+    """The median of a NumPy array as :func:`cauchylin.metrics.quantiles` gives it (the same two
+    order statistics, the same interpolation), without sorting it all: one partitioned copy
+    instead of a sorted copy and its int64 indices; nan when empty.
+
+    Example:
+        >>> import numpy as np
+        >>> exact_median(np.array([4.0, 1.0, 3.0, 2.0])), exact_median(np.array([]))
+        (2.5, nan)
+    """
     n = int(values.size)
     if n == 0:
         return math.nan

@@ -246,14 +246,19 @@ def test_bench_data_scaling_evaluate_rows(tmp_path):
     data, stdout = _run(
         "bench_data_scaling.py",
         *("--rows", "200", "--steps", "2", "--no-encoding"),
-        *("--evaluate-rows", "120", "--evaluate-jsonl-rows", "120", "--evaluate-batch-size", "32"),
+        *("--evaluate-jsonl-rows", "120", "--evaluate-rows", "120"),
+        *("--evaluate-batch-size", "32"),
         tmp_path=tmp_path,
     )
-    csv_run, jsonl_run = data["evaluate"]
+    csv_run, jsonl_run = data["evaluate"]  # by size, the table before the JSONL file
     assert (csv_run["kind"], jsonl_run["kind"]) == ("csv", "jsonl")
     for run in (csv_run, jsonl_run):
         assert run["rows"] == 120 and _positive(run["rows_per_s"]) and _positive(run["peak_rss_mb"])
-        assert run["metrics"]["eval/positions"] > 0
+        assert run["metrics"]["eval/positions"] > 0 and run["metrics"]["target/count"] == 120
+        assert run["train_rows_per_s"] == data["encoding"]["step_rows_per_s"]
+        assert run["peak_ratio"] == 1.0  # each peak beside the smallest run's of its kind
+        assert _positive(run["cpu_s"]) and run["cpu_s"] < 10 * run["total_s"]
+    assert _positive(data["runs"][0]["cpu_s"])
     # the same texts, from a table and from JSONL: the same held-out metrics
     assert jsonl_run["metrics"]["eval/loss"] == pytest.approx(csv_run["metrics"]["eval/loss"])
-    assert "evaluate csv 120 rows" in stdout
+    assert "evaluate csv 120 rows: peak RSS" in stdout and "smallest csv run's" in stdout

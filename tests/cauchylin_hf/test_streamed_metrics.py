@@ -238,3 +238,86 @@ def test_streamed_nan_reasons_equal_the_in_memory_ones():
     assert expected["target"] == "not seen" and "all" not in expected
     assert held.undefined() == expected
     assert streamed.undefined() == expected
+
+
+def test_evaluate_reads_the_numbers_in_its_own_pass(model_and_tokenizer):
+    """evaluate_model with a NumberReader: the number metrics of number_predictions, from the
+    same forward passes, and its own metrics unchanged."""
+    from cauchylin_hf.predict import NumberReader
+
+    model, ntok = model_and_tokenizer
+    texts = _texts(30, seed=2)
+    ref_numbers = number_metrics(number_predictions(model, ntok, texts, batch_size=8))
+    ref = evaluation.evaluate_model(model, ntok, texts, batch_size=8)
+    assert 0.0 < ref_numbers["all/p_num"] < 1.0  # not degenerate
+    running = NumberMetrics()
+    reader = NumberReader(model, texts=iter(texts), sink=running.add)
+    got = evaluation.evaluate_model(model, ntok, texts, batch_size=8, numbers=reader)
+    _same(got, ref, set())
+    assert running.count == 90 and reader.start == 30
+    # float32 heads of other batch shapes (number_predictions pads its own batches): the same
+    # numbers to float32's rounding, the same nan
+    got_numbers = running.result()
+    assert list(got_numbers) == list(ref_numbers)
+    for key, want in ref_numbers.items():
+        assert got_numbers[key] == pytest.approx(want, rel=1e-5, abs=1e-6, nan_ok=True), key
+    # a misspelt target field is named after the last batch, as iter_number_predictions does
+    reader = NumberReader(model, target_field="prise", texts=texts, sink=running.add)
+    with pytest.raises(ValueError, match="did you mean 'price'"):
+        evaluation.evaluate_model(model, ntok, texts, batch_size=8, numbers=reader)
+    # texts that are not the rows: named, never scored against the wrong text
+    reader = NumberReader(model, texts=texts[:20], sink=running.add)
+    with pytest.raises(ValueError, match="texts ran out after 20"):
+        evaluation.evaluate_model(model, ntok, texts, batch_size=8, numbers=reader)
+    reader = NumberReader(model, texts=[*texts, "one more 3."], sink=running.add)
+    with pytest.raises(ValueError, match="more texts than the 30 rows"):
+        evaluation.evaluate_model(model, ntok, texts, batch_size=8, numbers=reader)
+    # two workers each streaming a share of an iterable dataset: not the texts' order
+    reader = NumberReader(model, texts=texts, sink=running.add)
+    with pytest.raises(ValueError, match="num_workers <= 1"):
+        evaluation.evaluate_model(
+            model, ntok, iter_dataset(texts, ntok), batch_size=8, numbers=reader, num_workers=2
+        )
+
+
+def test_cli_evaluate_runs_the_model_once_per_batch(tmp_path, monkeypatch, capsys):
+    """evaluate reads each row once: one forward pass per batch gives the token metrics and
+    the number predictions (it used to encode and run every batch a second time)."""
+    from cauchylin_hf import model as model_module
+    from cauchylin_hf.app import cli
+    from cauchylin_hf.testing import save_tiny_base
+
+    model, ntok = inputs.load_causal_model(save_tiny_base(tmp_path / "b", "qwen2", spare_rows=2))
+    base = tmp_path / "causal"
+    model.save_pretrained(base)
+    ntok.save_pretrained(base)
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in _texts(24)))
+    calls = []
+    real = model_module.CauchyLMForCausalLM._encode
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(model_module.CauchyLMForCausalLM, "_encode", counted)
+    argv = ["evaluate", str(base), "--data", str(path), "--json", "--no-progress"]
+    assert cli.main([*argv, "--batch-size", "5"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["target/count"] == 24 and metrics["all/count"] == 72
+    assert len(calls) == 5  # 24 rows in batches of 5
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 101, 1000])
+def test_exact_median_is_the_sorted_median_to_the_bit(n):
+    """The streamed number metrics' median absolute errors read a partitioned copy, not a sorted
+    one: the same float as cauchylin.metrics.quantiles (ties and an even count included)."""
+    from cauchylin_hf.predict import exact_median
+
+    from cauchylin.metrics import quantiles
+
+    rng = np.random.default_rng(n)
+    for values in (rng.standard_cauchy(n), rng.integers(0, 3, n).astype(np.float64) / 3):
+        before = values.copy()
+        assert exact_median(values) == quantiles(torch.from_numpy(values), (0.5,))[0]
+        assert np.array_equal(values, before)  # the caller's array is left as it was

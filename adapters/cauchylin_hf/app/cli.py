@@ -443,6 +443,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``evaluate``: held-out metrics and target-number errors of a model on a dataset file."""
     from ..evaluation import evaluate_model
+    from ..predict import NumberMetrics, NumberReader
 
     median = saved_median(args.model)
     data = read_data(args, args.data, data_format(args.model))
@@ -450,6 +451,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _set_threads(args)
     model, ntok = load_causal_model(args.model, tokenizer=args.tokenizer)
     dataset = encode(model, ntok, data, args.max_length)
+    running, reader = None, None
+    if model.config.num_token_id is not None and args.max_length is None:
+        # one pass: the number predictions come from the metrics' forward passes
+        running = NumberMetrics()
+        reader = NumberReader(
+            model,
+            target_field=target_field(data.template, args),
+            calibrated=not getattr(args, "raw_intervals", False),
+            texts=data.texts,
+            sink=running.add,
+        )
     metrics = evaluate_model(
         model,
         ntok,
@@ -459,10 +471,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=_progress(args),
         num_workers=args.dataloader_workers,
+        numbers=reader,
     )
     undefined: dict[str, str] = {}  # why a rank correlation is nan, for the note
     if model.config.num_token_id is not None:
-        metrics.update(target_report(args, model, ntok, data, median, "texts", undefined))
+        metrics.update(target_report(args, model, ntok, data, median, "texts", undefined, running))
     if args.json:
         print(json.dumps(metrics, indent=2))
     else:

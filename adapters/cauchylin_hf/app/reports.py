@@ -319,6 +319,7 @@ def target_report(
     baseline: float | None,
     where: str,
     undefined: dict[str, str] | None = None,
+    running: Any = None,
 ) -> dict[str, float]:
     """The number metrics of ``data`` and the learning check: the target's median absolute
     error beside the baseline's (one line), warnings when nothing was learnt.
@@ -332,6 +333,8 @@ def target_report(
         where: what the texts are, in the printed line (``"held-out texts"``).
         undefined: a dict to fill with why ``spearman`` is ``nan`` in a group
             (:func:`~cauchylin_hf.predict.spearman_undefined`), for :func:`explain`.
+        running: the :class:`~cauchylin_hf.predict.NumberMetrics` of ``data``'s predictions
+            when they were read already (by ``evaluate_model``'s pass); None reads them here.
 
     Returns:
         The metrics of :func:`~cauchylin_hf.predict.number_metrics`, with
@@ -356,16 +359,17 @@ def target_report(
 
     from ..predict import NumberMetrics, iter_number_predictions, learning_check
 
-    running = NumberMetrics()  # bounded memory: the texts are read a batch at a time
-    for batch in iter_number_predictions(
-        model,
-        ntok,
-        data.texts,
-        target_field=target_field(data.template, args),
-        batch_size=args.batch_size,
-        calibrated=not getattr(args, "raw_intervals", False),
-    ):
-        running.add(batch)
+    if running is None:
+        running = NumberMetrics()  # bounded memory: the texts are read a batch at a time
+        for batch in iter_number_predictions(
+            model,
+            ntok,
+            data.texts,
+            target_field=target_field(data.template, args),
+            batch_size=args.batch_size,
+            calibrated=not getattr(args, "raw_intervals", False),
+        ):
+            running.add(batch)
     if running.count == 0:
         raise ValueError("no text holds a number: nothing to predict")
     metrics = running.result()
