@@ -162,9 +162,9 @@ def _init_distribution(
     torch checks the parameters against ``arg_constraints`` with a Python ``if`` on a tensor,
     which ``vmap`` refuses. Under a transform the flag is set as torch sets it and the same
     constraints, and the finiteness, are checked on the values underneath the transform's
-    wrappers (every batch member): one host read screens them all, and only when it fails do the
-    checks run one by one for the message (which names the parameter and the constraint as
-    torch's does).
+    wrappers (every batch member): a screen of their extremes (:func:`_extremes_pass`) passes
+    them all, and only when it fails do the checks run one by one for the message (which names
+    the parameter and the constraint as torch's does).
     """
     names = list(d.arg_constraints)
     if not transforms_active():
