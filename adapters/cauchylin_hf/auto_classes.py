@@ -47,6 +47,12 @@ class _Follow:
         self._loader = loader
         self._watch = watch
 
+    def __getattr__(self, name: str) -> object:
+        # everything else the import system or a tool asks of a loader (``get_code`` for
+        # ``python -m``, ``get_source``, ``is_package``, ``get_resource_reader``, ...) is the
+        # module's own loader's answer
+        return getattr(self._loader, name)
+
     def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
 

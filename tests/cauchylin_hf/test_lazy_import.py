@@ -172,3 +172,31 @@ def test_the_checks_before_torch_load_each_module_once_under_its_name(tmp_path):
             loaded += 1
             assert names == [expected], f"{path} is loaded as {names}"
     assert loaded >= 8  # the checks and the modules they import were seen
+
+
+def test_a_module_imported_while_the_auto_classes_are_watched_keeps_its_loaders_answers():
+    # until transformers' Auto modules are imported, the modules of the package and of
+    # transformers are imported through a watching loader: what tools ask of a loader
+    # (runpy's get_code for ``python -m``, inspect's source, is_package) must still be answered
+    out = _python(
+        """
+        import importlib.util, inspect, sys
+        import cauchylin_hf
+        assert "transformers.models.auto.modeling_auto" not in sys.modules
+        spec = importlib.util.find_spec("cauchylin_hf.numbers")
+        assert spec.loader.get_code("cauchylin_hf.numbers") is not None
+        assert spec.loader.is_package("cauchylin_hf.numbers") is False
+        import cauchylin_hf.numbers as numbers
+        print(len(inspect.getsource(numbers)) > 0)
+        """
+    )
+    assert out.split() == ["True"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "cauchylin_hf.app.cli", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: cauchylin-lm"), proc.stderr[
+        -2000:
+    ]
