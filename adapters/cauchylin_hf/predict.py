@@ -607,26 +607,14 @@ class NumberReader:
         ValueError: a bad level.
 
     Example:
-        >>> import torch
-        >>> from cauchylin.nn.modes import STANDARD
-        >>> from cauchylin_hf.loss import before_numbers
         >>> from cauchylin_hf.model import CauchyLMForCausalLM
         >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
-        >>> model, ntok = CauchyLMForCausalLM.from_base(
-        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
-        >>> texts = ["width 3, area 6.", "width 4, area 8."]
-        >>> enc = ntok(texts, padding=True, return_tensors="pt")
-        >>> ids, mask, values = enc["input_ids"], enc["attention_mask"], enc["numeric_values"]
-        >>> select = before_numbers(ids, mask, model.config.num_token_id)
-        >>> hidden, _ = model.encode(ids, values, mask)
-        >>> codes, _ = model.readout_context(ids, values, mask)
-        >>> _, act = model.heads(hidden[select], STANDARD, context=codes[select])
-        >>> reader = NumberReader(model)
-        >>> heads = number_heads(model, act, codes[select], model.config.num_token_id)
-        >>> preds = reader.add(texts, ids, mask, values, heads)
-        >>> preds.fields, preds.true.tolist(), preds.text_index.tolist()
-        (['width', 'area', 'width', 'area'], [3.0, 6.0, 4.0, 8.0], [0, 0, 1, 1])
-        >>> reader.finish()
+        >>> model = CauchyLMForCausalLM.from_base(tiny_base_model("qwen2"), tiny_tokenizer())
+        >>> reader = NumberReader(model, levels=(0.5, 0.9))
+        >>> reader.levels, reader.start
+        ((0.5, 0.9), 0)
+
+        :meth:`add` shows a batch read.
     """
 
     def __init__(
@@ -670,6 +658,26 @@ class NumberReader:
 
         Returns:
             :class:`NumberPredictions` of the batch, or None.
+
+        Example:
+        >>> from cauchylin.nn.modes import STANDARD
+        >>> from cauchylin_hf.loss import before_numbers
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> texts = ["width 3, area 6.", "width 4, area 8."]
+        >>> enc = ntok(texts, padding=True, return_tensors="pt")
+        >>> ids, mask, values = enc["input_ids"], enc["attention_mask"], enc["numeric_values"]
+        >>> select = before_numbers(ids, mask, model.config.num_token_id)
+        >>> hidden, _ = model.encode(ids, values, mask)
+        >>> codes, _ = model.readout_context(ids, values, mask)
+        >>> _, act = model.heads(hidden[select], STANDARD, context=codes[select])
+        >>> reader = NumberReader(model)
+        >>> heads = number_heads(model, act, codes[select], model.config.num_token_id)
+        >>> preds = reader.add(texts, ids, mask, values, heads)
+        >>> preds.fields, preds.true.tolist(), preds.text_index.tolist()
+        (['width', 'area', 'width', 'area'], [3.0, 6.0, 4.0, 8.0], [0, 0, 1, 1])
         """
         num, mask = self.num, attention_mask.bool()
         ids = input_ids
@@ -716,7 +724,34 @@ class NumberReader:
     def heads(
         self, act: Any, codes: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """:func:`number_heads` of the model at some positions (for :meth:`read`)."""
+        """:func:`number_heads` of the model at some positions (for :meth:`read`).
+
+        Args:
+            act: the model's :meth:`~cauchylin_hf.model.CauchyLMForCausalLM.heads` output at
+                those positions.
+            codes: ``[K]`` their readout context codes.
+
+        Returns:
+            ``(loc, scale, p, rows)`` of the regression heads there (:func:`number_heads`).
+
+        Example:
+        >>> from cauchylin.nn.modes import STANDARD
+        >>> from cauchylin_hf.loss import before_numbers
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> texts = ["width 3, area 6.", "width 4, area 8."]
+        >>> enc = ntok(texts, padding=True, return_tensors="pt")
+        >>> ids, mask, values = enc["input_ids"], enc["attention_mask"], enc["numeric_values"]
+        >>> select = before_numbers(ids, mask, model.config.num_token_id)
+        >>> hidden, _ = model.encode(ids, values, mask)
+        >>> codes, _ = model.readout_context(ids, values, mask)
+        >>> _, act = model.heads(hidden[select], STANDARD, context=codes[select])
+        >>> loc, scale, p, rows = NumberReader(model).heads(act, codes[select])
+        >>> loc.shape == scale.shape == p.shape == (int(select.sum()),)
+        True
+        """
         return number_heads(self.model, act, codes, self.num)
 
     def read(
@@ -728,6 +763,33 @@ class NumberReader:
     ) -> None:
         """:meth:`add` on the next ``len(input_ids)`` texts of ``texts``; the predictions (if
         any) go to ``sink``.
+
+        Args:
+            input_ids: ``[B, L]`` the ids of the next ``B`` texts.
+            attention_mask: ``[B, L]``.
+            numeric_values: ``[B, L]``.
+            heads: :meth:`heads` at the positions before their numbers (None: none).
+
+        Example:
+        >>> from cauchylin.nn.modes import STANDARD
+        >>> from cauchylin_hf.loss import before_numbers
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> texts = ["width 3, area 6.", "width 4, area 8."]
+        >>> enc = ntok(texts, padding=True, return_tensors="pt")
+        >>> ids, mask, values = enc["input_ids"], enc["attention_mask"], enc["numeric_values"]
+        >>> select = before_numbers(ids, mask, model.config.num_token_id)
+        >>> hidden, _ = model.encode(ids, values, mask)
+        >>> codes, _ = model.readout_context(ids, values, mask)
+        >>> _, act = model.heads(hidden[select], STANDARD, context=codes[select])
+        >>> got = []
+        >>> reader = NumberReader(model, texts=texts, sink=got.append)
+        >>> reader.read(ids, mask, values, reader.heads(act, codes[select]))
+        >>> reader.finish()
+        >>> len(got), got[0].true.tolist()
+        (1, [3.0, 6.0, 4.0, 8.0])
 
         Raises:
             ValueError: no ``texts`` given, or fewer texts than rows.
@@ -750,6 +812,27 @@ class NumberReader:
         Raises:
             ValueError: a ``target_field`` that is the field of no number of the texts, or more
                 texts than rows were read.
+
+        Example:
+        >>> from cauchylin.nn.modes import STANDARD
+        >>> from cauchylin_hf.loss import before_numbers
+        >>> from cauchylin_hf.model import CauchyLMForCausalLM
+        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+        >>> model, ntok = CauchyLMForCausalLM.from_base(
+        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
+        >>> texts = ["width 3, area 6.", "width 4, area 8."]
+        >>> enc = ntok(texts, padding=True, return_tensors="pt")
+        >>> ids, mask, values = enc["input_ids"], enc["attention_mask"], enc["numeric_values"]
+        >>> select = before_numbers(ids, mask, model.config.num_token_id)
+        >>> hidden, _ = model.encode(ids, values, mask)
+        >>> codes, _ = model.readout_context(ids, values, mask)
+        >>> _, act = model.heads(hidden[select], STANDARD, context=codes[select])
+        >>> reader = NumberReader(model, target_field="aera")
+        >>> _ = reader.add(texts, ids, mask, values, reader.heads(act, codes[select]))
+        >>> reader.finish()
+        Traceback (most recent call last):
+        ...
+        ValueError: target_field 'aera' is the field of no number in the texts; did you mean 'area'? (their fields: 'width', 'area')
         """
         if self._texts is not None and next(self._texts, None) is not None:
             raise ValueError(f"more texts than the {self.start} rows read")
@@ -1288,6 +1371,12 @@ def exact_median(values: np.ndarray) -> float:
     """The median of a NumPy array as :func:`cauchylin.metrics.quantiles` gives it (the same two
     order statistics, the same interpolation), without sorting it all: one partitioned copy
     instead of a sorted copy and its int64 indices; nan when empty.
+
+    Args:
+        values: a 1-D float array.
+
+    Returns:
+        The median (``nan`` for no values).
 
     Example:
         >>> import numpy as np

@@ -868,16 +868,19 @@ def test_the_nan_note_says_what_happened_to_each_group(table_model, capsys, monk
 
     from cauchylin_hf import predict
 
-    real = predict.iter_number_predictions
+    real = predict.NumberReader.add
 
     def flat(*a, **kw):  # a model that predicts one value for every number
-        for preds in real(*a, **kw):
-            median = torch.full_like(preds.prediction.median, 7.0)
-            yield dataclasses.replace(
-                preds, prediction=dataclasses.replace(preds.prediction, median=median)
-            )
+        preds = real(*a, **kw)
+        if preds is None:
+            return preds
+        median = torch.full_like(preds.prediction.median, 7.0)
+        return dataclasses.replace(
+            preds, prediction=dataclasses.replace(preds.prediction, median=median)
+        )
 
-    monkeypatch.setattr(predict, "iter_number_predictions", flat)
+    # every number prediction of evaluate, in one pass or two, is a NumberReader's
+    monkeypatch.setattr(predict.NumberReader, "add", flat)
     n = len(table_model["test"].read_text().splitlines()) - 1  # rows under the header
     argv = ["evaluate", str(table_model["model"]), "--data", str(table_model["test"])]
     assert cli.main([*argv, "--no-progress"]) == 0
@@ -886,7 +889,7 @@ def test_the_nan_note_says_what_happened_to_each_group(table_model, capsys, monk
     note = next(line for line in captured.err.splitlines() if "note: nan (" in line)
     assert f"target: the model predicts one value for all its {n} numbers" in note
     assert "seen once" not in note
-    monkeypatch.setattr(predict, "iter_number_predictions", real)
+    monkeypatch.setattr(predict.NumberReader, "add", real)
     one = table_model["test"].read_text().splitlines()[:2]  # one row: seen once
     path = table_model["test"].with_name("one.csv")
     path.write_text("\n".join(one) + "\n")

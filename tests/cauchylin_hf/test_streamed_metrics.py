@@ -294,13 +294,13 @@ def test_cli_evaluate_runs_the_model_once_per_batch(tmp_path, monkeypatch, capsy
     path = tmp_path / "d.jsonl"
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in _texts(24)))
     calls = []
-    real = model_module.CauchyLMForCausalLM._encode
+    real = model_module.CauchyLMForCausalLM.forward
 
     def counted(self, *args, **kwargs):
         calls.append(1)
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(model_module.CauchyLMForCausalLM, "_encode", counted)
+    monkeypatch.setattr(model_module.CauchyLMForCausalLM, "forward", counted)
     argv = ["evaluate", str(base), "--data", str(path), "--json", "--no-progress"]
     assert cli.main([*argv, "--batch-size", "5"]) == 0
     metrics = json.loads(capsys.readouterr().out)
