@@ -890,6 +890,16 @@ def plot(rows: list[dict[str, Any]], tables: list[str], path: str, machine: str)
     _plotting.save(fig, path)
 
 
+def _reference_errors(rows: list[dict[str, Any]], table: str) -> list[float]:
+    """The held-out MdAE of linear regression and gradient boosting on ``table``."""
+    return [
+        r["mdae"]
+        for r in rows
+        if r["table"] == table
+        and r["name"] in ("linear regression (features)", "gradient boosting (features)")
+    ]
+
+
 def learning_curve(rows: list[dict[str, Any]], tables: list[str]) -> str:
     """Markdown: per table and causal model, the held-out MdAE at each training budget (the
     median over the seeds in the rows, their count in brackets when more than one), beside
@@ -900,12 +910,7 @@ def learning_curve(rows: list[dict[str, Any]], tables: list[str]) -> str:
     head = ["table", "model", *[f"{b} steps" for b in budgets], "best of LR / HGB"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for table in tables:
-        refs = [
-            r["mdae"]
-            for r in rows
-            if r["table"] == table
-            and r["name"] in ("linear regression (features)", "gradient boosting (features)")
-        ]
+        refs = _reference_errors(rows, table)
         best = f"{min(refs):.4g}" if refs else ""
         for name in names:
             cells = []
@@ -936,12 +941,7 @@ def paired_table(rows: list[dict[str, Any]], tables: list[str], name: str) -> st
     ]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for table in tables:
-        refs = [
-            r["mdae"]
-            for r in rows
-            if r["table"] == table
-            and r["name"] in ("linear regression (features)", "gradient boosting (features)")
-        ]
+        refs = _reference_errors(rows, table)
         best = min(refs) if refs else math.nan
         for steps in sorted({int(r["steps"]) for r in causal}):
             mine = {

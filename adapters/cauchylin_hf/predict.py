@@ -660,21 +660,12 @@ class NumberReader:
             :class:`NumberPredictions` of the batch, or None.
 
         Example:
-        >>> from cauchylin.nn.modes import STANDARD
-        >>> from cauchylin_hf.loss import before_numbers
-        >>> from cauchylin_hf.model import CauchyLMForCausalLM
-        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
-        >>> model, ntok = CauchyLMForCausalLM.from_base(
-        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
-        >>> texts = ["width 3, area 6.", "width 4, area 8."]
-        >>> enc = ntok(texts, padding=True, return_tensors="pt")
-        >>> ids, mask, values = enc["input_ids"], enc["attention_mask"], enc["numeric_values"]
-        >>> select = before_numbers(ids, mask, model.config.num_token_id)
-        >>> hidden, _ = model.encode(ids, values, mask)
-        >>> codes, _ = model.readout_context(ids, values, mask)
-        >>> _, act = model.heads(hidden[select], STANDARD, context=codes[select])
+        >>> from cauchylin_hf.testing import scored_number_batch
+        >>> model, b = scored_number_batch(["width 3, area 6.", "width 4, area 8."])
+        >>> texts, act, codes = b["texts"], b["act"], b["codes"]
+        >>> ids, mask, values = b["input_ids"], b["attention_mask"], b["numeric_values"]
         >>> reader = NumberReader(model)
-        >>> heads = number_heads(model, act, codes[select], model.config.num_token_id)
+        >>> heads = number_heads(model, act, codes, model.config.num_token_id)
         >>> preds = reader.add(texts, ids, mask, values, heads)
         >>> preds.fields, preds.true.tolist(), preds.text_index.tolist()
         (['width', 'area', 'width', 'area'], [3.0, 6.0, 4.0, 8.0], [0, 0, 1, 1])
@@ -735,21 +726,12 @@ class NumberReader:
             ``(loc, scale, p, rows)`` of the regression heads there (:func:`number_heads`).
 
         Example:
-        >>> from cauchylin.nn.modes import STANDARD
-        >>> from cauchylin_hf.loss import before_numbers
-        >>> from cauchylin_hf.model import CauchyLMForCausalLM
-        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
-        >>> model, ntok = CauchyLMForCausalLM.from_base(
-        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
-        >>> texts = ["width 3, area 6.", "width 4, area 8."]
-        >>> enc = ntok(texts, padding=True, return_tensors="pt")
-        >>> ids, mask, values = enc["input_ids"], enc["attention_mask"], enc["numeric_values"]
-        >>> select = before_numbers(ids, mask, model.config.num_token_id)
-        >>> hidden, _ = model.encode(ids, values, mask)
-        >>> codes, _ = model.readout_context(ids, values, mask)
-        >>> _, act = model.heads(hidden[select], STANDARD, context=codes[select])
-        >>> loc, scale, p, rows = NumberReader(model).heads(act, codes[select])
-        >>> loc.shape == scale.shape == p.shape == (int(select.sum()),)
+        >>> from cauchylin_hf.testing import scored_number_batch
+        >>> model, b = scored_number_batch(["width 3, area 6.", "width 4, area 8."])
+        >>> texts, act, codes = b["texts"], b["act"], b["codes"]
+        >>> ids, mask, values = b["input_ids"], b["attention_mask"], b["numeric_values"]
+        >>> loc, scale, p, rows = NumberReader(model).heads(act, codes)
+        >>> loc.shape == scale.shape == p.shape == (len(codes),)
         True
         """
         return number_heads(self.model, act, codes, self.num)
@@ -771,22 +753,13 @@ class NumberReader:
             heads: :meth:`heads` at the positions before their numbers (None: none).
 
         Example:
-        >>> from cauchylin.nn.modes import STANDARD
-        >>> from cauchylin_hf.loss import before_numbers
-        >>> from cauchylin_hf.model import CauchyLMForCausalLM
-        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
-        >>> model, ntok = CauchyLMForCausalLM.from_base(
-        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
-        >>> texts = ["width 3, area 6.", "width 4, area 8."]
-        >>> enc = ntok(texts, padding=True, return_tensors="pt")
-        >>> ids, mask, values = enc["input_ids"], enc["attention_mask"], enc["numeric_values"]
-        >>> select = before_numbers(ids, mask, model.config.num_token_id)
-        >>> hidden, _ = model.encode(ids, values, mask)
-        >>> codes, _ = model.readout_context(ids, values, mask)
-        >>> _, act = model.heads(hidden[select], STANDARD, context=codes[select])
+        >>> from cauchylin_hf.testing import scored_number_batch
+        >>> model, b = scored_number_batch(["width 3, area 6.", "width 4, area 8."])
+        >>> texts, act, codes = b["texts"], b["act"], b["codes"]
+        >>> ids, mask, values = b["input_ids"], b["attention_mask"], b["numeric_values"]
         >>> got = []
         >>> reader = NumberReader(model, texts=texts, sink=got.append)
-        >>> reader.read(ids, mask, values, reader.heads(act, codes[select]))
+        >>> reader.read(ids, mask, values, reader.heads(act, codes))
         >>> reader.finish()
         >>> len(got), got[0].true.tolist()
         (1, [3.0, 6.0, 4.0, 8.0])
@@ -814,21 +787,12 @@ class NumberReader:
                 texts than rows were read.
 
         Example:
-        >>> from cauchylin.nn.modes import STANDARD
-        >>> from cauchylin_hf.loss import before_numbers
-        >>> from cauchylin_hf.model import CauchyLMForCausalLM
-        >>> from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
-        >>> model, ntok = CauchyLMForCausalLM.from_base(
-        ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
-        >>> texts = ["width 3, area 6.", "width 4, area 8."]
-        >>> enc = ntok(texts, padding=True, return_tensors="pt")
-        >>> ids, mask, values = enc["input_ids"], enc["attention_mask"], enc["numeric_values"]
-        >>> select = before_numbers(ids, mask, model.config.num_token_id)
-        >>> hidden, _ = model.encode(ids, values, mask)
-        >>> codes, _ = model.readout_context(ids, values, mask)
-        >>> _, act = model.heads(hidden[select], STANDARD, context=codes[select])
+        >>> from cauchylin_hf.testing import scored_number_batch
+        >>> model, b = scored_number_batch(["width 3, area 6.", "width 4, area 8."])
+        >>> texts, act, codes = b["texts"], b["act"], b["codes"]
+        >>> ids, mask, values = b["input_ids"], b["attention_mask"], b["numeric_values"]
         >>> reader = NumberReader(model, target_field="aera")
-        >>> _ = reader.add(texts, ids, mask, values, reader.heads(act, codes[select]))
+        >>> _ = reader.add(texts, ids, mask, values, reader.heads(act, codes))
         >>> reader.finish()
         Traceback (most recent call last):
         ...

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ __all__ = [
     "causal_lm_model_types",
     "qwen_tokenizer",
     "save_tiny_base",
+    "scored_number_batch",
     "tiny_base_config",
     "tiny_base_model",
     "tiny_tokenizer",
@@ -783,3 +784,52 @@ def save_tiny_base(
     if tok is not None:
         tok.save_pretrained(path)
     return path
+
+
+def scored_number_batch(
+    texts: Sequence[str] = ("width 3, area 6.", "width 4, area 8."),
+) -> tuple[Any, dict[str, Any]]:
+    """A tiny causal model and one batch of ``texts`` run through it, with the heads at the
+    positions before each number: what a loop that scores numbers holds (the examples of
+    :class:`~cauchylin_hf.predict.NumberReader` use it).
+
+    Args:
+        texts: texts with numbers.
+
+    Returns:
+        ``(model, batch)``: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM` on
+        ``tiny_base_model("qwen2")``, and ``batch`` with ``texts``, ``input_ids``,
+        ``attention_mask``, ``numeric_values`` (``[B, L]``, padded), ``select`` (``[B, L]``, the
+        positions before the numbers), ``act`` (the standard mode's heads there) and ``codes``
+        (their readout context codes).
+
+    Example:
+        >>> model, batch = scored_number_batch()
+        >>> int(batch["select"].sum()), tuple(batch["codes"].shape)
+        (4, (4,))
+    """
+    from cauchylin.nn.modes import STANDARD
+
+    from .loss import before_numbers
+    from .model import CauchyLMForCausalLM
+
+    model, ntok = CauchyLMForCausalLM.from_base(
+        tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True
+    )
+    enc = ntok(list(texts), padding=True, return_tensors="pt")
+    ids, mask, values = enc["input_ids"], enc["attention_mask"], enc["numeric_values"]
+    select = before_numbers(ids, mask, model.config.num_token_id)
+    with torch.no_grad():
+        hidden, _ = model.encode(ids, values, mask)
+        codes, _ = model.readout_context(ids, values, mask)
+        _, act = model.heads(hidden[select], STANDARD, context=codes[select])
+    batch = {
+        "texts": list(texts),
+        "input_ids": ids,
+        "attention_mask": mask,
+        "numeric_values": values,
+        "select": select,
+        "act": act,
+        "codes": codes[select],
+    }
+    return model, batch

@@ -187,18 +187,25 @@ def test_cli_reads_a_large_file_a_line_at_a_time(tmp_path, monkeypatch):
     assert data.where(4) == f"{path}, line 5"
 
 
-def test_cli_evaluate_streams_a_large_jsonl_to_the_same_metrics(tmp_path, monkeypatch, capsys):
-    """A JSONL file read a line at a time (as one over STREAM_BYTES is) evaluates as in memory."""
-    from cauchylin_hf.app import cli
+def _saved_model_and_jsonl(tmp_path):
+    """A saved causal model (a base folder would get fresh random heads at each load) and a
+    JSONL file of 24 texts."""
     from cauchylin_hf.testing import save_tiny_base
 
-    # a saved causal model (a base folder would get fresh random heads at each load)
     model, ntok = inputs.load_causal_model(save_tiny_base(tmp_path / "b", "qwen2", spare_rows=2))
     base = tmp_path / "causal"
     model.save_pretrained(base)
     ntok.save_pretrained(base)
     path = tmp_path / "d.jsonl"
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in _texts(24)))
+    return base, path
+
+
+def test_cli_evaluate_streams_a_large_jsonl_to_the_same_metrics(tmp_path, monkeypatch, capsys):
+    """A JSONL file read a line at a time (as one over STREAM_BYTES is) evaluates as in memory."""
+    from cauchylin_hf.app import cli
+
+    base, path = _saved_model_and_jsonl(tmp_path)
     argv = ["evaluate", str(base), "--data", str(path), "--json", "--no-progress"]
     argv += ["--batch-size", "5"]
     assert cli.main(argv) == 0
@@ -285,14 +292,8 @@ def test_cli_evaluate_runs_the_model_once_per_batch(tmp_path, monkeypatch, capsy
     the number predictions (it used to encode and run every batch a second time)."""
     from cauchylin_hf import model as model_module
     from cauchylin_hf.app import cli
-    from cauchylin_hf.testing import save_tiny_base
 
-    model, ntok = inputs.load_causal_model(save_tiny_base(tmp_path / "b", "qwen2", spare_rows=2))
-    base = tmp_path / "causal"
-    model.save_pretrained(base)
-    ntok.save_pretrained(base)
-    path = tmp_path / "d.jsonl"
-    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in _texts(24)))
+    base, path = _saved_model_and_jsonl(tmp_path)
     calls = []
     real = model_module.CauchyLMForCausalLM.forward
 
