@@ -813,12 +813,16 @@ def scored_number_batch(
     from .loss import before_numbers
     from .model import CauchyLMForCausalLM
 
-    model, ntok = CauchyLMForCausalLM.from_base(
+    made = CauchyLMForCausalLM.from_base(
         tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True
     )
+    assert isinstance(made, tuple) and made[1] is not None
+    model, ntok = made[0], made[1]
+    num = model.config.num_token_id
+    assert num is not None  # from_base gave the tokenizer its <NUM> row
     enc = ntok(list(texts), padding=True, return_tensors="pt")
     ids, mask, values = enc["input_ids"], enc["attention_mask"], enc["numeric_values"]
-    select = before_numbers(ids, mask, model.config.num_token_id)
+    select = before_numbers(ids, mask, num)
     with torch.no_grad():
         hidden, _ = model.encode(ids, values, mask)
         codes, _ = model.readout_context(ids, values, mask)
