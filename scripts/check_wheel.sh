@@ -37,12 +37,13 @@ echo "[wheel] built $(basename "$sdist") and $(basename "$wheel")"
 
 "$PY" -m twine check --strict "$work"/dist/*
 
-"$PY" - "$wheel" "$sdist" <<'EOF'
-import sys, tarfile, zipfile
-wheel, sdist = sys.argv[1], sys.argv[2]
+"$PY" - "$wheel" "$sdist" "$work/src" <<'EOF'
+import pathlib, sys, tarfile, zipfile
+wheel, sdist, src = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
 names = zipfile.ZipFile(wheel).namelist()
 need = ["cauchylin/__init__.py", "cauchylin/nn/__init__.py", "cauchylin/estimators/__init__.py",
-        "cauchylin_hf/__init__.py", "cauchylin_hf/app/cli.py", "cauchylin_hf/app/tables.py"]
+        "cauchylin_hf/__init__.py", "cauchylin_hf/app/cli.py", "cauchylin_hf/app/parser.py",
+        "cauchylin_hf/data/__init__.py", "cauchylin_hf/data/table.py", "cauchylin_lm.py"]
 missing = [n for n in need if n not in names]
 stray = [n for n in names if n.startswith(("tests/", "adapters/", "benchmarks/", "docs/"))]
 licence = [n for n in names if n.endswith(("/LICENSE", "licenses/LICENSE"))]
@@ -54,6 +55,12 @@ if not licence: problems.append("the wheel has no LICENSE")
 if not entry or b"cauchylin-lm" not in zipfile.ZipFile(wheel).read(entry[0]):
     problems.append("the wheel declares no cauchylin-lm console script")
 members = tarfile.open(sdist).getnames()
+# every package of the checkout is in the wheel (a package left out of pyproject's list builds
+# fine, into the sdist and the wheel alike, and fails at import)
+for init in sorted([*src.glob("cauchylin/**/__init__.py"), *src.glob("adapters/cauchylin_hf/**/__init__.py")]):
+    name = init.relative_to(src).as_posix().removeprefix("adapters/")
+    if name not in names:
+        problems.append(f"the wheel lacks the package {name.rsplit('/', 1)[0]} ({name})")
 for n in ("LICENSE", "README.md", "pyproject.toml", "adapters/cauchylin_hf/app/cli.py"):
     if not any(m.endswith("/" + n) for m in members):
         problems.append(f"the sdist lacks {n}")
