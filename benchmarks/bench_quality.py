@@ -90,7 +90,12 @@ TABLES = (
     "grunfeld",
     "sunspots",
     "heavy",
+    "penguins",
+    "cars",
+    "barley",
 )
+WORD_TABLES = ("penguins", "cars", "barley")
+"""Real tables with word columns (the ``bench`` extra's palmerpenguins and vega_datasets)."""
 PRETRAIN_TEXTS = 4000
 FINETUNE_STEPS = 1000
 
@@ -211,6 +216,8 @@ def load_table(name: str, quick: bool = False) -> tuple[list[str], list[str], An
         y = np.vectorize(lambda v: float(_sig4(v)))(y)
     elif name in ("engel", "grunfeld", "sunspots"):
         return _statsmodels_table(name, quick)
+    elif name in WORD_TABLES:
+        return _word_table(name, quick)
     elif name == "wine":
         d = datasets.load_wine()
         j = d.feature_names.index("flavanoids")
@@ -286,6 +293,90 @@ def _statsmodels_table(name: str, quick: bool) -> tuple[list[str], list[str], An
     idx = list(range(len(rows)))
     if not in_time_order:
         random.Random(0).shuffle(idx)
+    cut = int(0.8 * len(rows))
+    tr, te = idx[:cut], idx[cut:]
+    if quick:
+        tr, te = tr[:120], te[:20]
+    return [rows[i] for i in tr], [rows[i] for i in te], (X[tr], y[tr], X[te], y[te])
+
+
+def _word_table(name: str, quick: bool) -> tuple[list[str], list[str], Any]:
+    """Real tables whose rows hold words as well as numbers (words one-hot for scikit-learn).
+
+    ``penguins`` (palmerpenguins, 333 complete rows: body mass from species, island, sex and
+    three measurements), ``cars`` (vega_datasets, 392 complete rows: miles per gallon from
+    cylinders, displacement, horsepower, weight, acceleration, model year and origin) and
+    ``barley`` (vega_datasets, 120 rows: yield from variety, year and site; the site, a word,
+    comes just before the target).
+    """
+    import numpy as np
+
+    try:
+        if name == "penguins":
+            from palmerpenguins import load_penguins
+
+            d = load_penguins().dropna().reset_index(drop=True)
+        else:
+            from vega_datasets import local_data
+
+            d = (local_data.cars() if name == "cars" else local_data.barley()).dropna()
+            d = d.reset_index(drop=True)
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise SystemExit(
+            f"table {name!r} needs the bench extra: pip install 'cauchylin[bench]'"
+        ) from exc
+    if name == "penguins":
+        words, numbers, target = (
+            ["species", "island", "sex"],
+            ["bill_length_mm", "bill_depth_mm", "flipper_length_mm"],
+            "body_mass_g",
+        )
+        order = ["species", "island", "bill_length_mm", "bill_depth_mm", "flipper_length_mm", "sex"]
+        label = {
+            "bill_length_mm": "bill length",
+            "bill_depth_mm": "bill depth",
+            "flipper_length_mm": "flipper length",
+            "body_mass_g": "body mass",
+        }
+    elif name == "cars":
+        words, numbers, target = (
+            ["Origin"],
+            ["Cylinders", "Displacement", "Horsepower", "Weight_in_lbs", "Acceleration"],
+            "Miles_per_Gallon",
+        )
+        d = d.assign(model_year=d["Year"].dt.year)
+        numbers = [*numbers, "model_year"]
+        order = ["Origin", *numbers]
+        label = {
+            "Weight_in_lbs": "weight",
+            "Miles_per_Gallon": "miles per gallon",
+            "model_year": "model year",
+        }
+    else:
+        words, numbers, target = ["variety", "site"], ["year"], "yield"
+        order = ["variety", "year", "site"]
+        label = {}
+
+    def head(col: str) -> str:
+        return label.get(col, col.replace("_", " ").lower())
+
+    def cell(col: str, v: Any) -> str:
+        return str(v) if col in words else _sig4(float(v))
+
+    rows = [
+        ", ".join(f"{head(c)} {cell(c, r[c])}" for c in order)
+        + f" -> {head(target)} {_sig4(float(r[target]))}."
+        for _, r in d.iterrows()
+    ]
+    onehot = [
+        np.array([[float(v == level) for level in sorted(set(d[w]))] for v in d[w]]) for w in words
+    ]
+    X = np.c_[
+        tuple([*onehot, *(np.array([float(_sig4(float(v))) for v in d[c]]) for c in numbers)])
+    ]
+    y = np.array([float(_sig4(float(v))) for v in d[target]])
+    idx = list(range(len(rows)))
+    random.Random(0).shuffle(idx)
     cut = int(0.8 * len(rows))
     tr, te = idx[:cut], idx[cut:]
     if quick:
