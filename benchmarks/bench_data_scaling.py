@@ -136,7 +136,8 @@ def run_evaluate(
     cmd += ["--threads", str(threads), "--batch-size", str(batch), "--json", "--no-progress"]
     cmd += ["--dataloader-workers", str(workers)] if workers else []
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
-    log, out = data.with_suffix(".eval.log"), data.with_suffix(".eval.json")
+    # named after the whole file name: the table's and the JSONL file's runs keep their own
+    log, out = data.with_name(data.name + ".eval.log"), data.with_name(data.name + ".eval.json")
     start = time.time()
     memory: list[list[float]] = []  # [seconds, resident MB, peak resident MB] as it runs
     with log.open("w") as err, out.open("w") as stdout:
@@ -146,7 +147,9 @@ def run_evaluate(
             if pid:
                 break
             if not memory or time.time() - start >= memory[-1][0] + sample_s:
-                memory.append([round(time.time() - start, 1), *_resident_mb(proc.pid)])
+                now, mb = round(time.time() - start, 1), _resident_mb(proc.pid)
+                if all(v == v for v in mb):  # not an exited child's (no VmRSS there)
+                    memory.append([now, *mb])
             time.sleep(0.2)
     total = time.time() - start
     if os.waitstatus_to_exitcode(status) != 0:
