@@ -191,3 +191,34 @@ def test_evaluate_model_says_when_its_median_error_is_sampled(monkeypatch):
     assert got["eval/reg_mae"] == pytest.approx(exact["eval/reg_mae"], rel=1e-12)
     others = [k for k in exact if not k.startswith("eval/reg_")]
     assert [got[k] for k in others] == [exact[k] for k in others]
+
+
+def test_learning_check_past_the_budget_names_its_sample_and_the_whole_count(tmp_path, capsys):
+    """The learning check of ``evaluate`` reads the kept targets: past the budget a sample,
+    named under target/check_sample, while the printed line counts every target."""
+    import argparse
+
+    from cauchylin_hf.app.cli import load_causal_model
+    from cauchylin_hf.app.inputs import Data
+    from cauchylin_hf.app.reports import target_report
+    from cauchylin_hf.predict import iter_number_predictions
+    from cauchylin_hf.testing import save_tiny_base
+
+    model, ntok = load_causal_model(save_tiny_base(tmp_path, "qwen2", spare_rows=1))
+    texts = _texts(40, seed=3)
+    args = argparse.Namespace(command="evaluate", batch_size=8, json=False)
+    reports = {}
+    for kept in (10**6, 10):
+        running = NumberMetrics(exact_numbers=1, kept_values=kept)
+        for batch in iter_number_predictions(model, ntok, texts, batch_size=8):
+            running.add(batch)
+        reports[kept] = target_report(
+            args, model, ntok, Data(texts, None, None, "t"), 300.0, "texts", None, running
+        )
+        assert running.target_count == 40
+    lines = capsys.readouterr().out.splitlines()
+    assert "target/check_sample" not in reports[10**6]
+    assert reports[10]["target/check_sample"] == 10
+    exact, sampled = [x for x in lines if " on 40 texts: " in x]
+    assert "uniform sample" not in exact
+    assert sampled.endswith("(the medians and spreads of a uniform sample of 10)"), sampled
