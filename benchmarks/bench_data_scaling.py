@@ -127,17 +127,30 @@ def write_jsonl(table: Path, path: Path) -> None:
         out.writelines(lines)
 
 
-def run_evaluate(model: Path, data: Path, threads: int, batch: int, workers: int) -> dict:
-    """One ``evaluate`` run in a fresh process: seconds, peak RSS, the metrics it printed."""
+def run_evaluate(
+    model: Path, data: Path, threads: int, batch: int, workers: int, sample_s: float = 60.0
+) -> dict:
+    """One ``evaluate`` run in a fresh process: seconds, peak RSS, the metrics it printed, and
+    its resident memory sampled every ``sample_s`` seconds (``memory``)."""
     cmd = [sys.executable, "-m", "cauchylin_lm", "evaluate", str(model), "--data", str(data)]
     cmd += ["--threads", str(threads), "--batch-size", str(batch), "--json", "--no-progress"]
     cmd += ["--dataloader-workers", str(workers)] if workers else []
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
-    log, out = data.with_suffix(".eval.log"), data.with_suffix(".eval.json")
+    # named after the whole file name: the table's and the JSONL file's runs keep their own
+    log, out = data.with_name(data.name + ".eval.log"), data.with_name(data.name + ".eval.json")
     start = time.time()
+    memory: list[list[float]] = []  # [seconds, resident MB, peak resident MB] as it runs
     with log.open("w") as err, out.open("w") as stdout:
         proc = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)  # the child's own peak memory
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)  # the child's own peak memory
+            if pid:
+                break
+            if not memory or time.time() - start >= memory[-1][0] + sample_s:
+                now, mb = round(time.time() - start, 1), _resident_mb(proc.pid)
+                if all(v == v for v in mb):  # not an exited child's (no VmRSS there)
+                    memory.append([now, *mb])
+            time.sleep(0.2)
     total = time.time() - start
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(cmd[2:])} failed:\n{log.read_text()[-4000:]}")
@@ -147,8 +160,23 @@ def run_evaluate(model: Path, data: Path, threads: int, batch: int, workers: int
         "total_s": total,
         "cpu_s": cpu,
         "peak_rss_mb": usage.ru_maxrss / 1024,
+        "memory": memory,
         "metrics": metrics,
     }
+
+
+def _resident_mb(pid: int) -> list[float]:
+    """A running process's resident and peak resident memory (``VmRSS``, ``VmHWM``), in MB
+    (nan where ``/proc`` is not there)."""
+    fields = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = float(value.split()[0]) / 1024
+    except OSError:
+        pass
+    return [fields.get("VmRSS", float("nan")), fields.get("VmHWM", float("nan"))]
 
 
 def evaluate_runs(ns: argparse.Namespace, model: Path, tmp: Path, train_rate: float) -> list:

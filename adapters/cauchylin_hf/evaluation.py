@@ -39,7 +39,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, IterableDataset
@@ -57,9 +56,10 @@ from cauchylin.vector import CauchyVector
 
 from .batch import IGNORE_INDEX
 from .data import NumericDataCollator
-from .data.sampling import GrowingColumns, UniformSample
+from .data.sampling import UniformSample
 from .data.streaming import as_numeric_dataset
 from .loss import before_numbers, next_token_targets
+from .predict import KEPT_VALUES
 from .tokenizer import NumericTokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -396,8 +396,11 @@ def evaluate_model(
 
     The data is read a batch at a time and scored as it goes (a streamed or memory-mapped
     dataset of any size takes bounded memory). Counts (accuracy, ``<NUM>`` precision / recall /
-    F1, the loss) are running sums, and the absolute errors at ``<NUM>`` targets are kept (one
-    float64 each) for the exact mean and median. Up to :data:`EXACT_VALUES` values of ``loc_U``
+    F1, the loss) are running sums; the absolute errors at ``<NUM>`` targets are kept (one
+    float64 each) up to :data:`~cauchylin_hf.predict.KEPT_VALUES` of them for the exact mean
+    and median, and past that ``eval/reg_mae`` is a running mean and ``eval/reg_mdae`` the
+    median of a uniform random sample (seeded by ``seed``) of that many errors, its size under
+    ``eval/reg_mdae_sample`` (a key present only then). Up to :data:`EXACT_VALUES` values of ``loc_U``
     (positions times features) every statistic is :func:`compute_metrics`'s on everything; past
     that the ``dist/`` means and standard deviations are running ones over every position and
     their medians and interquartile ranges those of a uniform random sample (seeded by
@@ -666,7 +669,9 @@ class _PositionScores:
         self.held: list[dict[str, torch.Tensor]] | None = []
         self.values = 0
         self.counts = dict.fromkeys(("counted", "correct", "tp", "pred_num", "true_num"), 0)
-        self.errors = GrowingColumns(err=np.float64)
+        # the absolute errors at <NUM> targets: all of them up to KEPT_VALUES, then a sample
+        self.errors = UniformSample(KEPT_VALUES, 1, seed=seed + 4)
+        self.err_sum = 0.0
         self.spreads = {
             name: _Spread(seed + k)
             for k, name in enumerate(("U_loc", "U_scale", "standard", "causal"))
@@ -698,7 +703,8 @@ class _PositionScores:
             c["true_num"] += int(true_num.sum())
             m = true_num
             err = (part["pred_values"].double()[m] - part["target_values"].double()[m]).abs()
-            self.errors.append(err=err.numpy())
+            self.errors.add(err.numpy()[:, None])
+            self.err_sum += float(err.sum())
         self.spreads["U_loc"].add(part["loc_U"])
         self.spreads["U_scale"].add(part["scale_U"])
         self.spreads["standard"].add(part["sums_standard"])
@@ -740,12 +746,18 @@ class _PositionScores:
                 recall,
                 f1,
             )
-            err = torch.from_numpy(self.errors["err"])
+            err = torch.from_numpy(self.errors.values()[:, 0])
             if err.numel() == 0:
                 out["eval/reg_mae"], out["eval/reg_mdae"] = math.nan, math.nan
             else:
-                out["eval/reg_mae"] = float(err.mean())
+                # every error while they fit; past that the mean of every error (running sum)
+                # and the median of a uniform sample of them
+                sampled = self.errors.sampled
+                mae = self.err_sum / self.errors.offered if sampled else float(err.mean())
+                out["eval/reg_mae"] = mae
                 out["eval/reg_mdae"] = quantiles(err, (0.5,))[0]
+                if sampled:
+                    out["eval/reg_mdae_sample"] = float(self.errors.size)
         for name in ("U_loc", "U_scale"):
             for stat, v in self.spreads[name].stats().items():
                 out[f"dist/{name}_{stat}"] = v

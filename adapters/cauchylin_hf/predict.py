@@ -52,13 +52,14 @@ from cauchylin.value_space import (
     value_quantiles,
 )
 
-from .data.sampling import GrowingColumns, UniformSample
+from .data.sampling import UniformSample
 from .generation import check_prompt_lengths, position_ids_from_mask
 from .loss import before_numbers
 from .numbers import field_of, find_numbers, number_fields
 from .tokenizer import NumericTokenizer
 
 __all__ = [
+    "KEPT_VALUES",
     "MIN_SPREAD",
     "LearningCheck",
     "NumberMetrics",
@@ -1056,8 +1057,18 @@ def _undefined_reason(n: int, predicted: torch.Tensor, true: torch.Tensor) -> st
 EXACT_NUMBERS = 65_536
 """:class:`NumberMetrics` scores up to this many numbers exactly as :func:`number_metrics`; past
 it, ``spearman`` and ``pit_ks`` of a larger group read a uniform random sample of this many of
-its numbers (every other metric stays exact: means from running sums, the median absolute error
-from every error, kept as one float64 each)."""
+its numbers (the means stay exact, from running sums, and the median absolute errors exact up
+to :data:`KEPT_VALUES` errors)."""
+
+KEPT_VALUES = 100_000
+"""The values kept per statistic that a median is taken of (the absolute errors of a group of
+numbers, of ``evaluate``'s ``<NUM>`` targets, the targets' predicted and true values of the
+learning check): up to this many the median is exact (every value kept); past it, a uniform
+random sample (seeded) of this many values gives it, and the memory stays bounded however many
+rows are read. The sampled median is then a value whose rank among all the values is off from
+the middle by a fraction of their count with standard deviation ``0.5 / sqrt(KEPT_VALUES)``
+(0.16%), and by more than ``sqrt(ln(2e6) / (2 KEPT_VALUES))`` (0.85%) with probability below
+1e-6 (Hoeffding's bound, which holds for sampling without replacement)."""
 
 
 class NumberMetrics:
@@ -1066,20 +1077,25 @@ class NumberMetrics:
     Feed it the batches of :func:`iter_number_predictions` with :meth:`add`; :meth:`result`
     gives the keys and values of :func:`number_metrics` on all of them. Up to ``exact_numbers``
     numbers it holds the batches and calls :func:`number_metrics` itself (the same floats).
-    Past that it keeps, per number, only its absolute error (float64), its group and, for
-    target numbers, the predicted and true value; the means (``mae``, ``p_num``,
-    ``log_score``, ``interval_score_*``) and shares (``coverage_*``, ``calibrated_*``) are
-    running sums, the median absolute error is exact, and ``spearman`` and ``pit_ks`` of a
-    group of more than ``exact_numbers`` numbers read a uniform random sample (seeded) of that
-    many of them. A million texts of four numbers take about 50 MB.
+    Past that the means (``mae``, ``p_num``, ``log_score``, ``interval_score_*``) and shares
+    (``coverage_*``, ``calibrated_*``) are running sums, ``spearman`` and ``pit_ks`` of a group
+    of more than ``sample_size`` numbers read a uniform random sample (seeded) of that many of
+    them (``{group}/rank_sample`` in the result gives its size), and each group's absolute
+    errors and the target numbers' predicted and true values (:meth:`targets`) are kept up to
+    ``kept_values`` of each: the median absolute error is exact up to that many numbers in the
+    group, and past it the median of a uniform random sample of ``kept_values`` errors
+    (``{group}/mdae_sample`` in the result gives its size). The memory held is bounded, however
+    many numbers are added: about 10 MB per group at the defaults.
 
     Args:
         exact_numbers: the numbers held and scored exactly (default :data:`EXACT_NUMBERS`).
         sample_size: the sample's size past them (default ``exact_numbers``).
-        seed: seed of the sample.
+        seed: seed of the samples.
+        kept_values: the errors (of each group) and target values kept (None:
+            :data:`KEPT_VALUES`).
 
     Raises:
-        ValueError: ``exact_numbers`` or ``sample_size`` not a positive int.
+        ValueError: ``exact_numbers``, ``sample_size`` or ``kept_values`` not a positive int.
 
     Example:
         >>> import torch
@@ -1096,15 +1112,27 @@ class NumberMetrics:
     """
 
     def __init__(
-        self, *, exact_numbers: int = EXACT_NUMBERS, sample_size: int | None = None, seed: int = 0
+        self,
+        *,
+        exact_numbers: int = EXACT_NUMBERS,
+        sample_size: int | None = None,
+        seed: int = 0,
+        kept_values: int | None = None,
     ) -> None:
         if sample_size is None:
             sample_size = exact_numbers
-        for name, value in (("exact_numbers", exact_numbers), ("sample_size", sample_size)):
+        if kept_values is None:
+            kept_values = KEPT_VALUES
+        for name, value in (
+            ("exact_numbers", exact_numbers),
+            ("sample_size", sample_size),
+            ("kept_values", kept_values),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         self.exact_numbers = exact_numbers
         self.sample_size = sample_size
+        self.kept_values = kept_values
         self.count = 0
         self._held: list[NumberPredictions] = []
         self._seed = seed
@@ -1114,8 +1142,11 @@ class NumberMetrics:
         self._codes: dict[str, int] = {}
         self._sums: dict[str, np.ndarray] = {}
         self._samples: dict[str, UniformSample] = {}
-        self._numbers = GrowingColumns(err=np.float64, code=np.int32, target=np.bool_)
-        self._targets = GrowingColumns(median=np.float64, true=np.float64)
+        # per group: its count, the sum of its absolute errors and the errors kept
+        self._counts: dict[str, int] = {}
+        self._err_sums: dict[str, float] = {}
+        self._errors: dict[str, UniformSample] = {}
+        self._targets = UniformSample(kept_values, 2, seed=seed)
 
     def add(self, preds: NumberPredictions) -> None:
         """Score one batch of predictions.
@@ -1185,10 +1216,8 @@ class NumberMetrics:
             count=n,
         )
         target = preds.is_target.numpy()
-        self._numbers.append(err=err.numpy(), code=codes, target=target)
-        self._targets.append(
-            median=p.median[preds.is_target].numpy(), true=y[preds.is_target].numpy()
-        )
+        self._targets.add(torch.stack([p.median, y], -1)[preds.is_target].numpy())
+        err_col = err.to(torch.float64).numpy()[:, None]
         rows = torch.stack([p.median, y, pit], -1).numpy()
         groups = {"target": target, "all": None}
         for name, code in self._codes.items():
@@ -1203,10 +1232,28 @@ class NumberMetrics:
             if group not in self._samples:
                 seed = self._seed + len(self._samples)
                 self._samples[group] = UniformSample(self.sample_size, 3, seed=seed)
+                self._errors[group] = UniformSample(self.kept_values, 1, seed=seed)
             self._samples[group].add(rows if keep is None else rows[keep])
+            errs = err_col if keep is None else err_col[keep]
+            self._errors[group].add(errs)
+            self._counts[group] = self._counts.get(group, 0) + len(errs)
+            self._err_sums[group] = self._err_sums.get(group, 0.0) + float(errs.sum())
+
+    @property
+    def target_count(self) -> int:
+        """The number of target numbers added (:meth:`targets` holds them all, or a sample).
+
+        Example:
+            >>> NumberMetrics().target_count
+            0
+        """
+        if not self._streaming:
+            return sum(int(part.is_target.sum()) for part in self._held)
+        return self._counts.get("target", 0)
 
     def targets(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The predicted medians and true values of the target numbers, in order.
+        """The predicted medians and true values of the target numbers, in order; past
+        ``kept_values`` of them, a uniform random sample (seeded) of ``kept_values`` pairs.
 
         Returns:
             ``(predicted [T], true [T])``, float64.
@@ -1230,10 +1277,8 @@ class NumberMetrics:
             keep = both.is_target
             f64 = torch.float64
             return both.prediction.median[keep].to(f64), both.true[keep].to(f64)
-        return (
-            torch.from_numpy(self._targets["median"].copy()),
-            torch.from_numpy(self._targets["true"].copy()),
-        )
+        pairs = self._targets.values()
+        return torch.from_numpy(pairs[:, 0].copy()), torch.from_numpy(pairs[:, 1].copy())
 
     def undefined(self) -> dict[str, str]:
         """:func:`spearman_undefined` of every number added: past ``exact_numbers``, read from
@@ -1258,11 +1303,9 @@ class NumberMetrics:
             if not self._held:
                 return {}
             return spearman_undefined(concat_number_predictions(self._held))
-        counts = {"target": int(self._numbers["target"].sum()), "all": self.count}
-        for f, c in self._codes.items():
-            counts[f"field/{f or '(none)'}"] = int((self._numbers["code"] == c).sum())
         out: dict[str, str] = {}
-        for group, n in counts.items():
+        for group in self._groups():
+            n = self._counts.get(group, 0)
             sample = self._samples[group].values() if n else np.empty((0, 3))
             med, y = (torch.from_numpy(np.ascontiguousarray(sample[:, i])) for i in range(2))
             reason = _undefined_reason(n, med, y)
@@ -1296,25 +1339,25 @@ class NumberMetrics:
                 raise ValueError("no number was predicted: nothing to score")
             return number_metrics(concat_number_predictions(self._held))
         out: dict[str, float] = {}
-        err_all, codes, target = (
-            self._numbers["err"],
-            self._numbers["code"],
-            self._numbers["target"],
-        )
-        groups: list[tuple[str, np.ndarray | None]] = [("target", target), ("all", None)]
-        groups += [(f"field/{f or '(none)'}", codes == c) for f, c in self._codes.items()]
-        for group, keep in groups:
-            for key, value in self._group(
-                group, err_all if keep is None else err_all[keep]
-            ).items():
+        for group in self._groups():
+            for key, value in self._group(group).items():
                 out[f"{group}/{key}"] = value
         return out
 
-    def _group(self, group: str, err: np.ndarray) -> dict[str, float]:
-        n = int(err.size)
+    def _groups(self) -> list[str]:
+        return ["target", "all"] + [f"field/{f or '(none)'}" for f in self._codes]
+
+    def _group(self, group: str) -> dict[str, float]:
+        n = self._counts.get(group, 0)
         nan = math.nan
         sums = self._sums.get(group)
-        out = {"count": float(n), "mae": float(torch.from_numpy(err).mean()) if n else nan}
+        kept = self._errors[group] if n else None
+        err = kept.values()[:, 0] if kept is not None else np.empty(0)
+        out = {"count": float(n), "mae": nan}
+        if kept is not None:
+            # every error while they fit (the mean as number_metrics takes it), else the sums
+            exact = not kept.sampled
+            out["mae"] = float(torch.from_numpy(err).mean()) if exact else self._err_sums[group] / n
         out["mdae"] = exact_median(err)
         sample = self._samples[group].values() if n else np.empty((0, 3))
         med, y, pit = (torch.from_numpy(np.ascontiguousarray(sample[:, i])) for i in range(3))
@@ -1328,6 +1371,11 @@ class NumberMetrics:
             for k, name in enumerate(("coverage", "interval_score", "calibrated")):
                 value = float(sums[3 + 3 * j + k] / n) if n and sums is not None else nan
                 out[f"{name}_{key}"] = value
+        # where a statistic read a sample, its size (the key is absent where it read every value)
+        if kept is not None and kept.sampled:
+            out["mdae_sample"] = float(kept.size)
+        if n and self._samples[group].sampled:
+            out["rank_sample"] = float(self._samples[group].size)
         return out
 
 

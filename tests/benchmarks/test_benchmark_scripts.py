@@ -258,6 +258,10 @@ def test_bench_data_scaling_evaluate_rows(tmp_path):
         assert run["train_rows_per_s"] == data["encoding"]["step_rows_per_s"]
         assert run["peak_ratio"] == 1.0  # each peak beside the smallest run's of its kind
         assert _positive(run["cpu_s"]) and run["cpu_s"] < 10 * run["total_s"]
+        # the resident memory sampled as it ran: [seconds, VmRSS MB, VmHWM MB], the first at
+        # the start, none above the peak ru_maxrss gives
+        assert run["memory"] and run["memory"][0][0] < 1.0
+        assert all(rss <= hwm <= run["peak_rss_mb"] + 1 for _, rss, hwm in run["memory"])
     assert _positive(data["runs"][0]["cpu_s"])
     # the same texts, from a table and from JSONL: the same held-out metrics
     assert jsonl_run["metrics"]["eval/loss"] == pytest.approx(csv_run["metrics"]["eval/loss"])

@@ -338,7 +338,10 @@ def target_report(
 
     Returns:
         The metrics of :func:`~cauchylin_hf.predict.number_metrics`, with
-        ``target/mdae_baseline`` and ``target/spread_ratio`` where there are targets.
+        ``target/mdae_baseline`` and ``target/spread_ratio`` where there are targets (read
+        from a uniform random sample of the targets past
+        :data:`~cauchylin_hf.predict.KEPT_VALUES` of them, its size under
+        ``target/check_sample``).
 
     Raises:
         ValueError: no text of ``data`` holds a number.
@@ -387,6 +390,10 @@ def target_report(
     check = learning_check(predicted, true, baseline)
     metrics["target/mdae_baseline"] = check.baseline_mdae
     metrics["target/spread_ratio"] = check.spread_ratio
+    count, sampled = running.target_count, ""
+    if count > check.count:  # the check read a uniform sample of the targets
+        metrics["target/check_sample"] = float(check.count)
+        sampled = f" (the medians and spreads of a uniform sample of {check.count})"
     name = data.template.target if data.template is not None else "target"
     means = ""
     if check.compares_means:  # half the targets or more are the median: its median error is 0
@@ -395,8 +402,9 @@ def target_report(
             f"and {check.baseline_mae:.4g})"
         )
     print(
-        f"{name} on {check.count} {where}: median absolute error {check.mdae:.4g}; predicting "
-        f"{guess} ({check.baseline:.4g}) for every row: {check.baseline_mdae:.4g}{means}",
+        f"{name} on {count} {where}: median absolute error {check.mdae:.4g}; predicting "
+        f"{guess} ({check.baseline:.4g}) for every row: {check.baseline_mdae:.4g}{means}"
+        f"{sampled}",
         file=sys.stderr if getattr(args, "json", False) else sys.stdout,
     )
     for message in check.warnings(name):

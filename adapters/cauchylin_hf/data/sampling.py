@@ -71,8 +71,9 @@ class UniformSample:
 
     Each row gets a random key; the sample is the rows of the ``size`` smallest keys (a
     "bottom-k" sample: every subset of ``size`` rows is equally likely). Rows whose key is above
-    the largest kept key are dropped on arrival, so the memory stays at about twice ``size``
-    rows. While at most ``size`` rows have arrived the sample holds them all.
+    the largest kept key are dropped on arrival, so the memory stays at most twice ``size``
+    rows, however many arrive. While at most ``size`` rows have arrived the sample holds them
+    all (:attr:`sampled` is False): a statistic of the sample is then the exact one.
 
     Args:
         size: the sample's size (>= 1).
@@ -97,10 +98,27 @@ class UniformSample:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         self.size = size
+        self.offered = 0
+        """The rows offered so far: the sample holds them all while ``offered <= size``."""
         self._rng = np.random.default_rng(seed)
-        self._keys = np.empty(0)
-        self._rows = np.empty((0, width))
+        # kept keys and rows fill buffers that double up to ``2 * size`` rows, then are pruned
+        # back to ``size`` in place: a batch costs its own rows, not a copy of the sample
+        self._keys = np.empty(min(size, 1024))
+        self._rows = np.empty((min(size, 1024), width))
+        self._n = 0
         self._limit = np.inf
+
+    @property
+    def sampled(self) -> bool:
+        """Whether rows were left out (more than ``size`` offered): the sample is an estimate.
+
+        Example:
+            >>> sample = UniformSample(3, 1)
+            >>> sample.add(np.zeros((3, 1)))
+            >>> sample.sampled, (sample.add(np.zeros((1, 1))), sample.sampled)[1]
+            (False, True)
+        """
+        return self.offered > self.size
 
     def add(self, rows: np.ndarray) -> None:
         """Offer a batch of rows (``[n, width]`` floats).
@@ -114,24 +132,41 @@ class UniformSample:
             >>> sample.values().shape
             (2, 1)
         """
+        self.offered += len(rows)
         keys = self._rng.random(len(rows))
         take = keys < self._limit
-        self._keys = np.concatenate([self._keys, keys[take]])
-        self._rows = np.concatenate([self._rows, rows[take]])
-        if self._keys.size >= 2 * self.size:
+        keys, rows = keys[take], rows[take]
+        k = int(keys.size)
+        if k == 0:
+            return
+        if self._n + k > self._keys.size:
+            self._grow(self._n + k)
+        self._keys[self._n : self._n + k] = keys
+        self._rows[self._n : self._n + k] = rows
+        self._n += k
+        if self._n >= 2 * self.size:
             self._prune()
 
+    def _grow(self, need: int) -> None:
+        cap = max(need, min(2 * self._keys.size, 2 * self.size))
+        keys, rows = np.empty(cap), np.empty((cap, self._rows.shape[1]))
+        keys[: self._n], rows[: self._n] = self._keys[: self._n], self._rows[: self._n]
+        self._keys, self._rows = keys, rows
+
     def _prune(self) -> None:
-        if self._keys.size > self.size:
-            keep = np.argpartition(self._keys, self.size - 1)[: self.size]
-            self._keys, self._rows = self._keys[keep], self._rows[keep]
-            self._limit = float(self._keys.max())
+        if self._n > self.size:
+            keep = np.argpartition(self._keys[: self._n], self.size - 1)[: self.size]
+            keys, rows = self._keys[keep], self._rows[keep]
+            self._keys[: self.size], self._rows[: self.size] = keys, rows
+            self._n = self.size
+            self._limit = float(keys.max())
 
     def values(self) -> np.ndarray:
-        """The sampled rows.
+        """The sampled rows: while ``offered <= size``, every row in the order offered.
 
         Returns:
-            ``[min(size, rows offered), width]`` floats.
+            ``[min(size, rows offered), width]`` floats (a view, valid until the next
+            :meth:`add`).
 
         Example:
             >>> sample = UniformSample(5, 2)
@@ -140,7 +175,7 @@ class UniformSample:
             (3, 2)
         """
         self._prune()
-        return self._rows
+        return self._rows[: self._n]
 
 
 def sample_rows(n: int, size: int, seed: int = 0) -> list[int] | None:
