@@ -253,7 +253,7 @@ class CauchyLMConfig(PreTrainedConfig):
             value space) a solved readout reads beside the final hidden state (0: none, the
             hidden state alone); in a table written one row per text, the row's earlier
             columns: a linear regression on them inside the readout
-            (:func:`cauchylin.nn.readouts.earlier_numbers`).
+            (:func:`cauchylin.nn.readouts.earlier_numbers`). Default 16.
         calibration_levels: the central-interval coverages the table can calibrate (default
             :data:`cauchylin.levels.CALIBRATION_LEVELS`).
         tie_word_embeddings: False (the default; leave it): ``W_cls`` is a copy of the base head
@@ -308,7 +308,7 @@ class CauchyLMConfig(PreTrainedConfig):
     head_dtype: str = "float32"
     readout_context_tokens: int = 3
     readout_contexts: int = 0
-    readout_numbers: int = 0
+    readout_numbers: int = 16
     calibration_levels: tuple[float, ...] | list[float] = CALIBRATION_LEVELS
     # The heads are never tied to the embeddings (W_cls is a copy that trains on its own).
     tie_word_embeddings: bool = False

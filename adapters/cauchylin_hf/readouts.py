@@ -10,9 +10,9 @@ after training (and by the command line and the demo):
   their *context* (the ``config.readout_context_tokens`` tokens ending at the position that
   predicts them: in a table, a column's name), and solves, per context with enough numbers, the
   Cauchy readout ``Y ~ Cauchy(w . loc_U' + b, sigma)`` by penalised maximum likelihood
-  (:func:`cauchylin.readout.fit_cauchy_readout`). A solved readout replaces the shared head for
-  that context only where its cross-validated likelihood is better than the shared head's on the
-  same numbers.
+  (:func:`cauchylin.readout.fit_cauchy_readout`). The solved readout replaces the shared head for
+  that context (the shared head's likelihood on those numbers is reported beside the readout's,
+  but it is measured on the numbers the head was trained on, so it decides nothing).
 * :func:`calibrate` reads the numbers of texts the model was *not* trained on and fits, per
   context (and for all other numbers together), split-conformal widths
   (:mod:`cauchylin.conformal`): the central interval of coverage ``c`` becomes
@@ -286,8 +286,11 @@ def solve_readouts(
     :func:`cauchylin.readout.fit_cauchy_readout` on the readout's features at its positions
     (``loc_U'``, followed by the text's ``config.readout_numbers`` earlier numbers when that is
     above 0: :meth:`cauchylin.nn.readouts.ContextReadouts.features`), the penalty chosen by
-    ``folds``-fold cross-validation. The readout replaces the shared head for that
-    context when its cross-validated NLL is below the shared head's NLL on the same numbers.
+    ``folds``-fold cross-validation. The readout replaces the shared head for that context
+    wherever the solve gives a finite readout. (The report holds the shared head's NLL on the
+    same numbers beside the readout's cross-validated one; it is not a fair comparison to choose
+    by: the head was trained on those numbers, and after many steps on a small table it fits
+    them far better than it predicts new rows, while the readout's NLL is out of fold.)
     The model's earlier readouts and calibration are replaced (a calibration belongs to the
     readouts it was fitted with: run :func:`calibrate` after this).
 
@@ -369,7 +372,7 @@ def solve_readouts(
                 }
             )
             continue
-        kept = solved_nll < shared_nll
+        kept = True
         report.contexts.append(
             {**entry, "solved_nll": solved_nll, "penalty": fit.penalty, "kept": kept, "note": ""}
         )

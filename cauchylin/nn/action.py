@@ -366,8 +366,10 @@ class Action(nn.Module):
     explicitly: the causal language model on a pretrained decoder
     (:class:`cauchylin_hf.CauchyLMConfig`: ``threshold=0``, so that ``P_k > 1/2`` exactly where
     the copied base logit ``loc_S`` is positive; ``b_noise_init=0.01``;
-    ``value_space="signed_log1p"`` for numbers spread over orders of magnitude; the measurements
-    are on the documentation's training page, "Numbers: the defaults and why") and the
+    ``value_space="signed_log1p"`` for numbers spread over orders of magnitude;
+    ``readout_numbers=16``: the solved readouts read a table row's earlier columns; the
+    measurements are on the documentation's training page,
+    "Numbers: the defaults and why") and the
     scikit-learn estimators on standardised features (``threshold=0``, ``b_noise_init=0.1``).
     Building your own model, start from one of those and pass the values.
 

@@ -581,10 +581,11 @@ def test_after_a_cache_readouts_read_the_context_they_are_given(model):
     values = torch.zeros(ids.shape)
     values[0, 2] = 12.5
     whole = model.readout_context(ids, values)
-    size = model.config.causal_hidden_size
-    fit = CauchyReadout(
-        torch.ones(size), torch.tensor(100.0), torch.tensor(2.0), 0.0, math.nan, 50, 1
+    # a readout reads loc_U' and the earlier numbers (the weight on those: 0)
+    weight = torch.cat(
+        [torch.ones(model.config.causal_hidden_size), torch.zeros(model.config.readout_numbers)]
     )
+    fit = CauchyReadout(weight, torch.tensor(100.0), torch.tensor(2.0), 0.0, math.nan, 50, 1)
     model.action.readouts.store([int(whole.codes[0, 3]), int(whole.codes[0, 4])], [fit, fit])
     full = model(ids, numeric_values=values)
     unknown = ReadoutContext(torch.full(ids.shape, NO_CONTEXT))

@@ -79,11 +79,18 @@ def test_uncalibrated_intervals_are_labelled(small, capsys):
     argv = ["evaluate", str(small["model"]), "--data", str(small["fresh"]), "--no-progress"]
     assert _cli(argv) == 0
     lines = capsys.readouterr().out.splitlines()
-    # the feature columns are read by the shared head: their intervals are the Cauchy ones
+    (target,) = [line for line in lines if line.startswith("target/coverage_50 ")]
+    assert "calibrated" not in target  # cross-calibrated: no label
+    # without solved readouts the shared head reads every column: no cross-conformal widths
+    argv = list(small["argv"])
+    argv[argv.index("--output-dir") + 1] += "-shared"
+    assert _cli([*argv, "--no-readouts", "--max-steps", "2"]) == 0
+    capsys.readouterr()
+    model = argv[argv.index("--output-dir") + 1]
+    assert _cli(["evaluate", model, "--data", str(small["fresh"]), "--no-progress"]) == 0
+    lines = capsys.readouterr().out.splitlines()
     (area,) = [line for line in lines if line.startswith("field/area/coverage_50 ")]
     assert area.endswith("(not calibrated: the model's Cauchy intervals)")
-    (target,) = [line for line in lines if line.startswith("target/coverage_50 ")]
-    assert "calibrated" not in target
     argv = list(small["argv"])
     argv[argv.index("--output-dir") + 1] += "-none"
     assert _cli([*argv, "--calibration", "0", "--max-steps", "2"]) == 0

@@ -210,8 +210,7 @@ def report_readouts(result: Any, held_out: int = 0, target_code: int | None = No
         among = "" if target is None else f"; the target's context: {target}"
         print(
             f"read the numbers of {solved.kept} of {len(solved.contexts)} contexts with a "
-            "readout solved on the training rows (where it reads them better than the shared "
-            f"head){among}",
+            f"readout solved on the training rows{among}",
             flush=True,
         )
     cal = result.calibration
@@ -266,7 +265,7 @@ def _target_solved(solved: Any, code: int | None) -> str | None:
         return "not among them (too few numbers to solve a readout on)"
     if mine[0]["kept"]:
         return "among them"
-    return "not among them (the shared head reads it better)"
+    return "not among them (its readout could not be solved)"
 
 
 def target_context(model: Any, ntok: Any, text: str, field: str | None) -> int | None:
