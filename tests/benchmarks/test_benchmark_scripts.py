@@ -266,3 +266,34 @@ def test_bench_data_scaling_evaluate_rows(tmp_path):
     # the same texts, from a table and from JSONL: the same held-out metrics
     assert jsonl_run["metrics"]["eval/loss"] == pytest.approx(csv_run["metrics"]["eval/loss"])
     assert "evaluate csv 120 rows: peak RSS" in stdout and "smallest csv run's" in stdout
+
+
+def test_probe_readout_rules_keeps_what_each_rule_names(tmp_path):
+    """The old rule keeps exactly the contexts whose cross-validated NLL beat the shared head's;
+    the toy run scores all four rules."""
+    pytest.importorskip("sklearn")
+    import random
+
+    import torch
+    from cauchylin_hf.model import CauchyLMForCausalLM
+    from cauchylin_hf.readouts import solve_readouts
+    from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import probe_readout_rules as probe
+
+    torch.manual_seed(0)
+    model, ntok = CauchyLMForCausalLM.from_base(
+        tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True
+    )
+    rng = random.Random(0)
+    texts = [f"width {rng.randint(2, 60)}, area {rng.randint(100, 160)}." for _ in range(80)]
+    report = solve_readouts(model, ntok, texts)
+    assert model.action.readouts.num_contexts == len(report.contexts) == 2  # every one kept
+    report.contexts[1]["shared_nll"] = -math.inf  # the shared head "better" on the second
+    probe._keep_if_better(model, report)
+    better = {c["code"] for c in report.contexts if c["solved_nll"] < c["shared_nll"]}
+    table = model.action.readouts
+    assert set(table.codes.tolist()) == better == {report.contexts[0]["code"]}
+    row = probe.run("wine", 0, 3, quick=True)
+    assert all(math.isfinite(row[name]) and row[name] >= 0 for name, _, _ in probe.RULES)
