@@ -268,6 +268,7 @@ def test_bench_data_scaling_evaluate_rows(tmp_path):
     assert "evaluate csv 120 rows: peak RSS" in stdout and "smallest csv run's" in stdout
 
 
+@pytest.mark.slow
 def test_probe_readout_rules_keeps_what_each_rule_names(tmp_path):
     """The old rule keeps exactly the contexts whose cross-validated NLL beat the shared head's;
     the toy run scores all four rules."""
