@@ -274,7 +274,7 @@ def _fused_screen(values: list[torch.Tensor | None], kinds: tuple[str, ...]) -> 
     if kinds.count("positive") != 1:
         return None
     positive = values[kinds.index("positive")]
-    if positive is None or not positive.is_floating_point() or positive.device.type == "meta":
+    if positive is None or positive.is_meta or not positive.is_floating_point():
         return None
     reals: list[torch.Tensor] = []
     for v, kind in zip(values, kinds, strict=True):
