@@ -263,9 +263,10 @@ def _fused_screen(values: list[torch.Tensor | None], kinds: tuple[str, ...]) -> 
     shape and floating dtype, in one operation per ``real`` parameter, one reduction and one host
     read; ``None`` where it does not apply (the caller screens them one by one).
 
-    ``addcmul(y, r, y, value=0) = y + (0 * r) * y`` is ``y`` exactly where ``r`` and ``y`` are
-    finite (``0 * r`` is an exact zero; nothing can overflow), and NaN where either is infinite
-    or NaN (``0 * inf`` is NaN). Folding every ``real`` parameter into the ``positive`` one this
+    ``addcmul(y, r, y, value=0) = y + 0 * r * y`` is ``y`` exactly where ``r`` and ``y`` are
+    finite, and NaN where either is infinite or NaN (``0 * inf`` is NaN). (torch's CPU kernel
+    forms ``0 * r`` first, an exact zero, so nothing overflows; a kernel that formed ``r * y``
+    first and overflowed would only send the caller to the checks one by one.) Folding every ``real`` parameter into the ``positive`` one this
     way (the ``positive`` one into itself when there is no other, so that its own infinities
     turn to NaN) leaves a tensor whose smallest entry (``amin`` propagates NaN) is above 0
     exactly when every ``real`` parameter is finite and the ``positive`` one is finite and above
