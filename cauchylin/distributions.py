@@ -87,12 +87,12 @@ def _broadcast_params(
     if (  # the usual case first: tensors of one shape and floating dtype, nothing to do
         isinstance(head, torch.Tensor)
         and head.is_floating_point()
+        and not is_tracing()  # (before any shape is compared: while tracing, shapes are traced)
         and head.dim()
         and all(
             isinstance(t, torch.Tensor) and t.shape == head.shape and t.dtype == head.dtype
             for t in given[1:]
         )
-        and not is_tracing()
     ):
         return cast("list[torch.Tensor]", given), head.shape
     like = next((v for v in named.values() if isinstance(v, torch.Tensor)), None)
