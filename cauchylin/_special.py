@@ -162,11 +162,11 @@ def _differentiating_transform() -> bool:
     functorch = getattr(torch._C, "_functorch", None)
     if functorch is None:  # pragma: no cover - a torch without torch.func
         return False
-    stack = functorch.get_interpreter_stack()
-    if not stack:
-        return False
     batching = functorch.TransformType.Vmap
-    return any(level.key() != batching for level in stack)
+    for level in functorch.get_interpreter_stack() or ():
+        if level.key() != batching:
+            return True
+    return False
 
 
 def _needs_function(*tensors: torch.Tensor) -> bool:
@@ -175,8 +175,10 @@ def _needs_function(*tensors: torch.Tensor) -> bool:
     transform is active (their rules are the ``Function``'s ``backward`` and ``jvp``). Under
     ``vmap`` alone the forward runs directly on the batched tensors (its functional path): the
     vmap rule of a ``Function`` would only add a round of Python bookkeeping per call."""
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return True
+    if torch.is_grad_enabled():
+        for t in tensors:
+            if t.requires_grad:
+                return True
     return is_tracing() or _forward_ad_active() or _differentiating_transform()
 
 

@@ -129,9 +129,7 @@ def transforms_active() -> bool:
         >>> torch.func.vmap(lambda x: torch.tensor(transforms_active()))(torch.zeros(2))
         tensor([True, True])
     """
-    functorch = getattr(torch._C, "_functorch", None)
-    peek = getattr(functorch, "peek_interpreter_stack", None)
-    return peek is not None and peek() is not None
+    return _peek is not None and _peek() is not None
 
 
 def host_values(t: torch.Tensor) -> torch.Tensor | None:
@@ -162,17 +160,26 @@ def host_values(t: torch.Tensor) -> torch.Tensor | None:
     """
     if is_tracing():
         return None
-    functorch = getattr(torch._C, "_functorch", None)
-    if functorch is None:  # pragma: no cover - a torch without torch.func
+    if _FUNCTORCH is None:  # pragma: no cover - a torch without torch.func
         return t.detach()
     for _ in range(64):  # one pass per transform level (far fewer in practice)
-        if functorch.is_batchedtensor(t) or functorch.is_gradtrackingtensor(t):
-            t = functorch.get_unwrapped(t)
-        elif functorch.is_functionaltensor(t):
+        if _is_batched(t) or _is_gradtracking(t):
+            t = _get_unwrapped(t)
+        elif _is_functional(t):
             t = torch._from_functional_tensor(t)
         else:
             break
     return t.detach() if t.requires_grad else t  # (a detached view costs an op: skip it if plain)
+
+
+# (looked up once: host_values runs on every validated call under a transform)
+_FUNCTORCH = getattr(torch._C, "_functorch", None)
+if _FUNCTORCH is not None:
+    _is_batched = _FUNCTORCH.is_batchedtensor
+    _is_gradtracking = _FUNCTORCH.is_gradtrackingtensor
+    _is_functional = _FUNCTORCH.is_functionaltensor
+    _get_unwrapped = _FUNCTORCH.get_unwrapped
+_peek = getattr(_FUNCTORCH, "peek_interpreter_stack", None)
 
 
 def is_validating(validate_args: bool | None = None) -> bool:

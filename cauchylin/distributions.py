@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from pyro.distributions.torch_distribution import TorchDistribution
@@ -82,11 +82,25 @@ def _broadcast_params(
     **named: torch.Tensor | float,
 ) -> tuple[list[torch.Tensor], torch.Size]:
     """Broadcast named parameters to a common shape and floating dtype; ``ValueError`` on mismatch."""
+    given = list(named.values())
+    head = given[0]
+    if (  # the usual case first: tensors of one shape and floating dtype, nothing to do
+        isinstance(head, torch.Tensor)
+        and head.is_floating_point()
+        and not is_tracing()  # (before any shape is compared: while tracing, shapes are traced)
+        and head.dim()
+        and all(
+            isinstance(t, torch.Tensor) and t.shape == head.shape and t.dtype == head.dtype
+            for t in given[1:]
+        )
+    ):
+        return cast("list[torch.Tensor]", given), head.shape
     like = next((v for v in named.values() if isinstance(v, torch.Tensor)), None)
     tensors = {k: _to_tensor(v, like) for k, v in named.items()}
     dtype = None
     for t in tensors.values():
-        if t.is_floating_point():
+        if t.is_floating_point() and t.dtype != dtype:
+            # (promote_types is an operator: under vmap a call costs a dispatch)
             dtype = t.dtype if dtype is None else torch.promote_types(dtype, t.dtype)
     dtype = dtype or torch.get_default_dtype()
     first = next(iter(tensors.values()))
@@ -162,9 +176,9 @@ def _init_distribution(
     torch checks the parameters against ``arg_constraints`` with a Python ``if`` on a tensor,
     which ``vmap`` refuses. Under a transform the flag is set as torch sets it and the same
     constraints, and the finiteness, are checked on the values underneath the transform's
-    wrappers (every batch member): a screen of their extremes (:func:`_extremes_pass`) passes
-    them all, and only when it fails do the checks run one by one for the message (which names
-    the parameter and the constraint as torch's does).
+    wrappers (every batch member). In both cases a screen of their extremes
+    (:func:`_extremes_pass`) passes them all, and only when it fails do the checks run one by one
+    for the message (which names the parameter and the constraint as torch's does).
     """
     names = list(d.arg_constraints)
     if not transforms_active():
@@ -173,6 +187,9 @@ def _init_distribution(
         super(cls, d).__init__(batch_shape, event_shape, validate_args=False)
         d._validate_args = Distribution._validate_args if validate_args is None else validate_args
         if d._validate_args:
+            values = [host_values(getattr(d, name)) for name in names]
+            if all(v is not None for v in values) and _extremes_pass(values, _interval_kinds(d)):
+                return
             for name in names:
                 value = getattr(d, name)
                 _check_constraint(d, name, value, d.arg_constraints[name], "")
@@ -205,9 +222,15 @@ def _extremes_pass(values: list[torch.Tensor | None], kinds: tuple[str, ...] | N
     reduction and one read: NaN and infinities propagate to it; a sum that overflows only sends
     the caller to the exact checks), a ``positive`` one by ``aminmax`` (which propagates NaN).
     ``kinds`` is :func:`_interval_kinds`; ``None`` (another constraint) never passes.
+
+    Where it applies, :func:`_fused_screen` decides them all at once instead (one reduction and
+    one host read: under ``vmap`` each operation costs a dispatch whatever its size).
     """
     if kinds is None or len(kinds) != len(values):
         return False
+    fused = _fused_screen(values, kinds)
+    if fused is not None:
+        return fused
     if values and values[0] is not None and values[0].device.type != "cpu":
         # one host read for all of them (each read on a device waits for it)
         ends: list[torch.Tensor] = []
@@ -233,6 +256,39 @@ def _extremes_pass(values: list[torch.Tensor | None], kinds: tuple[str, ...] | N
         if not 0.0 < low.item() <= high.item() < math.inf:
             return False
     return True
+
+
+def _fused_screen(values: list[torch.Tensor | None], kinds: tuple[str, ...]) -> bool | None:
+    """:func:`_extremes_pass` for exactly one ``positive`` parameter and any ``real`` ones of its
+    shape and floating dtype, in one operation per ``real`` parameter, one reduction and one host
+    read; ``None`` where it does not apply (the caller screens them one by one).
+
+    ``addcmul(y, r, y, value=0) = y + 0 * r * y`` is ``y`` exactly where ``r`` and ``y`` are
+    finite, and NaN where either is infinite or NaN (``0 * inf`` is NaN). (torch's CPU kernel
+    forms ``0 * r`` first, an exact zero, so nothing overflows; a kernel that formed ``r * y``
+    first and overflowed would only send the caller to the checks one by one.) Folding every ``real`` parameter into the ``positive`` one this
+    way (the ``positive`` one into itself when there is no other, so that its own infinities
+    turn to NaN) leaves a tensor whose smallest entry (``amin`` propagates NaN) is above 0
+    exactly when every ``real`` parameter is finite and the ``positive`` one is finite and above
+    0.
+    """
+    if kinds.count("positive") != 1:
+        return None
+    positive = values[kinds.index("positive")]
+    if positive is None or positive.is_meta or not positive.is_floating_point():
+        return None
+    reals: list[torch.Tensor] = []
+    for v, kind in zip(values, kinds, strict=True):
+        if kind == "real":
+            if v is None or v.shape != positive.shape or v.dtype != positive.dtype:
+                return None
+            reals.append(v)
+    if not positive.numel():
+        return False
+    y = positive
+    for v in reals or [positive]:
+        y = torch.addcmul(y, v, y, value=0.0)
+    return 0.0 < y.amin().item()  # (NaN, and so every infinity, fails the comparison)
 
 
 def _check_constraint(

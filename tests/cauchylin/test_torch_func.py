@@ -29,6 +29,7 @@ a bfloat16 Jacobian entry by entry (``eps(bf16) |J| |t|``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections.abc import Callable
@@ -626,3 +627,114 @@ def test_vmap_validation_screen_lets_huge_finite_parameters_through():
     loc[B - 1, C - 1] = math.inf
     with pytest.raises(ValueError, match="loc"):
         vmap(log_prob)(loc, scale, value)
+
+
+# ------------------------------------------- the parameter screen at construction (one read)
+
+_HOST_READS = {"item", "tolist", "__bool__", "__float__", "__int__", "numpy"}
+
+
+class _HostReads(torch.overrides.TorchFunctionMode):
+    """Counts the host reads of tensor values (``.item()``, ``bool(t)``, ...) made inside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in _HOST_READS:
+            self.reads.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def _params(cls: type, n: int = B) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    params = {"loc": torch.randn(n, C, generator=g), "scale": torch.rand(n, C, generator=g) + 0.5}
+    if cls is OvR:
+        params["threshold"] = torch.randn(n, C, generator=g)
+    return params
+
+
+def _construct(cls: type, where: str, params: dict[str, torch.Tensor], reads=None) -> None:
+    """Build ``cls(**params, validate_args=True)`` eagerly (the whole batch) or under ``vmap``
+    (one member per call); ``reads`` (a :class:`_HostReads`) is entered around the constructor."""
+
+    def build(*values):
+        with reads if reads is not None else contextlib.nullcontext():
+            cls(**dict(zip(params, values, strict=True)), validate_args=True)
+        return values[0]
+
+    if where == "vmap":
+        vmap(build)(*params.values())
+    else:
+        build(*params.values())
+
+
+@pytest.mark.parametrize("where", ["eager", "vmap"])
+@pytest.mark.parametrize("cls", [IndependentCauchy, OvR], ids=lambda c: c.__name__)
+def test_the_parameter_screen_reads_the_host_once(cls, where):
+    """Valid parameters of one shape pass the construction's checks with a single host read (one
+    reduction over all of them), eagerly and under vmap: each read costs a dispatch under vmap,
+    and a synchronisation on a device."""
+    reads = _HostReads()
+    _construct(cls, where, _params(cls), reads)
+    assert reads.reads == ["item"]
+
+
+_BAD = {
+    "loc": [math.nan, math.inf, -math.inf],
+    "threshold": [math.nan, math.inf, -math.inf],
+    "scale": [math.nan, math.inf, -math.inf, 0.0, -0.0, -1.0, -1e-45],
+}
+
+
+@pytest.mark.parametrize("where", ["eager", "vmap"])
+@pytest.mark.parametrize(
+    ("cls", "name", "bad"),
+    [
+        (cls, name, bad)
+        for cls in (IndependentCauchy, OvR)
+        for name, bads in _BAD.items()
+        if name != "threshold" or cls is OvR
+        for bad in bads
+    ],
+    ids=str,
+)
+def test_the_parameter_screen_refuses_what_the_checks_one_by_one_refuse(
+    monkeypatch, cls, where, name, bad
+):
+    """Every bad value of every parameter, in any member, still raises, with the message of the
+    checks one by one (the screen switched off), which names the parameter."""
+    from cauchylin import distributions as dist_module
+
+    for member in (0, B - 1):
+        params = _params(cls)
+        params[name][member, 1] = bad
+        with pytest.raises(ValueError, match=name) as screened:
+            _construct(cls, where, params)
+        with monkeypatch.context() as m:
+            m.setattr(dist_module, "_extremes_pass", lambda values, kinds: False)
+            with pytest.raises(ValueError) as one_by_one:
+                _construct(cls, where, params)
+        assert str(screened.value) == str(one_by_one.value)
+
+
+@pytest.mark.parametrize("where", ["eager", "vmap"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("cls", [IndependentCauchy, OvR], ids=lambda c: c.__name__)
+def test_the_parameter_screen_passes_the_extreme_valid_values(cls, dtype, where):
+    """The largest finite parameters of either sign and the smallest positive scale pass the
+    screen in every floating dtype (nothing in it overflows), with its single read."""
+    info = torch.finfo(dtype)
+    params = {k: v.to(dtype) for k, v in _params(cls).items()}
+    params["loc"][0] = info.max
+    params["loc"][1] = -info.max
+    params["scale"][0] = info.max
+    params["scale"][1] = info.smallest_normal / 2 ** (info.bits // 4)  # a subnormal
+    assert 0 < float(params["scale"][1].min()) < info.smallest_normal
+    if cls is OvR:
+        params["threshold"][1] = info.max
+    reads = _HostReads()
+    _construct(cls, where, params, reads)
+    assert reads.reads == ["item"]
