@@ -230,15 +230,7 @@ def load_table(name: str, quick: bool = False) -> tuple[list[str], list[str], An
         X, y, target = np.delete(d.data, j, axis=1), d.data[:, j], "flavanoids"
     else:
         raise SystemExit(f"unknown table {name!r}")
-    rows = _rows(names, X, y, target, fmt)
-    idx = list(range(len(rows)))
-    random.Random(0).shuffle(idx)
-    cut = int(0.8 * len(rows))
-    tr, te = idx[:cut], idx[cut:]
-    if quick:
-        tr, te = tr[:120], te[:20]
-    data = (X[tr], y[tr], X[te], y[te])
-    return [rows[i] for i in tr], [rows[i] for i in te], data
+    return _split(_rows(names, X, y, target, fmt), X, y, quick)
 
 
 def _statsmodels_table(name: str, quick: bool) -> tuple[list[str], list[str], Any]:
@@ -290,14 +282,7 @@ def _statsmodels_table(name: str, quick: bool) -> tuple[list[str], list[str], An
         X = np.vectorize(lambda v: float(_sig4(v)))(np.array(X_list))
         y = np.array([float(_sig4(v)) for v in a[3:]])
         in_time_order = True
-    idx = list(range(len(rows)))
-    if not in_time_order:
-        random.Random(0).shuffle(idx)
-    cut = int(0.8 * len(rows))
-    tr, te = idx[:cut], idx[cut:]
-    if quick:
-        tr, te = tr[:120], te[:20]
-    return [rows[i] for i in tr], [rows[i] for i in te], (X[tr], y[tr], X[te], y[te])
+    return _split(rows, X, y, quick, in_time_order)
 
 
 def _word_table(name: str, quick: bool) -> tuple[list[str], list[str], Any]:
@@ -375,8 +360,16 @@ def _word_table(name: str, quick: bool) -> tuple[list[str], list[str], Any]:
         tuple([*onehot, *(np.array([float(_sig4(float(v))) for v in d[c]]) for c in numbers)])
     ]
     y = np.array([float(_sig4(float(v))) for v in d[target]])
+    return _split(rows, X, y, quick)
+
+
+def _split(
+    rows: list[str], X: Any, y: Any, quick: bool, in_time_order: bool = False
+) -> tuple[list[str], list[str], Any]:
+    """The 80/20 split of every table (shuffled with seed 0 unless in time order)."""
     idx = list(range(len(rows)))
-    random.Random(0).shuffle(idx)
+    if not in_time_order:
+        random.Random(0).shuffle(idx)
     cut = int(0.8 * len(rows))
     tr, te = idx[:cut], idx[cut:]
     if quick:

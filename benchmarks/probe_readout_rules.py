@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -42,25 +41,11 @@ RULES = (
 
 def _keep_if_better(model: Any, report: Any) -> None:
     """Keep only the readouts whose cross-validated NLL beat the shared head's (the old rule)."""
-    from cauchylin.readout import CauchyReadout
-
     table = model.action.readouts
     better = {int(c["code"]) for c in report.contexts if c["solved_nll"] < c["shared_nll"]}
-    codes, fits = [], []
-    for i, code in enumerate(table.codes.tolist()):
-        if int(code) in better and bool(table.is_solved[i]):
-            fit = CauchyReadout(
-                table.weight[i].clone(),
-                table.bias[i].clone(),
-                table.noise[i].clone(),
-                math.nan,
-                math.nan,
-                int(table.counts[i, 0]),
-                0,
-            )
-            codes.append(int(code))
-            fits.append(fit)
-    table.store(codes, fits)
+    rows = [(int(code), table.readout(i)) for i, code in enumerate(table.codes.tolist())]
+    kept = [(code, fit) for code, fit in rows if code in better and fit is not None]
+    table.store([code for code, _ in kept], [fit for _, fit in kept])
     model.config.readout_contexts = table.num_contexts
 
 

@@ -522,23 +522,7 @@ def _store_widths(
     # Keep the solved rows (their readouts) and add rows for calibrated contexts without one.
     old = {int(c): i for i, c in enumerate(table.codes.tolist())}
     every = sorted(set(old) | set(calibrated))
-    fits: list[CauchyReadout | None] = []
-    for code in every:
-        i = old.get(code)
-        if i is not None and bool(table.is_solved[i]):
-            fits.append(
-                CauchyReadout(
-                    table.weight[i].clone(),
-                    table.bias[i].clone(),
-                    table.noise[i].clone(),
-                    math.nan,
-                    math.nan,
-                    int(table.counts[i, 0]),
-                    0,
-                )
-            )
-        else:
-            fits.append(None)
+    fits = [None if old.get(code) is None else table.readout(old[code]) for code in every]
     widths = torch.full((len(every), len(levels)), math.nan, dtype=torch.float64)
     counts = []
     for j, code in enumerate(every):

@@ -464,6 +464,30 @@ class ContextReadouts(nn.Module):
         """The number of rows (0: the table changes nothing)."""
         return int(self.contexts.shape[0])
 
+    def readout(self, row: int) -> CauchyReadout | None:
+        """Row ``row``'s solved readout (a copy, to :meth:`store` again), or None where that row
+        keeps the shared head. Its ``penalty`` and ``cv_nll`` are not stored (NaN).
+
+        Args:
+            row: ``0 <= row < num_contexts``.
+
+        Raises:
+            IndexError: a row outside the table.
+        """
+        if not 0 <= row < self.num_contexts:
+            raise IndexError(f"row must be in [0, {self.num_contexts}), got {row}")
+        if not bool(self.is_solved[row]):
+            return None
+        return CauchyReadout(
+            self.weight[row].clone(),
+            self.bias[row].clone(),
+            self.noise[row].clone(),
+            math.nan,
+            math.nan,
+            int(self.counts[row, 0]),
+            0,
+        )
+
     def context(
         self,
         tokens: torch.Tensor,

@@ -284,3 +284,22 @@ def test_a_context_record_and_loose_numbers_are_refused_together() -> None:
     assert loose is not None and loose.numbers is not None
     with pytest.raises(ValueError, match="numbers travel in the ReadoutContext"):
         ReadoutContext.of(ctx, torch.zeros(2, 1))
+
+
+def test_a_stored_readout_reads_back_for_storing_again() -> None:
+    """``readout(row)`` gives what ``store`` was given (the shared head's rows: None), so a table
+    can be stored again with some of its rows."""
+    table = ContextReadouts(2)
+    fit = _fit([1.5, -2.0], 0.25, 0.5)
+    table.store([9, 4], [fit, None], calibration_counts=[40, 0])
+    rows = {int(code): i for i, code in enumerate(table.codes.tolist())}
+    back = table.readout(rows[9])
+    assert back is not None and table.readout(rows[4]) is None
+    assert torch.equal(back.weight, fit.weight.to(back.weight.dtype))
+    assert float(back.bias) == 0.25 and float(back.noise) == 0.5
+    table.store([9], [back])
+    again = table.readout(0)
+    assert table.codes.tolist() == [9] and again is not None
+    assert torch.equal(again.weight, back.weight)
+    with pytest.raises(IndexError, match="row must be in"):
+        table.readout(1)
