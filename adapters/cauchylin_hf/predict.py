@@ -324,7 +324,7 @@ def number_heads(
         ...     tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True)
         >>> ids = torch.tensor([[5, 6]])
         >>> hidden, _ = model.encode(ids, None, torch.ones_like(ids))
-        >>> codes, _ = model.readout_context(ids, None, torch.ones_like(ids))
+        >>> codes, _ = model.readout_context(ids, torch.zeros(ids.shape), torch.ones_like(ids))
         >>> _, act = model.heads(hidden[0], STANDARD, context=codes[0])
         >>> [t.shape for t in number_heads(model, act, codes[0], model.config.num_token_id)]
         [torch.Size([2]), torch.Size([2]), torch.Size([2]), torch.Size([2])]

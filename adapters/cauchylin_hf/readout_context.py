@@ -53,8 +53,10 @@ def readout_context(
         >>> model = CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299)
         >>> ids = torch.tensor([[5, 6, 7, 8]])
         >>> last = readout_context(model, ids, last=True)
-        >>> bool(last.codes[0] == readout_context(model, ids).codes[0, -1]), last.numbers
-        (True, None)
+        >>> bool(last.codes[0] == readout_context(model, ids).codes[0, -1])
+        True
+        >>> tuple(last.numbers.shape)  # the 16 earlier numbers a readout reads (none here: 0)
+        (1, 16)
     """
     config = model.config
     return model.action.readouts.context(
@@ -117,9 +119,11 @@ class ReadoutContextMixin:
         >>> from cauchylin_hf.model import CauchyLMForCausalLM
         >>> from cauchylin_hf.testing import tiny_base_model
         >>> model = CauchyLMForCausalLM.from_base(tiny_base_model(), num_token_id=299)
-        >>> codes, numbers = model.readout_context(torch.tensor([[5, 6, 7]]))
-        >>> bool(torch.equal(codes, model.context_codes(torch.tensor([[5, 6, 7]])))), numbers
-        (True, None)
+        >>> codes, numbers = model.readout_context(torch.tensor([[5, 6, 7]]), torch.zeros(1, 3))
+        >>> bool(torch.equal(codes, model.context_codes(torch.tensor([[5, 6, 7]]))))
+        True
+        >>> tuple(numbers.shape)  # [..., L, S]: config.readout_numbers = 16 by default
+        (1, 3, 16)
     """
 
     def context_codes(
