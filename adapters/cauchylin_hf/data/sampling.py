@@ -1,69 +1,15 @@
-"""Samples and columns of a pass over rows too many to keep: NumPy only.
+"""Samples of a pass over rows too many to keep: NumPy only.
 
-:class:`GrowingColumns` keeps a float or a code of each row in NumPy columns that grow by
-doubling; :class:`UniformSample` keeps a uniform sample of a stream's rows; :func:`sample_rows`
-draws the row numbers the readouts are solved on (and the texts a statistic reads,
-:func:`cauchylin_hf.data.arrow.text_sample`).
+:class:`UniformSample` keeps a uniform sample of a stream's rows (every row while they fit);
+:func:`sample_rows` draws the row numbers the readouts are solved on (and the texts a statistic
+reads, :func:`cauchylin_hf.data.arrow.text_sample`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-__all__ = ["GrowingColumns", "UniformSample", "sample_rows"]
-
-
-class GrowingColumns:
-    """One-dimensional NumPy columns of one length, appended a batch at a time.
-
-    Each column's capacity doubles when it is full, so appending ``n`` values costs ``O(n)`` in
-    all and the memory is at most twice the values held: what a pass over millions of rows keeps
-    of each row (a float, a code) instead of a Python object per row.
-
-    Args:
-        **dtypes: each column's name and NumPy dtype.
-
-    Example:
-        >>> import numpy as np
-        >>> cols = GrowingColumns(x=np.float64, k=np.int32)
-        >>> for i in range(3):
-        ...     cols.append(x=np.array([0.5, 1.5]) + i, k=np.array([i, i]))
-        >>> cols.size, cols["x"].tolist(), cols["k"].dtype.name
-        (6, [0.5, 1.5, 1.5, 2.5, 2.5, 3.5], 'int32')
-    """
-
-    def __init__(self, **dtypes: Any) -> None:
-        self._data = {name: np.empty(1024, dtype=dt) for name, dt in dtypes.items()}
-        self.size = 0
-
-    def append(self, **values: np.ndarray) -> None:
-        """Append one batch: an array of one length for every column.
-
-        Args:
-            **values: each column's new values.
-
-        Example:
-            >>> cols = GrowingColumns(x=np.float32)
-            >>> cols.append(x=np.ones(3))
-            >>> cols.size
-            3
-        """
-        n = len(next(iter(values.values())))
-        need = self.size + n
-        for name, v in values.items():
-            buf = self._data[name]
-            if need > buf.size:
-                grown = np.empty(max(need, 2 * buf.size), dtype=buf.dtype)
-                grown[: self.size] = buf[: self.size]
-                self._data[name] = buf = grown
-            buf[self.size : need] = v
-        self.size = need
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        """The values of a column so far (a view)."""
-        return self._data[name][: self.size]
+__all__ = ["UniformSample", "sample_rows"]
 
 
 class UniformSample:
