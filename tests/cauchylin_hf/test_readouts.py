@@ -499,3 +499,16 @@ def test_an_empty_prompt_is_refused_naming_it(small) -> None:
     model, ntok = small
     with pytest.raises(ValueError, match=r"prompt 2 of 2 has no tokens \(''\)"):
         predict_values(model, ntok, ["width 3, area ", ""])
+
+
+def test_a_readout_replaces_the_shared_head_whatever_its_training_nll(small, monkeypatch) -> None:
+    """The shared head's NLL on the numbers it was trained on decides nothing: even where it
+    reads as perfect (-inf here), every readout that solves is kept."""
+    import cauchylin_hf.readouts as readouts
+
+    model, ntok = small
+    monkeypatch.setattr(readouts, "cauchy_nll", lambda t, loc, scale: torch.full_like(t, -math.inf))
+    report = solve_readouts(model, ntok, _texts(80, seed=0))
+    assert [c["shared_nll"] for c in report.contexts] == [-math.inf, -math.inf]
+    assert report.kept == 2 and model.action.readouts.num_contexts == 2
+    assert bool(model.action.readouts.is_solved.all())
