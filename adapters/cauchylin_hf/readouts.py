@@ -372,13 +372,11 @@ def solve_readouts(
                 }
             )
             continue
-        kept = True
         report.contexts.append(
-            {**entry, "solved_nll": solved_nll, "penalty": fit.penalty, "kept": kept, "note": ""}
+            {**entry, "solved_nll": solved_nll, "penalty": fit.penalty, "kept": True, "note": ""}
         )
-        if kept:
-            codes.append(code)
-            fits.append(fit)
+        codes.append(code)
+        fits.append(fit)
     table.store(codes, fits)
     model.config.readout_contexts = table.num_contexts
     return report
