@@ -28,13 +28,13 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import Dataset
+from torch.utils.data import ConcatDataset, Dataset
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from cauchylin.conformal import calibration_holdout
 
 from .data import NumericDataCollator
-from .data.streaming import CopiesOfOneText, as_numeric_dataset
+from .data.streaming import CopiesOfOneText, LazyNumericDataset, as_numeric_dataset
 from .hf_compat import progress_bars
 from .holdout import (
     HOLDOUT_FILE,
@@ -47,6 +47,7 @@ from .holdout import (
 )
 from .readouts import CalibrationReport, ReadoutReport, calibrate, cross_calibrate, solve_readouts
 from .resume_checks import check_resume, inner_model
+from .step_choice import StepChoiceCallback, validation_size
 from .threads import fit_threads
 from .tokenizer import NumericTokenizer
 from .trainer_checkpoints import (
@@ -287,6 +288,13 @@ class CauchyTrainer(CausalTrainer):
             callbacks=[saving, *callbacks],
             **kwargs,
         )
+        self.step_choice: StepChoiceCallback | None = None
+        if self.validation_dataset is not None:
+            self.step_choice = StepChoiceCallback(
+                model, processing_class, train_ds, self.validation_dataset, seed=args.seed,
+                batch_size=args.per_device_eval_batch_size,
+            )  # fmt: skip
+            self.add_callback(self.step_choice)
 
     def _hold_out(
         self,
@@ -336,7 +344,41 @@ class CauchyTrainer(CausalTrainer):
         self._holdout = holdout_record(rows, held if self._holding else None, args.seed)
         # fewer texts than a hold-out needs: cross-conformal widths from the training texts
         self._cross = calibration == "auto" and held is None and not self.calibration_note
-        return train_ds
+        return self._hold_out_validation(model, tokenizer, args, train_ds)
+
+    def _hold_out_validation(
+        self,
+        model: nn.Module,
+        tokenizer: NumericTokenizer,
+        args: CauchyTrainingArguments,
+        train_ds: Dataset,
+    ) -> Dataset:
+        """The training examples less the ones held out to choose the step on
+        (:mod:`cauchylin_hf.step_choice`); sets :attr:`validation_dataset`."""
+        self.validation_dataset: Dataset | None = None
+        numbers = getattr(inner_model(model).config, "num_token_id", None) is not None
+        try:
+            rows = len(train_ds)  # type: ignore[arg-type]
+        except TypeError:  # a stream: nothing of it is held out
+            rows = 0
+        size = validation_size(rows, args.step_choice)  # checks the value first
+        if size == 0 or not args.readouts or not numbers:
+            return train_ds
+        kept: Dataset
+        held: Dataset | None
+        try:
+            if isinstance(train_ds, LazyNumericDataset):  # a table read by rows: a sample
+                kept, held = train_ds.split_sample(size, args.seed + 1)
+            else:  # copies of one text on one side
+                kept, held = calibration_split(
+                    train_ds, size / rows, tokenizer, args.max_length, args.seed + 1
+                )
+        except (CopiesOfOneText, ValueError):  # copies of one text, or too few to split
+            return train_ds
+        if held is None:
+            return train_ds
+        self.validation_dataset = held
+        return kept
 
     def _checkpoint_files(
         self, model: nn.Module, args: CauchyTrainingArguments, train_ds: Dataset
@@ -407,7 +449,10 @@ class CauchyTrainer(CausalTrainer):
         numbers = getattr(inner.config, "num_token_id", None) is not None
         batch = args.per_device_eval_batch_size
         if args.readouts:
-            self.readout_data = readout_rows(self.train_dataset, args.seed, args.readout_rows)
+            rows: Dataset = self.train_dataset
+            if self.validation_dataset is not None:  # not trained on, but read like the rest
+                rows = ConcatDataset([rows, self.validation_dataset])
+            self.readout_data = readout_rows(rows, args.seed, args.readout_rows)
             if numbers:
                 self.readouts = solve_readouts(
                     inner, tokenizer, self.readout_data, batch_size=batch

@@ -37,6 +37,7 @@ from .evaluation import evaluate_model
 from .hf_compat import progress_bars
 from .holdout import HOLDOUT_FILE, DataSource
 from .readouts import CalibrationReport, ReadoutReport
+from .step_choice import StepChoice
 from .tokenizer import NumericTokenizer
 from .trainer import CauchyTrainer, CausalTrainer, fitted_threads
 from .training_args import CauchyTrainingArguments, make_training_arguments
@@ -173,6 +174,9 @@ class TrainResult:
             asked for it (the training texts are copies of one text, or none of a few distinct
             texts fell in the hold-out); empty otherwise.
         resumed_step: the step of the checkpoint the run resumed from, or None for a new run.
+        step_choice: what choosing the step measured (the validation MdAE at each scored step
+            and the step kept: :class:`~cauchylin_hf.step_choice.StepChoice`), or None where no
+            rows were held out to choose on (``step_choice``).
 
     Example:
         >>> import tempfile
@@ -205,6 +209,7 @@ class TrainResult:
     calibration_size: int = 0
     calibration_note: str = ""
     resumed_step: int | None = None
+    step_choice: StepChoice | None = None
 
     def series(self, key: str) -> list[float]:
         """The values of ``key`` over :attr:`history`, in step order.
@@ -235,6 +240,8 @@ class TrainResult:
         if trainer.calibration_dataset is not None:
             self.calibration_size = len(trainer.calibration_dataset)  # type: ignore[arg-type]
         self.calibration_note, self.resumed_step = trainer.calibration_note, trainer.resumed_step
+        if trainer.step_choice is not None:
+            self.step_choice = trainer.step_choice.choice
 
 
 def train(

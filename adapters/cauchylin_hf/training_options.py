@@ -37,7 +37,8 @@ class Flag:
         name: the option, e.g. ``"--max-steps"`` (its ``argparse`` destination: the name
             without dashes, ``-`` as ``_``).
         type: the name of the console script's parser of the value (``"steps"``,
-            ``"positive"``, ``"positive_int"``, ``"count"``, ``"share"``, ``"calibration"``), or
+            ``"positive"``, ``"positive_int"``, ``"count"``, ``"share"``, ``"calibration"``,
+            ``"step_choice"``), or
             None for a string.
         negate: a switch that sets the option to False (``--no-readouts``).
         settings: the other ``argparse`` settings (``default`` where the command line's
@@ -101,6 +102,9 @@ class CauchyOptions:
             trained on) to calibrate the intervals on, or None (no calibration).
         calibration_split: which texts a share holds out: ``"random"`` (drawn with ``seed``)
             or ``"last"`` (the last ones, for texts in time order).
+        step_choice: ``"auto"``, a share in ``[0, 1)`` of the training texts (after the
+            calibration hold-out) held out of training to choose the step whose network is kept,
+            or None / 0 (the last step): :mod:`cauchylin_hf.step_choice`.
         threads: torch CPU threads while training; None: no more than the free cores.
         fresh_optimizer_state: resume from a checkpoint without ``optimizer.pt``,
             ``scheduler.pt`` or ``rng_state.pth``, starting them afresh (default: refused).
@@ -187,6 +191,16 @@ class CauchyOptions:
             "which rows --calibration holds out: random (default) or the last ones (rows in "
             "time order: new rows come after the training rows, not among them)",
             Flag("--calibration-split", settings=(("choices", ("random", "last")),)),
+        ),
+    )
+    step_choice: float | str | None = field(
+        default="auto",
+        metadata=_meta(
+            "hold out this share of the training rows (never trained on) and keep the network "
+            "of the step, of ten evenly spaced, whose solved readouts read their last numbers "
+            "best; auto: 0.15 where that is 8 rows or more (with readouts), else none; 0: keep "
+            "the last step",
+            Flag("--step-choice", "step_choice", settings=(("metavar", "auto|SHARE"),)),
         ),
     )
     readouts: bool = field(

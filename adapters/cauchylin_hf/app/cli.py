@@ -344,6 +344,8 @@ def _train_and_save(
             if model.config.num_token_id is not None and len(data.texts):
                 target_code = target_context(model, ntok, data.texts[0], field)
             report_readouts(result, held_out, target_code)
+            if result.step_choice is not None and result.step_choice.chosen is not None:
+                print(result.step_choice.sentence(result.global_step), flush=True)
             unsolved = result.readouts.unsolved if result.readouts is not None else []
             if unsolved:
                 more = f" (and {len(unsolved) - 1} more contexts)" if len(unsolved) > 1 else ""
@@ -391,6 +393,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from ..data.arrow import STATS_ROWS, TextColumn, text_sample
     from ..predict import target_numbers
+    from ..step_choice import validation_size
     from ..trainer_checkpoints import resolve_resume_checkpoint
     from .resume import resumed_from
 
@@ -423,9 +426,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
     if held_out and len(set(sample)) == 1:  # (the whole table, or a sample of a large one)
         held_out, calibrating = 0, " (copies of one text: none can be held out to calibrate on)"
+    choosing = 0
+    if args.readouts and model.config.num_token_id is not None and len(set(sample)) > 1:
+        choosing = validation_size(len(data.texts) - held_out, args.step_choice)
+    if choosing:
+        calibrating += f" ({choosing} more held out to choose the training step on)"
     print(
         f"training {n_train / 1e6:.3f}M parameters of {what} (backbone {backbone}) on "
-        f"{len(data.texts) - held_out} texts of {args.data}{calibrating}",
+        f"{len(data.texts) - held_out - choosing} texts of {args.data}{calibrating}",
         flush=True,
     )
     field = target_field(data.template, args)

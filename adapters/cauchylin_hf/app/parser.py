@@ -113,6 +113,18 @@ def _calibration(text: str) -> str | float:
         ) from None
 
 
+def _step_choice(text: str) -> str | float:
+    """An argparse ``type`` for ``--step-choice``: ``auto`` or a share in ``[0, 1)``."""
+    if text == "auto":
+        return text
+    try:
+        return _real(0.0, 1.0, closed_low=True)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected auto or a share in [0, 1) (0: keep the last step), got {text!r}"
+        ) from None
+
+
 _positive = _real(0.0, math.inf, closed_low=False)
 _share = _real(0.0, 1.0, closed_low=True)
 
@@ -191,6 +203,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "count": _count,
     "share": _share,
     "calibration": _calibration,
+    "step_choice": _step_choice,
 }
 """The parsers a generated option names (:class:`cauchylin_hf.training_options.Flag`)."""
 

@@ -379,6 +379,51 @@ class LazyNumericDataset(Dataset):
         held = np.arange(n - size, n, dtype=np.int64)
         return self._view(excluded=held), self._view(indices=held)
 
+    def split_sample(
+        self, size: int, seed: int = 0
+    ) -> tuple[LazyNumericDataset, LazyNumericDataset | None]:
+        """Hold out a seeded random sample of ``size`` of these rows (of a whole column, or of
+        the rows to train on of a split).
+
+        Unlike :meth:`split_held_out`, copies of one text may fall on both sides: the rows held
+        out here choose a training step (:mod:`cauchylin_hf.step_choice`), they are not
+        calibrated on. Memory holds the sampled rows and the split's own, never a number per
+        row.
+
+        Args:
+            size: the number of rows to hold out.
+            seed: seeds the draw.
+
+        Returns:
+            ``(the rows to train on, the sampled rows or None when size is 0)``.
+
+        Raises:
+            ValueError: ``size`` negative or every row, or a dataset that holds given rows
+                (``indices``: a held-out side).
+
+        Example:
+            >>> import datasets
+            >>> from cauchylin_hf.testing import tiny_tokenizer
+            >>> hf = datasets.Dataset.from_dict({"text": [f"x {i}." for i in range(10)]})
+            >>> whole = LazyNumericDataset(hf, NumericTokenizer(tiny_tokenizer(300)))
+            >>> train, held = whole.split_last(3)[0].split_sample(2)
+            >>> len(train), len(held), sorted(set(train.rows(range(5))) | set(held.rows(range(2))))
+            (5, 2, [0, 1, 2, 3, 4, 5, 6])
+        """
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"size must be an int >= 0, got {size!r}")
+        if self._indices is not None:
+            raise ValueError("split_sample splits a column or the rows to train on of a split")
+        n = len(self)
+        if size >= n:
+            raise ValueError(f"holding out {size} of {n} texts leaves none to train on")
+        if size == 0:
+            return self, None
+        positions = np.random.default_rng(seed).choice(n, size=size, replace=False)
+        held = np.sort(np.asarray(self._rows(positions.tolist()), dtype=np.int64))
+        excluded = held if self._excluded is None else np.union1d(self._excluded, held)
+        return self._view(excluded=excluded), self._view(indices=held)
+
     def _view(
         self, *, indices: np.ndarray | None = None, excluded: np.ndarray | None = None
     ) -> LazyNumericDataset:

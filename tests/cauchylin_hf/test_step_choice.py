@@ -1,0 +1,184 @@
+"""The step budget chosen on rows held out of training (:mod:`cauchylin_hf.step_choice`): which
+rows are held out, what a step's score is, and that the network of the best step is the one kept."""
+
+from __future__ import annotations
+
+import random
+
+import datasets
+import pytest
+import torch
+from cauchylin_hf import step_choice
+from cauchylin_hf.app import parser as cli_parser
+from cauchylin_hf.data.streaming import LazyNumericDataset
+from cauchylin_hf.holdout import example_key
+from cauchylin_hf.model import CauchyLMForCausalLM
+from cauchylin_hf.predict import number_metrics, number_predictions
+from cauchylin_hf.readouts import solve_readouts
+from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+from cauchylin_hf.tokenizer import NumericTokenizer
+from cauchylin_hf.trainer import CauchyTrainer
+from cauchylin_hf.training_args import CauchyTrainingArguments
+from transformers import PrinterCallback, TrainerCallback
+
+
+def _texts(n: int, seed: int) -> list[str]:
+    """Distinct rows of two fields whose last number follows the first."""
+    rng = random.Random(seed)
+    return [f"width {a} area {3 * a + rng.randint(0, 9)}" for a in rng.sample(range(1, 5000), n)]
+
+
+def _model():
+    torch.manual_seed(0)
+    base = tiny_base_model("qwen2", seed=0)
+    return CauchyLMForCausalLM.from_base(base, tiny_tokenizer(), return_tokenizer=True)
+
+
+def _trainer(tmp_path, texts, **options) -> CauchyTrainer:
+    model, ntok = _model()
+    settings = {"max_steps": 10, "learning_rate": 1e-2, "seed": 3, **options}
+    args = CauchyTrainingArguments(
+        str(tmp_path), per_device_train_batch_size=8, disable_tqdm=True, **settings
+    )
+    trainer = CauchyTrainer(model, args=args, train_dataset=texts, processing_class=ntok)
+    trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def _keys(ds) -> set:
+    return {example_key(ds[i]) for i in range(len(ds))}
+
+
+def test_the_validation_rows_are_neither_trained_nor_calibrated_on(tmp_path):
+    trainer = _trainer(tmp_path, _texts(200, 1))  # "auto": 40 calibrated on, 24 of 160 to choose
+    train, valid, calib = (
+        trainer.train_dataset,
+        trainer.validation_dataset,
+        trainer.calibration_dataset,
+    )
+    assert (len(train), len(valid), len(calib)) == (136, 24, 40)
+    assert step_choice.validation_size(160, "auto") == 24
+    assert not _keys(train) & _keys(valid)
+    assert not _keys(valid) & _keys(calib)
+    assert not _keys(train) & _keys(calib)
+    trainer.train()
+    # the readouts read the validation rows too: the network never trained on them
+    assert _keys(trainer.readout_data) == _keys(train) | _keys(valid)
+    assert sorted(trainer.step_choice.choice.scores) == list(range(1, 11))
+
+
+def test_the_network_of_the_best_step_is_kept(tmp_path, monkeypatch):
+    scripted = {1: 5.0, 2: 4.0, 3: 2.0, 4: 3.0, 5: 2.5, 6: 2.0, 7: 3.0, 8: 4.0, 9: 9.0, 10: 6.0}
+    trainer = _trainer(tmp_path, _texts(200, 1))
+    choice = trainer.step_choice
+    monkeypatch.setattr(choice, "score", lambda: scripted[trainer.state.global_step])
+
+    class Record(TrainerCallback):
+        def __init__(self):
+            self.params = {}
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.params[state.global_step] = {
+                n: p.detach().clone() for n, p in trainer.model.named_parameters()
+            }
+
+    record = Record()
+    trainer.add_callback(record)
+    trainer.train()
+    assert choice.choice.scores == scripted
+    assert choice.choice.chosen == 6  # the best score (a tie with step 3 keeps the later step)
+    kept = dict(trainer.model.named_parameters())
+    for name, value in record.params[6].items():
+        assert torch.equal(kept[name], value), name
+    moved = [n for n, v in record.params[10].items() if not torch.equal(kept[n], v)]
+    assert moved  # the last step's network is not the one kept
+    assert "kept step 6 of 10" in choice.choice.sentence(10)
+
+
+def test_the_last_step_is_kept_where_it_scores_best(tmp_path, monkeypatch):
+    trainer = _trainer(tmp_path, _texts(200, 1))
+    monkeypatch.setattr(trainer.step_choice, "score", lambda: 10.0 - trainer.state.global_step)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.train()
+    assert trainer.step_choice.choice.chosen == 10
+    assert any(not torch.equal(p, before[n]) for n, p in trainer.model.named_parameters())
+    assert trainer.step_choice.choice.sentence(10).startswith("kept the last step (10)")
+
+
+def test_a_step_is_scored_by_the_median_error_of_the_last_numbers_in_their_units(tmp_path):
+    """The score against predict.py's own target errors, with the readouts solved alike."""
+    texts = _texts(200, 1)
+    trainer = _trainer(tmp_path, texts, max_steps=3)
+    trainer.train()
+    model, ntok = trainer.model, trainer.numeric_tokenizer
+    model.double()  # both paths in float64: in float32 they differ by the batches' padding
+    score = trainer.step_choice.score()
+    # the same readouts, solved again, and the validation rows read by number_predictions
+    solve_readouts(model, ntok, trainer.step_choice.train_rows, seed=3)
+    valid = trainer.validation_dataset
+    by_key = {example_key(e): t for e, t in zip(_encoded(ntok, texts), texts, strict=True)}
+    held = [by_key[example_key(valid[i])] for i in range(len(valid))]
+    metrics = number_metrics(number_predictions(model, ntok, held))
+    assert metrics["target/count"] == len(valid) == 24
+    assert score == pytest.approx(metrics["target/mdae"], rel=1e-9)
+    assert score > 0
+
+
+def _encoded(ntok, texts):
+    from cauchylin_hf.data import NumericDataset
+
+    ds = NumericDataset.from_texts(texts, ntok)
+    return [ds[i] for i in range(len(ds))]
+
+
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        ({"readouts": False}, "no readouts"),
+        ({"step_choice": None}, "off"),
+        ({"step_choice": 0.0}, "0"),
+    ],
+)
+def test_nothing_is_held_out_to_choose_on_when_asked_not_to(tmp_path, options, why):
+    trainer = _trainer(tmp_path, _texts(200, 1), **options)
+    assert trainer.validation_dataset is None and trainer.step_choice is None, why
+    assert len(trainer.train_dataset) == 160
+
+
+def test_a_small_table_keeps_every_row_to_train_on():
+    # 40 rows: 15% is 6 rows, below the 8 a choice needs
+    assert step_choice.validation_size(40, "auto") == 0
+    assert step_choice.validation_size(60, "auto") == 9
+
+
+@pytest.mark.parametrize("bad", ["best", 1.0, -0.1, True])
+def test_a_bad_step_choice_is_refused_naming_it(bad):
+    with pytest.raises(ValueError, match="step_choice"):
+        step_choice.validation_share(100, bad)
+
+
+def test_the_command_line_refuses_a_bad_step_choice(capsys):
+    with pytest.raises(SystemExit):
+        cli_parser.build_parser().parse_args(
+            ["train", "--data", "x.csv", "--output-dir", "o", "--step-choice", "2"]
+        )
+    assert "--step-choice: expected auto or a share in [0, 1) (0: keep the last step)" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_sample_of_a_split_of_a_column_is_held_out_once():
+    hf = datasets.Dataset.from_dict({"text": [f"x {i} y {2 * i}." for i in range(300)]})
+    whole = LazyNumericDataset(hf, NumericTokenizer(tiny_tokenizer(300)))
+    train, calib = whole.split_held_out(60, seed=0)
+    kept, valid = train.split_sample(30, seed=1)
+    rows = lambda ds: set(ds.rows(range(len(ds))))  # noqa: E731
+    assert len(valid) == 30 and len(kept) == len(train) - 30
+    assert rows(kept) | rows(valid) == rows(train)
+    assert not rows(kept) & rows(valid) and not rows(valid) & rows(calib)
+    # the examples are the rows' own
+    assert example_key(valid[0]) == example_key(whole[valid.rows([0])[0]])
+    with pytest.raises(ValueError, match="leaves none to train on"):
+        train.split_sample(len(train))
+    with pytest.raises(ValueError, match="split_sample splits"):
+        calib.split_sample(1)
