@@ -20,7 +20,10 @@ the training rows while the readouts on the features get worse.
 
 from __future__ import annotations
 
+import json
 import math
+import os
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +33,8 @@ from torch.utils.data import Dataset
 from transformers import TrainerCallback, TrainingArguments
 from transformers.trainer_callback import TrainerControl, TrainerState
 
+from safetensors.torch import load_file, save_file
+
 from cauchylin.value_space import from_value_space
 
 from .data.sampling import sample_rows
@@ -37,9 +42,12 @@ from .predict import exact_median
 from .readouts import number_features, solve_readouts
 from .resume_checks import inner_model
 from .tokenizer import NumericTokenizer
+from .trainer_checkpoints import CHECKPOINT_PREFIX
 
 __all__ = [
     "CHOICES",
+    "CHOICE_FILE",
+    "CHOICE_WEIGHTS_FILE",
     "MAX_SCORED_ROWS",
     "MIN_VALIDATION_ROWS",
     "VALIDATION_FRACTION",
@@ -49,6 +57,12 @@ __all__ = [
     "validation_share",
     "validation_size",
 ]
+
+CHOICE_FILE = "step_choice.json"
+"""The file in every checkpoint holding the scores so far and the step chosen so far."""
+
+CHOICE_WEIGHTS_FILE = "step_choice.safetensors"
+"""The file in every checkpoint holding the trainable parameters of the step chosen so far."""
 
 VALIDATION_FRACTION = 0.15
 """The share of the training rows (after the calibration hold-out) that ``step_choice="auto"``
@@ -187,7 +201,9 @@ class StepChoiceCallback(TrainerCallback):
     solved while scoring are left in the model: solve them again after training (the
     :class:`~cauchylin_hf.trainer.CauchyTrainer` does).
 
-    A resumed training scores only the steps after its checkpoint.
+    Every checkpoint gets the scores so far and the best step's parameters
+    (:data:`CHOICE_FILE`, :data:`CHOICE_WEIGHTS_FILE`), so that a run resumed from it
+    (:meth:`resume_from`) keeps the network an uninterrupted run keeps.
 
     Args:
         model: the model being trained (a PEFT model or a ``CauchyLMForCausalLM``).
@@ -250,6 +266,39 @@ class StepChoiceCallback(TrainerCallback):
                 if name in self._best:
                     p.copy_(self._best[name].to(p.device))
         self._best = None
+
+    def on_save(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        """Write the scores and the best step's parameters into the checkpoint just saved, so
+        that a run resumed from it chooses among every step, those before it included."""
+        folder = Path(args.output_dir or ".") / f"{CHECKPOINT_PREFIX}-{state.global_step}"
+        if not state.is_world_process_zero or not folder.is_dir():
+            return
+        record = {"scores": {str(k): v for k, v in self.choice.scores.items()}}
+        record["chosen"] = self.choice.chosen
+        tensors = {} if self._best is None else {k: v.contiguous() for k, v in self._best.items()}
+        for name, write in (
+            (CHOICE_WEIGHTS_FILE, lambda path: save_file(tensors, str(path))),
+            (CHOICE_FILE, lambda path: path.write_text(json.dumps(record) + "\n", "utf-8")),
+        ):
+            temporary = folder / f".{name}.tmp"
+            write(temporary)
+            os.replace(temporary, folder / name)
+
+    def resume_from(self, checkpoint: str | os.PathLike[str]) -> None:
+        """Take up the scores and the best parameters a checkpoint holds (none: a checkpoint of
+        a run that chose nothing yet, or written before a choice was made, scores from here)."""
+        folder = Path(checkpoint)
+        if not (folder / CHOICE_FILE).is_file() or not (folder / CHOICE_WEIGHTS_FILE).is_file():
+            return
+        record = json.loads((folder / CHOICE_FILE).read_text("utf-8"))
+        self.choice.scores = {int(k): float(v) for k, v in record["scores"].items()}
+        self.choice.chosen = record["chosen"]
+        best = load_file(str(folder / CHOICE_WEIGHTS_FILE))
+        self._best = best or None
+        if self.choice.chosen is not None:
+            self._best_score = self.choice.scores[self.choice.chosen]
 
     @torch.no_grad()
     def score(self) -> float:

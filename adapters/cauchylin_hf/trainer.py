@@ -431,6 +431,8 @@ class CauchyTrainer(CausalTrainer):
                     "fresh_optimizer_state=True",
                 )  # fmt: skip
                 self._refuse_another_run(resume)
+        if resume is not None and self.step_choice is not None:
+            self.step_choice.resume_from(resume)
         with fitted_threads(self.args.threads):
             start = time.perf_counter()
             with progress_bars(not self.args.disable_tqdm):

@@ -182,3 +182,28 @@ def test_a_sample_of_a_split_of_a_column_is_held_out_once():
         train.split_sample(len(train))
     with pytest.raises(ValueError, match="split_sample splits"):
         calib.split_sample(1)
+
+
+def test_a_resumed_run_keeps_the_network_an_uninterrupted_run_keeps(tmp_path, monkeypatch):
+    """The best step (3) comes before the checkpoint the run resumes from (5): the checkpoint
+    carries its parameters and the scores so far."""
+    scripted = {1: 5.0, 2: 4.0, 3: 1.0, 4: 3.0, 5: 2.5, 6: 2.0, 7: 3.0, 8: 4.0, 9: 9.0, 10: 6.0}
+    texts = _texts(200, 1)
+
+    def run(folder, resume=None):
+        trainer = _trainer(folder, texts, save_steps=5, resume_from_checkpoint=resume)
+        monkeypatch.setattr(
+            trainer.step_choice, "score", lambda: scripted[trainer.state.global_step]
+        )
+        trainer.train()
+        return trainer
+
+    whole = run(tmp_path / "whole")
+    resumed = run(tmp_path / "cut", resume=None)
+    resumed = run(tmp_path / "cut", resume=str(tmp_path / "cut" / "checkpoint-5"))
+    assert resumed.resumed_step == 5
+    assert whole.step_choice.choice.chosen == resumed.step_choice.choice.chosen == 3
+    assert resumed.step_choice.choice.scores == scripted
+    a, b = dict(whole.model.named_parameters()), dict(resumed.model.named_parameters())
+    for name, value in a.items():
+        assert torch.equal(value, b[name]), name

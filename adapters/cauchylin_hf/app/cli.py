@@ -427,7 +427,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if held_out and len(set(sample)) == 1:  # (the whole table, or a sample of a large one)
         held_out, calibrating = 0, " (copies of one text: none can be held out to calibrate on)"
     choosing = 0
-    if args.readouts and model.config.num_token_id is not None and len(set(sample)) > 1:
+    if not args.no_readouts and model.config.num_token_id is not None and len(set(sample)) > 1:
         choosing = validation_size(len(data.texts) - held_out, args.step_choice)
     if choosing:
         calibrating += f" ({choosing} more held out to choose the training step on)"
