@@ -23,17 +23,16 @@ from __future__ import annotations
 import json
 import math
 import os
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.utils.data import Dataset
 from transformers import TrainerCallback, TrainingArguments
 from transformers.trainer_callback import TrainerControl, TrainerState
-
-from safetensors.torch import load_file, save_file
 
 from cauchylin.value_space import from_value_space
 
@@ -275,8 +274,8 @@ class StepChoiceCallback(TrainerCallback):
         folder = Path(args.output_dir or ".") / f"{CHECKPOINT_PREFIX}-{state.global_step}"
         if not state.is_world_process_zero or not folder.is_dir():
             return
-        record = {"scores": {str(k): v for k, v in self.choice.scores.items()}}
-        record["chosen"] = self.choice.chosen
+        scores = {str(k): v for k, v in self.choice.scores.items()}
+        record = {"scores": scores, "chosen": self.choice.chosen}
         tensors = {} if self._best is None else {k: v.contiguous() for k, v in self._best.items()}
         for name, write in (
             (CHOICE_WEIGHTS_FILE, lambda path: save_file(tensors, str(path))),
