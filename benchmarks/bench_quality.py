@@ -475,6 +475,7 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
     fallback = compare.training_median(train)
     start = time.perf_counter()
     scored: list[tuple[str, compare.Scores, Any]] = []
+    chosen: dict[str, Any] = {}  # the step kept by the step choice, and its scores
     if job["kind"] in ("text", "ntl"):
         ntl = compare.NTL_WEIGHT if job["kind"] == "ntl" else 0.0
         model, tok, seconds = compare.train_text_baseline(train, recipe, ntl_weight=ntl, base=base)
@@ -509,6 +510,11 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
     else:
         model, ntok, result = compare.train_causal_run(train, recipe, base=base)
         seconds = float(result.train_runtime)
+        if result.step_choice is not None:
+            chosen = {
+                "step_chosen": result.step_choice.chosen,
+                "step_scores": {str(k): v for k, v in result.step_choice.scores.items()},
+            }
         s, median = _causal_scores(model, ntok, train, held, every, seconds)
         scored.append((job["name"], s, median))
         numbers = job.get("resolve_numbers")
@@ -540,6 +546,7 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
             train_seconds=s.train_seconds,
             wall_seconds=time.perf_counter() - start,
             **s.extra,
+            **chosen,
         )
         out.append(row)
         print(
