@@ -37,6 +37,7 @@ import torch
 
 __all__ = [
     "BroadcastError",
+    "auto_or_share",
     "broadcast_shapes_or_raise",
     "check_binary_mask",
     "check_finite",
@@ -414,6 +415,43 @@ def flag(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{name} must be a bool, got {value!r}")
     return value
+
+
+def auto_or_share(name: str, value: object) -> str | float | None:
+    """A hold-out setting: ``"auto"``, a share in ``(0, 1)``, or None (None and 0: none).
+
+    Args:
+        name: the argument name used in the message.
+        value: the argument.
+
+    Returns:
+        ``"auto"``, the share as a float, or None.
+
+    Raises:
+        ValueError: another string, a bool or another type, or a share outside ``[0, 1)``.
+
+    Example:
+        >>> auto_or_share("calibration", "auto"), auto_or_share("calibration", 0), auto_or_share("x", 0.25)
+        ('auto', None, 0.25)
+        >>> auto_or_share("step_choice", 1.5)
+        Traceback (most recent call last):
+        ...
+        ValueError: step_choice must be a share in (0, 1), got 1.5
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f'{name} must be "auto", a share in (0, 1) or None, got {value!r}')
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a share in [0, 1), got {value!r}")
+    share = float(value)
+    if share == 0.0:
+        return None
+    if not 0.0 < share < 1.0:
+        raise ValueError(f"{name} must be a share in (0, 1), got {value!r}")
+    return share
 
 
 def one_of(name: str, value: object, choices: Sequence[object]) -> object:

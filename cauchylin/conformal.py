@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import torch
 
-from cauchylin._validation import check_finite, require_tensor
+from cauchylin._validation import auto_or_share, check_finite, require_tensor
 
 __all__ = [
     "CALIBRATION_FRACTION",
@@ -219,24 +219,15 @@ def calibration_holdout(count: int, calibration: float | str | None) -> int:
         >>> calibration_holdout(500, "auto"), calibration_holdout(60, "auto"), calibration_holdout(60, 0.5)
         (100, 0, 30)
     """
-    if calibration is None:
+    setting = auto_or_share("calibration", calibration)
+    if setting is None:
         return 0
-    if isinstance(calibration, str):
-        if calibration != "auto":
-            raise ValueError(
-                f'calibration must be "auto", a share in (0, 1) or None, got {calibration!r}'
-            )
+    if setting == "auto":
         if count < MIN_ROWS_TO_CALIBRATE:
             return 0
         share = CALIBRATION_FRACTION
     else:
-        if isinstance(calibration, bool) or not isinstance(calibration, (int, float)):
-            raise ValueError(f"calibration must be a share in [0, 1), got {calibration!r}")
-        share = float(calibration)
-        if share == 0.0:
-            return 0
-        if not 0.0 < share < 1.0:
-            raise ValueError(f"calibration must be a share in (0, 1), got {calibration!r}")
+        share = float(setting)
     size = min(round(share * count), MAX_CALIBRATION_ROWS)
     if size < 1 or size >= count:
         raise ValueError(

@@ -34,6 +34,7 @@ from torch.utils.data import Dataset
 from transformers import TrainerCallback, TrainingArguments
 from transformers.trainer_callback import TrainerControl, TrainerState
 
+from cauchylin._validation import auto_or_share
 from cauchylin.value_space import from_value_space
 
 from .data.sampling import sample_rows
@@ -86,26 +87,18 @@ def validation_share(rows: int, step_choice: float | str | None) -> float:
     rows, else 0; a share in ``(0, 1)``: that share; None or 0: none.
 
     Raises:
-        ValueError: another string, or a share outside ``[0, 1)``.
+        ValueError: another string, or a share outside ``[0, 1)`` (naming ``step_choice``).
 
     Example:
         >>> validation_share(400, "auto"), validation_share(40, "auto"), validation_share(40, 0.5)
         (0.15, 0.0, 0.5)
     """
-    if step_choice is None:
+    setting = auto_or_share("step_choice", step_choice)
+    if setting is None:
         return 0.0
-    if isinstance(step_choice, str):
-        if step_choice != "auto":
-            raise ValueError(
-                f'step_choice must be "auto", a share in [0, 1) or None, got {step_choice!r}'
-            )
+    if setting == "auto":
         return VALIDATION_FRACTION if rows * VALIDATION_FRACTION >= MIN_VALIDATION_ROWS else 0.0
-    if isinstance(step_choice, bool) or not isinstance(step_choice, (int, float)):
-        raise ValueError(f"step_choice must be a share in [0, 1), got {step_choice!r}")
-    share = float(step_choice)
-    if not 0.0 <= share < 1.0:
-        raise ValueError(f"step_choice must be a share in [0, 1), got {share}")
-    return share
+    return float(setting)
 
 
 def validation_size(rows: int, step_choice: float | str | None) -> int:

@@ -101,29 +101,24 @@ def _real(low: float, high: float, *, closed_low: bool) -> Callable[[str], float
     return parse
 
 
-def _calibration(text: str) -> str | float:
-    """An argparse ``type`` for ``--calibration``: ``auto`` or a share in ``[0, 1)``."""
-    if text == "auto":
-        return text
-    try:
-        return _real(0.0, 1.0, closed_low=True)(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(
-            f"expected auto or a share in [0, 1) (0: no calibration), got {text!r}"
-        ) from None
+def _auto_or_share(zero: str) -> Callable[[str], str | float]:
+    """An argparse ``type``: ``auto`` or a share in ``[0, 1)`` (``zero`` says what 0 does)."""
+
+    def parse(text: str) -> str | float:
+        if text == "auto":
+            return text
+        try:
+            return _real(0.0, 1.0, closed_low=True)(text)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(
+                f"expected auto or a share in [0, 1) (0: {zero}), got {text!r}"
+            ) from None
+
+    return parse
 
 
-def _step_choice(text: str) -> str | float:
-    """An argparse ``type`` for ``--step-choice``: ``auto`` or a share in ``[0, 1)``."""
-    if text == "auto":
-        return text
-    try:
-        return _real(0.0, 1.0, closed_low=True)(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(
-            f"expected auto or a share in [0, 1) (0: keep the last step), got {text!r}"
-        ) from None
-
+_calibration = _auto_or_share("no calibration")
+_step_choice = _auto_or_share("keep the last step")
 
 _positive = _real(0.0, math.inf, closed_low=False)
 _share = _real(0.0, 1.0, closed_low=True)
