@@ -25,7 +25,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -51,9 +51,11 @@ __all__ = [
     "MAX_SCORED_ROWS",
     "MIN_VALIDATION_ROWS",
     "VALIDATION_FRACTION",
+    "Score",
     "StepChoice",
     "StepChoiceCallback",
     "choice_steps",
+    "median_and_spread",
     "validation_share",
     "validation_size",
 ]
@@ -126,41 +128,103 @@ def choice_steps(max_steps: int, choices: int = CHOICES) -> list[int]:
     return sorted({max(1, round(max_steps * (k + 1) / choices)) for k in range(choices)})
 
 
+class Score(NamedTuple):
+    """A step's score: the validation rows' median absolute error and its standard error."""
+
+    mdae: float
+    spread: float
+
+
+def median_and_spread(errors: torch.Tensor) -> Score:
+    """The median of ``errors`` and its distribution-free standard error.
+
+    The standard error is half the distance between the sorted errors at the positions
+    ``(n - 1)/2 - sqrt(n)/2`` and ``(n - 1)/2 + sqrt(n)/2`` (0-based, linearly interpolated,
+    clamped to the sample): the rank of a sample median has a standard deviation of
+    ``sqrt(n)/2`` whatever the law of the errors.
+
+    Example:
+        >>> median_and_spread(torch.arange(1.0, 101.0))
+        Score(mdae=50.5, spread=5.0)
+    """
+    n = int(errors.numel())
+    if n == 0:
+        return Score(math.nan, math.nan)
+    ordered = errors.double().sort().values
+
+    def at(position: float) -> float:
+        position = min(max(position, 0.0), n - 1.0)
+        a = math.floor(position)
+        b = min(a + 1, n - 1)
+        return float(ordered[a] + (position - a) * (ordered[b] - ordered[a]))
+
+    middle, half = (n - 1) / 2, math.sqrt(n) / 2
+    return Score(exact_median(ordered.numpy()), 0.5 * (at(middle + half) - at(middle - half)))
+
+
 @dataclass
 class StepChoice:
-    """What :class:`StepChoiceCallback` measured.
+    """What :class:`StepChoiceCallback` measured, and the step it kept.
+
+    The step kept is the latest scored step whose score is within one standard error of the
+    least score (the one-standard-error rule, read towards more training): a small validation
+    set cannot tell apart steps closer than that, and of those the later network has also
+    learnt the text's words longer.
 
     Attributes:
         scores: ``{step: validation MdAE}`` at each scored step (the last number of each
             validation text, in its own units; ``nan`` where nothing could be scored).
-        chosen: the step whose parameters the model keeps (None before training ends).
+        spreads: ``{step: its standard error}`` (:func:`median_and_spread`).
+        chosen: the step whose parameters the model keeps (None before a step is scored).
         validation_rows: how many rows were held out to choose on.
     """
 
     scores: dict[int, float] = field(default_factory=dict)
+    spreads: dict[int, float] = field(default_factory=dict)
     chosen: int | None = None
     validation_rows: int = 0
+
+    def best(self) -> int | None:
+        """The step of the least score (the later of a tie); None before one is scored."""
+        finite = [k for k, v in self.scores.items() if math.isfinite(v)]
+        return min(finite, key=lambda k: (self.scores[k], -k)) if finite else None
+
+    def add(self, step: int, score: Score) -> bool:
+        """Record ``step``'s score; whether it is the step to keep now."""
+        self.scores[step], self.spreads[step] = score.mdae, score.spread
+        best = self.best()
+        if best is None or not math.isfinite(score.mdae):
+            return False
+        band = self.scores[best] + (self.spreads[best] if math.isfinite(self.spreads[best]) else 0)
+        if score.mdae <= band:  # the latest step within the band of the best so far
+            self.chosen = step
+            return True
+        return False
 
     def sentence(self, max_steps: int) -> str:
         """One line for a log: which step was kept, and why (empty before a choice).
 
         Example:
-            >>> StepChoice({100: 4.0, 200: 5.0}, chosen=100, validation_rows=9).sentence(200)
-            'kept step 100 of 200: of 2 steps scored, it read the last numbers of the 9 rows held out of training best (median absolute error 4, against 5 at the last step)'
+            >>> c = StepChoice(validation_rows=9)
+            >>> [c.add(k, Score(v, 0.5)) for k, v in ((100, 3.0), (200, 3.4), (300, 5.0))]
+            [True, True, False]
+            >>> c.sentence(300)
+            'kept step 200 of 300: the latest of 3 scored steps within a standard error of the best at reading the last numbers of the 9 rows held out of training (median absolute error 3.4; the best 3 ± 0.5 at step 100; 5 at the last step)'
         """
-        if self.chosen is None or not self.scores:
+        best = self.best()
+        if self.chosen is None or best is None:
             return ""
-        best = self.scores[self.chosen]
-        last = self.scores.get(max(self.scores), math.nan)
-        start = (
-            f"of {len(self.scores)} steps scored, it read the last numbers of the "
-            f"{self.validation_rows} rows held out of training best (median absolute error "
-            f"{best:.4g}"
-        )
-        if self.chosen == max(self.scores):
-            return f"kept the last step ({self.chosen}): {start})"
+        last = max(self.scores)
+        error = f"median absolute error {self.scores[self.chosen]:.4g}"
+        if best != self.chosen:
+            error += f"; the best {self.scores[best]:.4g} ± {self.spreads[best]:.2g} at step {best}"
+        if last != self.chosen:
+            error += f"; {self.scores[last]:.4g} at the last step"
+        kept = "the last step" if self.chosen == last else f"step {self.chosen} of {max_steps}"
         return (
-            f"kept step {self.chosen} of {max_steps}: {start}, against {last:.4g} at the last step)"
+            f"kept {kept}: the latest of {len(self.scores)} scored steps within a standard "
+            "error of the best at reading the last numbers of the "
+            f"{self.validation_rows} rows held out of training ({error})"
         )
 
 
@@ -188,8 +252,9 @@ class StepChoiceCallback(TrainerCallback):
 
     At each scored step it solves the readouts on (a sample of at most :data:`MAX_SCORED_ROWS
     of) ``train_rows``, reads the validation rows' last numbers with them and records the
-    median absolute error; the trainable parameters of the best step so far are copied to the
-    CPU. At the end of training they are put back (a tie keeps the later step). The readouts
+    median absolute error with its standard error; the trainable parameters of the step to keep
+    so far (:class:`StepChoice`: the latest within a standard error of the best) are copied to
+    the CPU. At the end of training they are put back. The readouts
     solved while scoring are left in the model: solve them again after training (the
     :class:`~cauchylin_hf.trainer.CauchyTrainer` does).
 
@@ -225,7 +290,6 @@ class StepChoiceCallback(TrainerCallback):
         self.choice = StepChoice(validation_rows=len(validation_rows))  # type: ignore[arg-type]
         self.steps: set[int] = set()
         self._best: dict[str, torch.Tensor] | None = None
-        self._best_score = math.inf
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
@@ -237,11 +301,7 @@ class StepChoiceCallback(TrainerCallback):
     ) -> None:
         if state.global_step not in self.steps:
             return
-        score = self.score()
-        self.choice.scores[state.global_step] = score
-        if score <= self._best_score:  # a tie keeps the later step (more training, same error)
-            self._best_score = score
-            self.choice.chosen = state.global_step
+        if self.choice.add(state.global_step, self.score()):
             self._best = {
                 name: p.detach().to("cpu", copy=True)
                 for name, p in self.model.named_parameters()
@@ -267,8 +327,11 @@ class StepChoiceCallback(TrainerCallback):
         folder = Path(args.output_dir or ".") / f"{CHECKPOINT_PREFIX}-{state.global_step}"
         if not state.is_world_process_zero or not folder.is_dir():
             return
-        scores = {str(k): v for k, v in self.choice.scores.items()}
-        record = {"scores": scores, "chosen": self.choice.chosen}
+        record = {
+            "scores": {str(k): v for k, v in self.choice.scores.items()},
+            "spreads": {str(k): v for k, v in self.choice.spreads.items()},
+            "chosen": self.choice.chosen,
+        }
         tensors = {} if self._best is None else {k: v.contiguous() for k, v in self._best.items()}
         for name, write in (
             (CHOICE_WEIGHTS_FILE, lambda path: save_file(tensors, str(path))),
@@ -286,16 +349,14 @@ class StepChoiceCallback(TrainerCallback):
             return
         record = json.loads((folder / CHOICE_FILE).read_text("utf-8"))
         self.choice.scores = {int(k): float(v) for k, v in record["scores"].items()}
+        self.choice.spreads = {int(k): float(v) for k, v in record["spreads"].items()}
         self.choice.chosen = record["chosen"]
-        best = load_file(str(folder / CHOICE_WEIGHTS_FILE))
-        self._best = best or None
-        if self.choice.chosen is not None:
-            self._best_score = self.choice.scores[self.choice.chosen]
+        self._best = load_file(str(folder / CHOICE_WEIGHTS_FILE)) or None
 
     @torch.no_grad()
-    def score(self) -> float:
-        """The validation rows' median absolute error with readouts solved now (``nan``: none
-        could be read, or the solve failed)."""
+    def score(self) -> Score:
+        """The validation rows' median absolute error with readouts solved now, and its
+        standard error (``nan``: none could be read)."""
         inner = inner_model(self.model)
         try:
             solve_readouts(
@@ -305,4 +366,4 @@ class StepChoiceCallback(TrainerCallback):
             pass
         errors = _last_number_errors(inner, self.tokenizer, self.validation_rows)
         finite = errors[torch.isfinite(errors)]
-        return exact_median(finite.numpy()) if finite.numel() else math.nan
+        return median_and_spread(finite)

@@ -103,8 +103,9 @@ class CauchyOptions:
         calibration_split: which texts a share holds out: ``"random"`` (drawn with ``seed``)
             or ``"last"`` (the last ones, for texts in time order).
         step_choice: ``"auto"``, a share in ``[0, 1)`` of the training texts (after the
-            calibration hold-out) held out of training to choose the step whose network is kept,
-            or None / 0 (the last step): :mod:`cauchylin_hf.step_choice`.
+            calibration hold-out) held out of training to choose the step whose network is kept
+            by the error of their last numbers (for rows of a table: the command line's default
+            there), or None / 0 (the default: the last step): :mod:`cauchylin_hf.step_choice`.
         threads: torch CPU threads while training; None: no more than the free cores.
         fresh_optimizer_state: resume from a checkpoint without ``optimizer.pt``,
             ``scheduler.pt`` or ``rng_state.pth``, starting them afresh (default: refused).
@@ -194,13 +195,18 @@ class CauchyOptions:
         ),
     )
     step_choice: float | str | None = field(
-        default="auto",
+        default=None,
         metadata=_meta(
             "hold out this share of the training rows (never trained on) and keep the network "
             "of the step, of ten evenly spaced, whose solved readouts read their last numbers "
-            "best; auto: 0.15 where that is 8 rows or more (with readouts), else none; 0: keep "
-            "the last step",
-            Flag("--step-choice", "step_choice", settings=(("metavar", "auto|SHARE"),)),
+            "best; auto (the default for a table): 0.15 where that is 8 rows or more, else none; "
+            "0 (the default for free text, whose words matter as much as its numbers): keep the "
+            "last step",
+            Flag(
+                "--step-choice",
+                "step_choice",
+                settings=(("metavar", "auto|SHARE"), ("default", "auto")),
+            ),
         ),
     )
     readouts: bool = field(

@@ -234,6 +234,7 @@ _VALUES = {
     "dataloader_workers": ["1"],
     "calibration": ["0.25"],
     "calibration_split": ["last"],
+    "step_choice": ["0.3"],
     "no_readouts": [],
     "seed": ["5"],
 }

@@ -36,7 +36,8 @@ def _model():
 
 def _trainer(tmp_path, texts, **options) -> CauchyTrainer:
     model, ntok = _model()
-    settings = {"max_steps": 10, "learning_rate": 1e-2, "seed": 3, **options}
+    settings = {"max_steps": 10, "learning_rate": 1e-2, "seed": 3, "step_choice": "auto"}
+    settings.update(options)
     args = CauchyTrainingArguments(
         str(tmp_path), per_device_train_batch_size=8, disable_tqdm=True, **settings
     )
@@ -71,7 +72,9 @@ def test_the_network_of_the_best_step_is_kept(tmp_path, monkeypatch):
     scripted = {1: 5.0, 2: 4.0, 3: 2.0, 4: 3.0, 5: 2.5, 6: 2.0, 7: 3.0, 8: 4.0, 9: 9.0, 10: 6.0}
     trainer = _trainer(tmp_path, _texts(200, 1))
     choice = trainer.step_choice
-    monkeypatch.setattr(choice, "score", lambda: scripted[trainer.state.global_step])
+    monkeypatch.setattr(
+        choice, "score", lambda: step_choice.Score(scripted[trainer.state.global_step], 0.0)
+    )
 
     class Record(TrainerCallback):
         def __init__(self):
@@ -92,17 +95,21 @@ def test_the_network_of_the_best_step_is_kept(tmp_path, monkeypatch):
         assert torch.equal(kept[name], value), name
     moved = [n for n, v in record.params[10].items() if not torch.equal(kept[n], v)]
     assert moved  # the last step's network is not the one kept
-    assert "kept step 6 of 10" in choice.choice.sentence(10)
+    assert choice.choice.sentence(10).startswith("kept step 6 of 10: the latest of 10 scored")
 
 
 def test_the_last_step_is_kept_where_it_scores_best(tmp_path, monkeypatch):
     trainer = _trainer(tmp_path, _texts(200, 1))
-    monkeypatch.setattr(trainer.step_choice, "score", lambda: 10.0 - trainer.state.global_step)
+    monkeypatch.setattr(
+        trainer.step_choice,
+        "score",
+        lambda: step_choice.Score(10.0 - trainer.state.global_step, 0.1),
+    )
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     trainer.train()
     assert trainer.step_choice.choice.chosen == 10
     assert any(not torch.equal(p, before[n]) for n, p in trainer.model.named_parameters())
-    assert trainer.step_choice.choice.sentence(10).startswith("kept the last step (10)")
+    assert trainer.step_choice.choice.sentence(10).startswith("kept the last step: the latest")
 
 
 def test_a_step_is_scored_by_the_median_error_of_the_last_numbers_in_their_units(tmp_path):
@@ -112,7 +119,7 @@ def test_a_step_is_scored_by_the_median_error_of_the_last_numbers_in_their_units
     trainer.train()
     model, ntok = trainer.model, trainer.numeric_tokenizer
     model.double()  # both paths in float64: in float32 they differ by the batches' padding
-    score = trainer.step_choice.score()
+    score, spread = trainer.step_choice.score()
     # the same readouts, solved again, and the validation rows read by number_predictions
     solve_readouts(model, ntok, trainer.step_choice.train_rows, seed=3)
     valid = trainer.validation_dataset
@@ -121,7 +128,7 @@ def test_a_step_is_scored_by_the_median_error_of_the_last_numbers_in_their_units
     metrics = number_metrics(number_predictions(model, ntok, held))
     assert metrics["target/count"] == len(valid) == 24
     assert score == pytest.approx(metrics["target/mdae"], rel=1e-9)
-    assert score > 0
+    assert score > 0 and spread > 0
 
 
 def _encoded(ntok, texts):
@@ -136,6 +143,7 @@ def _encoded(ntok, texts):
     [
         ({"readouts": False}, "no readouts"),
         ({"step_choice": None}, "off"),
+        ({"step_choice": CauchyTrainingArguments("x").step_choice}, "train()'s default"),
         ({"step_choice": 0.0}, "0"),
     ],
 )
@@ -193,7 +201,9 @@ def test_a_resumed_run_keeps_the_network_an_uninterrupted_run_keeps(tmp_path, mo
     def run(folder, resume=None):
         trainer = _trainer(folder, texts, save_steps=5, resume_from_checkpoint=resume)
         monkeypatch.setattr(
-            trainer.step_choice, "score", lambda: scripted[trainer.state.global_step]
+            trainer.step_choice,
+            "score",
+            lambda: step_choice.Score(scripted[trainer.state.global_step], 0.2),
         )
         trainer.train()
         return trainer
@@ -207,3 +217,61 @@ def test_a_resumed_run_keeps_the_network_an_uninterrupted_run_keeps(tmp_path, mo
     a, b = dict(whole.model.named_parameters()), dict(resumed.model.named_parameters())
     for name, value in a.items():
         assert torch.equal(value, b[name]), name
+
+
+def test_the_command_line_chooses_the_step_for_a_table_and_not_for_free_text(tmp_path, capsys):
+    from cauchylin_hf.app import cli
+
+    rows = _texts(120, 4)
+    table = tmp_path / "t.csv"
+    table.write_text(
+        "width,area\n" + "".join(f"{r.split()[1]},{r.split()[3]}\n" for r in rows), "utf-8"
+    )
+    text = tmp_path / "t.txt"
+    text.write_text("".join(f"{r}\n" for r in rows), "utf-8")
+    threads = torch.get_num_threads()
+    printed = {}
+    try:
+        for data in (table, text):
+            argv = ["train", "--from-config", "qwen2-tiny", "--data", str(data), "--output-dir"]
+            argv += [str(tmp_path / data.suffix[1:]), "--max-steps", "2", "--threads", "1"]
+            assert cli.main([*argv, "--no-progress"]) == 0
+            printed[data.suffix] = capsys.readouterr().out
+    finally:
+        torch.set_num_threads(threads)
+    # 120 rows: 24 held out to calibrate on, 14 of the other 96 to choose the step on
+    assert "on 82 texts of" in printed[".csv"]
+    line = "(24 more held out to calibrate the intervals on, and 14 to choose the training step on)"
+    assert line in printed[".csv"]
+    (kept,) = [line for line in printed[".csv"].splitlines() if line.startswith("kept ")]
+    assert "of 2 scored steps within a standard error of the best at reading" in kept
+    assert "the last numbers of the 14 rows held out of training (median absolute error" in kept
+    assert "on 96 texts of" in printed[".txt"] and "to choose" not in printed[".txt"]
+    assert not any(line.startswith("kept ") for line in printed[".txt"].splitlines())
+
+
+def test_the_latest_step_within_a_standard_error_of_the_best_is_kept():
+    """The one-standard-error rule, read towards more training: step 6 (1.4) is within the
+    best's 1.0 + 0.5; step 7 (1.6) is not; a later, better step moves the band with it."""
+    choice = step_choice.StepChoice()
+    for step, score in ((1, 3.0), (2, 1.0), (3, 2.0), (6, 1.4), (7, 1.6)):
+        choice.add(step, step_choice.Score(score, 0.5))
+    assert (choice.best(), choice.chosen) == (2, 6)
+    choice.add(8, step_choice.Score(0.2, 0.1))  # a new best: 1.4 is far outside its band
+    choice.add(9, step_choice.Score(0.35, 0.1))
+    assert (choice.best(), choice.chosen) == (8, 8)
+    choice.add(10, step_choice.Score(float("nan"), float("nan")))  # nothing read: never kept
+    assert choice.chosen == 8
+
+
+@pytest.mark.parametrize("n", [15, 57])
+def test_the_spread_is_the_standard_error_of_the_median(n):
+    """Against Monte Carlo: 4000 samples of n exponential errors. The relative standard error
+    of the sampled standard deviation is 1/sqrt(2 * 4000) = 1.1%; 6% is 5.3 of them, a
+    false-failure rate below 1e-6."""
+    g = torch.Generator().manual_seed(n)
+    x = torch.empty(4000, n, dtype=torch.float64).exponential_(1.0, generator=g)
+    medians = x.quantile(0.5, dim=1)
+    spreads = torch.tensor([step_choice.median_and_spread(row).spread for row in x])
+    assert float(spreads.mean() / medians.std()) == pytest.approx(1.0, abs=0.06)
+    assert step_choice.median_and_spread(x[0]).mdae == pytest.approx(float(medians[0]))

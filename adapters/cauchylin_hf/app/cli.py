@@ -403,6 +403,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.overwrite:
         _note_overwrite(args, seen.entries)
     data = read_data(args, args.data, data_format(args.model))
+    if data.template is None and args.step_choice == "auto":
+        args.step_choice = None  # free text: its words count as much as its last number
     held = None
     if args.eval_file:
         held = read_data(args, args.eval_file, format_record(data.template, None, None))
@@ -429,8 +431,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     choosing = 0
     if not args.no_readouts and model.config.num_token_id is not None and len(set(sample)) > 1:
         choosing = validation_size(len(data.texts) - held_out, args.step_choice)
-    if choosing:
-        calibrating += f" ({choosing} more held out to choose the training step on)"
+    if choosing and held_out:
+        calibrating = f"{calibrating[:-1]}, and {choosing} to choose the training step on)"
+    elif choosing:
+        calibrating = f" ({choosing} more held out to choose the training step on)"
     print(
         f"training {n_train / 1e6:.3f}M parameters of {what} (backbone {backbone}) on "
         f"{len(data.texts) - held_out - choosing} texts of {args.data}{calibrating}",

@@ -331,6 +331,7 @@ def train_causal_run(
             progress=False,
             save=False,
             evaluate=False,
+            step_choice="auto",  # rows of a table: the command line's default for them
             **args,
         )
     return model, ntok, result
