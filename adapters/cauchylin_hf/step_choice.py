@@ -1,4 +1,4 @@
-r"""The step budget chosen on rows held out of training: keep the network that reads them best.
+r"""The step budget chosen on rows held out of training.
 
 On a small table the network keeps fitting its training rows long after it stops predicting new
 ones (on a 72-row table, the held-out median absolute error after 100 steps was a quarter of the
@@ -8,14 +8,16 @@ rows out of training (the *validation rows*, :func:`validation_share`), and at t
 steps (:func:`choice_steps`) solves the readouts on the training rows
 (:func:`~cauchylin_hf.readouts.solve_readouts`) and scores the validation rows: the median
 absolute error of each validation text's last number (its target in a table) in its own units,
-read by those readouts. At the end of training the trainable parameters of the best step
-are put back. The readouts that the model keeps are then solved on the training rows and the
-validation rows together; the rows held out to calibrate on are neither trained on nor used to
-choose, so the conformal widths keep their guarantee.
+read by those readouts, with its standard error (:func:`median_and_spread`). The step kept is
+the latest within one standard error of the best (:class:`StepChoice`); at the end of training
+its trainable parameters are put back. The readouts that the model keeps are then solved on the
+training rows and the validation rows together; the rows held out to calibrate on are neither
+trained on nor used to choose, so the conformal widths keep their guarantee.
 
 The score at a step is what the final model is judged by (the solved readout on the features of
-that step), not the training loss or the shared head's error: the shared head keeps improving on
-the training rows while the readouts on the features get worse.
+that step), not the training loss: the loss keeps falling on the training rows while the
+readouts on the features read new rows worse. It reads the numbers alone, so it suits texts
+whose numbers are what they are for (a table's rows); on free text the words matter as much.
 """
 
 from __future__ import annotations
