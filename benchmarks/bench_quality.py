@@ -681,11 +681,15 @@ def reference_rows(table: str, quick: bool) -> list[dict[str, Any]]:
         return rows
     Xtr, ytr, Xte, yte = data
     for name, kind in REFERENCES.items():
-        pred = _estimator(kind).fit(Xtr, ytr).predict(Xte)
+        start = time.process_time()  # CPU seconds of the fit, beside the causal model's
+        fitted = _estimator(kind).fit(Xtr, ytr)
+        seconds = time.process_time() - start
+        pred = fitted.predict(Xte)
         err = np.abs(pred - yte)
         rows.append(
             {
                 **common,
+                "train_seconds": seconds,
                 "name": name,
                 "mae": float(err.mean()),
                 "mdae": float(np.median(err)),
@@ -1257,6 +1261,14 @@ def main(argv: list[str] | None = None) -> int:
         help="with --report: print, per table and budget, the causal defaults against the "
         "causal model of this row name on the same seeds",
     )
+    p.add_argument(
+        "--step-choice",
+        default=None,
+        type=lambda v: v if v == "auto" else float(v),
+        metavar="auto|SHARE",
+        help="the causal models hold out this share of their training rows to choose the step "
+        "whose network is kept (cauchylin_hf.step_choice; default: none, the last step)",
+    )
     p.add_argument("--corrupt", type=float, default=0.0, help="share of targets x100 (0: skip)")
     p.add_argument(
         "--corrupt-tables", default=None, help="the tables --corrupt retrains on (default: all)"
@@ -1364,6 +1376,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def add(table: str, kind: str, name: str, settings: dict, steps: int, seed: int, **kw: Any):
         recipe: dict[str, Any] = {"max_steps": steps, "seed": seed, "adam_beta2": args.adam_beta2}
+        if args.step_choice is not None and kind == "causal":
+            recipe["step_choice"] = args.step_choice
         if args.quick:
             recipe.update(hidden_size=16, num_layers=1, num_heads=2, vocab_size=300, batch_size=8)
         job = {

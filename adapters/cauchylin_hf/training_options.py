@@ -104,8 +104,8 @@ class CauchyOptions:
             or ``"last"`` (the last ones, for texts in time order).
         step_choice: ``"auto"``, a share in ``[0, 1)`` of the training texts (after the
             calibration hold-out) held out of training to choose the step whose network is kept
-            by the error of their last numbers (for rows of a table: the command line's default
-            there), or None / 0 (the default: the last step): :mod:`cauchylin_hf.step_choice`.
+            by the error of their last numbers, or None / 0 (the default: the last step):
+            :mod:`cauchylin_hf.step_choice`.
         threads: torch CPU threads while training; None: no more than the free cores.
         fresh_optimizer_state: resume from a checkpoint without ``optimizer.pt``,
             ``scheduler.pt`` or ``rng_state.pth``, starting them afresh (default: refused).
@@ -198,15 +198,10 @@ class CauchyOptions:
         default=None,
         metadata=_meta(
             "hold out this share of the training rows (never trained on) and keep the network "
-            "of the step, of ten evenly spaced, whose solved readouts read their last numbers "
-            "best; auto (the default for a table): 0.15 where that is 8 rows or more, else none; "
-            "0 (the default for free text, whose words matter as much as its numbers): keep the "
-            "last step",
-            Flag(
-                "--step-choice",
-                "step_choice",
-                settings=(("metavar", "auto|SHARE"), ("default", "auto")),
-            ),
+            "of the step, of ten evenly spaced, within a standard error of the best at reading "
+            "their last numbers with solved readouts; auto: 0.15 where that is 8 rows or more "
+            "(default: none, the last step)",
+            Flag("--step-choice", "step_choice", settings=(("metavar", "auto|SHARE"),)),
         ),
     )
     readouts: bool = field(

@@ -219,7 +219,7 @@ def test_a_resumed_run_keeps_the_network_an_uninterrupted_run_keeps(tmp_path, mo
         assert torch.equal(value, b[name]), name
 
 
-def test_the_command_line_chooses_the_step_for_a_table_and_not_for_free_text(tmp_path, capsys):
+def test_the_command_line_chooses_the_step_when_asked(tmp_path, capsys):
     from cauchylin_hf.app import cli
 
     rows = _texts(120, 4)
@@ -227,27 +227,25 @@ def test_the_command_line_chooses_the_step_for_a_table_and_not_for_free_text(tmp
     table.write_text(
         "width,area\n" + "".join(f"{r.split()[1]},{r.split()[3]}\n" for r in rows), "utf-8"
     )
-    text = tmp_path / "t.txt"
-    text.write_text("".join(f"{r}\n" for r in rows), "utf-8")
     threads = torch.get_num_threads()
     printed = {}
     try:
-        for data in (table, text):
-            argv = ["train", "--from-config", "qwen2-tiny", "--data", str(data), "--output-dir"]
-            argv += [str(tmp_path / data.suffix[1:]), "--max-steps", "2", "--threads", "1"]
-            assert cli.main([*argv, "--no-progress"]) == 0
-            printed[data.suffix] = capsys.readouterr().out
+        for choice in ([], ["--step-choice", "auto"]):
+            argv = ["train", "--from-config", "qwen2-tiny", "--data", str(table), "--output-dir"]
+            argv += [str(tmp_path / str(len(choice))), "--max-steps", "2", "--threads", "1"]
+            assert cli.main([*argv, *choice, "--no-progress"]) == 0
+            printed[bool(choice)] = capsys.readouterr().out
     finally:
         torch.set_num_threads(threads)
-    # 120 rows: 24 held out to calibrate on, 14 of the other 96 to choose the step on
-    assert "on 82 texts of" in printed[".csv"]
+    # 120 rows: 24 held out to calibrate on; asked, 14 of the other 96 to choose the step on
+    assert "on 96 texts of" in printed[False] and "to choose" not in printed[False]
+    assert not any(line.startswith("kept ") for line in printed[False].splitlines())
+    assert "on 82 texts of" in printed[True]
     line = "(24 more held out to calibrate the intervals on, and 14 to choose the training step on)"
-    assert line in printed[".csv"]
-    (kept,) = [line for line in printed[".csv"].splitlines() if line.startswith("kept ")]
+    assert line in printed[True]
+    (kept,) = [line for line in printed[True].splitlines() if line.startswith("kept ")]
     assert "of 2 scored steps within a standard error of the best at reading" in kept
     assert "the last numbers of the 14 rows held out of training (median absolute error" in kept
-    assert "on 96 texts of" in printed[".txt"] and "to choose" not in printed[".txt"]
-    assert not any(line.startswith("kept ") for line in printed[".txt"].splitlines())
 
 
 def test_the_latest_step_within_a_standard_error_of_the_best_is_kept():

@@ -403,8 +403,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.overwrite:
         _note_overwrite(args, seen.entries)
     data = read_data(args, args.data, data_format(args.model))
-    if data.template is None and args.step_choice == "auto":
-        args.step_choice = None  # free text: its words count as much as its last number
     held = None
     if args.eval_file:
         held = read_data(args, args.eval_file, format_record(data.template, None, None))

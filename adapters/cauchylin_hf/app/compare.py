@@ -96,6 +96,8 @@ class Recipe:
         seed: seed of the weights and the data order.
         settings: causal settings for ``from_base`` (``CauchyLMConfig`` fields) on top of the
             defaults.
+        step_choice: the causal model's ``step_choice`` (:mod:`cauchylin_hf.step_choice`):
+            rows held out to choose the step whose network is kept; None keeps the last step.
 
     Example:
         >>> Recipe().max_steps, Recipe(max_steps=10).with_settings(alpha=0.0).settings
@@ -112,6 +114,7 @@ class Recipe:
     adam_beta2: float = 0.95
     seed: int = 0
     settings: dict[str, Any] = field(default_factory=dict)
+    step_choice: float | str | None = None
 
     def with_settings(self, **settings: Any) -> Recipe:
         """A copy with more causal settings.
@@ -331,7 +334,7 @@ def train_causal_run(
             progress=False,
             save=False,
             evaluate=False,
-            step_choice="auto",  # rows of a table: the command line's default for them
+            step_choice=recipe.step_choice,
             **args,
         )
     return model, ntok, result
