@@ -177,13 +177,17 @@ class CauchyTrainer(CausalTrainer):
     ``datasets`` dataset or an encoded dataset; :func:`~cauchylin_hf.data.streaming.as_numeric_dataset`,
     cut to ``args.max_length``), holds out ``args.calibration`` of the training texts (copies of
     one text on one side, drawn with ``args.seed`` or the last ones:
-    :func:`~cauchylin_hf.holdout.calibration_split`), and, with ``args.resume_from_checkpoint``,
+    :func:`~cauchylin_hf.holdout.calibration_split`), with ``args.step_choice`` a share of the
+    rest to choose the step whose network is kept (:mod:`cauchylin_hf.step_choice`), and, with
+    ``args.resume_from_checkpoint``,
     refuses a checkpoint that does not fit before any text is encoded. :meth:`train` trains (on
     ``args.threads`` CPU threads), then solves a readout per context on at most
     ``args.readout_rows`` training rows (``args.readouts``) and calibrates on the held-out texts
     (or, with ``"auto"`` and fewer than 100 texts, by cross-conformal widths). What it read and
     found is kept: :attr:`readouts`, :attr:`calibration`, :attr:`readout_data`,
-    :attr:`calibration_dataset`, :attr:`calibration_note`, :attr:`resumed_step`.
+    :attr:`calibration_dataset`, :attr:`calibration_note`, :attr:`resumed_step`,
+    :attr:`validation_dataset` and :attr:`step_choice` (the
+    :class:`~cauchylin_hf.step_choice.StepChoiceCallback`, or None).
 
     Checkpoints (``save_steps``) hold the tokenizer, the digests of the weights, the record of
     the held-out texts (:data:`~cauchylin_hf.holdout.HOLDOUT_FILE`) and of the run, and
