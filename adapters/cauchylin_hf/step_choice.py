@@ -39,7 +39,7 @@ from transformers.trainer_callback import TrainerControl, TrainerState
 from cauchylin._validation import auto_or_share
 from cauchylin.value_space import from_value_space
 
-from .data.sampling import sample_rows
+from .holdout import readout_rows
 from .predict import exact_median
 from .readouts import number_features, solve_readouts
 from .resume_checks import inner_model
@@ -244,11 +244,6 @@ def _last_number_errors(model: Any, tokenizer: NumericTokenizer, data: Dataset) 
     return (true - from_value_space(feats.loc_y[last], space)).abs()
 
 
-def _subset(data: Dataset, limit: int, seed: int) -> Dataset:
-    rows = sample_rows(len(data), limit, seed)  # type: ignore[arg-type]
-    return data if rows is None else torch.utils.data.Subset(data, rows)
-
-
 class StepChoiceCallback(TrainerCallback):
     """Score the network at :func:`choice_steps` on the validation rows and keep the best.
 
@@ -285,8 +280,9 @@ class StepChoiceCallback(TrainerCallback):
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
-        self.train_rows = _subset(train_rows, MAX_SCORED_ROWS, seed)
-        self.validation_rows = _subset(validation_rows, MAX_SCORED_ROWS, seed + 1)
+        # the same sampling rule as the readouts' rows (holdout.readout_rows), at a smaller limit
+        self.train_rows = readout_rows(train_rows, seed, MAX_SCORED_ROWS)
+        self.validation_rows = readout_rows(validation_rows, seed + 1, MAX_SCORED_ROWS)
         self.seed = seed
         self.batch_size = batch_size
         self.choice = StepChoice(validation_rows=len(validation_rows))  # type: ignore[arg-type]
