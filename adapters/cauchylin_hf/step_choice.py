@@ -1,18 +1,26 @@
-r"""The step budget chosen on rows held out of training.
+r"""The step budget chosen on rows held out of training, then trained on every row.
 
 On a small table the network keeps fitting its training rows long after it stops predicting new
 ones (on a 72-row table, the held-out median absolute error after 100 steps was a quarter of the
 one after 1000), while on a larger or less regular table every step helps. Which holds is a
-property of the data, so it is measured: :class:`StepChoiceCallback` holds a share of the training
-rows out of training (the *validation rows*, :func:`validation_share`), and at ten evenly spaced
-steps (:func:`choice_steps`) solves the readouts on the training rows
-(:func:`~cauchylin_hf.readouts.solve_readouts`) and scores the validation rows: the median
-absolute error of each validation text's last number (its target in a table) in its own units,
-read by those readouts, with its standard error (:func:`median_and_spread`). The step kept is
-the latest within one standard error of the best (:class:`StepChoice`); at the end of training
-its trainable parameters are put back. The readouts that the model keeps are then solved on the
-training rows and the validation rows together; the rows held out to calibrate on are neither
-trained on nor used to choose, so the conformal widths keep their guarantee.
+property of the data, so it is measured, in two runs of the same schedule:
+
+1. *Choosing.* :class:`StepChoiceCallback` holds a share of the training rows out of training
+   (the *validation rows*, :func:`validation_share`), and at ten evenly spaced steps
+   (:func:`choice_steps`) solves the readouts on the training rows
+   (:func:`~cauchylin_hf.readouts.solve_readouts`) and scores the validation rows: the median
+   absolute error of each validation text's last number (its target in a table) in its own
+   units, read by those readouts, with its standard error (:func:`median_and_spread`). The step
+   chosen is the latest within one standard error of the best (:class:`StepChoice`).
+2. *Training again.* The network is put back to the parameters it started from
+   (:meth:`StepChoiceCallback.restore_start`) and trained again, with the same seed and the same
+   learning-rate schedule, on every training row (the validation rows included), stopping at
+   the chosen step (:class:`StopAtStep`). Where the chosen step is the last, the result is the
+   network a run without the choice trains; the rows held out to choose on cost no data.
+
+The readouts that the model keeps are then solved on every training row; the rows held out to
+calibrate on are neither trained on nor used to choose, so the conformal widths keep their
+guarantee. The choice costs the first run and the second run's steps: at most twice the steps.
 
 The score at a step is what the final model is judged by (the solved readout on the features of
 that step), not the training loss: the loss keeps falling on the training rows while the
@@ -56,6 +64,7 @@ __all__ = [
     "Score",
     "StepChoice",
     "StepChoiceCallback",
+    "StopAtStep",
     "choice_steps",
     "median_and_spread",
     "validation_share",
@@ -66,7 +75,8 @@ CHOICE_FILE = "step_choice.json"
 """The file in every checkpoint holding the scores so far and the step chosen so far."""
 
 CHOICE_WEIGHTS_FILE = "step_choice.safetensors"
-"""The file in every checkpoint holding the trainable parameters of the step chosen so far."""
+"""The file in every checkpoint holding the trainable parameters the run started from (the
+second run starts from them again)."""
 
 VALIDATION_FRACTION = 0.15
 """The share of the training rows (after the calibration hold-out) that ``step_choice="auto"``
@@ -177,7 +187,7 @@ class StepChoice:
         scores: ``{step: validation MdAE}`` at each scored step (the last number of each
             validation text, in its own units; ``nan`` where nothing could be scored).
         spreads: ``{step: its standard error}`` (:func:`median_and_spread`).
-        chosen: the step whose parameters the model keeps (None before a step is scored).
+        chosen: the step the second run stops at (None before a step is scored).
         validation_rows: how many rows were held out to choose on.
     """
 
@@ -203,30 +213,29 @@ class StepChoice:
             return True
         return False
 
-    def sentence(self, max_steps: int) -> str:
-        """One line for a log: which step was kept, and why (empty before a choice).
+    def sentence(self) -> str:
+        """One line for a log: the step chosen, and why (empty before a choice).
 
         Example:
             >>> c = StepChoice(validation_rows=9)
             >>> [c.add(k, Score(v, 0.5)) for k, v in ((100, 3.0), (200, 3.4), (300, 5.0))]
             [True, True, False]
-            >>> c.sentence(300)
-            'kept step 200 of 300: the latest of 3 scored steps within a standard error of the best at reading the last numbers of the 9 rows held out of training (median absolute error 3.4; the best 3 ± 0.5 at step 100; 5 at the last step)'
+            >>> c.sentence()
+            'trained again on every row for 200 of 300 steps: the latest of 3 scored steps within a standard error of the best at reading the last numbers of the 9 rows held out (median absolute error 3.4; the best 3 ± 0.5 at step 100; 5 at the last step)'
         """
         best = self.best()
         if self.chosen is None or best is None:
             return ""
-        last = max(self.scores)
+        last = max(self.scores)  # the last step of the schedule is always scored
         error = f"median absolute error {self.scores[self.chosen]:.4g}"
         if best != self.chosen:
             error += f"; the best {self.scores[best]:.4g} ± {self.spreads[best]:.2g} at step {best}"
         if last != self.chosen:
             error += f"; {self.scores[last]:.4g} at the last step"
-        kept = "the last step" if self.chosen == last else f"step {self.chosen} of {max_steps}"
         return (
-            f"kept {kept}: the latest of {len(self.scores)} scored steps within a standard "
-            "error of the best at reading the last numbers of the "
-            f"{self.validation_rows} rows held out of training ({error})"
+            f"trained again on every row for {self.chosen} of {last} steps: the latest of "
+            f"{len(self.scores)} scored steps within a standard error of the best at reading the "
+            f"last numbers of the {self.validation_rows} rows held out ({error})"
         )
 
 
@@ -245,22 +254,23 @@ def _last_number_errors(model: Any, tokenizer: NumericTokenizer, data: Dataset) 
 
 
 class StepChoiceCallback(TrainerCallback):
-    """Score the network at :func:`choice_steps` on the validation rows and keep the best.
+    """Score the network at :func:`choice_steps` on the validation rows and choose a step.
 
     At each scored step it solves the readouts on (a sample of at most :data:`MAX_SCORED_ROWS
     of) ``train_rows``, reads the validation rows' last numbers with them and records the
-    median absolute error with its standard error; the trainable parameters of the step to keep
-    so far (:class:`StepChoice`: the latest within a standard error of the best) are copied to
-    the CPU. At the end of training they are put back. The readouts
-    solved while scoring are left in the model: solve them again after training (the
-    :class:`~cauchylin_hf.trainer.CauchyTrainer` does).
+    median absolute error with its standard error (:class:`StepChoice`: the step chosen is the
+    latest within a standard error of the best). It keeps a CPU copy of the trainable
+    parameters the run started from, for :meth:`restore_start`. The readouts solved while
+    scoring are left in the model: solve them again after training (the
+    :class:`~cauchylin_hf.trainer.CauchyTrainer` does, after training again on every row).
 
-    Every checkpoint gets the scores so far and the best step's parameters
-    (:data:`CHOICE_FILE`, :data:`CHOICE_WEIGHTS_FILE`), so that a run resumed from it
-    (:meth:`resume_from`) keeps the network an uninterrupted run keeps.
+    Every checkpoint gets the scores so far and the starting parameters (:data:`CHOICE_FILE`,
+    :data:`CHOICE_WEIGHTS_FILE`), so that a run resumed from it (:meth:`resume_from`) chooses
+    what an uninterrupted run chooses and starts its second run from the same parameters.
 
     Args:
-        model: the model being trained (a PEFT model or a ``CauchyLMForCausalLM``).
+        model: the model being trained (a PEFT model or a ``CauchyLMForCausalLM``), as it
+            starts.
         tokenizer: its numeric tokenizer.
         train_rows: the encoded training rows (the readouts are solved on them).
         validation_rows: the encoded rows held out of training to choose on.
@@ -287,7 +297,11 @@ class StepChoiceCallback(TrainerCallback):
         self.batch_size = batch_size
         self.choice = StepChoice(validation_rows=len(validation_rows))  # type: ignore[arg-type]
         self.steps: set[int] = set()
-        self._best: dict[str, torch.Tensor] | None = None
+        self._start = {
+            name: p.detach().to("cpu", copy=True)
+            for name, p in model.named_parameters()
+            if p.requires_grad
+        }
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
@@ -297,31 +311,21 @@ class StepChoiceCallback(TrainerCallback):
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        if state.global_step not in self.steps:
-            return
-        if self.choice.add(state.global_step, self.score()):
-            self._best = {
-                name: p.detach().to("cpu", copy=True)
-                for name, p in self.model.named_parameters()
-                if p.requires_grad
-            }
+        if state.global_step in self.steps:
+            self.choice.add(state.global_step, self.score())
 
-    def on_train_end(
-        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
-    ) -> None:
-        if self._best is None or self.choice.chosen == state.global_step:
-            return
+    def restore_start(self) -> None:
+        """Put the trainable parameters back to those the run started from."""
         with torch.no_grad():
             for name, p in self.model.named_parameters():
-                if name in self._best:
-                    p.copy_(self._best[name].to(p.device))
-        self._best = None
+                if name in self._start:
+                    p.copy_(self._start[name].to(p.device))
 
     def on_save(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        """Write the scores and the best step's parameters into the checkpoint just saved, so
-        that a run resumed from it chooses among every step, those before it included."""
+        """Write the scores and the starting parameters into the checkpoint just saved, so that
+        a run resumed from it chooses among every step, those before it included."""
         folder = Path(args.output_dir or ".") / f"{CHECKPOINT_PREFIX}-{state.global_step}"
         if not state.is_world_process_zero or not folder.is_dir():
             return
@@ -330,7 +334,7 @@ class StepChoiceCallback(TrainerCallback):
             "spreads": {str(k): v for k, v in self.choice.spreads.items()},
             "chosen": self.choice.chosen,
         }
-        tensors = {} if self._best is None else {k: v.contiguous() for k, v in self._best.items()}
+        tensors = {k: v.contiguous() for k, v in self._start.items()}
         for name, write in (
             (CHOICE_WEIGHTS_FILE, lambda path: save_file(tensors, str(path))),
             (CHOICE_FILE, lambda path: path.write_text(json.dumps(record) + "\n", "utf-8")),
@@ -340,8 +344,8 @@ class StepChoiceCallback(TrainerCallback):
             os.replace(temporary, folder / name)
 
     def resume_from(self, checkpoint: str | os.PathLike[str]) -> None:
-        """Take up the scores and the best parameters a checkpoint holds (none: a checkpoint of
-        a run that chose nothing yet, or written before a choice was made, scores from here)."""
+        """Take up the scores and the starting parameters a checkpoint holds (a checkpoint
+        without them: a run that scored nothing yet, with the model given as its start)."""
         folder = Path(checkpoint)
         if not (folder / CHOICE_FILE).is_file() or not (folder / CHOICE_WEIGHTS_FILE).is_file():
             return
@@ -349,7 +353,13 @@ class StepChoiceCallback(TrainerCallback):
         self.choice.scores = {int(k): float(v) for k, v in record["scores"].items()}
         self.choice.spreads = {int(k): float(v) for k, v in record["spreads"].items()}
         self.choice.chosen = record["chosen"]
-        self._best = load_file(str(folder / CHOICE_WEIGHTS_FILE)) or None
+        start = load_file(str(folder / CHOICE_WEIGHTS_FILE))
+        if set(start) != set(self._start):
+            raise ValueError(
+                f"checkpoint {str(checkpoint)!r} holds the starting values of other trainable "
+                "parameters than the model's: resume with the model the training started with"
+            )
+        self._start = start
 
     @torch.no_grad()
     def score(self) -> Score:
@@ -365,3 +375,21 @@ class StepChoiceCallback(TrainerCallback):
         errors = _last_number_errors(inner, self.tokenizer, self.validation_rows)
         finite = errors[torch.isfinite(errors)]
         return median_and_spread(finite)
+
+
+class StopAtStep(TrainerCallback):
+    """Stop training at ``step`` (the schedule stays that of ``max_steps``) and save nothing.
+
+    The second run of a step choice: it follows the first run's learning-rate schedule to the
+    chosen step; its network is saved at the end, so it writes no checkpoints of its own.
+    """
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        control.should_save = False
+        if state.global_step >= self.step:
+            control.should_training_stop = True

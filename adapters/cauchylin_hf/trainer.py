@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.utils.data import ConcatDataset, Dataset
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
 
 from cauchylin.conformal import calibration_holdout
 
@@ -47,7 +47,7 @@ from .holdout import (
 )
 from .readouts import CalibrationReport, ReadoutReport, calibrate, cross_calibrate, solve_readouts
 from .resume_checks import check_resume, inner_model
-from .step_choice import StepChoiceCallback, validation_size
+from .step_choice import StepChoiceCallback, StopAtStep, validation_size
 from .threads import fit_threads
 from .tokenizer import NumericTokenizer
 from .trainer_checkpoints import (
@@ -178,7 +178,8 @@ class CauchyTrainer(CausalTrainer):
     cut to ``args.max_length``), holds out ``args.calibration`` of the training texts (copies of
     one text on one side, drawn with ``args.seed`` or the last ones:
     :func:`~cauchylin_hf.holdout.calibration_split`), with ``args.step_choice`` a share of the
-    rest to choose the step whose network is kept (:mod:`cauchylin_hf.step_choice`), and, with
+    rest held out of a first run to choose how many steps a second run on every row takes
+    (:mod:`cauchylin_hf.step_choice`), and, with
     ``args.resume_from_checkpoint``,
     refuses a checkpoint that does not fit before any text is encoded. :meth:`train` trains (on
     ``args.threads`` CPU threads), then solves a readout per context on at most
@@ -186,8 +187,10 @@ class CauchyTrainer(CausalTrainer):
     (or, with ``"auto"`` and fewer than 100 texts, by cross-conformal widths). What it read and
     found is kept: :attr:`readouts`, :attr:`calibration`, :attr:`readout_data`,
     :attr:`calibration_dataset`, :attr:`calibration_note`, :attr:`resumed_step`,
-    :attr:`validation_dataset` and :attr:`step_choice` (the
-    :class:`~cauchylin_hf.step_choice.StepChoiceCallback`, or None).
+    :attr:`validation_dataset`, :attr:`step_choice` (the
+    :class:`~cauchylin_hf.step_choice.StepChoiceCallback`, or None) and
+    :attr:`choosing_history` (the loss rows of a step choice's first run; the second run's are
+    the ``loss_parts`` history).
 
     Checkpoints (``save_steps``) hold the tokenizer, the digests of the weights, the record of
     the held-out texts (:data:`~cauchylin_hf.holdout.HOLDOUT_FILE`) and of the run, and
@@ -360,11 +363,13 @@ class CauchyTrainer(CausalTrainer):
         """The training examples less the ones held out to choose the step on
         (:mod:`cauchylin_hf.step_choice`); sets :attr:`validation_dataset`."""
         self.validation_dataset: Dataset | None = None
+        self.choosing_history: list[dict[str, float]] = []
         numbers = getattr(inner_model(model).config, "num_token_id", None) is not None
         try:
             rows = len(train_ds)  # type: ignore[arg-type]
         except TypeError:  # a stream: nothing of it is held out
             rows = 0
+        self._all_rows = train_ds  # the second run of a step choice trains on them all
         size = validation_size(rows, args.step_choice)  # checks the value first
         if size == 0 or not args.readouts or not numbers:
             return train_ds
@@ -441,9 +446,36 @@ class CauchyTrainer(CausalTrainer):
             start = time.perf_counter()
             with progress_bars(not self.args.disable_tqdm):
                 out = super().train(resume_from_checkpoint=resume, **kwargs)
+                if self.step_choice is not None:
+                    out = self._train_again(out, **kwargs)
             self.train_runtime = time.perf_counter() - start
             self.read_numbers_out()
         return out
+
+    def _train_again(self, first: Any, **kwargs: Any) -> Any:
+        """The second run of a step choice: from the starting parameters, with the same seed
+        and schedule, on every training row, stopped at the chosen step
+        (:mod:`cauchylin_hf.step_choice`); the first run's loss rows move to
+        :attr:`choosing_history`."""
+        assert self.step_choice is not None
+        steps = self.step_choice.choice.chosen or first.global_step  # nothing scored: the last
+        self.choosing_history = self.loss_parts.history
+        self.loss_parts.history = []
+        self.step_choice.restore_start()
+        self.train_dataset = self._all_rows  # the validation rows among them
+        self.optimizer, self.lr_scheduler = None, None  # fresh, as a run of its own
+        schedule = self.args.max_steps
+        self.args.max_steps = int(self.state.max_steps)  # the first run's schedule
+        stop = StopAtStep(steps)
+        self.remove_callback(self.step_choice)
+        self.add_callback(stop)
+        set_seed(self.args.seed)  # the data order and draws of a run of its own
+        try:
+            return super().train(resume_from_checkpoint=None, **kwargs)
+        finally:
+            self.args.max_steps = schedule
+            self.remove_callback(stop)
+            self.add_callback(self.step_choice)
 
     def read_numbers_out(self) -> None:
         """Solve the readouts on the training rows (``args.readouts``) and calibrate on the
@@ -456,8 +488,8 @@ class CauchyTrainer(CausalTrainer):
         batch = args.per_device_eval_batch_size
         if args.readouts:
             rows: Dataset = self.train_dataset
-            if self.validation_dataset is not None:  # not trained on, but read like the rest
-                rows = ConcatDataset([rows, self.validation_dataset])
+            if self.validation_dataset is not None and rows is not self._all_rows:
+                rows = ConcatDataset([rows, self.validation_dataset])  # not trained on (yet)
             self.readout_data = readout_rows(rows, args.seed, args.readout_rows)
             if numbers:
                 self.readouts = solve_readouts(

@@ -175,8 +175,10 @@ class TrainResult:
             texts fell in the hold-out); empty otherwise.
         resumed_step: the step of the checkpoint the run resumed from, or None for a new run.
         step_choice: what choosing the step measured (the validation MdAE at each scored step
-            and the step kept: :class:`~cauchylin_hf.step_choice.StepChoice`), or None where no
-            rows were held out to choose on (``step_choice``).
+            of the first run and the step the second run stopped at:
+            :class:`~cauchylin_hf.step_choice.StepChoice`), or None where no rows were held
+            out to choose on (``step_choice``); :attr:`global_step` and :attr:`history` are
+            then the second run's.
 
     Example:
         >>> import tempfile

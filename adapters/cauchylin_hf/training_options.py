@@ -103,8 +103,9 @@ class CauchyOptions:
         calibration_split: which texts a share holds out: ``"random"`` (drawn with ``seed``)
             or ``"last"`` (the last ones, for texts in time order).
         step_choice: ``"auto"``, a share in ``[0, 1)`` of the training texts (after the
-            calibration hold-out) held out of training to choose the step whose network is kept
-            by the error of their last numbers, or None / 0 (the default: the last step):
+            calibration hold-out) held out of a first run to choose, by the error of their last
+            numbers, the step at which a second run on every training text stops (the same
+            schedule; at most twice the steps), or None / 0 (the default: one run, every step):
             :mod:`cauchylin_hf.step_choice`.
         threads: torch CPU threads while training; None: no more than the free cores.
         fresh_optimizer_state: resume from a checkpoint without ``optimizer.pt``,
@@ -197,10 +198,10 @@ class CauchyOptions:
     step_choice: float | str | None = field(
         default=None,
         metadata=_meta(
-            "hold out this share of the training rows (never trained on) and keep the network "
-            "of the step, of ten evenly spaced, within a standard error of the best at reading "
-            "their last numbers with solved readouts; auto: 0.15 where that is 8 rows or more "
-            "(default: none, the last step)",
+            "hold this share of the training rows out of a first run, choose the step, of ten "
+            "evenly spaced, within a standard error of the best at reading their last numbers "
+            "with solved readouts, and train again on every row up to it (at most twice the "
+            "steps); auto: 0.15 where that is 8 rows or more (default: one run, every step)",
             Flag("--step-choice", "step_choice", settings=(("metavar", "auto|SHARE"),)),
         ),
     )

@@ -1,5 +1,6 @@
 """The step budget chosen on rows held out of training (:mod:`cauchylin_hf.step_choice`): which
-rows are held out, what a step's score is, and that the network of the best step is the one kept."""
+rows are held out, what a step's score is, and that the second run is a run on every row stopped at the
+chosen step."""
 
 from __future__ import annotations
 
@@ -34,8 +35,11 @@ def _model():
     return CauchyLMForCausalLM.from_base(base, tiny_tokenizer(), return_tokenizer=True)
 
 
-def _trainer(tmp_path, texts, **options) -> CauchyTrainer:
+def _trainer(tmp_path, texts, shift: float = 0.0, **options) -> CauchyTrainer:
     model, ntok = _model()
+    with torch.no_grad():  # a model that starts elsewhere
+        for p in model.parameters():
+            p.add_(shift)
     settings = {"max_steps": 10, "learning_rate": 1e-2, "seed": 3, "step_choice": "auto"}
     settings.update(options)
     args = CauchyTrainingArguments(
@@ -68,13 +72,9 @@ def test_the_validation_rows_are_neither_trained_nor_calibrated_on(tmp_path):
     assert sorted(trainer.step_choice.choice.scores) == list(range(1, 11))
 
 
-def test_the_network_of_the_best_step_is_kept(tmp_path, monkeypatch):
-    scripted = {1: 5.0, 2: 4.0, 3: 2.0, 4: 3.0, 5: 2.5, 6: 2.0, 7: 3.0, 8: 4.0, 9: 9.0, 10: 6.0}
-    trainer = _trainer(tmp_path, _texts(200, 1))
-    choice = trainer.step_choice
-    monkeypatch.setattr(
-        choice, "score", lambda: step_choice.Score(scripted[trainer.state.global_step], 0.0)
-    )
+def _recorded_run(tmp_path, texts):
+    """A run without the choice, and its trainable parameters after every step."""
+    plain = _trainer(tmp_path, texts, step_choice=None)
 
     class Record(TrainerCallback):
         def __init__(self):
@@ -82,34 +82,44 @@ def test_the_network_of_the_best_step_is_kept(tmp_path, monkeypatch):
 
         def on_step_end(self, args, state, control, **kwargs):
             self.params[state.global_step] = {
-                n: p.detach().clone() for n, p in trainer.model.named_parameters()
+                n: p.detach().clone() for n, p in plain.model.named_parameters()
             }
 
     record = Record()
-    trainer.add_callback(record)
-    trainer.train()
-    assert choice.choice.scores == scripted
-    assert choice.choice.chosen == 6  # the best score (a tie with step 3 keeps the later step)
-    kept = dict(trainer.model.named_parameters())
-    for name, value in record.params[6].items():
-        assert torch.equal(kept[name], value), name
-    moved = [n for n, v in record.params[10].items() if not torch.equal(kept[n], v)]
-    assert moved  # the last step's network is not the one kept
-    assert choice.choice.sentence(10).startswith("kept step 6 of 10: the latest of 10 scored")
+    plain.add_callback(record)
+    plain.train()
+    return plain, record.params
 
 
-def test_the_last_step_is_kept_where_it_scores_best(tmp_path, monkeypatch):
-    trainer = _trainer(tmp_path, _texts(200, 1))
+@pytest.mark.parametrize("best", [6, 10])
+def test_the_second_run_is_a_run_on_every_row_stopped_at_the_chosen_step(
+    tmp_path, monkeypatch, best
+):
+    """Same start, seed, schedule and rows as a run without the choice: its network at the
+    chosen step, parameter for parameter (the validation rows trained on too)."""
+    texts = _texts(200, 1)
+    plain, steps = _recorded_run(tmp_path / "plain", texts)
+    trainer = _trainer(tmp_path / "choice", texts)
+    scripted = {k: 2.0 + abs(k - best) for k in range(1, 11)}
+    scripted[3] = scripted[best]  # a tie with an earlier step keeps the later one
     monkeypatch.setattr(
         trainer.step_choice,
         "score",
-        lambda: step_choice.Score(10.0 - trainer.state.global_step, 0.1),
+        lambda: step_choice.Score(scripted[trainer.state.global_step], 0.0),
     )
-    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
-    trainer.train()
-    assert trainer.step_choice.choice.chosen == 10
-    assert any(not torch.equal(p, before[n]) for n, p in trainer.model.named_parameters())
-    assert trainer.step_choice.choice.sentence(10).startswith("kept the last step: the latest")
+    out = trainer.train()
+    assert trainer.step_choice.choice.scores == scripted
+    assert trainer.step_choice.choice.chosen == best
+    assert out.global_step == best and trainer.choosing_history[-1]["step"] == 10
+    assert _keys(trainer.train_dataset) == _keys(plain.train_dataset)  # 136 + 24 rows
+    assert len(trainer.train_dataset) == 160 and len(trainer.readout_data) == 160
+    kept = dict(trainer.model.named_parameters())
+    for name, value in steps[best].items():
+        assert torch.equal(kept[name], value), name
+    if best < 10:
+        assert any(not torch.equal(kept[n], v) for n, v in steps[10].items())
+    sentence = trainer.step_choice.choice.sentence()
+    assert sentence.startswith(f"trained again on every row for {best} of 10 steps: the latest")
 
 
 def test_a_step_is_scored_by_the_median_error_of_the_last_numbers_in_their_units(tmp_path):
@@ -192,14 +202,16 @@ def test_a_sample_of_a_split_of_a_column_is_held_out_once():
         calib.split_sample(1)
 
 
-def test_a_resumed_run_keeps_the_network_an_uninterrupted_run_keeps(tmp_path, monkeypatch):
+def test_a_resumed_run_trains_the_network_an_uninterrupted_run_trains(tmp_path, monkeypatch):
     """The best step (3) comes before the checkpoint the run resumes from (5): the checkpoint
-    carries its parameters and the scores so far."""
+    carries the scores so far and the parameters the run started from (the resumed run is
+    given a model that started elsewhere, as one built afresh may)."""
     scripted = {1: 5.0, 2: 4.0, 3: 1.0, 4: 3.0, 5: 2.5, 6: 2.0, 7: 3.0, 8: 4.0, 9: 9.0, 10: 6.0}
     texts = _texts(200, 1)
 
-    def run(folder, resume=None):
-        trainer = _trainer(folder, texts, save_steps=5, resume_from_checkpoint=resume)
+    def run(folder, resume=None, moved=False):
+        shift = 0.01 if moved else 0.0
+        trainer = _trainer(folder, texts, shift, save_steps=5, resume_from_checkpoint=resume)
         monkeypatch.setattr(
             trainer.step_choice,
             "score",
@@ -210,7 +222,7 @@ def test_a_resumed_run_keeps_the_network_an_uninterrupted_run_keeps(tmp_path, mo
 
     whole = run(tmp_path / "whole")
     resumed = run(tmp_path / "cut", resume=None)
-    resumed = run(tmp_path / "cut", resume=str(tmp_path / "cut" / "checkpoint-5"))
+    resumed = run(tmp_path / "cut", resume=str(tmp_path / "cut" / "checkpoint-5"), moved=True)
     assert resumed.resumed_step == 5
     assert whole.step_choice.choice.chosen == resumed.step_choice.choice.chosen == 3
     assert resumed.step_choice.choice.scores == scripted
@@ -239,13 +251,16 @@ def test_the_command_line_chooses_the_step_when_asked(tmp_path, capsys):
         torch.set_num_threads(threads)
     # 120 rows: 24 held out to calibrate on; asked, 14 of the other 96 to choose the step on
     assert "on 96 texts of" in printed[False] and "to choose" not in printed[False]
-    assert not any(line.startswith("kept ") for line in printed[False].splitlines())
-    assert "on 82 texts of" in printed[True]
-    line = "(24 more held out to calibrate the intervals on, and 14 to choose the training step on)"
+    again = "trained again on every row for "
+    assert not any(line.startswith(again) for line in printed[False].splitlines())
+    line = (
+        f"on 96 texts of {table} (24 more held out to calibrate the intervals on; a first run "
+        "holds 14 of them out to choose its steps on)"
+    )
     assert line in printed[True]
-    (kept,) = [line for line in printed[True].splitlines() if line.startswith("kept ")]
-    assert "of 2 scored steps within a standard error of the best at reading" in kept
-    assert "the last numbers of the 14 rows held out of training (median absolute error" in kept
+    (kept,) = [line for line in printed[True].splitlines() if line.startswith(again)]
+    assert "of 2 steps: the latest of 2 scored steps within a standard error of the best" in kept
+    assert "the last numbers of the 14 rows held out (median absolute error" in kept
 
 
 def test_the_latest_step_within_a_standard_error_of_the_best_is_kept():

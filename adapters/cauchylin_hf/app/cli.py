@@ -345,7 +345,7 @@ def _train_and_save(
                 target_code = target_context(model, ntok, data.texts[0], field)
             report_readouts(result, held_out, target_code)
             if result.step_choice is not None and result.step_choice.chosen is not None:
-                print(result.step_choice.sentence(result.global_step), flush=True)
+                print(result.step_choice.sentence(), flush=True)
             unsolved = result.readouts.unsolved if result.readouts is not None else []
             if unsolved:
                 more = f" (and {len(unsolved) - 1} more contexts)" if len(unsolved) > 1 else ""
@@ -429,13 +429,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     choosing = 0
     if not args.no_readouts and model.config.num_token_id is not None and len(set(sample)) > 1:
         choosing = validation_size(len(data.texts) - held_out, args.step_choice)
-    if choosing and held_out:
-        calibrating = f"{calibrating[:-1]}, and {choosing} to choose the training step on)"
-    elif choosing:
-        calibrating = f" ({choosing} more held out to choose the training step on)"
+    if choosing:  # the second run trains on them too
+        first = f"a first run holds {choosing} of them out to choose its steps on"
+        calibrating = f"{calibrating[:-1]}; {first})" if calibrating else f" ({first})"
     print(
         f"training {n_train / 1e6:.3f}M parameters of {what} (backbone {backbone}) on "
-        f"{len(data.texts) - held_out - choosing} texts of {args.data}{calibrating}",
+        f"{len(data.texts) - held_out} texts of {args.data}{calibrating}",
         flush=True,
     )
     field = target_field(data.template, args)
