@@ -20,6 +20,7 @@ from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
 from cauchylin_hf.tokenizer import NumericTokenizer
 from cauchylin_hf.trainer import CauchyTrainer
 from cauchylin_hf.training_args import CauchyTrainingArguments
+from safetensors.torch import save_file
 from transformers import PrinterCallback, TrainerCallback
 
 
@@ -229,6 +230,16 @@ def test_a_resumed_run_trains_the_network_an_uninterrupted_run_trains(tmp_path, 
     a, b = dict(whole.model.named_parameters()), dict(resumed.model.named_parameters())
     for name, value in a.items():
         assert torch.equal(value, b[name]), name
+
+
+def test_a_checkpoint_of_other_parameters_is_refused(tmp_path):
+    trainer = _trainer(tmp_path, _texts(200, 1), save_steps=5)
+    trainer.train()
+    folder = tmp_path / "checkpoint-5"
+    other = {"not.a.parameter": torch.zeros(2)}
+    save_file(other, str(folder / step_choice.CHOICE_WEIGHTS_FILE))
+    with pytest.raises(ValueError, match="starting values of other trainable parameters"):
+        trainer.step_choice.resume_from(folder)
 
 
 def test_the_command_line_chooses_the_step_when_asked(tmp_path, capsys):
