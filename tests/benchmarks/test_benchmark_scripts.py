@@ -298,3 +298,27 @@ def test_probe_readout_rules_keeps_what_each_rule_names(tmp_path):
     assert set(table.codes.tolist()) == better == {report.contexts[0]["code"]}
     row = probe.run("wine", 0, 3, quick=True)
     assert all(math.isfinite(row[name]) and row[name] >= 0 for name, _, _ in probe.RULES)
+
+
+@pytest.mark.slow
+def test_probe_readout_steadiness_reads_the_chosen_penalty_as_the_same_penalty_fixed(tmp_path):
+    """At every probed step the readout of the penalty cross-validation chose reads the
+    held-out rows exactly as that penalty held fixed (the refit on every row is the same)."""
+    out = tmp_path / "steady.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "probe_readout_steadiness.py"), "--quick"]
+        + ["--tables", "wine", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["step"] for r in rows] == [10, 15, 20]
+    for row in rows:
+        chosen = row["penalty chosen"]
+        assert chosen in (1e-6, 1e-4, 1e-2, 1.0)
+        assert row["mdae chosen"] == row[f"mdae {chosen:g}"]
+        assert all(_positive(v) for k, v in row.items() if k.startswith("mdae"))
+    assert "median step-to-step change" in proc.stdout
