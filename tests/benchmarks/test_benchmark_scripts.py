@@ -306,8 +306,11 @@ def test_probe_readout_steadiness_reads_the_chosen_penalty_as_the_same_penalty_f
     held-out rows exactly as that penalty held fixed (the refit on every row is the same)."""
     out = tmp_path / "steady.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "probe_readout_steadiness.py"), "--quick"]
-        + ["--tables", "wine", "--json", str(out)],
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "probe_readout_steadiness.py"),
+            *("--quick", "--tables", "wine", "--json", str(out)),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
