@@ -530,6 +530,17 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
             solve_seconds = seconds + time.perf_counter() - solve_start
             s, median = _causal_scores(model, ntok, train, held, every, solve_seconds)
             scored.append((f"{job['name']} {_resolved(int(numbers))}", s, median))
+        if job.get("resolve_average"):
+            # the same network, its readouts averaged over the penalty grid
+            from cauchylin_hf.readouts import calibrate, solve_readouts
+
+            solve_start = time.perf_counter()
+            solve_readouts(model, ntok, result.readout_data, penalty_rule="average")
+            if result.calibration_data is not None:
+                calibrate(model, ntok, result.calibration_data)
+            solve_seconds = seconds + time.perf_counter() - solve_start
+            s, median = _causal_scores(model, ntok, train, held, every, solve_seconds)
+            scored.append((f"{job['name']} {AVERAGED}", s, median))
     truth = [compare.split_at_target(t)[1] for t in held]
     out = []
     for name, s, pred in scored:
@@ -556,6 +567,10 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
             flush=True,
         )
     return out
+
+
+AVERAGED = "[readouts averaged over the penalties]"
+"""The suffix of the rows whose readouts were solved again with ``penalty_rule="average"``."""
 
 
 def _resolved(numbers: int) -> str:
@@ -1225,6 +1240,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", default=",".join(MODELS), help=f"of {', '.join(MODELS)}")
     p.add_argument("--variants", default="", help="more causal variants: " + ", ".join(VARIANTS))
     p.add_argument(
+        "--resolve-average",
+        action="store_true",
+        help="also score each causal model with its readouts solved again, the readouts of "
+        'every penalty averaged (solve_readouts(penalty_rule="average")): a paired comparison '
+        "on the same network, one more row per run",
+    )
+    p.add_argument(
         "--resolve-numbers",
         type=int,
         default=None,
@@ -1418,6 +1440,7 @@ def main(argv: list[str] | None = None) -> int:
                                     steps,
                                     seed,
                                     resolve_numbers=args.resolve_numbers,
+                                    resolve_average=args.resolve_average,
                                 )
                         else:
                             add(table, m, MODELS[m], {}, steps, seed)

@@ -9,6 +9,8 @@ records the penalty cross-validation chose for the target's context. Late in a c
 the learning rate is a small share of its peak and the features move little: if the MdAE jumps
 between neighbouring steps with the chosen penalty but not with a fixed one, the jumps come
 from the penalty's choice; if it jumps with every penalty, from the fit itself or the features.
+``average`` is the readouts of every penalty averaged by their held-out likelihoods
+(:func:`cauchylin.readout.fit_cauchy_readout`'s ``penalty_rule="average"``).
 
 Training is the same whatever is solved along the way (the readouts take no part in the
 training loss). Run::
@@ -75,12 +77,14 @@ def _run(job: dict[str, Any]) -> list[dict[str, Any]]:
             was = model.training
             model.eval()
             with torch.no_grad():
-                for name, grid in [("chosen", DEFAULT_PENALTIES)] + [
-                    (f"{p:g}", (p,)) for p in DEFAULT_PENALTIES
+                for name, grid, rule in [
+                    ("chosen", DEFAULT_PENALTIES, "least"),
+                    ("average", DEFAULT_PENALTIES, "average"),
+                    *((f"{p:g}", (p,), "least") for p in DEFAULT_PENALTIES),
                 ]:
-                    report = solve_readouts(model, ntok, train, penalties=grid)
+                    report = solve_readouts(model, ntok, train, penalties=grid, penalty_rule=rule)
                     row[f"mdae {name}"] = _mdae(model, ntok, held)
-                    if len(grid) > 1:
+                    if name == "chosen":
                         code = target_context(model, ntok, train[0], None)
                         row[f"penalty {name}"] = next(
                             (c["penalty"] for c in report.contexts if c["code"] == code), None

@@ -56,6 +56,7 @@ from cauchylin._validation import check_finite, positive_int, require_tensor
 
 __all__ = [
     "DEFAULT_PENALTIES",
+    "PENALTY_RULES",
     "CauchyReadout",
     "cauchy_nll",
     "fit_cauchy_readout",
@@ -64,6 +65,9 @@ __all__ = [
 
 DEFAULT_PENALTIES: tuple[float, ...] = (1e-6, 1e-4, 1e-2, 1.0)
 """The ridge penalties ``lambda`` (on standardised features) that cross-validation picks from."""
+
+PENALTY_RULES: tuple[str, ...] = ("least", "average")
+"""What cross-validation makes of the penalties (:func:`fit_cauchy_readout`'s ``penalty_rule``)."""
 
 CV_ROWS_PER_DIMENSION = 20
 """Cross-validation runs while ``n < 20 (d + 1)`` (``d`` the feature dimension after projection);
@@ -155,6 +159,8 @@ class CauchyReadout:
             (``nan`` without cross-validation).
         count: the number of rows it was fitted on.
         iterations: the iterations of the final fit.
+        cv_nlls: the mean held-out negative log-likelihood of every penalty of the grid, in the
+            grid's order (empty without cross-validation).
 
     Example:
         >>> import torch
@@ -172,6 +178,7 @@ class CauchyReadout:
     cv_nll: float
     count: int
     iterations: int
+    cv_nlls: tuple[float, ...] = ()
 
     def predict(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(loc_Y, scale_Y)`` of the readout on ``features``.
@@ -276,6 +283,7 @@ def fit_cauchy_readout(
     max_iter: int = 500,
     tol: float = 1e-8,
     max_dimension: int = MAX_DIMENSION,
+    penalty_rule: str = "least",
 ) -> CauchyReadout:
     r"""The penalised Cauchy maximum-likelihood readout of ``targets`` on ``features``.
 
@@ -297,9 +305,16 @@ def fit_cauchy_readout(
         max_iter: IRLS iterations at most per fit.
         tol: stop when the objective changes by less than ``tol * (1 + |J|)``.
         max_dimension: ``d``, the most feature columns the solve works with.
+        penalty_rule: what cross-validation makes of the penalties: ``"least"`` refits the one
+            of the least held-out NLL; ``"average"`` refits every one and averages the readouts
+            (weights, bias and ``sigma``) with the weights ``exp(-n (cv_j - cv_min))`` of their
+            held-out likelihoods (pseudo-Bayesian model averaging): a still linear readout that
+            moves smoothly when two penalties' held-out NLLs cross, where ``"least"`` jumps.
+            Without cross-validation both are the one fit.
 
     Returns:
-        :class:`CauchyReadout` with the weight on the features as given.
+        :class:`CauchyReadout` with the weight on the features as given (``penalty`` and
+        ``cv_nll`` are those of the least held-out NLL under either rule).
 
     Raises:
         ValueError: tensors of the wrong kind or shape, fewer rows than ``2 * folds`` (or 2),
@@ -335,6 +350,8 @@ def fit_cauchy_readout(
         raise ValueError(
             f"penalties must be a non-empty list of finite values >= 0, got {penalties!r}"
         )
+    if penalty_rule not in PENALTY_RULES:
+        raise ValueError(f"penalty_rule must be one of {PENALTY_RULES}, got {penalty_rule!r}")
     choose = len(grid) > 1
     if choose and folds < 2:
         raise ValueError(f"choosing among {len(grid)} penalties needs folds >= 2, got {folds}")
@@ -360,6 +377,8 @@ def fit_cauchy_readout(
     floor = _SIGMA_FLOOR * spread
 
     best, cv = min(grid), math.nan
+    share: torch.Tensor | None = None  # the averaging weights of the penalties ("average")
+    curve: tuple[float, ...] = ()
     # Copies of a row fall in one fold: with fewer distinct rows than folds, one fold per
     # distinct row (a fold that held out every row would be fitted on none); with one, no choice.
     table = torch.cat([x, t[:, None]], 1)
@@ -375,9 +394,15 @@ def fit_cauchy_readout(
         per_penalty = (nll * held_all).sum(1).reshape(len(grid), k).sum(1) / n
         k = min(range(len(grid)), key=lambda i: (float(per_penalty[i]), -grid[i]))
         best, cv = grid[k], float(per_penalty[k])
-    ones = torch.ones(1, n, dtype=x.dtype, device=x.device)
-    lam = torch.tensor([best], dtype=x.dtype, device=x.device)
+        curve = tuple(float(v) for v in per_penalty)
+        if penalty_rule == "average":
+            share = torch.softmax(-n * per_penalty, 0)  # exp(-n (cv_j - cv_min)), normalised
+    fitted = [best] if share is None else grid
+    ones = torch.ones(len(fitted), n, dtype=x.dtype, device=x.device)
+    lam = torch.tensor(fitted, dtype=x.dtype, device=x.device)
     theta, sigma, iterations = _irls(x1, t, ones, lam, floor, max_iter, tol)
+    if share is not None:  # a weighted mean of linear readouts is a linear readout
+        theta, sigma = share[None] @ theta, share[None] @ sigma
     w_std = theta[0, :-1] if basis is None else basis @ theta[0, :-1]
     weight = w_std / sd
     bias = theta[0, -1] - (weight * mean).sum()
@@ -389,4 +414,5 @@ def fit_cauchy_readout(
         cv_nll=cv,
         count=n,
         iterations=iterations,
+        cv_nlls=curve,
     )

@@ -279,6 +279,7 @@ def solve_readouts(
     folds: int = 5,
     seed: int = 0,
     batch_size: int = 32,
+    penalty_rule: str = "least",
 ) -> ReadoutReport:
     """Solve a readout per context on the training texts and put the better ones in the model.
 
@@ -304,6 +305,9 @@ def solve_readouts(
         folds: cross-validation folds.
         seed: seed of the fold assignment.
         batch_size: texts per forward pass.
+        penalty_rule: what cross-validation makes of the penalties: the one of the least
+            held-out NLL (``"least"``) or the readouts of all averaged (``"average"``):
+            :func:`cauchylin.readout.fit_cauchy_readout`.
 
     Returns:
         A :class:`ReadoutReport`.
@@ -351,7 +355,9 @@ def solve_readouts(
         shared_nll = float(cauchy_nll(t, shared.loc_y[rows], shared.scale_y[rows]).mean())
         entry: dict[str, Any] = {"code": code, "count": int(rows.numel()), "shared_nll": shared_nll}
         try:
-            fit = fit_cauchy_readout(x[rows], t, penalties=penalties, folds=folds, seed=seed)
+            fit = fit_cauchy_readout(
+                x[rows], t, penalties=penalties, folds=folds, seed=seed, penalty_rule=penalty_rule
+            )
             solved_nll = (
                 fit.cv_nll if not math.isnan(fit.cv_nll) else _in_sample_nll(fit, x[rows], t)
             )

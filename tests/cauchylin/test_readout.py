@@ -85,6 +85,47 @@ def test_cross_validation_shrinks_features_that_hold_nothing() -> None:
     assert fit_cauchy_readout(x2, t2).penalty <= 1e-2  # a strong signal: little penalty
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_averaged_readout_is_a_likelihood_weighted_mean_of_the_penalties_readouts(
+    seed: int,
+) -> None:
+    # 60 rows of 6 features: cross-validation runs; each penalty's readout refitted on every
+    # row alone is what the average is made of (penalties far enough apart that their readouts
+    # differ by 0.1 or more, so that the shares can be read back)
+    x, t, _ = _data(60, 6, seed=30 + seed, noise=1.0)
+    grid = [1e-6, 1e-2, 1.0]
+    least = fit_cauchy_readout(x, t, penalties=grid)
+    average = fit_cauchy_readout(x, t, penalties=grid, penalty_rule="average")
+    alone = [fit_cauchy_readout(x, t, penalties=[p]) for p in grid]
+    # [w, b, sigma] of each penalty's readout as the columns; the average's as the target
+    columns = torch.stack([torch.cat([f.weight, f.bias[None], f.noise[None]]) for f in alone], 1)
+    target = torch.cat([average.weight, average.bias[None], average.noise[None]])
+    share = torch.linalg.lstsq(
+        torch.cat([columns, torch.ones(1, 3, dtype=x.dtype)]),
+        torch.cat([target, torch.ones(1, dtype=x.dtype)]),
+    ).solution
+    rebuilt = columns @ share
+    # each refit stops when J moves by less than 1e-8 (1 + |J|); J is quadratic near its
+    # minimum, so the coefficients are good to about sqrt(1e-8) = 1e-4: 1e-3 is ten times that
+    # (the penalties' readouts differ from one another by 0.01 to 1)
+    np.testing.assert_allclose(rebuilt.numpy(), target.numpy(), atol=1e-3, rtol=1e-3)
+    # the shares are exp(-n (cv_j - cv_min)), normalised, of the held-out NLLs it reports; read
+    # back through refits good to ~1e-4 from readouts 0.1 apart, they are good to ~1e-3
+    expected = torch.softmax(-60 * torch.tensor(least.cv_nlls, dtype=x.dtype), 0)
+    np.testing.assert_allclose(share.numpy(), expected.numpy(), atol=1e-2)
+    assert average.cv_nlls == least.cv_nlls and least.cv_nlls[grid.index(least.penalty)] == (
+        least.cv_nll
+    )
+    assert (average.penalty, average.cv_nll) == (least.penalty, least.cv_nll)
+
+
+def test_without_cross_validation_the_averaged_readout_is_the_one_fit() -> None:
+    x, t, _ = _data(400, 3, seed=8)  # 400 >= 20 (3 + 1) rows: the smallest penalty, no choice
+    least = fit_cauchy_readout(x, t)
+    average = fit_cauchy_readout(x, t, penalty_rule="average")
+    assert torch.equal(least.weight, average.weight) and torch.equal(least.noise, average.noise)
+
+
 def test_many_columns_are_read_through_their_principal_components() -> None:
     # rank-3 features spread over 40 columns: the projected solve predicts as the full one
     g = torch.Generator().manual_seed(7)
@@ -130,6 +171,10 @@ def test_a_float32_input_gives_a_float32_readout_solved_in_float64() -> None:
         ),
         ({"features": torch.zeros(8, 2), "targets": torch.zeros(8)}, "at least 10 rows"),
         ({"features": torch.zeros(10, 2), "targets": torch.zeros(10), "folds": 0}, "folds"),
+        (
+            {"features": torch.zeros(10, 2), "targets": torch.zeros(10), "penalty_rule": "mean"},
+            "penalty_rule must be one of",
+        ),
     ],
 )
 def test_bad_arguments_are_named(kwargs: dict, match: str) -> None:
