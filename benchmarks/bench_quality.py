@@ -517,30 +517,25 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
             }
         s, median = _causal_scores(model, ntok, train, held, every, seconds)
         scored.append((job["name"], s, median))
+
+        def solved_again(suffix: str, **solve: Any) -> None:
+            """Score the same network with its readouts solved again on the same rows."""
+            from cauchylin_hf.readouts import calibrate, solve_readouts
+
+            solve_start = time.perf_counter()
+            solve_readouts(model, ntok, result.readout_data, **solve)
+            if result.calibration_data is not None:
+                calibrate(model, ntok, result.calibration_data)
+            solve_seconds = seconds + time.perf_counter() - solve_start
+            s, median = _causal_scores(model, ntok, train, held, every, solve_seconds)
+            scored.append((f"{job['name']} {suffix}", s, median))
+
         numbers = job.get("resolve_numbers")
         if numbers is not None:
-            # the same network, its readouts solved again on the same rows
-            from cauchylin_hf.readouts import calibrate, solve_readouts
-
-            solve_start = time.perf_counter()
             model.config.readout_numbers = int(numbers)
-            solve_readouts(model, ntok, result.readout_data)
-            if result.calibration_data is not None:
-                calibrate(model, ntok, result.calibration_data)
-            solve_seconds = seconds + time.perf_counter() - solve_start
-            s, median = _causal_scores(model, ntok, train, held, every, solve_seconds)
-            scored.append((f"{job['name']} {_resolved(int(numbers))}", s, median))
-        if job.get("resolve_average"):
-            # the same network, its readouts averaged over the penalty grid
-            from cauchylin_hf.readouts import calibrate, solve_readouts
-
-            solve_start = time.perf_counter()
-            solve_readouts(model, ntok, result.readout_data, penalty_rule="average")
-            if result.calibration_data is not None:
-                calibrate(model, ntok, result.calibration_data)
-            solve_seconds = seconds + time.perf_counter() - solve_start
-            s, median = _causal_scores(model, ntok, train, held, every, solve_seconds)
-            scored.append((f"{job['name']} {AVERAGED}", s, median))
+            solved_again(_resolved(int(numbers)))
+        if job.get("resolve_average"):  # (after --resolve-numbers' setting, when both are given)
+            solved_again(AVERAGED, penalty_rule="average")
     truth = [compare.split_at_target(t)[1] for t in held]
     out = []
     for name, s, pred in scored:
