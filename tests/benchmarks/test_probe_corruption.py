@@ -1,0 +1,92 @@
+"""``benchmarks/probe_corruption.py``: the clean readouts see the clean targets, and a run scores
+what it says.
+
+Nothing is measured here (the numbers come from running the script by hand, see
+``docs/benchmarks.md``).
+"""
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("sklearn")
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "probe_corruption.py"
+
+
+def _probe():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("probe_corruption", SCRIPT)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        from bench_quality import load_table
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    return module, load_table
+
+
+@pytest.mark.slow
+def test_the_clean_readouts_read_every_corrupted_target_back_at_its_clean_value():
+    """On a network trained on corrupted texts, the rows its readouts are solved on are given
+    back their clean targets: every changed target was 100 times a clean one, every target is
+    then a clean one, and asking for the corrupted targets changes nothing."""
+    probe, load_table = _probe()
+    from cauchylin_hf.app import compare
+
+    train, _, _ = load_table("friedman1", True)
+    corrupted = compare.corrupt_targets(train, fraction=probe.FRACTION, factor=probe.FACTOR)
+    targets = probe._targets_by_row(train, corrupted)
+    tiny = compare.Recipe(
+        hidden_size=16, num_layers=1, num_heads=2, vocab_size=300, max_steps=1, batch_size=4
+    )
+    model, _, result = compare.train_causal_run(corrupted, tiny)
+    num = model.config.num_token_id
+
+    def last(data):
+        return torch.stack([ex["numeric_values"][ex["input_ids"] == num][-1] for ex in data])
+
+    before = last(result.readout_data)
+    clean = last(probe._with_targets(result.readout_data, num, targets, 0))
+    same = last(probe._with_targets(result.readout_data, num, targets, 1))
+    assert torch.equal(same, before)
+    changed = clean != before
+    # 10% of about 100 readout rows: at least one is corrupted (seed 1 of corrupt_targets)
+    assert 0 < int(changed.sum()) < len(before) // 3
+    torch.testing.assert_close(before[changed], 100 * clean[changed], rtol=1e-6, atol=0)
+    clean_values = torch.tensor([v[0] for v in targets.values()], dtype=torch.float32)
+    assert all(bool((clean_values == v).any()) for v in clean)
+
+
+@pytest.mark.slow
+def test_probe_corruption_toy_run(tmp_path):
+    """Every table and seed is trained clean and corrupted, each network scored under its
+    variants; an ensemble of one network reads as that network (its median is the value of its
+    location); the report has a line per table."""
+    probe, _ = _probe()
+    out = tmp_path / "probe.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--tables", "friedman1", "--seeds", "0,1",
+         "--members", "2", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert sorted((r["seed"], r["corrupt"]) for r in rows) == [
+        (0, False), (0, True), (1, False), (1, True)
+    ]  # fmt: skip
+    for row in rows:
+        names = {"own least", "own average"} | ({"clean readouts"} if row["corrupt"] else set())
+        assert set(row["mdae"]) == names
+        assert all(math.isfinite(v) and v > 0 for v in row["mdae"].values())
+        for name in names:
+            assert probe.ensemble_mdae([row], name) == pytest.approx(row["mdae"][name], rel=1e-6)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("| friedman1 |")]
+    assert len(lines) == 1 and lines[0].count("|") == 11
