@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import statistics
 import sys
 import time
@@ -42,7 +43,9 @@ FRACTION = 0.1
 """The share of training targets corrupted (the grid's ``--corrupt``)."""
 
 FACTOR = 100.0
-"""What a corrupted target is multiplied by."""
+"""What a corrupted target is multiplied by (the grid's; ``--factor`` sets another: a factor
+close to 1 is a placebo, a change of the training data that carries no outlier, whose "cost"
+is the run-to-run spread of training alone)."""
 
 
 def _targets_by_row(clean: list[str], corrupted: list[str]) -> dict[tuple, tuple[float, float]]:
@@ -95,7 +98,7 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     train, held, _ = load_table(job["table"], job["quick"])
-    corrupted = compare.corrupt_targets(train, fraction=FRACTION, factor=FACTOR, seed=1)
+    corrupted = compare.corrupt_targets(train, fraction=FRACTION, factor=job["factor"], seed=1)
     targets = _targets_by_row(train, corrupted)
     recipe = compare.Recipe(max_steps=job["steps"], seed=job["seed"])
     if job["quick"]:
@@ -143,39 +146,47 @@ def report(rows: list[dict[str, Any]], members: int) -> str:
         return statistics.median(values)
 
     lines = [
-        "| table | clean, own | corrupted, own | corrupted, clean readouts | cost (own) | "
-        "cost (clean readouts) | cost (average rule) "
+        "| table | factor | clean, own | corrupted, own | corrupted, clean readouts | cost (own) "
+        "| cost (clean readouts) | cost (average rule) "
         + (f"| ensembles of {members}: clean | corrupted | cost " if members > 1 else "")
         + "|",
-        "|---" * (7 + 3 * (members > 1)) + "|",
+        "|---" * (8 + 3 * (members > 1)) + "|",
     ]
     for table in dict.fromkeys(r["table"] for r in rows):
         clean = sorted((r for r in rows if r["table"] == table and not r["corrupt"]),
                        key=lambda r: r["seed"])  # fmt: skip
-        bad = sorted((r for r in rows if r["table"] == table and r["corrupt"]),
-                     key=lambda r: r["seed"])  # fmt: skip
-        if [r["seed"] for r in clean] != [r["seed"] for r in bad] or not clean:
-            continue
-
-        def seeds(sel: list[dict[str, Any]], name: str) -> tuple[str, float]:
-            values = [r["mdae"][name] for r in sel]
-            return " / ".join(f"{v:.4g}" for v in values), med(values)
-
-        (c, mc), (b, mb), (r_, mr) = (
-            seeds(clean, "own least"), seeds(bad, "own least"), seeds(bad, "clean readouts")
-        )  # fmt: skip
-        ca = med([r["mdae"]["own average"] for r in clean])
-        ba = med([r["mdae"]["own average"] for r in bad])
-        line = (
-            f"| {table} | {c} ({mc:.4g}) | {b} ({mb:.4g}) | {r_} ({mr:.4g}) | {mb / mc - 1:+.0%} "
-            f"| {mr / mc - 1:+.0%} | {ba / ca - 1:+.0%} "
+        factors = sorted(
+            {r.get("factor", FACTOR) for r in rows if r["table"] == table and r["corrupt"]}
         )
-        if members > 1 and len(clean) >= members:
-            subsets = list(itertools.combinations(range(len(clean)), members))
-            ec = med([ensemble_mdae([clean[i] for i in s], "own least") for s in subsets])
-            eb = med([ensemble_mdae([bad[i] for i in s], "own least") for s in subsets])
-            line += f"| {ec:.4g} | {eb:.4g} | {eb / ec - 1:+.0%} "
-        lines.append(line + "|")
+        for factor in factors:
+            bad = [
+                r
+                for r in rows
+                if r["table"] == table and r["corrupt"] and r.get("factor", FACTOR) == factor
+            ]
+            bad.sort(key=lambda r: r["seed"])
+            if [r["seed"] for r in clean] != [r["seed"] for r in bad] or not clean:
+                continue  # the clean runs of the same seeds are not there
+
+            def seeds(sel: list[dict[str, Any]], name: str) -> tuple[str, float]:
+                values = [r["mdae"][name] for r in sel]
+                return " / ".join(f"{v:.4g}" for v in values), med(values)
+
+            (c, mc), (b, mb), (r_, mr) = (
+                seeds(clean, "own least"), seeds(bad, "own least"), seeds(bad, "clean readouts")
+            )  # fmt: skip
+            ca = med([r["mdae"]["own average"] for r in clean])
+            ba = med([r["mdae"]["own average"] for r in bad])
+            line = (
+                f"| {table} | x{factor:g} | {c} ({mc:.4g}) | {b} ({mb:.4g}) | {r_} ({mr:.4g}) "
+                f"| {mb / mc - 1:+.0%} | {mr / mc - 1:+.0%} | {ba / ca - 1:+.0%} "
+            )
+            if members > 1 and len(clean) >= members:
+                subsets = list(itertools.combinations(range(len(clean)), members))
+                ec = med([ensemble_mdae([clean[i] for i in s], "own least") for s in subsets])
+                eb = med([ensemble_mdae([bad[i] for i in s], "own least") for s in subsets])
+                line += f"| {ec:.4g} | {eb:.4g} | {eb / ec - 1:+.0%} "
+            lines.append(line + "|")
     return "\n".join(lines)
 
 
@@ -184,24 +195,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tables", default="friedman1,heavy,cancer")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--steps", type=int, default=1000)
+    p.add_argument(
+        "--factor", type=float, default=FACTOR, help="what a corrupted target is multiplied by"
+    )
+    p.add_argument("--skip-clean", action="store_true", help="train the corrupted runs alone")
     p.add_argument("--members", type=int, default=3, help="networks per ensemble (1: none)")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json")
-    p.add_argument("--report", action="store_true", help="print the table of --json and stop")
+    p.add_argument(
+        "--report", action="store_true", help="print the table of --json (FILE,FILE...) and stop"
+    )
     args = p.parse_args(argv)
     if args.members < 1:
         p.error("--members must be at least 1")
+    if not (math.isfinite(args.factor) and args.factor > 0):
+        p.error("--factor must be a positive number")
     if args.report:
         if not args.json:
             p.error("--report reads --json")
-        print(report(json.loads(Path(args.json).read_text())["rows"], args.members))
+        rows = [r for f in args.json.split(",") for r in json.loads(Path(f).read_text())["rows"]]
+        print(report(rows, args.members))
         return 0
     if args.quick:
         args.steps = 10
     jobs = [
-        {"table": t, "seed": int(s), "corrupt": c, "steps": args.steps, "quick": args.quick}
-        for t in args.tables.split(",") for s in args.seeds.split(",") for c in (False, True)
+        {"table": t, "seed": int(s), "corrupt": c, "factor": args.factor, "steps": args.steps,
+         "quick": args.quick}
+        for t in args.tables.split(",") for s in args.seeds.split(",")
+        for c in ((True,) if args.skip_clean else (False, True))
     ]  # fmt: skip
     start = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:

@@ -89,4 +89,4 @@ def test_probe_corruption_toy_run(tmp_path):
         for name in names:
             assert probe.ensemble_mdae([row], name) == pytest.approx(row["mdae"][name], rel=1e-6)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("| friedman1 |")]
-    assert len(lines) == 1 and lines[0].count("|") == 11
+    assert len(lines) == 1 and lines[0].count("|") == 12 and "| x100 |" in lines[0]
