@@ -78,6 +78,11 @@ LEVELS = (0.5, 0.8, 0.9, 0.95)
 # the levels of the reliability diagram: the package's calibrated levels
 DIAGRAM_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 SAMPLES = 32
+QUICK_SIZES: dict[str, int] = {
+    "hidden_size": 16, "num_layers": 1, "num_heads": 2, "vocab_size": 300, "batch_size": 8
+}  # fmt: skip
+"""The toy backbone and batch of ``--quick`` runs (the scripts' smoke tests), for this script
+and the probes that train its recipe."""
 TABLES = (
     "demo",
     "cancer",
@@ -1396,7 +1401,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.step_choice is not None and kind == "causal":
             recipe["step_choice"] = args.step_choice
         if args.quick:
-            recipe.update(hidden_size=16, num_layers=1, num_heads=2, vocab_size=300, batch_size=8)
+            recipe.update(QUICK_SIZES)
         job = {
             "table": table,
             "kind": kind,

@@ -40,7 +40,7 @@ def probe(
 ) -> tuple[list[dict], float]:
     """The measurements at ``STEPS`` and the held-out MdAE of one training run."""
     import torch
-    from bench_quality import load_table
+    from bench_quality import QUICK_SIZES, load_table
     from cauchylin_hf.app import compare
     from cauchylin_hf.data import NumericDataCollator, NumericDataset
     from transformers import TrainerCallback
@@ -85,9 +85,8 @@ def probe(
                 }
             )
 
-    sizes = dict(hidden_size=16, num_layers=1, num_heads=2, vocab_size=300, batch_size=8)
     recipe = compare.Recipe(
-        max_steps=max_steps, seed=seed, adam_beta2=beta2, **(sizes if quick else {})
+        max_steps=max_steps, seed=seed, adam_beta2=beta2, **(QUICK_SIZES if quick else {})
     )
     train = compare.train
 

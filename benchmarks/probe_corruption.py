@@ -92,7 +92,7 @@ def _with_targets(data: Any, num_id: int, targets: dict, which: int) -> Any:
 def _run(job: dict[str, Any]) -> dict[str, Any]:
     """One training run, scored under each readout variant."""
     import torch
-    from bench_quality import load_table
+    from bench_quality import QUICK_SIZES, load_table
     from cauchylin_hf.app import compare
     from cauchylin_hf.readouts import solve_readouts
 
@@ -100,12 +100,9 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
     train, held, _ = load_table(job["table"], job["quick"])
     corrupted = compare.corrupt_targets(train, fraction=FRACTION, factor=job["factor"], seed=1)
     targets = _targets_by_row(train, corrupted)
-    recipe = compare.Recipe(max_steps=job["steps"], seed=job["seed"])
-    if job["quick"]:
-        recipe = compare.Recipe(
-            max_steps=job["steps"], seed=job["seed"], hidden_size=16, num_layers=1,
-            num_heads=2, vocab_size=300, batch_size=8,
-        )  # fmt: skip
+    recipe = compare.Recipe(
+        max_steps=job["steps"], seed=job["seed"], **(QUICK_SIZES if job["quick"] else {})
+    )
     own = 1 if job["corrupt"] else 0
     model, ntok, result = compare.train_causal_run(corrupted if own else train, recipe)
     variants = [("own least", own, "least"), ("own average", own, "average")]

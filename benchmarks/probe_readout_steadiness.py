@@ -44,7 +44,7 @@ def _mdae(model: Any, ntok: Any, held: list[str]) -> float:
 def _run(job: dict[str, Any]) -> list[dict[str, Any]]:
     """One training run; a row per probed step."""
     import torch
-    from bench_quality import load_table
+    from bench_quality import QUICK_SIZES, load_table
     from cauchylin_hf import training
     from cauchylin_hf.app import compare
     from cauchylin_hf.app.reports import target_context
@@ -55,12 +55,9 @@ def _run(job: dict[str, Any]) -> list[dict[str, Any]]:
 
     torch.set_num_threads(1)
     train, held, _ = load_table(job["table"], job["quick"])
-    recipe = compare.Recipe(max_steps=job["steps"], seed=job["seed"])
-    if job["quick"]:
-        recipe = compare.Recipe(
-            max_steps=job["steps"], seed=job["seed"], hidden_size=16, num_layers=1,
-            num_heads=2, vocab_size=300, batch_size=8,
-        )  # fmt: skip
+    recipe = compare.Recipe(
+        max_steps=job["steps"], seed=job["seed"], **(QUICK_SIZES if job["quick"] else {})
+    )
     rows: list[dict[str, Any]] = []
     steps = set(range(job["first"], job["steps"] + 1, job["every"]))
 
