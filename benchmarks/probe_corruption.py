@@ -48,6 +48,12 @@ close to 1 is a placebo, a change of the training data that carries no outlier, 
 is the run-to-run spread of training alone)."""
 
 
+def _row_key(numbers: Any) -> tuple[float, ...]:
+    """What tells a training row apart: its numbers before the target (rounded, so that a
+    text's value and its float32 encoding give the same key)."""
+    return tuple(round(float(v), 4) for v in numbers)
+
+
 def _targets_by_row(clean: list[str], corrupted: list[str]) -> dict[tuple, tuple[float, float]]:
     """Each training text's (clean, corrupted) target, keyed by the text's other numbers."""
     from cauchylin_hf.numbers import find_numbers
@@ -55,7 +61,7 @@ def _targets_by_row(clean: list[str], corrupted: list[str]) -> dict[tuple, tuple
     out: dict[tuple, tuple[float, float]] = {}
     for a, b in zip(clean, corrupted, strict=True):
         na, nb = find_numbers(a), find_numbers(b)
-        key = tuple(round(float(n.value), 4) for n in na[:-1])
+        key = _row_key(n.value for n in na[:-1])
         if key in out:
             raise ValueError(
                 "two training texts share every number but the target: this probe tells rows "
@@ -68,25 +74,16 @@ def _targets_by_row(clean: list[str], corrupted: list[str]) -> dict[tuple, tuple
 def _with_targets(data: Any, num_id: int, targets: dict, which: int) -> Any:
     """The readout rows ``data`` with each row's target replaced by its clean (0) or
     corrupted (1) value."""
-    import torch
+    from cauchylin_hf.data import NumericDataset
 
     rows = []
     for example in data:
         ids, values = example["input_ids"], example["numeric_values"]
         at = (ids == num_id).nonzero().flatten()
-        key = tuple(round(float(v), 4) for v in values[at[:-1]])
         values = values.clone()
-        values[at[-1]] = targets[key][which]
+        values[at[-1]] = targets[_row_key(values[at[:-1]])][which]
         rows.append({**example, "numeric_values": values})
-
-    class Rows(torch.utils.data.Dataset):
-        def __len__(self) -> int:
-            return len(rows)
-
-        def __getitem__(self, i: int) -> dict[str, Any]:
-            return rows[i]
-
-    return Rows()
+    return NumericDataset(rows, name="readout rows")
 
 
 def _run(job: dict[str, Any]) -> dict[str, Any]:
