@@ -1214,6 +1214,23 @@ def _key(row: dict[str, Any]) -> tuple[Any, ...]:
     return (row["table"], row["kind"], row["steps"], row["seed"], row["corrupt"], row["start"])
 
 
+# The shared budget's settings a resumed grid must keep: its rows' keys do not name them.
+RECIPE_FLAGS = {"adam_beta2": "--adam-beta2", "learning_rate": "--learning-rate",
+                "batch_size": "--batch-size", "lr_scheduler": "--lr-scheduler"}  # fmt: skip
+
+
+def _check_same_recipe(saved: dict[str, Any], now: dict[str, Any], p: Any) -> None:
+    """Refuse to resume a grid whose saved runs had another shared budget (files written before
+    a setting was recorded ran at the recipe's default of it)."""
+    from cauchylin_hf.app.compare import Recipe
+
+    for field, flag in RECIPE_FLAGS.items():
+        before = saved.get(field, getattr(Recipe, field))
+        if before != now[field]:
+            p.error(f"--resume: the runs in --json ran with {flag} {before}, not {now[field]}; "
+                    "write this grid to a --json of its own")  # fmt: skip
+
+
 def _write(path: str, payload: dict[str, Any]) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     tmp = path + ".tmp"
@@ -1304,6 +1321,27 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="AdamW's beta2 for every model (default: the recipe's, the package's training default)",
     )
+    p.add_argument(
+        "--learning-rate",
+        type=float,
+        default=None,
+        help="peak learning rate of every model (default: the recipe's, 3e-3); a grid with "
+        "another one needs a --json of its own",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="texts per step for every model (default: the recipe's, 32); a grid with another "
+        "one needs a --json of its own",
+    )
+    p.add_argument(
+        "--lr-scheduler",
+        default="cosine",
+        choices=("cosine", "warmup_stable_decay"),
+        help="the learning-rate schedule of every model (compare.Recipe.lr_scheduler; default "
+        "cosine); a grid with another one needs a --json of its own",
+    )
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--quick", action="store_true", help="toy sizes (smoke test)")
     p.add_argument("--json", default=None)
@@ -1351,6 +1389,16 @@ def main(argv: list[str] | None = None) -> int:
         args.adam_beta2 = Recipe.adam_beta2
     if not 0.0 <= args.adam_beta2 < 1.0:
         p.error("--adam-beta2 must lie in [0, 1)")
+    from cauchylin_hf.app.compare import Recipe
+
+    if args.learning_rate is None:
+        args.learning_rate = Recipe.learning_rate
+    if args.batch_size is None:
+        args.batch_size = Recipe.batch_size
+    if not (math.isfinite(args.learning_rate) and args.learning_rate > 0):
+        p.error(f"--learning-rate must be positive, got {args.learning_rate}")
+    if args.batch_size < 1:
+        p.error(f"--batch-size must be positive, got {args.batch_size}")
     if args.workers < 1 or min(budgets) < 1 or args.pretrain_steps < 1:
         p.error("--workers, --steps and --pretrain-steps must be positive")
     if not 0.0 <= args.corrupt <= 1.0:
@@ -1397,7 +1445,14 @@ def main(argv: list[str] | None = None) -> int:
     jobs: list[dict[str, Any]] = []
 
     def add(table: str, kind: str, name: str, settings: dict, steps: int, seed: int, **kw: Any):
-        recipe: dict[str, Any] = {"max_steps": steps, "seed": seed, "adam_beta2": args.adam_beta2}
+        recipe: dict[str, Any] = {
+            "max_steps": steps,
+            "seed": seed,
+            "adam_beta2": args.adam_beta2,
+            "learning_rate": args.learning_rate,
+            "batch_size": args.batch_size,
+            "lr_scheduler": args.lr_scheduler,
+        }
         if args.step_choice is not None and kind == "causal":
             recipe["step_choice"] = args.step_choice
         if args.quick:
@@ -1461,7 +1516,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     if args.resume and os.path.exists(args.json):
         with open(args.json) as f:
-            rows = [r for r in json.load(f)["rows"] if r["kind"] != "reference"]
+            payload = json.load(f)
+        _check_same_recipe(payload.get("args", {}), vars(args), p)
+        rows = [r for r in payload["rows"] if r["kind"] != "reference"]
         done = {(*_key(r), r["name"].removesuffix(SAMPLED)) for r in rows}
         jobs = [j for j in jobs if (*_key(j), j["name"]) not in done]
     machine = _machine.describe()

@@ -78,6 +78,10 @@ NTL_WEIGHT = 0.3
 """Weight of the Number Token Loss beside the cross-entropy (the value its authors train with)."""
 
 
+LR_SCHEDULERS = ("cosine", "warmup_stable_decay")
+"""The learning-rate schedules a :class:`Recipe` offers."""
+
+
 @dataclass(frozen=True)
 class Recipe:
     """The backbone and the training budget that both models share.
@@ -89,7 +93,10 @@ class Recipe:
         vocab_size: largest tokenizer vocabulary.
         max_steps: optimizer steps.
         batch_size: texts per step.
-        learning_rate: peak learning rate (AdamW, cosine decay after 5% warm-up).
+        learning_rate: peak learning rate (AdamW, after a linear warm-up over 5% of the steps).
+        lr_scheduler: ``"cosine"`` (the default: cosine decay to 0 after the warm-up) or
+            ``"warmup_stable_decay"`` (the peak held until the last 20% of the steps, then a
+            cosine decay to 0 over them; transformers' ``get_wsd_schedule``).
         adam_beta2: AdamW's second-moment decay (default 0.95, the package's training default:
             see :func:`~cauchylin_hf.training.make_training_arguments`); every model of a
             comparison trains with it.
@@ -111,10 +118,17 @@ class Recipe:
     max_steps: int = 1000
     batch_size: int = 32
     learning_rate: float = 3e-3
+    lr_scheduler: str = "cosine"
     adam_beta2: float = 0.95
     seed: int = 0
     settings: dict[str, Any] = field(default_factory=dict)
     step_choice: float | str | None = None
+
+    def __post_init__(self) -> None:
+        if self.lr_scheduler not in LR_SCHEDULERS:
+            raise ValueError(
+                f"lr_scheduler must be one of {', '.join(LR_SCHEDULERS)}, got {self.lr_scheduler!r}"
+            )
 
     def with_settings(self, **settings: Any) -> Recipe:
         """A copy with more causal settings.
@@ -169,23 +183,30 @@ class Recipe:
         """The ``TrainingArguments`` fields of the shared budget.
 
         Returns:
-            ``max_steps``, batch size, learning rate, AdamW's ``adam_beta2``, cosine schedule,
-            warm-up steps, seed.
+            ``max_steps``, batch size, learning rate, AdamW's ``adam_beta2``, the schedule
+            (with its decay steps for ``"warmup_stable_decay"``), warm-up steps, seed.
 
         Example:
             >>> Recipe(max_steps=200).trainer_arguments()["warmup_steps"]  # 5% of the steps
             10
             >>> Recipe().trainer_arguments()["adam_beta2"]  # every model of a comparison
             0.95
+            >>> Recipe(lr_scheduler="warmup_stable_decay").trainer_arguments()["lr_scheduler_kwargs"]
+            {'num_decay_steps': 200}
         """
         return {
             "max_steps": self.max_steps,
             "per_device_train_batch_size": self.batch_size,
             "learning_rate": self.learning_rate,
             "adam_beta2": self.adam_beta2,
-            "lr_scheduler_type": "cosine",
+            "lr_scheduler_type": self.lr_scheduler,
             "warmup_steps": max(1, self.max_steps // 20),
             "seed": self.seed,
+            **(
+                {"lr_scheduler_kwargs": {"num_decay_steps": max(1, self.max_steps // 5)}}
+                if self.lr_scheduler == "warmup_stable_decay"
+                else {}
+            ),
         }
 
 
