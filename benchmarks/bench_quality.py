@@ -28,6 +28,9 @@ the target position of every training row, the ceiling of a linear readout of it
 Beside them, per table: predicting the training median, and on the raw columns
 ``LinearRegression``, ``HistGradientBoostingRegressor`` and ``HuberRegressor``, the first two
 also with cross-conformal (CV+) intervals from MAPIE as the coverage reference.
+``--learning-rate``, ``--batch-size``, ``--lr-scheduler`` and ``--adam-beta2`` change the shared
+budget of every model (a grid with other values needs a ``--json`` of its own: ``--resume``
+refuses to add to one that ran with others).
 ``--corrupt`` retrains the causal, CE and MSE models at 1000 steps with 10% of the training
 targets multiplied by 100. ``--pretrained`` adds the path users take with a real decoder: a backbone first
 trained with plain cross-entropy on other text (the demo corpus, ``--pretrain-steps``), then
@@ -922,6 +925,9 @@ def _print_targets(results: list[dict[str, Any]], rows: list[dict[str, Any]]) ->
         )
         print("  " + " ".join(parts) + f"  coverage {cov}")
     pooled = pooled_coverage(rows, "causal")
+    if all(math.isnan(v) for v in pooled.values()):
+        print("  pooled coverage: no clean causal run of 1000 steps to pool")
+        return
     print(
         "  pooled coverage (every held-out row of every table): "
         + " ".join(f"{float(c):.0%}:{v:.3f}" for c, v in pooled.items() if float(c) in LEVELS)

@@ -105,7 +105,10 @@ def test_bench_quality_toy_run(tmp_path):
     assert "targets of the causal model" in proc.stdout
     report = run("--json", str(out_json), "--report", "--reliability", str(tmp_path / "r.png"))
     assert report.returncode == 0, report.stderr[-3000:]
-    assert "| cancer |" in report.stdout and "pooled coverage" in report.stdout
+    assert "| cancer |" in report.stdout
+    # no 1000-step run to pool: said, not printed as NaN
+    assert "pooled coverage: no clean causal run of 1000 steps to pool" in report.stdout
+    assert "nan" not in report.stdout.split("== targets")[1]
     assert (tmp_path / "r.png").read_bytes()[:8] == PNG_MAGIC
     again = run(*args, "--resume")
     assert again.returncode == 0, again.stderr[-3000:]
