@@ -1225,13 +1225,25 @@ RECIPE_FLAGS = {"adam_beta2": "--adam-beta2", "learning_rate": "--learning-rate"
                 "batch_size": "--batch-size", "lr_scheduler": "--lr-scheduler"}  # fmt: skip
 
 
+def _default_batch_size(quick: bool) -> int:
+    """The batch of every model when ``--batch-size`` is not given: the toy's or the recipe's."""
+    from cauchylin_hf.app.compare import Recipe
+
+    return int(QUICK_SIZES["batch_size"]) if quick else Recipe.batch_size
+
+
 def _check_same_recipe(saved: dict[str, Any], now: dict[str, Any], p: Any) -> None:
     """Refuse to resume a grid whose saved runs had another shared budget (files written before
     a setting was recorded ran at the recipe's default of it)."""
     from cauchylin_hf.app.compare import Recipe
 
     for field, flag in RECIPE_FLAGS.items():
-        before = saved.get(field, getattr(Recipe, field))
+        default = (
+            _default_batch_size(bool(saved.get("quick")))
+            if field == "batch_size"
+            else getattr(Recipe, field)
+        )
+        before = saved.get(field, default)
         if before != now[field]:
             p.error(f"--resume: the runs in --json ran with {flag} {before}, not {now[field]}; "
                     "write this grid to a --json of its own")  # fmt: skip
@@ -1344,9 +1356,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--lr-scheduler",
         default="cosine",
-        choices=("cosine", "warmup_stable_decay"),
-        help="the learning-rate schedule of every model (compare.Recipe.lr_scheduler; default "
-        "cosine); a grid with another one needs a --json of its own",
+        help="the learning-rate schedule of every model, one of compare.LR_SCHEDULERS (cosine, "
+        "warmup_stable_decay; default cosine); a grid with another one needs a --json of its own",
     )
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--quick", action="store_true", help="toy sizes (smoke test)")
@@ -1389,18 +1400,20 @@ def main(argv: list[str] | None = None) -> int:
             name, settings = periodic_variant(sigma, args.periodic_frequencies)
             variants.append(name)
             variant_settings[name] = settings
-    if args.adam_beta2 is None:
-        from cauchylin_hf.app.compare import Recipe
+    from cauchylin_hf.app.compare import LR_SCHEDULERS, Recipe
 
+    if args.adam_beta2 is None:
         args.adam_beta2 = Recipe.adam_beta2
     if not 0.0 <= args.adam_beta2 < 1.0:
         p.error("--adam-beta2 must lie in [0, 1)")
-    from cauchylin_hf.app.compare import Recipe
-
+    if args.lr_scheduler not in LR_SCHEDULERS:
+        p.error(
+            f"--lr-scheduler: choose from {', '.join(LR_SCHEDULERS)}, got {args.lr_scheduler!r}"
+        )
     if args.learning_rate is None:
         args.learning_rate = Recipe.learning_rate
     if args.batch_size is None:
-        args.batch_size = Recipe.batch_size
+        args.batch_size = _default_batch_size(args.quick)
     if not (math.isfinite(args.learning_rate) and args.learning_rate > 0):
         p.error(f"--learning-rate must be positive, got {args.learning_rate}")
     if args.batch_size < 1:
@@ -1461,8 +1474,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         if args.step_choice is not None and kind == "causal":
             recipe["step_choice"] = args.step_choice
-        if args.quick:
-            recipe.update(QUICK_SIZES)
+        if args.quick:  # the toy backbone; the batch is --batch-size's (its default: the toy's)
+            recipe.update({**QUICK_SIZES, "batch_size": args.batch_size})
         job = {
             "table": table,
             "kind": kind,

@@ -150,22 +150,23 @@ def test_bench_quality_trains_with_the_learning_rate_and_batch_asked_for(tmp_pat
     flag that were dropped would give the same network, bit for bit), are recorded, and a grid
     that ran with other ones is not resumed into."""
     base = ["--quick", "--steps", "3", "--seeds", "0", "--tables", "cancer", "--models", "causal"]
-    first, second = tmp_path / "a.json", tmp_path / "b.json"
-    other = ["--learning-rate", "0.05", "--batch-size", "4"]
-    other += ["--lr-scheduler", "warmup_stable_decay"]
-    for path, flags in ((first, []), (second, other)):
+    first, second, third = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    other = ["--learning-rate", "0.05", "--lr-scheduler", "warmup_stable_decay"]
+    for path, flags in ((first, []), (second, other), (third, ["--batch-size", "4"])):
         proc = run(*base, *flags, "--json", str(path))
         assert proc.returncode == 0, proc.stderr[-3000:]
-    a, b = (json.loads(p.read_text()) for p in (first, second))
-    assert (a["args"]["learning_rate"], a["args"]["batch_size"]) == (3e-3, 32)
-    assert (b["args"]["learning_rate"], b["args"]["batch_size"]) == (0.05, 4)
-    assert (a["args"]["lr_scheduler"], b["args"]["lr_scheduler"]) == ("cosine", other[-1])
+    a, b, c = (json.loads(p.read_text()) for p in (first, second, third))
+    # --quick's default batch is the toy's (8); --batch-size overrides it there too
+    assert (a["args"]["learning_rate"], a["args"]["batch_size"]) == (3e-3, 8)
+    assert (b["args"]["learning_rate"], b["args"]["lr_scheduler"]) == (0.05, other[-1])
+    assert (a["args"]["lr_scheduler"], c["args"]["batch_size"]) == ("cosine", 4)
 
     def causal(payload):
         (row,) = [r for r in payload["rows"] if r["name"] == "causal"]
         return row
 
     assert causal(a)["mdae"] != causal(b)["mdae"]
+    assert causal(a)["mdae"] != causal(c)["mdae"]
     refused = run(*base, "--learning-rate", "0.05", "--json", str(first), "--resume")
     assert refused.returncode == 2
     assert "--learning-rate 0.003, not 0.05" in refused.stderr
