@@ -14,6 +14,11 @@ MdAE, of the uncalibrated median) with its readouts solved
 The corrupted network read through clean readouts against the clean network separates what the
 corruption does to the features (training) from what it does to the readouts' solve.
 
+The cost is ``median(corrupted) / median(clean) - 1`` over the seeds; the report gives it with a
+90% percentile-bootstrap interval (the two sets of seeds resampled independently) and the
+two-sided Mann-Whitney p-value of the two sets of runs, since a run's MdAE scatters widely with
+its seed and a few seeds pin the cost down loosely.
+
 With several seeds it also scores ensembles: ``K`` networks' predicted locations in the value
 space averaged, every ``K``-subset of the seeds. (The average of Cauchy variables
 ``Cauchy(loc_k, scale_k)`` is ``Cauchy(mean loc, mean scale)`` whether they are independent or
@@ -133,6 +138,36 @@ def ensemble_mdae(rows: list[dict[str, Any]], variant: str) -> float:
     return float((from_value_space(loc, rows[0]["value_space"]) - true).abs().median())
 
 
+def cost_interval(
+    clean: list[float], bad: list[float], level: float = 0.9, resamples: int = 10_000
+) -> tuple[float, float]:
+    """A percentile-bootstrap interval of the cost ``median(bad) / median(clean) - 1``.
+
+    The two sets of seeds are resampled independently (scipy's ``stats.bootstrap``, fixed
+    random state): with a few seeds whose runs scatter widely, the interval says how far the
+    cost of these seeds can be from the cost of the training recipe.
+    """
+    import numpy as np
+    from scipy import stats
+
+    def cost(c: Any, b: Any, axis: int = -1) -> Any:
+        return np.median(b, axis=axis) / np.median(c, axis=axis) - 1.0
+
+    ci = stats.bootstrap(
+        (np.asarray(clean, float), np.asarray(bad, float)), cost, confidence_level=level,
+        n_resamples=resamples, method="percentile", random_state=0, vectorized=True,
+    ).confidence_interval  # fmt: skip
+    return float(ci.low), float(ci.high)
+
+
+def rank_test(clean: list[float], bad: list[float]) -> float:
+    """The two-sided Mann-Whitney p-value of the clean and corrupted runs' MdAE: how often
+    seeds drawn from one law would split this unevenly."""
+    from scipy import stats
+
+    return float(stats.mannwhitneyu(clean, bad, alternative="two-sided").pvalue)
+
+
 def report(rows: list[dict[str, Any]], members: int) -> str:
     """Per table: the seeds' MdAE, their medians, the corruption cost, and the ensembles'."""
 
@@ -141,10 +176,10 @@ def report(rows: list[dict[str, Any]], members: int) -> str:
 
     lines = [
         "| table | factor | clean, own | corrupted, own | corrupted, clean readouts | cost (own) "
-        "| cost (clean readouts) | cost (average rule) "
+        "| its 90% interval | Mann-Whitney p | cost (clean readouts) | cost (average rule) "
         + (f"| ensembles of {members}: clean | corrupted | cost " if members > 1 else "")
         + "|",
-        "|---" * (8 + 3 * (members > 1)) + "|",
+        "|---" * (10 + 3 * (members > 1)) + "|",
     ]
     for table in dict.fromkeys(r["table"] for r in rows):
         clean = sorted((r for r in rows if r["table"] == table and not r["corrupt"]),
@@ -171,9 +206,13 @@ def report(rows: list[dict[str, Any]], members: int) -> str:
             )  # fmt: skip
             ca = med([r["mdae"]["own average"] for r in clean])
             ba = med([r["mdae"]["own average"] for r in bad])
+            own_clean = [r["mdae"]["own least"] for r in clean]
+            own_bad = [r["mdae"]["own least"] for r in bad]
+            low, high = cost_interval(own_clean, own_bad)
             line = (
                 f"| {table} | x{factor:g} | {c} ({mc:.4g}) | {b} ({mb:.4g}) | {r_} ({mr:.4g}) "
-                f"| {mb / mc - 1:+.0%} | {mr / mc - 1:+.0%} | {ba / ca - 1:+.0%} "
+                f"| {mb / mc - 1:+.0%} | {low:+.0%} to {high:+.0%} "
+                f"| {rank_test(own_clean, own_bad):.2g} | {mr / mc - 1:+.0%} | {ba / ca - 1:+.0%} "
             )
             if members > 1 and len(clean) >= members:
                 subsets = list(itertools.combinations(range(len(clean)), members))
