@@ -15,9 +15,10 @@ The corrupted network read through clean readouts against the clean network sepa
 corruption does to the features (training) from what it does to the readouts' solve.
 
 The cost is ``median(corrupted) / median(clean) - 1`` over the seeds; the report gives it with a
-90% percentile-bootstrap interval (the two sets of seeds resampled independently) and the
-two-sided Mann-Whitney p-value of the two sets of runs, since a run's MdAE scatters widely with
-its seed and a few seeds pin the cost down loosely.
+90% percentile-bootstrap interval (seeds resampled, each with its clean and corrupted run), and
+the median of each seed's corrupted / clean ratio with the Wilcoxon signed-rank p-value of those
+ratios, since a run's MdAE scatters widely with its seed and a few seeds pin the cost down
+loosely.
 
 With several seeds it also scores ensembles: ``K`` networks' predicted locations in the value
 space averaged, every ``K``-subset of the seeds. (The average of Cauchy variables
@@ -143,9 +144,10 @@ def cost_interval(
 ) -> tuple[float, float]:
     """A percentile-bootstrap interval of the cost ``median(bad) / median(clean) - 1``.
 
-    The two sets of seeds are resampled independently (scipy's ``stats.bootstrap``, fixed
-    random state): with a few seeds whose runs scatter widely, the interval says how far the
-    cost of these seeds can be from the cost of the training recipe.
+    ``clean[i]`` and ``bad[i]`` are the runs of one seed (the same initial weights and data
+    order), so seeds are resampled in pairs (scipy's ``stats.bootstrap``, ``paired=True``, a
+    fixed random state): with a few seeds whose runs scatter widely, the interval says how far
+    the cost of these seeds can be from the cost of the training recipe.
     """
     import numpy as np
     from scipy import stats
@@ -154,18 +156,23 @@ def cost_interval(
         return np.median(b, axis=axis) / np.median(c, axis=axis) - 1.0
 
     ci = stats.bootstrap(
-        (np.asarray(clean, float), np.asarray(bad, float)), cost, confidence_level=level,
-        n_resamples=resamples, method="percentile", random_state=0, vectorized=True,
+        (np.asarray(clean, float), np.asarray(bad, float)), cost, paired=True,
+        confidence_level=level, n_resamples=resamples, method="percentile", random_state=0,
+        vectorized=True,
     ).confidence_interval  # fmt: skip
     return float(ci.low), float(ci.high)
 
 
-def rank_test(clean: list[float], bad: list[float]) -> float:
-    """The two-sided Mann-Whitney p-value of the clean and corrupted runs' MdAE: how often
-    seeds drawn from one law would split this unevenly."""
+def paired_test(clean: list[float], bad: list[float]) -> tuple[float, float]:
+    """``(median of bad[i] / clean[i], two-sided Wilcoxon signed-rank p of their logs)``: each
+    seed's corrupted run against its own clean run, and how often seeds of a recipe that the
+    outliers do not change would tilt this far one way."""
+    import numpy as np
     from scipy import stats
 
-    return float(stats.mannwhitneyu(clean, bad, alternative="two-sided").pvalue)
+    ratio = np.asarray(bad, float) / np.asarray(clean, float)
+    p = stats.wilcoxon(np.log(ratio), alternative="two-sided").pvalue
+    return float(np.median(ratio)), float(p)
 
 
 def report(rows: list[dict[str, Any]], members: int) -> str:
@@ -176,7 +183,7 @@ def report(rows: list[dict[str, Any]], members: int) -> str:
 
     lines = [
         "| table | factor | clean, own | corrupted, own | corrupted, clean readouts | cost (own) "
-        "| its 90% interval | Mann-Whitney p | cost (clean readouts) | cost (average rule) "
+        "| its 90% interval | per-seed ratio (Wilcoxon p) | cost (clean readouts) | cost (average rule) "
         + (f"| ensembles of {members}: clean | corrupted | cost " if members > 1 else "")
         + "|",
         "|---" * (10 + 3 * (members > 1)) + "|",
@@ -209,10 +216,11 @@ def report(rows: list[dict[str, Any]], members: int) -> str:
             own_clean = [r["mdae"]["own least"] for r in clean]
             own_bad = [r["mdae"]["own least"] for r in bad]
             low, high = cost_interval(own_clean, own_bad)
+            ratio, p_value = paired_test(own_clean, own_bad)
             line = (
                 f"| {table} | x{factor:g} | {c} ({mc:.4g}) | {b} ({mb:.4g}) | {r_} ({mr:.4g}) "
                 f"| {mb / mc - 1:+.0%} | {low:+.0%} to {high:+.0%} "
-                f"| {rank_test(own_clean, own_bad):.2g} | {mr / mc - 1:+.0%} | {ba / ca - 1:+.0%} "
+                f"| {ratio:.3g} ({p_value:.2g}) | {mr / mc - 1:+.0%} | {ba / ca - 1:+.0%} "
             )
             if members > 1 and len(clean) >= members:
                 subsets = list(itertools.combinations(range(len(clean)), members))

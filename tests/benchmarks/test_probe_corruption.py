@@ -97,7 +97,7 @@ def test_cost_interval_of_constant_runs_is_their_cost():
     """Runs that do not scatter leave the bootstrap nothing to resample: the interval is the
     point, and it is the corrupted runs' median over the clean runs' (not the inverse)."""
     probe, _ = _probe()
-    low, high = probe.cost_interval([2.0] * 5, [3.0] * 4)
+    low, high = probe.cost_interval([2.0] * 5, [3.0] * 5)
     assert low == pytest.approx(0.5, abs=1e-12) and high == pytest.approx(0.5, abs=1e-12)
 
 
@@ -107,8 +107,8 @@ def test_cost_interval_covers_the_true_cost_at_about_its_level():
     Binomial(300, p) with p the interval's true coverage; percentile intervals of a median at ten
     draws may cover somewhat less than asked, so the bound is for p >= 0.80 with a false-failure
     rate below 1e-6 (4.9 standard deviations): 0.80 * 300 - 4.9 * sqrt(300 * 0.8 * 0.2) = 206.
-    An interval twice too narrow (a 63% interval: 199 of these 300) or centred on the inverse
-    ratio falls below it. (Measured: 272.)"""
+    An interval twice too narrow (a 63% interval: 196 of these 300) or centred on the inverse
+    ratio falls below it. (Measured: 268.)"""
     import numpy as np
 
     probe, _ = _probe()
@@ -120,3 +120,17 @@ def test_cost_interval_covers_the_true_cost_at_about_its_level():
         low, high = probe.cost_interval(list(clean), list(bad), resamples=2000)
         covered += low <= 0.3 <= high
     assert 206 <= covered
+
+
+def test_paired_test_reads_each_seed_against_its_own_clean_run():
+    """Every seed's corrupted run 1.5 times its clean run: the median ratio is 1.5 and the
+    signed-rank p is the exact two-sided 2 / 2^10 of ten ratios on one side; ratios that
+    alternate 1.2 and 1/1.2 tilt neither way (p = 1 up to the ranks of equal ratios)."""
+    probe, _ = _probe()
+    clean = [0.5, 0.4, 0.37, 0.93, 0.56, 0.97, 0.58, 0.4, 0.88, 0.41]
+    ratio, p = probe.paired_test(clean, [1.5 * v for v in clean])
+    assert ratio == pytest.approx(1.5, rel=1e-12) and p == pytest.approx(2 / 2**10, rel=1e-9)
+    ratio, p = probe.paired_test(
+        clean, [v * (1.2 if i % 2 else 1 / 1.2) for i, v in enumerate(clean)]
+    )
+    assert ratio == pytest.approx(1.0, abs=0.1) and p > 0.5
