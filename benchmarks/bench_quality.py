@@ -31,8 +31,8 @@ also with cross-conformal (CV+) intervals from MAPIE as the coverage reference.
 ``--learning-rate``, ``--batch-size``, ``--lr-scheduler`` and ``--adam-beta2`` change the shared
 budget of every model (a grid with other values needs a ``--json`` of its own: ``--resume``
 refuses to add to one that ran with others).
-``--corrupt`` retrains the causal, CE and MSE models at 1000 steps with 10% of the training
-targets multiplied by 100. ``--pretrained`` adds the path users take with a real decoder: a backbone first
+``--corrupt`` retrains the causal model (and each ``--variants`` variant), the CE and MSE models
+at 1000 steps with 10% of the training targets multiplied by 100. ``--pretrained`` adds the path users take with a real decoder: a backbone first
 trained with plain cross-entropy on other text (the demo corpus, ``--pretrain-steps``), then
 fine-tuned on the table for 1000 steps either as the causal model (``from_base``) or by continued
 cross-entropy.
@@ -1523,8 +1523,12 @@ def main(argv: list[str] | None = None) -> int:
                 for seed in seeds:
                     for table in corrupt_tables:
                         for m in ("causal", "text", "mse"):
-                            if m in models:
-                                add(table, m, MODELS[m], {}, steps, seed, corrupt=args.corrupt)
+                            if m not in models:
+                                continue
+                            # every causal variant too: what the outliers cost each of them
+                            for v in ["causal", *variants] if m == "causal" else [MODELS[m]]:
+                                settings = variant_settings.get(v, {})
+                                add(table, m, v, settings, steps, seed, corrupt=args.corrupt)
             if steps == tune_budget and args.pretrained:
                 for seed in seeds:
                     for table in tables:

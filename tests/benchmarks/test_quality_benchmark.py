@@ -72,6 +72,7 @@ def test_bench_quality_toy_run(tmp_path):
         for seed in (0, 1):  # corrupted targets and the CE-pretrained start: the 1000-step
             # budget when it is run, else the first one
             assert (table, "causal", 3, seed, 0.1, "scratch") in have
+            assert (table, "causal (context-scaled gradient)", 3, seed, 0.1, "scratch") in have
             assert (table, "CE text LM", 3, seed, 0.1, "scratch") in have
     for seed in (0, 1):  # the pretraining text is the demo corpus: not fine-tuned on itself
         assert ("cancer", "causal", 3, seed, 0.0, "pretrained") in have
