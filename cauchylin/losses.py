@@ -741,10 +741,19 @@ def gated_regression_loss(
     **Scale cutoff** (``scale_cutoff = k``). The NLL's gradient with respect to ``log scale_Y_i``
     is ``1 - 2 z_i^2 / (1 + z_i^2)``, ``z_i = (y_i - loc_Y_i) / scale_Y_i``: it tends to ``-1``
     as ``|z_i|`` grows, so each far outlier pushes the scale up with the same force however far
-    it is (the location's gradient, by contrast, fades as one over the residual). With ``k``,
-    positions with ``|z_i| > k`` (computed without gradient) pass no gradient to ``scale_Y``:
-    the scale is fitted by the Cauchy scale equation over the positions within ``k`` scales of
-    their location, while the loss value and every other gradient stay the NLL's.
+    it is (the location's gradient, by contrast, fades as one over the residual). With ``k``, a
+    position whose absolute residual exceeds ``k`` times the median absolute residual of the
+    ``<NUM>`` positions of the call (the lower median for an even count, as ``torch.median``;
+    both computed without gradient)::
+
+        |y_i - loc_Y_i| > k * median_j |y_j - loc_Y_j|
+
+    passes no gradient to ``scale_Y``; the loss value and every other gradient stay the NLL's.
+    The rule reads the residuals, not the model's scale, so it cannot hold a scale that starts
+    small below the numbers' spread (nearly every number would be many scales away then), and on
+    data without gross errors it rarely fires: a Cauchy residual exceeds 20 times the median
+    absolute residual with probability ``2 atan(1/20) / pi``, about 3%, a Gaussian one never in
+    practice.
 
     Args:
         loc_Y: ``[...]`` location of the regression value.
@@ -761,8 +770,9 @@ def gated_regression_loss(
             (e.g. the tokens before the number); None: every position is its own context.
         min_context_count: the fewest ``<NUM>`` targets of one key in the batch whose spread is
             estimated from them (>= 2).
-        scale_cutoff: ``k > 0``: positions farther than ``k`` scales from their location pass no
-            gradient to ``scale_Y``; None (default): every position does (the plain NLL's).
+        scale_cutoff: ``k > 0``: positions whose absolute residual exceeds ``k`` times the
+            median absolute residual of the call's ``<NUM>`` positions pass no gradient to
+            ``scale_Y``; None (default): every position does (the plain NLL's).
         validate_args: value checks (``num_mask`` 0/1, scales positive and finite, targets
             finite at ``<NUM>`` positions, ``log_p_num <= 0``); ``None`` follows the global
             setting.
@@ -823,7 +833,11 @@ def gated_regression_loss(
         # the same value as loc; its gradient is w times the NLL's
         loc = loc.detach() + w * (loc - loc.detach())
     if scale_cutoff is not None:
-        far = ((safe_y - loc.detach()) / safe_scale.detach()).abs() > scale_cutoff
+        residual = (safe_y - loc.detach()).abs()
+        nan = torch.full((), math.nan, dtype=dt, device=residual.device)
+        # with no <NUM> position the median is NaN and nothing is far
+        typical = torch.where(m, residual, nan).nanmedian()
+        far = m & (residual > scale_cutoff * typical)
         # the same value as the scale; no gradient from the far positions
         safe_scale = torch.where(far, safe_scale.detach(), safe_scale)
     nll = LOG_PI + torch.log(safe_scale) + log1p_square((safe_y - loc) / safe_scale)

@@ -202,11 +202,11 @@ class CauchyLMConfig(PreTrainedConfig):
             0): ``d`` is the median absolute deviation of the batch's numbers with the same key
             (when at least 3 are there), else the model's own ``scale_Y``; with 0 the model's
             ``scale_Y`` stands for ``d`` everywhere.
-        reg_scale_cutoff: ``k > 0``, or None (default): targets farther than ``k`` predicted
-            scales from their location pass no gradient to the scale, so that far outliers do not
-            push it up (the NLL's gradient in ``log scale_Y`` tends to -1 however far a target
-            is); the loss value and the location's gradient are the NLL's
-            (:func:`cauchylin.losses.gated_regression_loss`).
+        reg_scale_cutoff: ``k > 0``, or None (default): targets whose residual exceeds ``k``
+            times the median absolute residual of the batch's numbers pass no gradient to the
+            scale, so that far outliers do not push it up (the NLL's gradient in
+            ``log scale_Y`` tends to -1 however far a target is); the loss value and the
+            location's gradient are the NLL's (:func:`cauchylin.losses.gated_regression_loss`).
         ovr_classes: ``"all"`` (every embedding row is an OvR class) or
             ``"tokenizer"`` (classes ``0 .. tokenizer_size - 1``: the tokenizer's tokens plus
             ``<NUM>``; spare rows are never predicted).

@@ -950,8 +950,9 @@ class Action(nn.Module):
           spread of its context's targets in the batch (the model's detached ``scale_Y_i`` where
           the context is rare), so that contexts whose numbers have a small spread do not
           outweigh the others; the loss value and the scale's gradient are the plain NLL's.
-          With ``reg_scale_cutoff = k``, targets farther than ``k`` scales from ``loc_Y`` pass no
-          gradient to ``scale_Y`` (far outliers do not inflate the scale).
+          With ``reg_scale_cutoff = k``, targets whose residual exceeds ``k`` times the median
+          absolute residual of the call's ``<NUM>`` targets pass no gradient to ``scale_Y`` (far
+          outliers do not inflate the scale).
           Without ``num_token_id`` or ``target_values`` the regression term is exactly 0.
 
         Args:

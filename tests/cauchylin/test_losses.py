@@ -651,8 +651,8 @@ def test_empty_batches_give_empty_results_and_zero_gradients(fused, batch):
 @pytest.mark.parametrize("cutoff", [0.5, 3.0, 20.0])
 def test_scale_cutoff_keeps_the_value_and_cuts_only_the_far_scale_gradients(cutoff):
     """With ``scale_cutoff=k``: the value is scipy's NLL; d/d loc and d/d log_p_num are the
-    NLL's (central differences); d/d scale is the NLL's where |y - loc| / scale <= k and 0
-    beyond."""
+    NLL's (central differences); d/d scale is the NLL's where the absolute residual is at most k
+    times the lower median of the <NUM> positions' absolute residuals (numpy) and 0 beyond."""
     import numpy as np
     from scipy.stats import cauchy
 
@@ -660,7 +660,7 @@ def test_scale_cutoff_keeps_the_value_and_cuts_only_the_far_scale_gradients(cuto
     shape = (4, 5)
     loc = torch.randn(shape, generator=gen, dtype=torch.float64)
     scale = torch.exp(torch.randn(shape, generator=gen, dtype=torch.float64))
-    # residuals from 0.01 to 100 scales: some inside every cutoff, some beyond
+    # residuals from 0.01 to 100 (times a scale near 1): some within every cutoff, some beyond
     z = torch.logspace(-2, 2, 20, dtype=torch.float64)[torch.randperm(20, generator=gen)]
     z = z * torch.where(torch.rand(20, generator=gen) < 0.5, -1.0, 1.0)
     y = loc + scale * z.reshape(shape)
@@ -679,7 +679,9 @@ def test_scale_cutoff_keeps_the_value_and_cuts_only_the_far_scale_gradients(cuto
         g = 0.25 + 0.75 * np.exp(lpn)
         return float(-(g[m] * cauchy.logpdf(yy[m], loc=lc[m], scale=sc[m])).sum() / n)
 
-    near = (z.reshape(shape).abs() <= cutoff).numpy()
+    residual = np.abs(yy - loc.numpy())
+    lower_median = np.sort(residual[m])[(n - 1) // 2]
+    near = residual <= cutoff * lower_median
     assert near[m].any() and (~near[m]).any()
     h = 1e-6
     base = [loc.numpy(), scale.numpy(), p_num.log().numpy()]
@@ -709,12 +711,27 @@ def test_scale_cutoff_beyond_every_residual_is_the_plain_nll_bit_for_bit():
         assert torch.equal(one, other)
 
 
+def test_scale_cutoff_reads_residuals_not_the_scale():
+    """A scale far below every residual (a model at its start) cuts nothing: the cutoff is
+    relative to the residuals' median, so only the gross outlier loses its scale gradient."""
+    y = torch.tensor([1.0, -2.0, 1.5, -1.0, 2.5, 300.0])
+    scale = torch.full((6,), 1e-3, requires_grad=True)
+    m = torch.ones(6, dtype=torch.bool)
+    gated_regression_loss(torch.zeros(6), scale, y, m, alpha=1.0, scale_cutoff=20.0).mean.backward()
+    assert bool((scale.grad[:5] != 0).all()) and scale.grad[5] == 0
+    # an empty call: no <NUM> position, nothing far, exactly zero
+    none = torch.zeros(6, dtype=torch.bool)
+    out = gated_regression_loss(torch.zeros(6), scale, y, none, scale_cutoff=20.0)
+    assert out.mean.item() == 0.0
+
+
 def test_scale_cutoff_refuses_bad_values_and_works_under_torch_func():
     z, o, m = torch.zeros(3), torch.ones(3), torch.ones(3, dtype=torch.bool)
     for bad in (0.0, -1.0, float("nan"), float("inf"), "two", True):
         with pytest.raises(ValueError, match="scale_cutoff"):
             gated_regression_loss(z, o, z, m, scale_cutoff=bad)
-    y = torch.tensor([[0.5, 40.0, -1.5], [3.0, -0.2, 80.0]])  # |z| = 1 would give 0 anyway
+    # residuals 0.5, 40, 1.5 (median 1.5) and 3, 0.2, 80 (median 3): 40 and 80 are beyond 10x
+    y = torch.tensor([[0.5, 40.0, -1.5], [3.0, -0.2, 80.0]])
 
     def cut(scale, target):
         return gated_regression_loss(
@@ -724,13 +741,10 @@ def test_scale_cutoff_refuses_bad_values_and_works_under_torch_func():
     grads = torch.func.vmap(torch.func.grad(cut), in_dims=(None, 0))(torch.ones(3), y)
     for row, target in zip(grads, y, strict=True):
         s = torch.ones(3, requires_grad=True)
-        gated_regression_loss(
-            torch.zeros(3), s, target, m, alpha=1.0, scale_cutoff=10.0
-        ).mean.backward()
+        cut(s, target).backward()
         torch.testing.assert_close(row, s.grad, rtol=1e-6, atol=0)
-        assert bool((row[target.abs() > 10] == 0).all()) and bool(
-            (row[target.abs() <= 10] != 0).all()
-        )
+        far = target.abs() > 10 * target.abs().median()
+        assert bool((row[far] == 0).all()) and bool((row[~far] != 0).all())
 
 
 # --------------------------------------------------------------------------------------------

@@ -613,29 +613,37 @@ def test_after_a_cache_readouts_read_the_context_they_are_given(model):
 def test_reg_scale_cutoff_reaches_the_loss_from_the_config(make_base, tiny_tok):
     """``CauchyLMConfig.reg_scale_cutoff``: the same loss and the same gradient where only the
     location reads a parameter (``b_reg``); the scale's parameters (``b_noise``) get another
-    gradient once some target lies beyond the cutoff, and the default's when none does."""
+    gradient once a target lies beyond the cutoff (its residual over the batch's median
+    residual), and the default's when none does."""
     ids, values, mask = numeric_batch()
     labels = ids.masked_fill(mask == 0, -100)
 
     def run(**settings):
         torch.manual_seed(0)
-        m = CauchyLMForCausalLM.from_base(make_base(spare_rows=3), tiny_tok, **settings)
+        m = CauchyLMForCausalLM.from_base(
+            make_base(spare_rows=3), tiny_tok, value_space="signed_log1p", **settings
+        )
         perturb_heads(m)
         out = m(
             ids, numeric_values=values, attention_mask=mask, labels=labels,
             return_distributions=True,
         )  # fmt: skip
-        out.loss.backward()
+        out.reg_loss.backward()  # b_noise reads the regression through scale_Y alone here
         return out, m.action.regressor.bias.grad.clone(), m.action.b_noise.grad.clone()
+
+    from cauchylin.value_space import to_value_space
 
     plain, bias_grad, noise_grad = run()
     at = labels[:, 1:] == NUM
-    z = ((values[:, 1:] - plain.loc_Y[:, :-1]) / plain.scale_Y[:, :-1])[at].abs().detach()
-    middle = float(z.sort().values[len(z) // 2])  # some targets beyond it, some within
-    assert float(z.min()) < middle < float(z.max())
+    t = to_value_space(values[:, 1:], "signed_log1p")  # the model's value space
+    residual = (t - plain.loc_Y[:, :-1])[at].abs().detach().double()
+    ratio = (residual / residual.median()).sort().values  # the lower median, as the loss
+    # between the two largest ratios: the largest target alone is beyond the cutoff
+    middle = float((ratio[-1] * ratio[-2]).sqrt())
+    assert float(ratio[-2]) < middle < float(ratio[-1])
     cut, cut_bias, cut_noise = run(reg_scale_cutoff=middle)
     assert torch.equal(cut.loss, plain.loss)
     torch.testing.assert_close(cut_bias, bias_grad, rtol=1e-6, atol=1e-9)
     assert not torch.allclose(cut_noise, noise_grad, rtol=1e-3, atol=1e-9)
-    far, _, far_noise = run(reg_scale_cutoff=float(z.max()) * 2)
+    far, _, far_noise = run(reg_scale_cutoff=float(ratio[-1]) * 2)
     assert torch.equal(far.loss, plain.loss) and torch.equal(far_noise, noise_grad)
