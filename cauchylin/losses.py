@@ -52,7 +52,6 @@ from cauchylin._validation import (
     check_binary_mask,
     check_finite,
     check_positive_finite,
-    finite_number,
     host_values,
     integer,
     is_tracing,
@@ -701,7 +700,6 @@ def gated_regression_loss(
     scale_power: float = 0.0,
     context: torch.Tensor | None = None,
     min_context_count: int = 3,
-    scale_cutoff: float | None = None,
     validate_args: bool | None = None,
 ) -> RegLoss:
     """Cauchy negative log-likelihood of the regression value, gated by ``P(<NUM>)``.
@@ -738,23 +736,6 @@ def gated_regression_loss(
     the step that only precondition the location, so ``loc_Y`` and ``scale_Y`` stay the model's
     Cauchy parameters, fitted to the same likelihood, and its intervals keep their meaning.
 
-    **Scale cutoff** (``scale_cutoff = k``). The NLL's gradient with respect to ``log scale_Y_i``
-    is ``1 - 2 z_i^2 / (1 + z_i^2)``, ``z_i = (y_i - loc_Y_i) / scale_Y_i``: it tends to ``-1``
-    as ``|z_i|`` grows, so each far outlier pushes the scale up with the same force however far
-    it is (the location's gradient, by contrast, fades as one over the residual). With ``k``, a
-    position whose absolute residual exceeds ``k`` times the median absolute residual of the
-    ``<NUM>`` positions of the call (the lower median for an even count, as ``torch.median``;
-    both computed without gradient)::
-
-        |y_i - loc_Y_i| > k * median_j |y_j - loc_Y_j|
-
-    passes no gradient to ``scale_Y``; the loss value and every other gradient stay the NLL's.
-    The rule reads the residuals, not the model's scale, so it cannot hold a scale that starts
-    small below the numbers' spread (nearly every number would be many scales away then), and on
-    data without gross errors it rarely fires: a Cauchy residual exceeds 20 times the median
-    absolute residual with probability ``2 atan(1/20) / pi``, about 3%, a Gaussian one never in
-    practice.
-
     Args:
         loc_Y: ``[...]`` location of the regression value.
         scale_Y: ``[...]`` its scale (``> 0`` at ``<NUM>`` positions).
@@ -770,9 +751,6 @@ def gated_regression_loss(
             (e.g. the tokens before the number); None: every position is its own context.
         min_context_count: the fewest ``<NUM>`` targets of one key in the batch whose spread is
             estimated from them (>= 2).
-        scale_cutoff: ``k > 0``: positions whose absolute residual exceeds ``k`` times the
-            median absolute residual of the call's ``<NUM>`` positions pass no gradient to
-            ``scale_Y``; None (default): every position does (the plain NLL's).
         validate_args: value checks (``num_mask`` 0/1, scales positive and finite, targets
             finite at ``<NUM>`` positions, ``log_p_num <= 0``); ``None`` follows the global
             setting.
@@ -784,8 +762,7 @@ def gated_regression_loss(
     Raises:
         ValueError: mismatched shapes, ``alpha`` outside ``[0, 1]`` (or NaN), a negative or
             non-finite ``scale_power``, a ``context`` that is not an integer tensor of
-            ``loc_Y``'s shape, ``min_context_count < 2``, a ``scale_cutoff`` that is not a
-            positive finite number (or None), or (when validating) a ``num_mask``
+            ``loc_Y``'s shape, ``min_context_count < 2``, or (when validating) a ``num_mask``
             other than 0/1 or bad values at ``<NUM>`` positions.
 
     Example:
@@ -812,8 +789,6 @@ def gated_regression_loss(
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
     beta = _scale_power(scale_power)
     integer("min_context_count", min_context_count, minimum=2)
-    if scale_cutoff is not None:
-        scale_cutoff = finite_number("scale_cutoff", scale_cutoff, minimum=0.0, exclusive=True)
     if is_validating(validate_args):
         check_binary_mask("num_mask", num_mask)
 
@@ -832,14 +807,6 @@ def gated_regression_loss(
         w = context_weights(safe_y, safe_scale, m, beta, context, min_context_count)
         # the same value as loc; its gradient is w times the NLL's
         loc = loc.detach() + w * (loc - loc.detach())
-    if scale_cutoff is not None:
-        residual = (safe_y - loc.detach()).abs()
-        nan = torch.full((), math.nan, dtype=dt, device=residual.device)
-        # with no <NUM> position the median is NaN and nothing is far
-        typical = torch.where(m, residual, nan).nanmedian()
-        far = m & (residual > scale_cutoff * typical)
-        # the same value as the scale; no gradient from the far positions
-        safe_scale = torch.where(far, safe_scale.detach(), safe_scale)
     nll = LOG_PI + torch.log(safe_scale) + log1p_square((safe_y - loc) / safe_scale)
     gate = _gate(m, log_p_num, alpha, dt, is_validating(validate_args))
     per_position = torch.where(m, gate * nll, torch.zeros((), dtype=dt, device=loc.device))
