@@ -171,6 +171,8 @@ def paired_test(clean: list[float], bad: list[float]) -> tuple[float, float]:
     from scipy import stats
 
     ratio = np.asarray(bad, float) / np.asarray(clean, float)
+    if not np.any(ratio != 1.0):  # identical runs (a factor of 1): nothing tilts, no ranks to test
+        return 1.0, 1.0
     p = stats.wilcoxon(np.log(ratio), alternative="two-sided").pvalue
     return float(np.median(ratio)), float(p)
 
@@ -204,17 +206,15 @@ def report(rows: list[dict[str, Any]], members: int) -> str:
             if [r["seed"] for r in clean] != [r["seed"] for r in bad] or not clean:
                 continue  # the clean runs of the same seeds are not there
 
-            def seeds(sel: list[dict[str, Any]], name: str) -> tuple[str, float]:
+            def seeds(sel: list[dict[str, Any]], name: str) -> tuple[str, float, list[float]]:
                 values = [r["mdae"][name] for r in sel]
-                return " / ".join(f"{v:.4g}" for v in values), med(values)
+                return " / ".join(f"{v:.4g}" for v in values), med(values), values
 
-            (c, mc), (b, mb), (r_, mr) = (
+            (c, mc, own_clean), (b, mb, own_bad), (r_, mr, _) = (
                 seeds(clean, "own least"), seeds(bad, "own least"), seeds(bad, "clean readouts")
             )  # fmt: skip
             ca = med([r["mdae"]["own average"] for r in clean])
             ba = med([r["mdae"]["own average"] for r in bad])
-            own_clean = [r["mdae"]["own least"] for r in clean]
-            own_bad = [r["mdae"]["own least"] for r in bad]
             low, high = cost_interval(own_clean, own_bad)
             ratio, p_value = paired_test(own_clean, own_bad)
             line = (

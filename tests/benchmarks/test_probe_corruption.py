@@ -134,3 +134,5 @@ def test_paired_test_reads_each_seed_against_its_own_clean_run():
         clean, [v * (1.2 if i % 2 else 1 / 1.2) for i, v in enumerate(clean)]
     )
     assert ratio == pytest.approx(1.0, abs=0.1) and p > 0.5
+    # identical runs (a factor of 1): no tilt and no NaN (scipy has no ranks to test there)
+    assert probe.paired_test(clean, list(clean)) == (1.0, 1.0)
