@@ -127,6 +127,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "causal (classifier_lr_scale=1)": {"classifier_lr_scale": 1.0},
     "causal (readout_numbers=0)": {"readout_numbers": 0},
     "causal (readout_numbers=16)": {"readout_numbers": 16},
+    "causal (reg_scale_cutoff=20)": {"reg_scale_cutoff": 20.0, "reg_context_tokens": 2},
 }
 
 

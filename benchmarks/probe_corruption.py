@@ -95,7 +95,7 @@ def _with_targets(data: Any, num_id: int, targets: dict, which: int) -> Any:
 def _run(job: dict[str, Any]) -> dict[str, Any]:
     """One training run, scored under each readout variant."""
     import torch
-    from bench_quality import QUICK_SIZES, load_table
+    from bench_quality import QUICK_SIZES, VARIANTS, load_table
     from cauchylin_hf.app import compare
     from cauchylin_hf.readouts import solve_readouts
 
@@ -104,7 +104,10 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
     corrupted = compare.corrupt_targets(train, fraction=FRACTION, factor=job["factor"], seed=1)
     targets = _targets_by_row(train, corrupted)
     recipe = compare.Recipe(
-        max_steps=job["steps"], seed=job["seed"], **(QUICK_SIZES if job["quick"] else {})
+        max_steps=job["steps"],
+        seed=job["seed"],
+        settings=dict(VARIANTS[job["variant"]]),
+        **(QUICK_SIZES if job["quick"] else {}),
     )
     own = 1 if job["corrupt"] else 0
     model, ntok, result = compare.train_causal_run(corrupted if own else train, recipe)
@@ -147,10 +150,14 @@ def cost_interval(
     ``clean[i]`` and ``bad[i]`` are the runs of one seed (the same initial weights and data
     order), so seeds are resampled in pairs (scipy's ``stats.bootstrap``, ``paired=True``, a
     fixed random state): with a few seeds whose runs scatter widely, the interval says how far
-    the cost of these seeds can be from the cost of the training recipe.
+    the cost of these seeds can be from the cost of the training recipe. One seed has no
+    interval: ``(nan, nan)``.
     """
     import numpy as np
     from scipy import stats
+
+    if len(clean) < 2:
+        return math.nan, math.nan
 
     def cost(c: Any, b: Any, axis: int = -1) -> Any:
         return np.median(b, axis=axis) / np.median(c, axis=axis) - 1.0
@@ -242,6 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-clean", action="store_true", help="train the corrupted runs alone")
     p.add_argument("--members", type=int, default=3, help="networks per ensemble (1: none)")
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument(
+        "--variant",
+        default="causal",
+        help="the causal model's settings (bench_quality's --variants)",
+    )
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json")
     p.add_argument(
@@ -258,11 +270,15 @@ def main(argv: list[str] | None = None) -> int:
         rows = [r for f in args.json.split(",") for r in json.loads(Path(f).read_text())["rows"]]
         print(report(rows, args.members))
         return 0
+    from bench_quality import VARIANTS
+
+    if args.variant not in VARIANTS:
+        p.error(f"--variant must be one of {sorted(VARIANTS)}, got {args.variant!r}")
     if args.quick:
         args.steps = 10
     jobs = [
         {"table": t, "seed": int(s), "corrupt": c, "factor": args.factor, "steps": args.steps,
-         "quick": args.quick}
+         "quick": args.quick, "variant": args.variant}
         for t in args.tables.split(",") for s in args.seeds.split(",")
         for c in ((True,) if args.skip_clean else (False, True))
     ]  # fmt: skip

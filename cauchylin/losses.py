@@ -42,7 +42,7 @@ read the values underneath a transform's wrappers
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import torch
 
@@ -52,6 +52,7 @@ from cauchylin._validation import (
     check_binary_mask,
     check_finite,
     check_positive_finite,
+    finite_number,
     host_values,
     integer,
     is_tracing,
@@ -700,6 +701,7 @@ def gated_regression_loss(
     scale_power: float = 0.0,
     context: torch.Tensor | None = None,
     min_context_count: int = 3,
+    scale_cutoff: float | None = None,
     validate_args: bool | None = None,
 ) -> RegLoss:
     """Cauchy negative log-likelihood of the regression value, gated by ``P(<NUM>)``.
@@ -736,6 +738,23 @@ def gated_regression_loss(
     the step that only precondition the location, so ``loc_Y`` and ``scale_Y`` stay the model's
     Cauchy parameters, fitted to the same likelihood, and its intervals keep their meaning.
 
+    **Scale cutoff** (``scale_cutoff = k``). The NLL's gradient with respect to ``log scale_Y_i``
+    is ``1 - 2 z_i^2 / (1 + z_i^2)``, ``z_i = (y_i - loc_Y_i) / scale_Y_i``: it tends to ``-1``
+    as ``|z_i|`` grows, so each far outlier pushes the scale up with the same force however far
+    it is (the location's gradient, by contrast, fades as one over the residual). With ``k``, a
+    position that is far both by the model's scale and among the residuals of its context::
+
+        |r_i| > k * scale_Y_i   and   |r_i| > c * median_{j ~ i} |r_j|,   r_i = y_i - loc_Y_i,
+
+    passes no gradient to ``scale_Y``; the loss value and every other gradient stay the NLL's.
+    ``j ~ i`` runs over the ``<NUM>`` positions with ``i``'s ``context`` key when at least
+    ``min_context_count`` of them are in the call, else over all of the call's ``<NUM>``
+    positions (the median of an even count the mean of the middle two; everything computed
+    without gradient); ``c = 3.5 / 0.6745`` is Iglewicz and
+    Hoaglin's outlier bound (a modified z-score above 3.5). The first condition alone would
+    also hold a scale that starts small below the numbers' spread (early in training nearly
+    every number is many scales away); the second alone is blind to the model's scale.
+
     Args:
         loc_Y: ``[...]`` location of the regression value.
         scale_Y: ``[...]`` its scale (``> 0`` at ``<NUM>`` positions).
@@ -751,6 +770,9 @@ def gated_regression_loss(
             (e.g. the tokens before the number); None: every position is its own context.
         min_context_count: the fewest ``<NUM>`` targets of one key in the batch whose spread is
             estimated from them (>= 2).
+        scale_cutoff: ``k > 0``: positions more than ``k`` scales from their location and
+            far among their context's residuals (above) pass no gradient to ``scale_Y``; None
+            (default): every position does (the plain NLL's).
         validate_args: value checks (``num_mask`` 0/1, scales positive and finite, targets
             finite at ``<NUM>`` positions, ``log_p_num <= 0``); ``None`` follows the global
             setting.
@@ -762,7 +784,8 @@ def gated_regression_loss(
     Raises:
         ValueError: mismatched shapes, ``alpha`` outside ``[0, 1]`` (or NaN), a negative or
             non-finite ``scale_power``, a ``context`` that is not an integer tensor of
-            ``loc_Y``'s shape, ``min_context_count < 2``, or (when validating) a ``num_mask``
+            ``loc_Y``'s shape, ``min_context_count < 2``, a ``scale_cutoff`` that is not a
+            positive finite number (or None), or (when validating) a ``num_mask``
             other than 0/1 or bad values at ``<NUM>`` positions.
 
     Example:
@@ -789,6 +812,8 @@ def gated_regression_loss(
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
     beta = _scale_power(scale_power)
     integer("min_context_count", min_context_count, minimum=2)
+    if scale_cutoff is not None:
+        scale_cutoff = finite_number("scale_cutoff", scale_cutoff, minimum=0.0, exclusive=True)
     if is_validating(validate_args):
         check_binary_mask("num_mask", num_mask)
 
@@ -807,6 +832,12 @@ def gated_regression_loss(
         w = context_weights(safe_y, safe_scale, m, beta, context, min_context_count)
         # the same value as loc; its gradient is w times the NLL's
         loc = loc.detach() + w * (loc - loc.detach())
+    if scale_cutoff is not None:
+        far = _far_residuals(
+            safe_y, loc.detach(), safe_scale.detach(), m, scale_cutoff, context, min_context_count
+        )
+        # the same value as the scale; no gradient from the far positions
+        safe_scale = torch.where(far, safe_scale.detach(), safe_scale)
     nll = LOG_PI + torch.log(safe_scale) + log1p_square((safe_y - loc) / safe_scale)
     gate = _gate(m, log_p_num, alpha, dt, is_validating(validate_args))
     per_position = torch.where(m, gate * nll, torch.zeros((), dtype=dt, device=loc.device))
@@ -887,6 +918,34 @@ def _group_medians(keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tens
     lo = sorted_values[starts + (counts - 1) // 2]
     hi = sorted_values[starts + counts // 2]
     return ((lo + hi) / 2)[inverse], counts[inverse]
+
+
+# Iglewicz and Hoaglin's bound on the modified z-score 0.6745 |r| / median |r|.
+_OUTLIER_MEDIANS: Final = 3.5 / 0.6745
+
+
+def _far_residuals(
+    target_values: torch.Tensor,
+    loc_Y: torch.Tensor,
+    scale_Y: torch.Tensor,
+    num_mask: torch.Tensor,
+    cutoff: float,
+    context: torch.Tensor | None,
+    min_context_count: int,
+) -> torch.Tensor:
+    """The ``<NUM>`` positions of :func:`gated_regression_loss`'s scale cutoff (all detached)."""
+    residual = (target_values - loc_Y).abs()
+    # The median of the call's <NUM> residuals by one sort (no host read, so torch.func maps
+    # it); with none it is inf and nothing is far.
+    ordered = torch.where(num_mask, residual, math.inf).reshape(-1).sort().values
+    n = num_mask.sum().reshape(1)
+    middle = torch.cat([(n - 1).clamp_min(0) // 2, (n // 2).clamp_max(ordered.numel() - 1)])
+    typical = ordered.gather(0, middle).mean() * torch.ones_like(residual)
+    if context is not None:
+        own, counts = _group_medians(context[num_mask], residual[num_mask])
+        local = torch.where(counts >= min_context_count, own, typical[num_mask])
+        typical = typical.masked_scatter(num_mask, local)
+    return num_mask & (residual > cutoff * scale_Y) & (residual > _OUTLIER_MEDIANS * typical)
 
 
 def context_weights(

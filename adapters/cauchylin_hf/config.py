@@ -131,6 +131,7 @@ _REAL_SETTINGS: Final[tuple[tuple[str, dict[str, Any]], ...]] = (
     ("alpha", {"minimum": 0.0, "maximum": 1.0}),
     ("reg_weight", {"minimum": 0.0}),
     ("reg_scale_power", {"minimum": 0.0}),
+    ("reg_scale_cutoff", {"minimum": 0.0, "exclusive": True}),
     ("temperature", {"minimum": 0.0}),
     ("classifier_lr_scale", {"minimum": 0.0, "exclusive": True}),
     ("w_num_scale", {"minimum": 0.0, "exclusive": True}),
@@ -148,7 +149,14 @@ _INT_SETTINGS: Final[tuple[tuple[str, dict[str, Any]], ...]] = (
     ("numeric_frequencies", {"minimum": 1}),
 )
 # Settings that may also be None (a default chosen elsewhere).
-_OPTIONAL = ("w_num_scale", "causal_size", "tokenizer_size", "base_vocab_size", "num_token_id")
+_OPTIONAL = (
+    "w_num_scale",
+    "reg_scale_cutoff",
+    "causal_size",
+    "tokenizer_size",
+    "base_vocab_size",
+    "num_token_id",
+)
 _CHOICES: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
     ("ovr_classes", OVR_CLASS_SETS),
     ("training_mode", TRAINING_MODES),
@@ -201,6 +209,12 @@ class CauchyLMConfig(PreTrainedConfig):
             0): ``d`` is the median absolute deviation of the batch's numbers with the same key
             (when at least 3 are there), else the model's own ``scale_Y``; with 0 the model's
             ``scale_Y`` stands for ``d`` everywhere.
+        reg_scale_cutoff: ``k > 0``, or None (default): targets more than ``k`` scales from
+            their location whose residual is also an outlier among their context's (the
+            contexts of ``reg_context_tokens``, else the batch's numbers) pass no gradient to
+            the scale, so that far outliers do not push it up (the NLL's gradient in
+            ``log scale_Y`` tends to -1 however far a target is); the loss value and the
+            location's gradient are the NLL's (:func:`cauchylin.losses.gated_regression_loss`).
         ovr_classes: ``"all"`` (every embedding row is an OvR class) or
             ``"tokenizer"`` (classes ``0 .. tokenizer_size - 1``: the tokenizer's tokens plus
             ``<NUM>``; spare rows are never predicted).
@@ -291,6 +305,7 @@ class CauchyLMConfig(PreTrainedConfig):
     reg_weight: float = 1.0
     reg_scale_power: float = 0.0
     reg_context_tokens: int = 0
+    reg_scale_cutoff: float | None = None
     ovr_classes: str = "all"
     tokenizer_size: int | None = None
     num_token: str = "<NUM>"

@@ -231,4 +231,5 @@ def shifted_causal_loss(
         temperature=cfg.loss_temperature,
         reg_scale_power=cfg.reg_scale_power,
         reg_context_tokens=cfg.reg_context_tokens,
+        reg_scale_cutoff=cfg.reg_scale_cutoff,
     )

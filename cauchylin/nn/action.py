@@ -914,6 +914,7 @@ class Action(nn.Module):
         chunk_size: int | tuple[int, int] | None = None,
         reg_scale_power: float = 0.0,
         reg_context_tokens: int = 0,
+        reg_scale_cutoff: float | None = None,
     ) -> losses.CausalLMLoss:
         r"""The training objective in standard mode, without any ``[N, V]`` tensor.
 
@@ -949,6 +950,9 @@ class Action(nn.Module):
           spread of its context's targets in the batch (the model's detached ``scale_Y_i`` where
           the context is rare), so that contexts whose numbers have a small spread do not
           outweigh the others; the loss value and the scale's gradient are the plain NLL's.
+          With ``reg_scale_cutoff = k``, targets more than ``k`` scales from their location and
+          far among the residuals of their context (of the call, with ``reg_context_tokens =
+          0``) pass no gradient to ``scale_Y``: far outliers do not inflate the scale.
           Without ``num_token_id`` or ``target_values`` the regression term is exactly 0.
 
         Args:
@@ -966,13 +970,16 @@ class Action(nn.Module):
                 (0: the plain NLL's gradient).
             reg_context_tokens: ``k`` in ``0..3``, the tokens before a number that key its
                 context (0: the model's own scale stands for every context's spread).
+            reg_scale_cutoff: ``k > 0`` or None: the regression loss's ``scale_cutoff``
+                (:func:`cauchylin.losses.gated_regression_loss`).
 
         Returns:
             :class:`cauchylin.losses.CausalLMLoss` ``(total, cls, reg)``.
 
         Raises:
             ValueError: shape mismatches, labels out of range, bad ``alpha`` or
-                ``reg_scale_power`` (from :mod:`cauchylin.losses`), ``reg_context_tokens``
+                ``reg_scale_power`` or ``reg_scale_cutoff`` (from :mod:`cauchylin.losses`),
+                ``reg_context_tokens``
                 outside ``0..3``, or a bad ``U``/temperature.
 
         Example:
@@ -1022,6 +1029,7 @@ class Action(nn.Module):
             alpha=alpha,
             scale_power=reg_scale_power,
             context=context,
+            scale_cutoff=reg_scale_cutoff,
         )
         return losses.causal_lm_loss(cls, reg, reg_weight=reg_weight)
 

@@ -74,7 +74,7 @@ def test_probe_corruption_toy_run(tmp_path):
     out = tmp_path / "probe.json"
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--tables", "friedman1", "--seeds", "0,1",
-         "--members", "2", "--json", str(out)],
+         "--members", "2", "--variant", "causal (reg_scale_cutoff=20)", "--json", str(out)],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
@@ -83,6 +83,7 @@ def test_probe_corruption_toy_run(tmp_path):
         (0, False), (0, True), (1, False), (1, True)
     ]  # fmt: skip
     for row in rows:
+        assert row["variant"] == "causal (reg_scale_cutoff=20)"
         names = {"own least", "own average"} | ({"clean readouts"} if row["corrupt"] else set())
         assert set(row["mdae"]) == names
         assert all(math.isfinite(v) and v > 0 for v in row["mdae"].values())
@@ -99,6 +100,16 @@ def test_cost_interval_of_constant_runs_is_their_cost():
     probe, _ = _probe()
     low, high = probe.cost_interval([2.0] * 5, [3.0] * 5)
     assert low == pytest.approx(0.5, abs=1e-12) and high == pytest.approx(0.5, abs=1e-12)
+    # one seed has nothing to resample (scipy refuses it): no interval
+    assert all(math.isnan(v) for v in probe.cost_interval([2.0], [3.0]))
+
+
+def test_probe_refuses_an_unknown_variant(capsys):
+    """``--variant`` names one of bench_quality's causal variants, checked before any run."""
+    probe, _ = _probe()
+    with pytest.raises(SystemExit):
+        probe.main(["--quick", "--variant", "causal (no such setting)"])
+    assert "--variant must be one of" in capsys.readouterr().err
 
 
 def test_cost_interval_covers_the_true_cost_at_about_its_level():

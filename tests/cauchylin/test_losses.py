@@ -648,6 +648,135 @@ def test_empty_batches_give_empty_results_and_zero_gradients(fused, batch):
     assert reg.per_position.shape == batch and int(reg.count) == 0 and reg.mean.item() == 0.0
 
 
+# Iglewicz and Hoaglin's outlier bound on |r| / median |r| (a modified z-score above 3.5)
+OUTLIER_MEDIANS = 3.5 / 0.6745
+
+
+@pytest.mark.parametrize("cutoff", [0.5, 3.0, 20.0])
+def test_scale_cutoff_keeps_the_value_and_cuts_only_the_far_scale_gradients(cutoff):
+    """With ``scale_cutoff=k``: the value is scipy's NLL; d/d loc and d/d log_p_num are the
+    NLL's (central differences); d/d scale is 0 where the absolute residual exceeds both k
+    scales and 3.5 / 0.6745 times numpy's median absolute residual of the <NUM> positions, and
+    the NLL's everywhere else."""
+    import numpy as np
+    from scipy.stats import cauchy
+
+    gen = torch.Generator().manual_seed(31)
+    shape = (4, 5)
+    loc = torch.randn(shape, generator=gen, dtype=torch.float64)
+    scale = torch.exp(torch.randn(shape, generator=gen, dtype=torch.float64))
+    # residuals from 0.01 to 100 (times a scale near 1): some within every cutoff, some beyond
+    z = torch.logspace(-2, 2, 20, dtype=torch.float64)[torch.randperm(20, generator=gen)]
+    z = z * torch.where(torch.rand(20, generator=gen) < 0.5, -1.0, 1.0)
+    y = loc + scale * z.reshape(shape)
+    mask = torch.rand(shape, generator=gen) < 0.8
+    p_num = torch.rand(shape, generator=gen, dtype=torch.float64) * 0.9 + 0.05
+    a, b = loc.clone().requires_grad_(), scale.clone().requires_grad_()
+    lp = p_num.log().requires_grad_()
+    out = gated_regression_loss(a, b, y, mask, lp, alpha=0.25, scale_cutoff=cutoff)
+    gate = (0.25 + 0.75 * p_num).numpy()
+    per = _nll_reference(loc, scale, y, mask, gate)
+    torch.testing.assert_close(out.per_position, torch.from_numpy(per), rtol=1e-12, atol=1e-14)
+    out.mean.backward()
+    m, yy, n = mask.numpy(), y.numpy(), int(mask.sum())
+
+    def f(lc, sc, lpn):
+        g = 0.25 + 0.75 * np.exp(lpn)
+        return float(-(g[m] * cauchy.logpdf(yy[m], loc=lc[m], scale=sc[m])).sum() / n)
+
+    residual = np.abs(yy - loc.numpy())
+    by_scale = residual > cutoff * scale.numpy()
+    by_median = residual > OUTLIER_MEDIANS * np.median(residual[m])
+    far = by_scale & by_median
+    # both kinds among the <NUM> positions, and a position that one condition alone would cut
+    assert far[m].any() and (~far[m]).any() and (by_scale != by_median)[m].any()
+    h = 1e-6
+    base = [loc.numpy(), scale.numpy(), p_num.log().numpy()]
+    for which, grad, keep in ((0, a.grad, 1.0), (1, b.grad, ~far), (2, lp.grad, 1.0)):
+        fd = np.zeros(shape)
+        for idx in np.ndindex(*shape):
+            args = [t.copy() for t in base]
+            args[which][idx] += h
+            up = f(*args)
+            args[which][idx] -= 2 * h
+            fd[idx] = (up - f(*args)) / (2 * h)
+        np.testing.assert_allclose(grad.numpy(), keep * fd, rtol=1e-6, atol=1e-9)
+
+
+def test_scale_cutoff_beyond_every_residual_is_the_plain_nll_bit_for_bit():
+    gen = torch.Generator().manual_seed(32)
+    loc, y = torch.randn(3, 4, generator=gen), torch.randn(3, 4, generator=gen)
+    scale = torch.rand(3, 4, generator=gen) + 0.1
+    mask = torch.rand(3, 4, generator=gen) < 0.7
+    grads = []
+    for kw in ({}, {"scale_cutoff": 1e6}):
+        a, b = loc.clone().requires_grad_(), scale.clone().requires_grad_()
+        out = gated_regression_loss(a, b, y, mask, alpha=1.0, **kw)
+        out.mean.backward()
+        grads.append((out.per_position, a.grad, b.grad))
+    for one, other in zip(*grads, strict=True):
+        assert torch.equal(one, other)
+
+
+def test_scale_cutoff_needs_both_the_scale_and_the_residuals():
+    """A scale far below every residual (a model at its start) cuts only the gross outlier,
+    which is far among the residuals too; a scale wide enough to hold it cuts nothing."""
+    y = torch.tensor([1.0, -2.0, 1.5, -1.0, 2.5, 300.0])
+    m = torch.ones(6, dtype=torch.bool)
+    for start, cut in ((1e-3, [5]), (100.0, [])):
+        scale = torch.full((6,), start, requires_grad=True)
+        out = gated_regression_loss(torch.zeros(6), scale, y, m, alpha=1.0, scale_cutoff=20.0)
+        out.mean.backward()
+        assert (scale.grad == 0).nonzero().flatten().tolist() == cut
+    # an empty call: no <NUM> position, nothing far, exactly zero
+    out = gated_regression_loss(torch.zeros(6), scale, y, ~m, scale_cutoff=20.0)
+    assert out.mean.item() == 0.0
+
+
+def test_scale_cutoff_reads_each_context_against_its_own_residuals():
+    """With ``context``: 40 among residuals near 1.5 is an outlier (it is not among the call's,
+    median 70); in a context of fewer than ``min_context_count`` the call's median stands."""
+    y = torch.tensor([1.0, -2.0, 1.5, -1.0, 40.0, 100.0, -200.0, 150.0, -120.0, 180.0])
+    key = torch.tensor([0, 0, 0, 0, 0, 1, 1, 1, 1, 1])
+    m = torch.ones(10, dtype=torch.bool)
+
+    def cut(**kw):
+        scale = torch.full((10,), 1e-3, requires_grad=True)
+        gated_regression_loss(
+            torch.zeros(10), scale, y, m, alpha=1.0, scale_cutoff=20.0, **kw
+        ).mean.backward()
+        return (scale.grad == 0).nonzero().flatten().tolist()
+
+    assert cut() == []
+    assert cut(context=key) == [4]
+    assert cut(context=key, min_context_count=6) == []
+
+
+def test_scale_cutoff_refuses_bad_values_and_works_under_torch_func():
+    z, o, m = torch.zeros(3), torch.ones(3), torch.ones(3, dtype=torch.bool)
+    for bad in (0.0, -1.0, float("nan"), float("inf"), "two", True):
+        with pytest.raises(ValueError, match="scale_cutoff"):
+            gated_regression_loss(z, o, z, m, scale_cutoff=bad)
+    # residuals 0.5, 40, 1.5 and 3, 0.2, 80, 12 in unit scales: beyond 10 scales and beyond
+    # 3.5 / 0.6745 median residuals are 40 (median 1.5) and 80 (median 3); 12 is not
+    y = torch.tensor([[0.5, 40.0, -1.5], [3.0, -0.2, 80.0], [3.0, -12.0, 2.5]])
+
+    def cut(scale, target):
+        return gated_regression_loss(
+            torch.zeros(3), scale, target, m, alpha=1.0, scale_cutoff=10.0
+        ).mean
+
+    grads = torch.func.vmap(torch.func.grad(cut), in_dims=(None, 0))(torch.ones(3), y)
+    for row, target in zip(grads, y, strict=True):
+        s = torch.ones(3, requires_grad=True)
+        cut(s, target).backward()
+        torch.testing.assert_close(row, s.grad, rtol=1e-6, atol=0)
+        r = target.abs()
+        far = (r > 10) & (r > OUTLIER_MEDIANS * r.median())
+        assert bool((row[far] == 0).all()) and bool((row[~far] != 0).all())
+    assert [bool((row == 0).any()) for row in grads] == [True, True, False]
+
+
 # --------------------------------------------------------------------------------------------
 # the context-scaled regression through Action.loss
 # --------------------------------------------------------------------------------------------

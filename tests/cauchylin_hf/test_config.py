@@ -118,6 +118,8 @@ def test_auto_classes_are_registered():
         ({"alpha": 1.5}, "alpha"),
         ({"alpha": -0.1}, "alpha"),
         ({"reg_weight": -1.0}, "reg_weight"),
+        ({"reg_scale_cutoff": 0.0}, "reg_scale_cutoff"),
+        ({"reg_scale_cutoff": math.nan}, "reg_scale_cutoff"),
         ({"temperature": -1.0}, "temperature"),
         ({"causal_size": 0}, "causal_size"),
         ({"causal_size": 2.5}, "causal_size"),

@@ -608,3 +608,45 @@ def test_after_a_cache_readouts_read_the_context_they_are_given(model):
     given = step(whole.at((slice(None), slice(3, None))))
     torch.testing.assert_close(given.loc_Y, full.loc_Y[:, 3:], **tol)
     torch.testing.assert_close(given.scale_Y, full.scale_Y[:, 3:], **tol)
+
+
+def test_reg_scale_cutoff_reaches_the_loss_from_the_config(make_base, tiny_tok):
+    """``CauchyLMConfig.reg_scale_cutoff``: the same loss and the same gradient where only the
+    location reads a parameter (``b_reg``); the scale's parameters (``b_noise``) get another
+    gradient when a target is far both by its scale and among the batch's residuals (here the
+    value 1e12 among values near 1), and the default's when it lies within the cutoff's scales."""
+    ids, values, mask = numeric_batch()
+    values[ids == NUM] = torch.tensor([3.5, -2.0, 0.25, 7.0, 1e12])
+    labels = ids.masked_fill(mask == 0, -100)
+
+    def run(**settings):
+        torch.manual_seed(0)
+        m = CauchyLMForCausalLM.from_base(
+            make_base(spare_rows=3), tiny_tok, value_space="signed_log1p", **settings
+        )
+        perturb_heads(m)
+        out = m(
+            ids, numeric_values=values, attention_mask=mask, labels=labels,
+            return_distributions=True,
+        )  # fmt: skip
+        out.reg_loss.backward()  # b_noise reads the regression through scale_Y alone here
+        return out, m.action.regressor.bias.grad.clone(), m.action.b_noise.grad.clone()
+
+    from cauchylin.value_space import to_value_space
+
+    plain, bias_grad, noise_grad = run()
+    at = labels[:, 1:] == NUM
+    t = to_value_space(values[:, 1:], "signed_log1p")  # the model's value space
+    residual = (t - plain.loc_Y[:, :-1])[at].abs().detach().double()
+    z = residual / plain.scale_Y[:, :-1][at].detach().double()
+    outlier = residual > 3.5 / 0.6745 * residual.median()
+    assert int(outlier.sum()) == 1  # the 1e12 target, and no other
+    k = float(z[outlier])
+    for cutoff, same in ((k / 2, False), (k * 2, True)):
+        cut, cut_bias, cut_noise = run(reg_scale_cutoff=cutoff)
+        assert torch.equal(cut.loss, plain.loss)
+        torch.testing.assert_close(cut_bias, bias_grad, rtol=1e-6, atol=1e-9)
+        if same:
+            assert torch.equal(cut_noise, noise_grad)
+        else:
+            assert not torch.allclose(cut_noise, noise_grad, rtol=1e-3, atol=1e-9)
