@@ -28,6 +28,9 @@ move together, so the ensemble's median is the value of the mean location.) Run:
     python benchmarks/probe_corruption.py --tables friedman1,heavy,cancer --seeds 0,1,2,3,4 \\
         --workers 2 --json FILE
     python benchmarks/probe_corruption.py --quick      # toy sizes (a smoke run)
+
+``--variant NAME`` trains one of ``bench_quality.py``'s causal variants (its ``--variants``)
+instead of the defaults, clean and corrupted alike.
 """
 
 from __future__ import annotations
