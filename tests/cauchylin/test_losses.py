@@ -425,6 +425,20 @@ def _mad_reference(values, keys, mask, scale, min_count, beta):
     return w
 
 
+def _central_differences(f, base, which, h):
+    """``d f / d base[which]`` by central differences, one element at a time (numpy arrays)."""
+    import numpy as np
+
+    fd = np.zeros(base[which].shape)
+    for idx in np.ndindex(*base[which].shape):
+        args = [t.copy() for t in base]
+        args[which][idx] += h
+        up = f(*args)
+        args[which][idx] -= 2 * h
+        fd[idx] = (up - f(*args)) / (2 * h)
+    return fd
+
+
 @pytest.mark.parametrize("beta", [0.0, 1.0, 2.0])
 @pytest.mark.parametrize("with_context", [False, True])
 def test_context_scaled_regression_value_and_gradients_match_references(beta, with_context):
@@ -461,13 +475,7 @@ def test_context_scaled_regression_value_and_gradients_match_references(beta, wi
     h = 1e-6
     base = [loc.numpy(), scale.numpy(), p_num.log().numpy()]
     for which, grad, factor in ((0, a.grad, w), (1, b.grad, 1.0), (2, lp.grad, 1.0)):
-        fd = np.zeros(shape)
-        for idx in np.ndindex(*shape):
-            args = [t.copy() for t in base]
-            args[which][idx] += h
-            up = f(*args)
-            args[which][idx] -= 2 * h
-            fd[idx] = (up - f(*args)) / (2 * h)
+        fd = _central_differences(f, base, which, h)
         np.testing.assert_allclose(grad.numpy(), factor * fd, rtol=1e-6, atol=1e-9)
 
 
@@ -496,18 +504,27 @@ def test_context_weights_without_context_are_the_scale_powers():
     assert w[3] == 1.0
 
 
-def test_scale_power_zero_is_the_plain_nll_bit_for_bit():
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"scale_power": 0.0, "context": torch.zeros(3, 4, dtype=torch.long)},
+        {"scale_cutoff": 1e6},  # beyond every residual
+        {"scale_cutoff": 1e6, "context": torch.arange(12).reshape(3, 4) % 2},
+    ],
+)
+def test_settings_that_change_nothing_are_the_plain_nll_bit_for_bit(settings):
     gen = torch.Generator().manual_seed(23)
     loc, y = torch.randn(3, 4, generator=gen), torch.randn(3, 4, generator=gen)
     scale = torch.rand(3, 4, generator=gen) + 0.1
-    mask = torch.rand(3, 4, generator=gen) < 0.5
+    mask = torch.rand(3, 4, generator=gen) < 0.7
     grads = []
-    for kw in ({}, {"scale_power": 0.0, "context": torch.zeros(3, 4, dtype=torch.long)}):
-        a = loc.clone().requires_grad_()
-        out = gated_regression_loss(a, scale, y, mask, alpha=1.0, **kw)
+    for kw in ({}, settings):
+        a, b = loc.clone().requires_grad_(), scale.clone().requires_grad_()
+        out = gated_regression_loss(a, b, y, mask, alpha=1.0, **kw)
         out.mean.backward()
-        grads.append((out.per_position, a.grad))
-    assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
+        grads.append((out.per_position, a.grad, b.grad))
+    for one, other in zip(*grads, strict=True):
+        assert torch.equal(one, other)
 
 
 def test_context_scaled_regression_empty_and_bad_arguments():
@@ -693,29 +710,8 @@ def test_scale_cutoff_keeps_the_value_and_cuts_only_the_far_scale_gradients(cuto
     h = 1e-6
     base = [loc.numpy(), scale.numpy(), p_num.log().numpy()]
     for which, grad, keep in ((0, a.grad, 1.0), (1, b.grad, ~far), (2, lp.grad, 1.0)):
-        fd = np.zeros(shape)
-        for idx in np.ndindex(*shape):
-            args = [t.copy() for t in base]
-            args[which][idx] += h
-            up = f(*args)
-            args[which][idx] -= 2 * h
-            fd[idx] = (up - f(*args)) / (2 * h)
+        fd = _central_differences(f, base, which, h)
         np.testing.assert_allclose(grad.numpy(), keep * fd, rtol=1e-6, atol=1e-9)
-
-
-def test_scale_cutoff_beyond_every_residual_is_the_plain_nll_bit_for_bit():
-    gen = torch.Generator().manual_seed(32)
-    loc, y = torch.randn(3, 4, generator=gen), torch.randn(3, 4, generator=gen)
-    scale = torch.rand(3, 4, generator=gen) + 0.1
-    mask = torch.rand(3, 4, generator=gen) < 0.7
-    grads = []
-    for kw in ({}, {"scale_cutoff": 1e6}):
-        a, b = loc.clone().requires_grad_(), scale.clone().requires_grad_()
-        out = gated_regression_loss(a, b, y, mask, alpha=1.0, **kw)
-        out.mean.backward()
-        grads.append((out.per_position, a.grad, b.grad))
-    for one, other in zip(*grads, strict=True):
-        assert torch.equal(one, other)
 
 
 def test_scale_cutoff_needs_both_the_scale_and_the_residuals():
