@@ -936,10 +936,12 @@ def _far_residuals(
     """The ``<NUM>`` positions of :func:`gated_regression_loss`'s scale cutoff (all detached)."""
     residual = (target_values - loc_Y).abs()
     # The median of the call's <NUM> residuals by one sort (no host read, so torch.func maps
-    # it); with none it is inf and nothing is far.
-    ordered = torch.where(num_mask, residual, math.inf).reshape(-1).sort().values
+    # it). The other positions and one more sort last as inf: with no <NUM> position (or an
+    # empty call) the median is inf and nothing is far.
+    inf = torch.full((1,), math.inf, dtype=residual.dtype, device=residual.device)
+    ordered = torch.cat([torch.where(num_mask, residual, inf).reshape(-1), inf]).sort().values
     n = num_mask.sum().reshape(1)
-    middle = torch.cat([(n - 1).clamp_min(0) // 2, (n // 2).clamp_max(ordered.numel() - 1)])
+    middle = torch.cat([(n - 1).clamp_min(0) // 2, n // 2])
     typical = ordered.gather(0, middle).mean() * torch.ones_like(residual)
     if context is not None:
         own, counts = _group_medians(context[num_mask], residual[num_mask])

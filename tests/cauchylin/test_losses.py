@@ -659,10 +659,15 @@ def test_empty_batches_give_empty_results_and_zero_gradients(fused, batch):
     grads = torch.autograd.grad(out.mean, (loc_U, scale_U, W), allow_unused=True)
     for g in grads:
         assert g is None or not bool(g.any())
-    reg = gated_regression_loss(
-        torch.zeros(batch), torch.ones(batch), torch.zeros(batch), torch.zeros(batch)
-    )
-    assert reg.per_position.shape == batch and int(reg.count) == 0 and reg.mean.item() == 0.0
+    for settings in ({}, {"scale_cutoff": 20.0}, {"scale_cutoff": 20.0, "context": labels}):
+        reg = gated_regression_loss(
+            torch.zeros(batch),
+            torch.ones(batch),
+            torch.zeros(batch),
+            torch.zeros(batch),
+            **settings,
+        )
+        assert reg.per_position.shape == batch and int(reg.count) == 0 and reg.mean.item() == 0.0
 
 
 # Iglewicz and Hoaglin's outlier bound on |r| / median |r| (a modified z-score above 3.5)
