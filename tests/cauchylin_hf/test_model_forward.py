@@ -642,11 +642,14 @@ def test_reg_scale_cutoff_reaches_the_loss_from_the_config(make_base, tiny_tok):
     outlier = residual > 3.5 / 0.6745 * residual.median()
     assert int(outlier.sum()) == 1  # the 1e12 target, and no other
     k = float(z[outlier])
-    for cutoff, same in ((k / 2, False), (k * 2, True)):
-        cut, cut_bias, cut_noise = run(reg_scale_cutoff=cutoff)
-        assert torch.equal(cut.loss, plain.loss)
-        torch.testing.assert_close(cut_bias, bias_grad, rtol=1e-6, atol=1e-9)
-        if same:
-            assert torch.equal(cut_noise, noise_grad)
-        else:
-            assert not torch.allclose(cut_noise, noise_grad, rtol=1e-3, atol=1e-9)
+    within, within_bias, within_noise = run(reg_scale_cutoff=k * 2)  # the outlier is kept
+    cut, cut_bias, cut_noise = run(reg_scale_cutoff=k / 2)  # the outlier is cut
+    for out, bias in ((within, within_bias), (cut, cut_bias)):
+        assert torch.equal(out.loss, plain.loss)
+        torch.testing.assert_close(bias, bias_grad, rtol=1e-6, atol=1e-9)
+    assert torch.equal(within_noise, noise_grad)
+    assert not torch.allclose(cut_noise, noise_grad, rtol=1e-3, atol=1e-9)
+    # with context keys: each of these targets has a context of its own (fewer than 3 of a
+    # key), so the batch's median stands and the same target is cut
+    keyed, _, keyed_noise = run(reg_scale_cutoff=k / 2, reg_context_tokens=2)
+    assert torch.equal(keyed.loss, plain.loss) and torch.equal(keyed_noise, cut_noise)
