@@ -734,6 +734,22 @@ def test_scale_cutoff_needs_both_the_scale_and_the_residuals():
     assert out.mean.item() == 0.0
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_scale_cutoff_on_half_precision_inputs_cuts_what_float32_cuts(dtype):
+    """Half-precision inputs are read in float32 inside: the same far position loses its scale
+    gradient, and every other gradient stays finite and nonzero."""
+    y = torch.tensor([1.0, -2.0, 1.5, -1.0, 2.5, 300.0], dtype=dtype)
+    scale = torch.full((6,), 1e-3, dtype=dtype, requires_grad=True)
+    m = torch.ones(6, dtype=torch.bool)
+    out = gated_regression_loss(
+        torch.zeros(6, dtype=dtype), scale, y, m, alpha=1.0, scale_cutoff=20.0
+    )
+    out.mean.backward()
+    assert out.mean.dtype == torch.float32
+    assert bool(torch.isfinite(scale.grad).all())
+    assert (scale.grad == 0).nonzero().flatten().tolist() == [5]
+
+
 def test_scale_cutoff_reads_each_context_against_its_own_residuals():
     """With ``context``: 40 among residuals near 1.5 is an outlier (it is not among the call's,
     median 70); in a context of fewer than ``min_context_count`` the call's median stands."""
