@@ -124,6 +124,7 @@ class CauchyLMForCausalLM(CheckpointMixin, ReadoutContextMixin, NumericGeneratio
             )
         super().__init__(config)
         base_config = cast(PreTrainedConfig, config.base_config)  # a config object after init
+        injected = backbone is not None
         if backbone is None:
             backbone_cls: Any = MODEL_MAPPING.get(type(base_config), None)
             if backbone_cls is None:
@@ -145,6 +146,10 @@ class CauchyLMForCausalLM(CheckpointMixin, ReadoutContextMixin, NumericGeneratio
         if backbone.config._attn_implementation is None:
             backbone.config._attn_implementation = self.config._attn_implementation
         self.numeric_embedding, self.abduction, self.action = build_heads(config)
+        if injected:
+            # Beside the injected decoder's embedding before the init below reads it: a base
+            # loaded on a GPU gets its heads initialised there, not on the CPU.
+            self.place_heads()
         if config.readout_contexts == 0:
             # Checkpoints saved before the per-context readouts existed hold no table: an empty
             # one is what they had (a table that config.json says is there must load).

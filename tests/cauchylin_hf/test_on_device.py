@@ -50,7 +50,7 @@ def _batch():
 def _close(got: torch.Tensor, want: torch.Tensor) -> None:
     scale = max(1.0, float(want.detach().abs().max()))
     torch.testing.assert_close(
-        got.detach().double().cpu(), want.detach().double(), rtol=TOL, atol=TOL * scale
+        got.detach().double().cpu(), want.detach().double().cpu(), rtol=TOL, atol=TOL * scale
     )
 
 
@@ -86,6 +86,28 @@ def test_forward_and_training_step_match_float64_on_the_cpu(pair, device):
             assert grads[name].grad is None, name
             continue
         _close(p.grad, grads[name].grad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_heads_attached_to_a_base_already_on_the_device(make_base, tiny_tok, device):
+    """``from_base`` of a decoder loaded on the device (as ``device_map="cuda"`` leaves it) puts
+    every head there and initialises them as it does on the CPU: the same parameters, and the
+    same forward as attaching on the CPU and moving the model after."""
+    torch.manual_seed(0)
+    base = make_base("qwen2", spare_rows=3)
+    moved_base = copy.deepcopy(base).to(device)
+    torch.manual_seed(1)
+    want = CauchyLMForCausalLM.from_base(base, tiny_tok).to(device)
+    torch.manual_seed(1)
+    got = CauchyLMForCausalLM.from_base(moved_base, tiny_tok)
+    mine = dict(got.named_parameters())
+    for name, p in want.named_parameters():
+        assert mine[name].device == p.device, name
+        _close(mine[name], p.cpu())
+    ids, values, mask = (t.to(device) for t in _batch())
+    out = got(ids, numeric_values=values, attention_mask=mask, labels=ids)
+    ref = want(ids, numeric_values=values, attention_mask=mask, labels=ids)
+    _close(out.loss, ref.loss.cpu())
 
 
 @pytest.mark.parametrize("device", DEVICES)
