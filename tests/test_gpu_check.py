@@ -57,3 +57,21 @@ def test_gpu_check_dry_run(tmp_path):
     rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
     n_ratios = sum(len(b["ratios"]) for per in result["benchmarks"].values() for b in per.values())
     assert len([r for r in rows if r.split("|")[3].strip() not in ("ratio", "note")]) == n_ratios
+
+
+def test_below_the_floors_is_refused_unless_asked_and_then_written_down(tmp_path, monkeypatch):
+    """An interpreter below a declared floor is refused; ``--below-floors`` runs it and both files
+    say which floor it is below (a GPU image whose torch cannot be upgraded there)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gpu_check
+
+    monkeypatch.setattr(gpu_check, "NEEDS", {**gpu_check.NEEDS, "torch": (99, 0)})
+    base = ["--dry-run", "--skip-tests", "--only", "elementwise", "--out", str(tmp_path)]
+    assert gpu_check.main(base) == 2
+    assert not (tmp_path / "gpu_check.json").exists()
+    assert gpu_check.main([*base, "--below-floors"]) == 0
+    result = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert len(result["below_floors"]) == 1 and "below 99.0" in result["below_floors"][0]
+    assert "Below the declared floors: torch" in (tmp_path / "gpu_check.md").read_text()
+    monkeypatch.setattr(gpu_check, "NEEDS", {**gpu_check.NEEDS, "no-such-package": (1, 0)})
+    assert gpu_check.main([*base, "--below-floors"]) == 2  # missing is not "below"
