@@ -7,19 +7,21 @@
 # Without a CUDA GPU it says so and runs the dry run of its own plumbing (toy sizes, on the CPU,
 # with the interpreter at hand), which the test suite runs too.
 #
-#   bash scripts/gpu_check.sh [OUT]        # OUT defaults to gpu_check/
+#   bash scripts/gpu_check.sh [OUT] [OPTIONS...]   # OUT defaults to gpu_check/; OPTIONS go to
+#                                                  # gpu_check.py (--below-floors, --only, --skip-tests)
 # Environment: PYTHON (the interpreter that makes the venv, default python3), GPU_CHECK_VENV
 # (where to make it, default a temporary folder), GPU_CHECK_REUSE=1 (no venv: run with PYTHON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-gpu_check}"
+shift || true
 PY="${PYTHON:-python3}"
 start=$SECONDS
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "[gpu_check] no CUDA GPU on this machine (nvidia-smi finds none): running the dry run" \
     "of the plumbing instead (toy sizes on the CPU; its numbers mean nothing)"
-  exec "$PY" scripts/gpu_check.py --dry-run --out "$OUT"
+  exec "$PY" scripts/gpu_check.py --dry-run --out "$OUT" "$@"
 fi
 nvidia-smi -L
 
@@ -53,6 +55,6 @@ fi
 echo "[gpu_check] environment ready after $((SECONDS - start)) s"
 "$run_py" -c "import torch; print('[gpu_check] torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name())"
 status=0
-"$run_py" scripts/gpu_check.py --out "$OUT" || status=$?
+"$run_py" scripts/gpu_check.py --out "$OUT" "$@" || status=$?
 echo "[gpu_check] done in $((SECONDS - start)) s (exit $status)"
 exit $status
