@@ -16,13 +16,17 @@ the model's dtype is the base's (float32).
 from __future__ import annotations
 
 import copy
+import random
 
 import pytest
 import torch
 import torch.distributed as dist
 from cauchylin_hf import CauchyLMForCausalLM
 from cauchylin_hf.generation import generate
+from cauchylin_hf.predict import predict_values
+from cauchylin_hf.readouts import calibrate, solve_readouts
 from cauchylin_hf.sharding import shard_model
+from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
 
 from tests.devices import DEVICES
 
@@ -108,6 +112,37 @@ def test_heads_attached_to_a_base_already_on_the_device(make_base, tiny_tok, dev
     out = got(ids, numeric_values=values, attention_mask=mask, labels=ids)
     ref = want(ids, numeric_values=values, attention_mask=mask, labels=ids)
     _close(out.loss, ref.loss.cpu())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_readouts_calibration_and_predictions_on_the_device_match_the_cpu(device):
+    """``solve_readouts``, ``calibrate`` and ``predict_values`` of a model on the device give the
+    CPU's readouts, widths and predictions (the features in float32 on each device, the solve in
+    float64 on the features' device)."""
+    rng = random.Random(0)
+    texts = [f"width {w}, area {2 * w + rng.randint(-3, 3)}." for w in range(2, 82)]
+    held = [f"width {w}, area {2 * w + rng.randint(-3, 3)}." for w in range(3, 83, 2)]
+    torch.manual_seed(0)
+    ref, ntok = CauchyLMForCausalLM.from_base(
+        tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True, readout_numbers=0
+    )
+    model = copy.deepcopy(ref).to(device)
+    for net in (ref, model):
+        # one penalty: a cross-validated choice between two nearly tied penalties could go
+        # either way with float32 features from different kernels, and is not what is checked
+        solve_readouts(net, ntok, texts, penalties=(1e-2,))
+        calibrate(net, ntok, held)
+    want, got = ref.action.readouts, model.action.readouts
+    assert torch.equal(got.codes.cpu(), want.codes) and want.num_contexts == 2
+    for name in ("weight", "bias", "noise", "widths"):
+        a, b = getattr(got, name).cpu(), getattr(want, name)
+        assert torch.equal(a.isnan(), b.isnan()), name  # the same levels calibrated
+        _close(a.nan_to_num(), b.nan_to_num())
+    prompts = ["width 7, area ", "width 40, area ", "width "]
+    p, q = (predict_values(m, ntok, prompts, levels=(0.5, 0.9)) for m in (model, ref))
+    assert torch.equal(p.calibrated.cpu(), q.calibrated) and bool(q.calibrated.all())
+    for name in ("median", "loc", "scale", "lower", "upper"):
+        _close(getattr(p, name), getattr(q, name))
 
 
 @pytest.mark.parametrize("device", DEVICES)
