@@ -151,9 +151,9 @@ def _init_classifier(model: PreTrainedModel, action: Action) -> None:
 
 
 def _init_regressor(action: Action) -> None:
+    hf_init.zeros_(action.regressor.bias)
     weight = action.regressor.weight
     if _flagged(weight):  # loaded: no draw (the generator's state stays as it was)
-        hf_init.zeros_(action.regressor.bias)
         return
     # Drawn on the CPU, as every head's draw is: the same seed gives the same W_reg whichever
     # device the base was loaded on (an in-place draw on a GPU would use the GPU's generator).
@@ -161,7 +161,6 @@ def _init_regressor(action: Action) -> None:
         0.0, 1.0 / math.sqrt(action.causal_size)
     )
     hf_init.copy_(weight, drawn.to(weight.device))
-    hf_init.zeros_(action.regressor.bias)
 
 
 def _decoder(
