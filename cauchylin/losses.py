@@ -742,18 +742,26 @@ def gated_regression_loss(
     is ``1 - 2 z_i^2 / (1 + z_i^2)``, ``z_i = (y_i - loc_Y_i) / scale_Y_i``: it tends to ``-1``
     as ``|z_i|`` grows, so each far outlier pushes the scale up with the same force however far
     it is (the location's gradient, by contrast, fades as one over the residual). With ``k``, a
-    position that is far both by the model's scale and among the residuals of its context::
+    position more than ``k`` scales from its location that is also an outlier of its context::
 
-        |r_i| > k * scale_Y_i   and   |r_i| > c * median_{j ~ i} |r_j|,   r_i = y_i - loc_Y_i,
+        |r_i| > k * scale_Y_i   and   ( |r_i| > c * median_{j ~ i} |r_j|
+                                        or |y_i| - |m_i| > c * median_{j ~ i} |y_j - m_i| ),
 
-    passes no gradient to ``scale_Y``; the loss value and every other gradient stay the NLL's.
-    ``j ~ i`` runs over the ``<NUM>`` positions with ``i``'s ``context`` key when at least
-    ``min_context_count`` of them are in the call, else over all of the call's ``<NUM>``
-    positions (the median of an even count the mean of the middle two; everything computed
-    without gradient); ``c = 3.5 / 0.6745`` is Iglewicz and
-    Hoaglin's outlier bound (a modified z-score above 3.5). The first condition alone would
-    also hold a scale that starts small below the numbers' spread (early in training nearly
-    every number is many scales away); the second alone is blind to the model's scale.
+    ``r_i = y_i - loc_Y_i``, ``m_i = median_{j ~ i} y_j``, passes no gradient to ``scale_Y``;
+    the loss value and every other gradient stay the NLL's. ``j ~ i`` runs over the ``<NUM>``
+    positions with ``i``'s ``context`` key when at least ``min_context_count`` of them are in
+    the call; otherwise the residuals' median is the call's (all ``<NUM>`` positions) and the
+    targets' test does not apply (without a key, a batch's numbers mix fields); a context whose
+    targets have no spread (the median deviation 0) has no targets' test either. Medians of an
+    even count are the mean of the middle two; everything is computed without gradient.
+    ``c = 3.5 / 0.6745`` is Iglewicz and Hoaglin's outlier bound (a modified z-score above 3.5).
+    The scale's condition alone would also hold a scale that starts small below the numbers'
+    spread (early in training nearly every number is many scales away); the outlier conditions
+    alone are blind to the model's scale. The targets' test finds a gross error from the first
+    step, before the locations reach the bulk of its context (until then every residual is
+    large); it looks only upward in magnitude, because in the value space
+    ``sign(v) log(1 + |v|)`` a field's small values stretch far below its median while an
+    inflated number (a slipped decimal point, a wrong unit) lies far above it.
 
     Args:
         loc_Y: ``[...]`` location of the regression value.
@@ -770,8 +778,8 @@ def gated_regression_loss(
             (e.g. the tokens before the number); None: every position is its own context.
         min_context_count: the fewest ``<NUM>`` targets of one key in the batch whose spread is
             estimated from them (>= 2).
-        scale_cutoff: ``k > 0``: positions more than ``k`` scales from their location and
-            far among their context's residuals (above) pass no gradient to ``scale_Y``; None
+        scale_cutoff: ``k > 0``: positions more than ``k`` scales from their location that
+            are outliers of their context (above) pass no gradient to ``scale_Y``; None
             (default): every position does (the plain NLL's).
         validate_args: value checks (``num_mask`` 0/1, scales positive and finite, targets
             finite at ``<NUM>`` positions, ``log_p_num <= 0``); ``None`` follows the global
@@ -943,11 +951,22 @@ def _far_residuals(
     n = num_mask.sum().reshape(1)
     middle = torch.cat([(n - 1).clamp_min(0) // 2, n // 2])
     typical = ordered.gather(0, middle).mean() * torch.ones_like(residual)
+    outlier = residual > _OUTLIER_MEDIANS * typical
     if context is not None:
-        own, counts = _group_medians(context[num_mask], residual[num_mask])
-        local = torch.where(counts >= min_context_count, own, typical[num_mask])
-        typical = typical.masked_scatter(num_mask, local)
-    return num_mask & (residual > cutoff * scale_Y) & (residual > _OUTLIER_MEDIANS * typical)
+        keys, y = context[num_mask], target_values[num_mask]
+        own, counts = _group_medians(keys, residual[num_mask])
+        enough = counts >= min_context_count
+        local = torch.where(enough, own, typical[num_mask])
+        # Early in training every residual of a context is large and a gross error does not
+        # stand out among them; among the context's targets it does from the first step. Only
+        # upward in magnitude: in the value space sign(v) log(1 + |v|) a field's small values
+        # stretch far below its median (legitimately), while an inflated number lies far above.
+        centre, _ = _group_medians(keys, y)
+        spread, _ = _group_medians(keys, (y - centre).abs())
+        inflated = enough & (spread > 0) & (y.abs() - centre.abs() > _OUTLIER_MEDIANS * spread)
+        odd = inflated | (residual[num_mask] > _OUTLIER_MEDIANS * local)
+        outlier = outlier.masked_scatter(num_mask, odd)
+    return num_mask & (residual > cutoff * scale_Y) & outlier
 
 
 def context_weights(

@@ -210,8 +210,9 @@ class CauchyLMConfig(PreTrainedConfig):
             (when at least 3 are there), else the model's own ``scale_Y``; with 0 the model's
             ``scale_Y`` stands for ``d`` everywhere.
         reg_scale_cutoff: ``k > 0``, or None (default): targets more than ``k`` scales from
-            their location whose residual is also an outlier among their context's (the
-            contexts of ``reg_context_tokens``, else the batch's numbers) pass no gradient to
+            their location that are also outliers of their context in the batch, by residual
+            or (with ``reg_context_tokens``) by a magnitude far above the context's targets
+            (without context keys: by residual among the batch's numbers) pass no gradient to
             the scale, so that far outliers do not push it up (the NLL's gradient in
             ``log scale_Y`` tends to -1 however far a target is); the loss value and the
             location's gradient are the NLL's (:func:`cauchylin.losses.gated_regression_loss`).

@@ -950,9 +950,11 @@ class Action(nn.Module):
           spread of its context's targets in the batch (the model's detached ``scale_Y_i`` where
           the context is rare), so that contexts whose numbers have a small spread do not
           outweigh the others; the loss value and the scale's gradient are the plain NLL's.
-          With ``reg_scale_cutoff = k``, targets more than ``k`` scales from their location and
-          far among the residuals of their context (of the call, with ``reg_context_tokens =
-          0``) pass no gradient to ``scale_Y``: far outliers do not inflate the scale.
+          With ``reg_scale_cutoff = k``, targets more than ``k`` scales from their location that
+          are outliers of their context (by residual, or with ``reg_context_tokens`` by a
+          magnitude far above the context's targets; the call's residuals with
+          ``reg_context_tokens = 0``) pass no gradient to ``scale_Y``: far outliers do not
+          inflate the scale.
           Without ``num_token_id`` or ``target_values`` the regression term is exactly 0.
 
         Args:

@@ -769,6 +769,28 @@ def test_scale_cutoff_reads_each_context_against_its_own_residuals():
     assert cut(context=key, min_context_count=6) == []
 
 
+def test_scale_cutoff_finds_an_inflated_target_among_its_context_before_the_residuals_do():
+    """Locations far from every target (a model at its start), so no residual stands out among
+    its context's residuals. Context 0: 8 among 0.9-1.2 (median 1.05, median deviation 0.1) is
+    larger in magnitude by 69 deviations and is cut, with context keys only; 0.05 lies 10
+    deviations below and is kept (small values of a field are legitimate in the value space).
+    Context 1, a field of one repeated value and one other: no spread, nothing cut."""
+    y = torch.tensor([1.0, 1.2, 0.9, 1.1, 8.0, 0.05, 1.0, 1.0, 1.0, 1.0, 2.0])
+    key = torch.tensor([0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1])
+    m = torch.ones(11, dtype=torch.bool)
+    loc = torch.tensor([5.0] * 6 + [-3.0] * 5)
+
+    def cut(start, **kw):
+        scale = torch.full((11,), start, requires_grad=True)
+        gated_regression_loss(loc, scale, y, m, alpha=1.0, scale_cutoff=20.0, **kw).mean.backward()
+        return (scale.grad == 0).nonzero().flatten().tolist()
+
+    assert cut(1e-3) == []
+    assert cut(1e-3, context=key) == [4]
+    assert cut(1.0, context=key) == []  # within 20 scales: kept
+    assert cut(1e-3, context=key, min_context_count=7) == []  # too few of a key: no target test
+
+
 def test_scale_cutoff_refuses_bad_values_and_works_under_torch_func():
     z, o, m = torch.zeros(3), torch.ones(3), torch.ones(3, dtype=torch.bool)
     for bad in (0.0, -1.0, float("nan"), float("inf"), "two", True):
