@@ -127,7 +127,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "causal (classifier_lr_scale=1)": {"classifier_lr_scale": 1.0},
     "causal (readout_numbers=0)": {"readout_numbers": 0},
     "causal (readout_numbers=16)": {"readout_numbers": 16},
+    # the defaults' scale cutoff, by name (the defaults since the cutoff became one)
     "causal (reg_scale_cutoff=20)": {"reg_scale_cutoff": 20.0, "reg_context_tokens": 2},
+    "causal (no scale cutoff)": {"reg_scale_cutoff": None, "reg_context_tokens": 0},
 }
 
 

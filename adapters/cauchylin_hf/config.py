@@ -206,16 +206,18 @@ class CauchyLMConfig(PreTrainedConfig):
             the Training page's "Numbers in every context", which measures why it is not the
             default).
         reg_context_tokens: the tokens before a number that key its context, 0 to 3 (default
-            0): ``d`` is the median absolute deviation of the batch's numbers with the same key
-            (when at least 3 are there), else the model's own ``scale_Y``; with 0 the model's
-            ``scale_Y`` stands for ``d`` everywhere.
-        reg_scale_cutoff: ``k > 0``, or None (default): targets more than ``k`` scales from
+            2: in a table's text, the field's name): ``d`` is the median absolute deviation of
+            the batch's numbers with the same key (when at least 3 are there), else the model's
+            own ``scale_Y``; with 0 the model's ``scale_Y`` stands for ``d`` everywhere. The
+            same keys name the contexts of ``reg_scale_cutoff``.
+        reg_scale_cutoff: ``k > 0`` (default 20), or None: targets more than ``k`` scales from
             their location that are also outliers of their context in the batch, by residual
             or (with ``reg_context_tokens``) by a magnitude far above the context's targets
             (without context keys: by residual among the batch's numbers) pass no gradient to
-            the scale, so that far outliers do not push it up (the NLL's gradient in
-            ``log scale_Y`` tends to -1 however far a target is); the loss value and the
-            location's gradient are the NLL's (:func:`cauchylin.losses.gated_regression_loss`).
+            the scale, so that far outliers (gross errors in the training targets) do not push
+            it up (the NLL's gradient in ``log scale_Y`` tends to -1 however far a target is);
+            the loss value and the location's gradient are the NLL's
+            (:func:`cauchylin.losses.gated_regression_loss`; None: the plain NLL's gradient).
         ovr_classes: ``"all"`` (every embedding row is an OvR class) or
             ``"tokenizer"`` (classes ``0 .. tokenizer_size - 1``: the tokenizer's tokens plus
             ``<NUM>``; spare rows are never predicted).
@@ -305,8 +307,8 @@ class CauchyLMConfig(PreTrainedConfig):
     alpha: float = 1.0
     reg_weight: float = 1.0
     reg_scale_power: float = 0.0
-    reg_context_tokens: int = 0
-    reg_scale_cutoff: float | None = None
+    reg_context_tokens: int = 2
+    reg_scale_cutoff: float | None = 20.0
     ovr_classes: str = "all"
     tokenizer_size: int | None = None
     num_token: str = "<NUM>"

@@ -74,7 +74,7 @@ def test_probe_corruption_toy_run(tmp_path):
     out = tmp_path / "probe.json"
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--tables", "friedman1", "--seeds", "0,1",
-         "--members", "2", "--variant", "causal (reg_scale_cutoff=20)", "--json", str(out)],
+         "--members", "2", "--variant", "causal (no scale cutoff)", "--json", str(out)],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
@@ -83,7 +83,7 @@ def test_probe_corruption_toy_run(tmp_path):
         (0, False), (0, True), (1, False), (1, True)
     ]  # fmt: skip
     for row in rows:
-        assert row["variant"] == "causal (reg_scale_cutoff=20)"
+        assert row["variant"] == "causal (no scale cutoff)"
         names = {"own least", "own average"} | ({"clean readouts"} if row["corrupt"] else set())
         assert set(row["mdae"]) == names
         assert all(math.isfinite(v) and v > 0 for v in row["mdae"].values())

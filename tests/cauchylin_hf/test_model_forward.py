@@ -634,7 +634,7 @@ def test_reg_scale_cutoff_reaches_the_loss_from_the_config(make_base, tiny_tok):
 
     from cauchylin.value_space import to_value_space
 
-    plain, bias_grad, noise_grad = run()
+    plain, bias_grad, noise_grad = run(reg_scale_cutoff=None, reg_context_tokens=0)
     at = labels[:, 1:] == NUM
     t = to_value_space(values[:, 1:], "signed_log1p")  # the model's value space
     residual = (t - plain.loc_Y[:, :-1])[at].abs().detach().double()
@@ -642,8 +642,8 @@ def test_reg_scale_cutoff_reaches_the_loss_from_the_config(make_base, tiny_tok):
     outlier = residual > 3.5 / 0.6745 * residual.median()
     assert int(outlier.sum()) == 1  # the 1e12 target, and no other
     k = float(z[outlier])
-    within, within_bias, within_noise = run(reg_scale_cutoff=k * 2)  # the outlier is kept
-    cut, cut_bias, cut_noise = run(reg_scale_cutoff=k / 2)  # the outlier is cut
+    within, within_bias, within_noise = run(reg_scale_cutoff=k * 2, reg_context_tokens=0)  # kept
+    cut, cut_bias, cut_noise = run(reg_scale_cutoff=k / 2, reg_context_tokens=0)  # cut
     for out, bias in ((within, within_bias), (cut, cut_bias)):
         assert torch.equal(out.loss, plain.loss)
         torch.testing.assert_close(bias, bias_grad, rtol=1e-6, atol=1e-9)
@@ -653,3 +653,7 @@ def test_reg_scale_cutoff_reaches_the_loss_from_the_config(make_base, tiny_tok):
     # key), so the batch's median stands and the same target is cut
     keyed, _, keyed_noise = run(reg_scale_cutoff=k / 2, reg_context_tokens=2)
     assert torch.equal(keyed.loss, plain.loss) and torch.equal(keyed_noise, cut_noise)
+    # the defaults (k = 20, two context tokens) cut it exactly when it lies beyond 20 scales
+    default, _, default_noise = run()
+    assert torch.equal(default.loss, plain.loss)
+    assert torch.equal(default_noise, cut_noise if k > 20.0 else noise_grad), k
