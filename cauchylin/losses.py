@@ -928,6 +928,16 @@ def _group_medians(keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tens
     return ((lo + hi) / 2)[inverse], counts[inverse]
 
 
+def _group_spreads(
+    keys: torch.Tensor, values: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per element: the median of ``values`` over its key, their median absolute deviation from
+    it, and the key's count (:func:`_group_medians` twice)."""
+    centre, counts = _group_medians(keys, values)
+    mad, _ = _group_medians(keys, (values - centre).abs())
+    return centre, mad, counts
+
+
 # Iglewicz and Hoaglin's bound on the modified z-score 0.6745 |r| / median |r|.
 _OUTLIER_MEDIANS: Final = 3.5 / 0.6745
 
@@ -961,8 +971,7 @@ def _far_residuals(
         # stand out among them; among the context's targets it does from the first step. Only
         # upward in magnitude: in the value space sign(v) log(1 + |v|) a field's small values
         # stretch far below its median (legitimately), while an inflated number lies far above.
-        centre, _ = _group_medians(keys, y)
-        spread, _ = _group_medians(keys, (y - centre).abs())
+        centre, spread, _ = _group_spreads(keys, y)
         inflated = enough & (spread > 0) & (y.abs() - centre.abs() > _OUTLIER_MEDIANS * spread)
         odd = inflated | (residual[num_mask] > _OUTLIER_MEDIANS * local)
         outlier = outlier.masked_scatter(num_mask, odd)
@@ -1013,8 +1022,7 @@ def context_weights(
     if context is not None:
         keys = context[m]
         t = target_values.detach().to(scale.dtype)[m]
-        centre, counts = _group_medians(keys, t)
-        mad, _ = _group_medians(keys, (t - centre).abs())
+        _, mad, counts = _group_spreads(keys, t)
         own = spread[m]
         # a context of one repeated value has no spread: keep the model's scale there too
         use = (counts >= min_context_count) & (mad > 0)
