@@ -119,6 +119,11 @@ ABLATION: dict[str, dict[str, Any]] = {
     "threshold=100": {"threshold": 100.0},
 }
 
+TRAINING_KEY = "min_rows_to_calibrate"
+_PACKAGE: dict[str, Any] = {}  # the package's own value of each TRAINING_KEY, in this process
+"""A variant's setting that is not a ``CauchyLMConfig`` field: the row count below which
+``calibration="auto"`` holds nothing out and calibrates cross-conformally."""
+
 # Causal models with other settings (``--variants``); "causal" is the defaults.
 VARIANTS: dict[str, dict[str, Any]] = {
     "causal": {},
@@ -130,6 +135,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # the defaults' scale cutoff, by name (the defaults since the cutoff became one)
     "causal (reg_scale_cutoff=20)": {"reg_scale_cutoff": 20.0, "reg_context_tokens": 2},
     "causal (no scale cutoff)": {"reg_scale_cutoff": None, "reg_context_tokens": 0},
+    # every row trained on below 500 rows, intervals cross-conformal (a training setting, not a
+    # config field: ``_job`` sets cauchylin.conformal.MIN_ROWS_TO_CALIBRATE from it)
+    "causal (cross-conformal below 500 rows)": {TRAINING_KEY: 500},
 }
 
 
@@ -481,7 +489,14 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
     train, held, _ = load_table(job["table"], job["quick"])
     if job["corrupt"]:
         train = compare.corrupt_targets(train, fraction=job["corrupt"], factor=100.0, seed=1)
-    recipe = compare.Recipe(**job["recipe"]).with_settings(**job["settings"])
+    import cauchylin.conformal
+
+    settings = dict(job["settings"])
+    # a worker runs many jobs: every job sets the threshold, to the package's own by default
+    _PACKAGE.setdefault(TRAINING_KEY, cauchylin.conformal.MIN_ROWS_TO_CALIBRATE)
+    threshold = settings.pop(TRAINING_KEY, _PACKAGE[TRAINING_KEY])
+    cauchylin.conformal.MIN_ROWS_TO_CALIBRATE = int(threshold)
+    recipe = compare.Recipe(**job["recipe"]).with_settings(**settings)
     base = _pretrained(job) if job["start"] == "pretrained" else None
     fallback = compare.training_median(train)
     start = time.perf_counter()
@@ -547,6 +562,8 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
             solved_again(_resolved(int(numbers)))
         if job.get("resolve_average"):  # (after --resolve-numbers' setting, when both are given)
             solved_again(AVERAGED, penalty_rule="average")
+        if job.get("resolve_median_error"):
+            solved_again(MEDIAN_ERROR, penalty_rule="median_error")
     truth = [compare.split_at_target(t)[1] for t in held]
     out = []
     for name, s, pred in scored:
@@ -577,6 +594,8 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 AVERAGED = "[readouts averaged over the penalties]"
 """The suffix of the rows whose readouts were solved again with ``penalty_rule="average"``."""
+MEDIAN_ERROR = "[penalty of the least median error]"
+"""The suffix of the rows whose readouts were solved again with ``penalty_rule="median_error"``."""
 
 
 def _resolved(numbers: int) -> str:
@@ -1285,6 +1304,13 @@ def main(argv: list[str] | None = None) -> int:
         "on the same network, one more row per run",
     )
     p.add_argument(
+        "--resolve-median-error",
+        action="store_true",
+        help="also score each causal model with its readouts solved again, the penalty chosen "
+        'by the median out-of-fold absolute residual (penalty_rule="median_error"): a paired '
+        "comparison on the same network, one more row per run",
+    )
+    p.add_argument(
         "--resolve-numbers",
         type=int,
         default=None,
@@ -1518,6 +1544,7 @@ def main(argv: list[str] | None = None) -> int:
                                     seed,
                                     resolve_numbers=args.resolve_numbers,
                                     resolve_average=args.resolve_average,
+                                    resolve_median_error=args.resolve_median_error,
                                 )
                         else:
                             add(table, m, MODELS[m], {}, steps, seed)

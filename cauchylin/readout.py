@@ -35,9 +35,11 @@ stationary point need not be the global minimum; started from least squares it i
 the bulk of the data. Each iteration is one ``(C + 1) x (C + 1)`` solve; every fold and every
 penalty of the cross-validation run together as one batch.
 
-**The penalty** ``lambda`` is chosen from a grid by K-fold cross-validation of the held-out
-negative log-likelihood (copies of a row stay in one fold); the readout is then refitted on
-every row.
+**The penalty** ``lambda`` is chosen from a grid by K-fold cross-validation (copies of a row stay
+in one fold), by the held-out negative log-likelihood or (``penalty_rule="median_error"``) by the
+median of the held-out absolute residuals ``|t_i - w^T x_i - b|``, which for a Cauchy law is its
+scale ``sigma`` (the median of ``|Y - loc|``) estimated without the fitted ``sigma``; the readout is
+then refitted on every row.
 
 Why a solve and not only gradient descent: a readout shared by every context and trained jointly
 with the features can lag far behind what the features hold; solved per context after training,
@@ -66,7 +68,7 @@ __all__ = [
 DEFAULT_PENALTIES: tuple[float, ...] = (1e-6, 1e-4, 1e-2, 1.0)
 """The ridge penalties ``lambda`` (on standardised features) that cross-validation picks from."""
 
-PENALTY_RULES: tuple[str, ...] = ("least", "average")
+PENALTY_RULES: tuple[str, ...] = ("least", "average", "median_error")
 """What cross-validation makes of the penalties (:func:`fit_cauchy_readout`'s ``penalty_rule``)."""
 
 CV_ROWS_PER_DIMENSION = 20
@@ -309,12 +311,15 @@ def fit_cauchy_readout(
             of the least held-out NLL; ``"average"`` refits every one and averages the readouts
             (weights, bias and ``sigma``) with the weights ``exp(-n (cv_j - cv_min))`` of their
             held-out likelihoods (pseudo-Bayesian model averaging): a still linear readout that
-            moves smoothly when two penalties' held-out NLLs cross, where ``"least"`` jumps.
-            Without cross-validation both are the one fit.
+            moves smoothly when two penalties' held-out NLLs cross, where ``"least"`` jumps;
+            ``"median_error"`` refits the one of the least median held-out absolute residual
+            (the location alone is scored: the fold's ``sigma``, fitted on a few rows, is not).
+            Without cross-validation every rule gives the one fit.
 
     Returns:
-        :class:`CauchyReadout` with the weight on the features as given (``penalty`` and
-        ``cv_nll`` are those of the least held-out NLL under either rule).
+        :class:`CauchyReadout` with the weight on the features as given (``penalty`` is the
+        one chosen, under ``"average"`` the one of the least held-out NLL; ``cv_nll`` is its
+        held-out NLL).
 
     Raises:
         ValueError: tensors of the wrong kind or shape, fewer rows than ``2 * folds`` (or 2),
@@ -392,7 +397,12 @@ def fit_cauchy_readout(
         nll = cauchy_nll(t, theta @ x1.T, sigma[:, None])  # [P, n]
         held_all = held.repeat(len(grid), 1)
         per_penalty = (nll * held_all).sum(1).reshape(len(grid), k).sum(1) / n
-        k = min(range(len(grid)), key=lambda i: (float(per_penalty[i]), -grid[i]))
+        score = per_penalty
+        if penalty_rule == "median_error":
+            # each row is held out once: its out-of-fold residual under every penalty
+            out_of_fold = ((t - theta @ x1.T) * held_all).reshape(len(grid), k, n).sum(1)
+            score = out_of_fold.abs().median(1).values
+        k = min(range(len(grid)), key=lambda i: (float(score[i]), -grid[i]))
         best, cv = grid[k], float(per_penalty[k])
         curve = tuple(float(v) for v in per_penalty)
         if penalty_rule == "average":

@@ -306,7 +306,8 @@ def solve_readouts(
         seed: seed of the fold assignment.
         batch_size: texts per forward pass.
         penalty_rule: what cross-validation makes of the penalties: the one of the least
-            held-out NLL (``"least"``) or the readouts of all averaged (``"average"``):
+            held-out NLL (``"least"``), the readouts of all averaged (``"average"``) or the one
+            of the least median held-out absolute residual (``"median_error"``):
             :func:`cauchylin.readout.fit_cauchy_readout`.
 
     Returns:

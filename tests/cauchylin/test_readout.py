@@ -126,6 +126,41 @@ def test_without_cross_validation_the_averaged_readout_is_the_one_fit() -> None:
     assert torch.equal(least.weight, average.weight) and torch.equal(least.noise, average.noise)
 
 
+def test_the_median_error_rule_picks_the_penalty_of_the_least_median_out_of_fold_residual() -> None:
+    # 14 distinct rows, each 5 times, in 14 folds: copies of a row share a fold, so every fold
+    # holds out one distinct row and the cross-validation is leave-one-row-out, which the
+    # public solve reproduces row by row. torch's median of 70 values is the 35th smallest: the
+    # 7th smallest of the 14 rows' absolute residuals.
+    grid = [1e-6, 1e-2, 1.0]
+    checked, differs = 0, 0
+    for seed in range(8):
+        x, t, _ = _data(14, 4, seed=40 + seed, noise=1.0)
+        big_x, big_t = x.repeat_interleave(5, 0), t.repeat_interleave(5)
+        fit = fit_cauchy_readout(
+            big_x, big_t, penalties=grid, folds=14, penalty_rule="median_error"
+        )
+        least = fit_cauchy_readout(big_x, big_t, penalties=grid, folds=14)
+        medians = []
+        for p in grid:
+            residuals = []
+            for i in range(14):
+                keep = torch.arange(14) != i
+                f = fit_cauchy_readout(
+                    x[keep].repeat_interleave(5, 0), t[keep].repeat_interleave(5), penalties=[p]
+                )
+                residuals.append(abs(float(t[i] - x[i] @ f.weight - f.bias)))
+            medians.append(sorted(residuals)[6])
+        order = sorted(range(3), key=lambda j: medians[j])
+        # the fold fits stop at a looser tolerance (coefficients good to ~1e-3): compare only
+        # where the best median is ahead of the next by more than 1%
+        if medians[order[1]] > 1.01 * medians[order[0]]:
+            checked += 1
+            assert fit.penalty == grid[order[0]], (seed, medians, fit.penalty)
+        differs += fit.penalty != least.penalty
+        assert fit.cv_nll == least.cv_nlls[grid.index(fit.penalty)]  # its own held-out NLL
+    assert checked >= 6 and differs >= 1  # the rule is seen choosing, and choosing otherwise
+
+
 def test_many_columns_are_read_through_their_principal_components() -> None:
     # rank-3 features spread over 40 columns: the projected solve predicts as the full one
     g = torch.Generator().manual_seed(7)
