@@ -394,13 +394,14 @@ def fit_cauchy_readout(
         lam = torch.tensor(grid, dtype=x.dtype, device=x.device).repeat_interleave(k)
         # The choice needs the held-out likelihoods to a few digits, not the optimum to tol.
         theta, sigma, _ = _irls(x1, t, rows, lam, floor, max_iter, max(tol, _CV_TOL))
-        nll = cauchy_nll(t, theta @ x1.T, sigma[:, None])  # [P, n]
+        loc = theta @ x1.T  # [P, n]
+        nll = cauchy_nll(t, loc, sigma[:, None])
         held_all = held.repeat(len(grid), 1)
         per_penalty = (nll * held_all).sum(1).reshape(len(grid), k).sum(1) / n
         score = per_penalty
         if penalty_rule == "median_error":
             # each row is held out once: its out-of-fold residual under every penalty
-            out_of_fold = ((t - theta @ x1.T) * held_all).reshape(len(grid), k, n).sum(1)
+            out_of_fold = ((t - loc) * held_all).reshape(len(grid), k, n).sum(1)
             score = out_of_fold.abs().median(1).values
         k = min(range(len(grid)), key=lambda i: (float(score[i]), -grid[i]))
         best, cv = grid[k], float(per_penalty[k])
