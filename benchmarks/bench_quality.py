@@ -541,8 +541,8 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
                 "step_chosen": result.step_choice.chosen,
                 "step_scores": {str(k): v for k, v in result.step_choice.scores.items()},
             }
-        s, median = _causal_scores(model, ntok, train, held, every, seconds)
-        scored.append((job["name"], s, median))
+        s, p = _causal_scores(model, ntok, train, held, every, seconds)
+        scored.append((job["name"], s, p))
 
         def solved_again(suffix: str, **solve: Any) -> None:
             """Score the same network with its readouts solved again on the same rows."""
@@ -553,8 +553,8 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
             if result.calibration_data is not None:
                 calibrate(model, ntok, result.calibration_data)
             solve_seconds = seconds + time.perf_counter() - solve_start
-            s, median = _causal_scores(model, ntok, train, held, every, solve_seconds)
-            scored.append((f"{job['name']} {suffix}", s, median))
+            s, p = _causal_scores(model, ntok, train, held, every, solve_seconds)
+            scored.append((f"{job['name']} {suffix}", s, p))
 
         numbers = job.get("resolve_numbers")
         if numbers is not None:
@@ -567,6 +567,10 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
     truth = [compare.split_at_target(t)[1] for t in held]
     out = []
     for name, s, pred in scored:
+        saved = None
+        if isinstance(pred, dict):  # a causal model's: its medians, and loc/scale in t-space
+            saved = {k: pred[k].tolist() for k in ("median", "loc", "scale")}
+            pred = pred["median"]
         row = {k: job[k] for k in ("table", "kind", "steps", "seed", "corrupt", "start")}
         row.update(
             name=name,
@@ -582,6 +586,9 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
             **s.extra,
             **chosen,
         )
+        if job.get("save_predictions"):
+            row["predictions"] = saved or {"median": [float(v) for v in pred]}
+            row["predictions"]["true"] = [float(v) for v in truth]
         out.append(row)
         print(
             f"  done: {row['table']:9s} {name:36s} steps={row['steps']:<5d} seed={row['seed']} "
@@ -605,8 +612,9 @@ def _resolved(numbers: int) -> str:
 
 def _causal_scores(
     model: Any, ntok: Any, train: list[str], held: list[str], every: tuple, seconds: float
-) -> tuple[Any, Any]:
-    """The causal model's scores on the held-out texts, and its predicted medians."""
+) -> tuple[Any, dict[str, Any]]:
+    """The causal model's scores on the held-out texts, and its predictions
+    (``compare.causal_predictions``: the medians, ``loc``/``scale`` in the value space)."""
     from cauchylin_hf.app import compare
 
     from cauchylin.metrics import ks_uniform
@@ -633,7 +641,7 @@ def _causal_scores(
         shared_head_mdae=_shared_head_mdae(model, ntok, held),
     )
     s.extra["ridge_mdae"] = _ridge_ceiling(model, ntok, train, held)
-    return s, p["median"]
+    return s, p
 
 
 def _shared_head_mdae(model: Any, ntok: Any, held: list[str]) -> float:
@@ -1320,6 +1328,13 @@ def main(argv: list[str] | None = None) -> int:
         "the same network, one more row per run",
     )
     p.add_argument(
+        "--save-predictions",
+        action="store_true",
+        help="keep each run's held-out predictions in its row of --json (the medians and the "
+        "true targets; for causal models also loc_Y and scale_Y in the value space), for "
+        "benchmarks/probe_ensembles.py",
+    )
+    p.add_argument(
         "--curve",
         action="store_true",
         help="with --report: print each table's held-out MdAE per training budget (the "
@@ -1545,9 +1560,18 @@ def main(argv: list[str] | None = None) -> int:
                                     resolve_numbers=args.resolve_numbers,
                                     resolve_average=args.resolve_average,
                                     resolve_median_error=args.resolve_median_error,
+                                    save_predictions=args.save_predictions,
                                 )
                         else:
-                            add(table, m, MODELS[m], {}, steps, seed)
+                            add(
+                                table,
+                                m,
+                                MODELS[m],
+                                {},
+                                steps,
+                                seed,
+                                save_predictions=args.save_predictions,
+                            )
             if steps == corrupt_budget and args.corrupt:
                 for seed in seeds:
                     for table in corrupt_tables:

@@ -1,0 +1,172 @@
+"""Do several trained networks, averaged, read a table better than one?
+
+``bench_quality.py --save-predictions`` keeps every run's held-out predictions: the median of
+the target and, for the causal model, ``loc_Y`` and ``scale_Y`` of its Cauchy law in the value
+space ``t = g(y)``. This script groups the causal runs of each table into ensembles of
+``--members`` consecutive seeds (seeds 0-2, 3-5, ... for three members) and scores each
+ensemble's held-out median absolute error (MdAE) against its members' and against the better of
+linear regression and gradient boosting on the same split.
+
+An ensemble's prediction is the mean of its members' Cauchy variables: for independent (or
+fully dependent) ``Y_k ~ Cauchy(loc_k, scale_k)``, ``(1/K) sum_k Y_k ~ Cauchy(mean loc_k,
+mean scale_k)`` exactly, so its median is ``g^{-1}(mean loc_k)``: the members averaged in the
+value space. The median of the members' medians is printed beside it. No network is trained
+here; the runs' files are read as they are. Run::
+
+    python benchmarks/bench_quality.py --tables ... --models causal --seeds 0,1,2,3,4,5,6,7,8 \\
+        --save-predictions --json MEMBERS
+    python benchmarks/probe_ensembles.py --json MEMBERS --members 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+RULES = ("Cauchy mean", "median of medians")
+"""How an ensemble's members are combined (see the module docstring)."""
+
+
+def combine(members: list[dict[str, list[float]]], rule: str, value_space: str) -> list[float]:
+    """The ensemble's held-out medians from its members' saved predictions."""
+    import torch
+
+    from cauchylin.value_space import from_value_space
+
+    if rule == "Cauchy mean":
+        loc = torch.tensor([m["loc"] for m in members], dtype=torch.float64).mean(0)
+        return from_value_space(loc, value_space).tolist()
+    if rule == "median of medians":
+        med = torch.tensor([m["median"] for m in members], dtype=torch.float64)
+        # the lower median for an even count, as torch.median takes it
+        return med.median(0).values.tolist()
+    raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+
+
+def mdae(pred: list[float], true: list[float]) -> float:
+    """Median absolute error."""
+    return statistics.median(abs(p - t) for p, t in zip(pred, true, strict=True))
+
+
+def ensembles(
+    rows: list[dict[str, Any]], table: str, name: str, steps: int, members: int
+) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """The table's clean runs of ``name`` at ``steps`` (by seed), and their groups of
+    ``members`` consecutive seeds (a last incomplete group left out)."""
+    runs = sorted(
+        (
+            r
+            for r in rows
+            if r["table"] == table
+            and r["name"] == name
+            and r["steps"] == steps
+            and not r.get("corrupt")
+            and "predictions" in r
+        ),
+        key=lambda r: r["seed"],
+    )
+    groups = [runs[i : i + members] for i in range(0, len(runs) - members + 1, members)]
+    return runs, groups
+
+
+def report(
+    rows: list[dict[str, Any]],
+    tables: list[str],
+    name: str,
+    steps: int,
+    members: int,
+    value_space: str,
+) -> list[dict[str, Any]]:
+    """Print one markdown table per rule; return a row per table and ensemble."""
+    out: list[dict[str, Any]] = []
+    for table in tables:
+        _, groups = ensembles(rows, table, name, steps, members)
+        refs = [
+            r["mdae"]
+            for r in rows
+            if r["table"] == table
+            and r["name"] in ("linear regression (features)", "gradient boosting (features)")
+        ]
+        for group in groups:
+            truth = group[0]["predictions"]["true"]
+            for m in group[1:]:
+                if m["predictions"]["true"] != truth:
+                    raise SystemExit(f"{table}: the runs' held-out rows differ")
+            entry = {
+                "table": table,
+                "seeds": [m["seed"] for m in group],
+                "member_mdae": [m["mdae"] for m in group],
+                "best_reference": min(refs) if refs else None,
+                "train_seconds": sum(m["train_seconds"] for m in group),
+            }
+            for rule in RULES:
+                pred = combine([m["predictions"] for m in group], rule, value_space)
+                entry[rule] = mdae(pred, truth)
+            out.append(entry)
+    for rule in RULES:
+        print(f"\n### {rule}: ensembles of {members} ({name}, {steps} steps)\n")
+        print(
+            "| table | one network: the first ensemble's seeds (median) | one network: all seeds "
+            "(median) | ensembles | median | ensembles / one (first seeds) | ensembles / better "
+            "of LR, HGB |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        for table in tables:
+            mine = [e for e in out if e["table"] == table]
+            if not mine:
+                continue
+            singles = [s for e in mine for s in e["member_mdae"]]
+            first = statistics.median(mine[0]["member_mdae"])
+            ens = [e[rule] for e in mine]
+            med = statistics.median(ens)
+            best = mine[0]["best_reference"]
+            ratio = f"**{med / best:.2f}**" if best else ""
+            print(
+                f"| {table} | {first:.4g} | {statistics.median(singles):.4g} "
+                f"({len(singles)}) | {' / '.join(f'{v:.4g}' for v in ens)} | {med:.4g} | "
+                f"{med / first:.2f} | {ratio} |"
+            )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--json", required=True, help="a bench_quality.py file with predictions")
+    p.add_argument("--tables", default=None, help="comma-separated (default: every table)")
+    p.add_argument("--name", default="causal", help="the runs' row name (default: causal)")
+    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--members", type=int, default=3)
+    p.add_argument("--value-space", default="signed_log1p", help="the models' config.value_space")
+    p.add_argument("--out", default=None, help="write the ensembles' rows here (JSON)")
+    args = p.parse_args(argv)
+    if args.members < 1:
+        p.error("--members must be positive")
+    with open(args.json) as f:
+        rows = json.load(f)["rows"]
+    known = list(dict.fromkeys(r["table"] for r in rows if "predictions" in r))
+    if not known:
+        p.error(f"{args.json} has no saved predictions (bench_quality.py --save-predictions)")
+    tables = args.tables.split(",") if args.tables else known
+    out = report(rows, tables, args.name, args.steps, args.members, args.value_space)
+    if not out:
+        p.error(
+            f"no table of {args.json} has {args.members} runs of {args.name!r} at {args.steps} "
+            "steps with saved predictions (see --name, --steps, --members)"
+        )
+    if args.out:
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"source": os.path.basename(args.json), "ensembles": out}, f, indent=1)
+        os.replace(tmp, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
