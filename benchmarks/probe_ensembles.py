@@ -7,10 +7,10 @@ space ``t = g(y)``. This script groups the causal runs of each table into ensemb
 ensemble's held-out median absolute error (MdAE) against its members' and against the better of
 linear regression and gradient boosting on the same split.
 
-An ensemble's prediction is the mean of its members' Cauchy variables: for independent (or
-fully dependent) ``Y_k ~ Cauchy(loc_k, scale_k)``, ``(1/K) sum_k Y_k ~ Cauchy(mean loc_k,
-mean scale_k)`` exactly, so its median is ``g^{-1}(mean loc_k)``: the members averaged in the
-value space. The median of the members' medians is printed beside it. No network is trained
+An ensemble's prediction is the mean of its members' Cauchy variables
+(:func:`cauchylin_hf.ensemble.average_number_predictions`): for independent (or fully dependent)
+``Y_k ~ Cauchy(loc_k, scale_k)``, ``(1/K) sum_k Y_k ~ Cauchy(mean loc_k, mean scale_k)``
+exactly, so its median is ``g^{-1}(mean loc_k)``: the members averaged in the value space. The median of the members' medians is printed beside it. No network is trained
 here; the runs' files are read as they are. Run::
 
     python benchmarks/bench_quality.py --tables ... --models causal --seeds 0,1,2,3,4,5,6,7,8 \\
@@ -38,11 +38,22 @@ def combine(members: list[dict[str, list[float]]], rule: str, value_space: str) 
     """The ensemble's held-out medians from its members' saved predictions."""
     import torch
 
-    from cauchylin.value_space import from_value_space
+    if rule == "Cauchy mean":  # the library's ensemble, on the saved laws
+        from cauchylin_hf.ensemble import average_number_predictions
+        from cauchylin_hf.predict import NumberPredictions, value_prediction
 
-    if rule == "Cauchy mean":
-        loc = torch.tensor([m["loc"] for m in members], dtype=torch.float64).mean(0)
-        return from_value_space(loc, value_space).tolist()
+        def part(m: dict[str, list[float]]) -> NumberPredictions:
+            n = len(m["loc"])
+            loc, scale = (torch.tensor(m[k], dtype=torch.float64) for k in ("loc", "scale"))
+            return NumberPredictions(
+                prediction=value_prediction(loc, scale, torch.ones(n), (0.5,), value_space),
+                true=torch.tensor(m["true"], dtype=torch.float64),
+                text_index=torch.arange(n),
+                is_target=torch.ones(n, dtype=torch.bool),
+                fields=["target"] * n,
+            )
+
+        return average_number_predictions([part(m) for m in members]).prediction.median.tolist()
     if rule == "median of medians":
         med = torch.tensor([m["median"] for m in members], dtype=torch.float64)
         # the lower median for an even count, as torch.median takes it

@@ -76,6 +76,7 @@ __all__ = [
     "predict_values",
     "spearman_undefined",
     "target_numbers",
+    "value_prediction",
 ]
 
 MIN_SPREAD = 0.1
@@ -214,7 +215,7 @@ class ValuePrediction:
         return out
 
 
-def _prediction(
+def value_prediction(
     loc: torch.Tensor,
     scale: torch.Tensor,
     p_num: torch.Tensor,
@@ -223,7 +224,32 @@ def _prediction(
     widths: torch.Tensor | None = None,
     counts: torch.Tensor | None = None,
 ) -> ValuePrediction:
-    """Medians and intervals; ``widths`` ``[N, L]`` (NaN: none) make the calibrated ones."""
+    """The medians and intervals of Cauchy laws ``Y ~ Cauchy(loc, scale)`` in the value space.
+
+    The median is ``g^{-1}(loc)``; the interval of coverage ``c`` is the Cauchy one,
+    ``g^{-1}(loc ± tan(pi c / 2) scale)``, or, where ``widths`` gives a width ``q(c)``, the
+    calibrated ``g^{-1}(loc ± q(c) scale)``. Ends beyond float32's range are its largest number.
+
+    Args:
+        loc: ``[N]`` ``loc_Y``.
+        scale: ``[N]`` ``scale_Y``, positive.
+        p_num: ``[N]`` ``P(<NUM>)`` of each row.
+        levels: the coverages.
+        value_space: one of :data:`cauchylin.value_space.VALUE_SPACES`.
+        widths: ``[N, L]`` calibrated widths in units of ``scale`` (NaN: none for that row and
+            level), or None.
+        counts: ``[N]`` the calibration rows behind each row's widths, or None.
+
+    Returns:
+        A :class:`ValuePrediction` (float64).
+
+    Example:
+        >>> import torch
+        >>> p = value_prediction(torch.tensor([0.0]), torch.tensor([1.0]), torch.tensor([1.0]),
+        ...                      (0.5,), "identity", widths=torch.tensor([[2.0]]))
+        >>> p.median.tolist(), p.interval(0.5), p.calibrated.tolist()
+        ([0.0], (tensor([-2.], dtype=torch.float64), tensor([2.], dtype=torch.float64)), [[True]])
+    """
     loc, scale = loc.double(), scale.double()
     qs = [(1 - c) / 2 for c in levels]
     lower = torch.stack([value_quantiles(loc, scale, q, value_space) for q in qs], -1)
@@ -414,7 +440,7 @@ def predict_values(
         parts.append(_heads_at(model, enc, select, mode, temperature, num))
     loc, scale, p, rows = (torch.cat(t) for t in zip(*parts, strict=True))
     widths, counts = _calibration(model, rows, lv, calibrated)
-    return _prediction(loc, scale, p, lv, model.config.value_space, widths, counts)
+    return value_prediction(loc, scale, p, lv, model.config.value_space, widths, counts)
 
 
 @dataclass
@@ -704,7 +730,7 @@ class NumberReader:
             fields.extend(every[k] for k in kept)
         widths, counts = _calibration(self.model, rows, self.levels, self.calibrated)
         return NumberPredictions(
-            prediction=_prediction(
+            prediction=value_prediction(
                 loc, scale, p, self.levels, self.model.config.value_space, widths, counts
             ),
             true=torch.tensor(true, dtype=torch.float64),

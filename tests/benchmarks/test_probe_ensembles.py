@@ -33,6 +33,7 @@ def test_the_cauchy_mean_is_the_median_of_the_averaged_members():
     members = [
         {
             "loc": lo,
+            "true": [0.0, 0.0],
             "scale": sc,
             "median": from_value_space(torch.tensor(lo), SIGNED_LOG1P).tolist(),
         }
