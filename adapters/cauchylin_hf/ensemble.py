@@ -86,8 +86,10 @@ def average_number_predictions(
             space.
         calibration: optional, the same members (in the same order) on held-out texts that no
             member was trained on: the split-conformal widths of the averaged law, fitted on
-            their target numbers, calibrate the target numbers of the result. Without it, every
-            interval is the averaged law's Cauchy interval (``calibrated`` all False).
+            their target numbers, calibrate the target numbers of the result (a level that
+            needs more rows than there are, ``ceil((n + 1) c) > n``, keeps the Cauchy interval).
+            Without it, every interval is the averaged law's Cauchy interval (``calibrated``
+            all False).
 
     Returns:
         :class:`~cauchylin_hf.predict.NumberPredictions` of the averaged law: ``loc`` and
@@ -142,6 +144,9 @@ def average_number_predictions(
         c_loc, c_scale, _ = _averaged(calibration)
         t = c.true.double()[held]
         q = conformal_widths(to_value_space(t, space), c_loc[held], c_scale[held], levels)
+        # a level with too few rows for it (an infinite width) stays the Cauchy interval, as
+        # in the models' own calibration
+        q = torch.where(torch.isinf(q), torch.full_like(q, float("nan")), q)
         rows = first.is_target.reshape(-1, 1)
         widths = torch.where(rows, q.reshape(1, -1), torch.full_like(q, float("nan")))
         counts = torch.where(first.is_target, n, 0).long()

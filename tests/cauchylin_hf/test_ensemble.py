@@ -125,6 +125,9 @@ def test_members_of_other_texts_levels_or_counts_are_refused():
     none = _member([1.0], [0.5], [3.0], targets=torch.tensor([False]))
     with pytest.raises(ValueError, match="calibration: the held-out texts have no target"):
         average_number_predictions([a], calibration=[none])
+    # three calibration rows: ceil(4 c) <= 3 only for c = 0.5 (of 0.5, 0.8, 0.9, 0.95)
+    few = average_number_predictions([a], calibration=[_member([1.0] * 3, [0.5] * 3, [3.0] * 3)])
+    assert few.prediction.calibrated.tolist() == [[True, False, False, False]] * 2
     other = _member([1.0], [0.5], [3.0], space="identity")
     with pytest.raises(ValueError, match="calibration: the members' levels and value space"):
         average_number_predictions([a], calibration=[other])
