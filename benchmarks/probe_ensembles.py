@@ -110,12 +110,18 @@ def report(
             for m in group[1:]:
                 if m["predictions"]["true"] != truth:
                     raise SystemExit(f"{table}: the runs' held-out rows differ")
+            hgb = [
+                r["train_seconds"]
+                for r in rows
+                if r["table"] == table and r["name"] == "gradient boosting (features)"
+            ]
             entry = {
                 "table": table,
                 "seeds": [m["seed"] for m in group],
                 "member_mdae": [m["mdae"] for m in group],
                 "best_reference": min(refs) if refs else None,
                 "train_seconds": sum(m["train_seconds"] for m in group),
+                "gradient_boosting_seconds": hgb[0] if hgb else None,
             }
             for rule in RULES:
                 pred = combine([m["predictions"] for m in group], rule, value_space)
@@ -125,10 +131,10 @@ def report(
         print(f"\n### {rule}: ensembles of {members} ({name}, {steps} steps)\n")
         print(
             "| table | one network: the first ensemble's seeds (median) | one network: all seeds "
-            "(median) | ensembles | median | ensembles / one (first seeds) | ensembles / better "
-            "of LR, HGB |"
+            "(median) | ensembles | median | ensembles / one (first seeds) | ensembles / one (all "
+            "seeds) | ensembles / better of LR, HGB | training s: ensemble, one network, HGB |"
         )
-        print("|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|")
         for table in tables:
             mine = [e for e in out if e["table"] == table]
             if not mine:
@@ -139,10 +145,15 @@ def report(
             med = statistics.median(ens)
             best = mine[0]["best_reference"]
             ratio = f"**{med / best:.2f}**" if best else ""
+            one_s = statistics.median(m / members for e in mine for m in [e["train_seconds"]])
+            hgb_s = mine[0]["gradient_boosting_seconds"]
+            seconds = f"{statistics.median(e['train_seconds'] for e in mine):.0f}, {one_s:.0f}, "
+            seconds += f"{hgb_s:.2f}" if hgb_s is not None else "-"
+            every = statistics.median(singles)
             print(
-                f"| {table} | {first:.4g} | {statistics.median(singles):.4g} "
-                f"({len(singles)}) | {' / '.join(f'{v:.4g}' for v in ens)} | {med:.4g} | "
-                f"{med / first:.2f} | {ratio} |"
+                f"| {table} | {first:.4g} | {every:.4g} ({len(singles)}) | "
+                f"{' / '.join(f'{v:.4g}' for v in ens)} | {med:.4g} | {med / first:.2f} | "
+                f"{med / every:.2f} | {ratio} | {seconds} |"
             )
     return out
 
