@@ -67,10 +67,16 @@ def mdae(pred: list[float], true: list[float]) -> float:
 
 
 def ensembles(
-    rows: list[dict[str, Any]], table: str, name: str, steps: int, members: int
+    rows: list[dict[str, Any]],
+    table: str,
+    name: str,
+    steps: int,
+    members: int,
+    corrupt: float = 0.0,
 ) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
-    """The table's clean runs of ``name`` at ``steps`` (by seed), and their groups of
-    ``members`` consecutive seeds (a last incomplete group left out)."""
+    """The table's runs of ``name`` at ``steps`` (by seed) on targets corrupted at the share
+    ``corrupt`` (0: the clean runs), and their groups of ``members`` consecutive seeds (a last
+    incomplete group left out)."""
     runs = sorted(
         (
             r
@@ -78,7 +84,7 @@ def ensembles(
             if r["table"] == table
             and r["name"] == name
             and r["steps"] == steps
-            and not r.get("corrupt")
+            and float(r.get("corrupt") or 0.0) == corrupt
             and "predictions" in r
         ),
         key=lambda r: r["seed"],
@@ -94,11 +100,12 @@ def report(
     steps: int,
     members: int,
     value_space: str,
+    corrupt: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Print one markdown table per rule; return a row per table and ensemble."""
     out: list[dict[str, Any]] = []
     for table in tables:
-        _, groups = ensembles(rows, table, name, steps, members)
+        _, groups = ensembles(rows, table, name, steps, members, corrupt)
         refs = [
             r["mdae"]
             for r in rows
@@ -128,7 +135,8 @@ def report(
                 entry[rule] = mdae(pred, truth)
             out.append(entry)
     for rule in RULES:
-        print(f"\n### {rule}: ensembles of {members} ({name}, {steps} steps)\n")
+        dirty = f", {corrupt:g} of the targets corrupted" if corrupt else ""
+        print(f"\n### {rule}: ensembles of {members} ({name}, {steps} steps{dirty})\n")
         print(
             "| table | one network: the first ensemble's seeds (median) | one network: all seeds "
             "(median) | ensembles | median | ensembles / one (first seeds) | ensembles / one (all "
@@ -165,6 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--name", default="causal", help="the runs' row name (default: causal)")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--members", type=int, default=3)
+    p.add_argument(
+        "--corrupt",
+        type=float,
+        default=0.0,
+        help="the runs on targets corrupted at this share (bench_quality.py --corrupt; default "
+        "0: the clean runs)",
+    )
     p.add_argument("--value-space", default="signed_log1p", help="the models' config.value_space")
     p.add_argument("--out", default=None, help="write the ensembles' rows here (JSON)")
     args = p.parse_args(argv)
@@ -176,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if not known:
         p.error(f"{args.json} has no saved predictions (bench_quality.py --save-predictions)")
     tables = args.tables.split(",") if args.tables else known
-    out = report(rows, tables, args.name, args.steps, args.members, args.value_space)
+    out = report(rows, tables, args.name, args.steps, args.members, args.value_space, args.corrupt)
     if not out:
         p.error(
             f"no table of {args.json} has {args.members} runs of {args.name!r} at {args.steps} "

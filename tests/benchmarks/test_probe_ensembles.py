@@ -107,6 +107,16 @@ def test_groups_of_consecutive_seeds_are_scored_against_their_truth(tmp_path, ca
         )
         assert e["best_reference"] == 2.0 and e["train_seconds"] == 3.0
     assert "| t |" in capsys.readouterr().out
+    # runs on corrupted targets are their own ensembles, chosen by --corrupt
+    dirty = [{**r, "corrupt": 0.1, "mdae": 99.0} for r in rows[:3]]
+    for r in dirty:
+        r["predictions"] = {**r["predictions"], "loc": [v + 1.0 for v in r["predictions"]["loc"]]}
+    path.write_text(json.dumps({"rows": rows + dirty}))
+    assert probe.main(["--json", str(path), "--out", str(out)]) == 0
+    assert [e["seeds"] for e in json.loads(out.read_text())["ensembles"]] == [[0, 1, 2], [3, 4, 5]]
+    assert probe.main(["--json", str(path), "--corrupt", "0.1", "--out", str(out)]) == 0
+    (e,) = json.loads(out.read_text())["ensembles"]
+    assert e["member_mdae"] == [99.0] * 3 and e["Cauchy mean"] > got[0]["Cauchy mean"]
     empty = tmp_path / "empty.json"
     empty.write_text(
         json.dumps({"rows": [{k: v for k, v in rows[0].items() if k != "predictions"}]})
