@@ -1581,7 +1581,16 @@ def main(argv: list[str] | None = None) -> int:
                             # every causal variant too: what the outliers cost each of them
                             for v in ["causal", *variants] if m == "causal" else [MODELS[m]]:
                                 settings = variant_settings.get(v, {})
-                                add(table, m, v, settings, steps, seed, corrupt=args.corrupt)
+                                add(
+                                    table,
+                                    m,
+                                    v,
+                                    settings,
+                                    steps,
+                                    seed,
+                                    corrupt=args.corrupt,
+                                    save_predictions=args.save_predictions,
+                                )
             if steps == tune_budget and args.pretrained:
                 for seed in seeds:
                     for table in tables:
@@ -1589,7 +1598,16 @@ def main(argv: list[str] | None = None) -> int:
                             continue
                         for m in ("causal", "text"):
                             if m in models:
-                                add(table, m, MODELS[m], {}, steps, seed, start="pretrained")
+                                add(
+                                    table,
+                                    m,
+                                    MODELS[m],
+                                    {},
+                                    steps,
+                                    seed,
+                                    start="pretrained",
+                                    save_predictions=args.save_predictions,
+                                )
     rows: list[dict[str, Any]] = []
     if args.resume and os.path.exists(args.json):
         with open(args.json) as f:

@@ -130,10 +130,11 @@ def test_a_toy_grid_saves_predictions_the_probe_reads(tmp_path):
     members = tmp_path / "m.json"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_quality.py"), "--quick",
            "--tables", "cancer", "--models", "causal,mse", "--steps", "2", "--seeds", "0,1",
-           "--save-predictions", "--json", str(members)]  # fmt: skip
+           "--corrupt", "0.1", "--save-predictions", "--json", str(members)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(members.read_text())["rows"]
+    assert {r["corrupt"] for r in rows if r["kind"] == "causal"} == {0.0, 0.1}
     for r in rows:
         if r["kind"] == "reference":
             assert "predictions" not in r
@@ -154,3 +155,7 @@ def test_a_toy_grid_saves_predictions_the_probe_reads(tmp_path):
     )
     (e,) = json.loads(out.read_text())["ensembles"]
     assert e["seeds"] == [0, 1] and e["Cauchy mean"] >= 0
+    args = ["--json", str(members), "--members", "2", "--steps", "2", "--corrupt", "0.1"]
+    assert probe.main([*args, "--out", str(out)]) == 0
+    (dirty,) = json.loads(out.read_text())["ensembles"]
+    assert dirty["seeds"] == [0, 1] and dirty["member_mdae"] != e["member_mdae"]
