@@ -1530,6 +1530,7 @@ def main(argv: list[str] | None = None) -> int:
             "corrupt": 0.0,
             "start": "scratch",
             "quick": args.quick,
+            "save_predictions": args.save_predictions,  # every run, whatever its kind
             "recipe": recipe,
             "pretrain_steps": args.pretrain_steps,
         }
@@ -1560,18 +1561,9 @@ def main(argv: list[str] | None = None) -> int:
                                     resolve_numbers=args.resolve_numbers,
                                     resolve_average=args.resolve_average,
                                     resolve_median_error=args.resolve_median_error,
-                                    save_predictions=args.save_predictions,
                                 )
                         else:
-                            add(
-                                table,
-                                m,
-                                MODELS[m],
-                                {},
-                                steps,
-                                seed,
-                                save_predictions=args.save_predictions,
-                            )
+                            add(table, m, MODELS[m], {}, steps, seed)
             if steps == corrupt_budget and args.corrupt:
                 for seed in seeds:
                     for table in corrupt_tables:
@@ -1581,16 +1573,7 @@ def main(argv: list[str] | None = None) -> int:
                             # every causal variant too: what the outliers cost each of them
                             for v in ["causal", *variants] if m == "causal" else [MODELS[m]]:
                                 settings = variant_settings.get(v, {})
-                                add(
-                                    table,
-                                    m,
-                                    v,
-                                    settings,
-                                    steps,
-                                    seed,
-                                    corrupt=args.corrupt,
-                                    save_predictions=args.save_predictions,
-                                )
+                                add(table, m, v, settings, steps, seed, corrupt=args.corrupt)
             if steps == tune_budget and args.pretrained:
                 for seed in seeds:
                     for table in tables:
@@ -1598,16 +1581,7 @@ def main(argv: list[str] | None = None) -> int:
                             continue
                         for m in ("causal", "text"):
                             if m in models:
-                                add(
-                                    table,
-                                    m,
-                                    MODELS[m],
-                                    {},
-                                    steps,
-                                    seed,
-                                    start="pretrained",
-                                    save_predictions=args.save_predictions,
-                                )
+                                add(table, m, MODELS[m], {}, steps, seed, start="pretrained")
     rows: list[dict[str, Any]] = []
     if args.resume and os.path.exists(args.json):
         with open(args.json) as f:

@@ -153,7 +153,7 @@ def report(
             med = statistics.median(ens)
             best = mine[0]["best_reference"]
             ratio = f"**{med / best:.2f}**" if best else ""
-            one_s = statistics.median(m / members for e in mine for m in [e["train_seconds"]])
+            one_s = statistics.median(e["train_seconds"] / members for e in mine)
             hgb_s = mine[0]["gradient_boosting_seconds"]
             seconds = f"{statistics.median(e['train_seconds'] for e in mine):.0f}, {one_s:.0f}, "
             seconds += f"{hgb_s:.2f}" if hgb_s is not None else "-"
