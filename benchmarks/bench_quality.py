@@ -135,6 +135,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # the defaults' scale cutoff, by name (the defaults since the cutoff became one)
     "causal (reg_scale_cutoff=20)": {"reg_scale_cutoff": 20.0, "reg_context_tokens": 2},
     "causal (no scale cutoff)": {"reg_scale_cutoff": None, "reg_context_tokens": 0},
+    # each text's last number (the table's target) weighed apart in the regression term
+    "causal (reg_target_weight=2)": {"reg_target_weight": 2.0},
+    "causal (reg_target_weight=4)": {"reg_target_weight": 4.0},
     # every row trained on below 500 rows, intervals cross-conformal (a training setting, not a
     # config field: ``_job`` sets cauchylin.conformal.MIN_ROWS_TO_CALIBRATE from it)
     "causal (cross-conformal below 500 rows)": {TRAINING_KEY: 500},

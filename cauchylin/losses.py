@@ -67,6 +67,7 @@ __all__ = [
     "causal_lm_loss",
     "context_weights",
     "gated_regression_loss",
+    "last_number_weights",
     "ovr_bce",
     "ovr_bce_fused",
 ]
@@ -702,6 +703,7 @@ def gated_regression_loss(
     context: torch.Tensor | None = None,
     min_context_count: int = 3,
     scale_cutoff: float | None = None,
+    weights: torch.Tensor | None = None,
     validate_args: bool | None = None,
 ) -> RegLoss:
     """Cauchy negative log-likelihood of the regression value, gated by ``P(<NUM>)``.
@@ -710,7 +712,10 @@ def gated_regression_loss(
 
         L_nll_i = log(pi scale_Y_i) + log(1 + ((y_i - loc_Y_i) / scale_Y_i)^2)
         gate_i  = num_mask_i * (alpha + (1 - alpha) * P_num_i),   P_num_i = exp(log_p_num_i)
-        L_reg_eff = sum_i gate_i * L_nll_i / sum_i num_mask_i
+        L_reg_eff = sum_i w_i * gate_i * L_nll_i / sum_i num_mask_i
+
+    with ``w_i = 1`` unless ``weights`` are given (e.g. :func:`last_number_weights`, which
+    weighs each sequence's target number apart from the numbers before it).
 
     ``log(1 + r^2)`` is evaluated without overflow (:func:`cauchylin._special.log1p_square`).
     Gradients flow into ``loc_Y``, ``scale_Y`` and ``log_p_num`` (the gate is part of the loss,
@@ -781,6 +786,8 @@ def gated_regression_loss(
         scale_cutoff: ``k > 0``: positions more than ``k`` scales from their location that
             are outliers of their context (above) pass no gradient to ``scale_Y``; None
             (default): every position does (the plain NLL's).
+        weights: optional ``[...]`` constant weights ``w_i >= 0`` of the positions' NLLs (no
+            gradient flows into them; read only where ``num_mask`` is set); None: all 1.
         validate_args: value checks (``num_mask`` 0/1, scales positive and finite, targets
             finite at ``<NUM>`` positions, ``log_p_num <= 0``); ``None`` follows the global
             setting.
@@ -793,8 +800,9 @@ def gated_regression_loss(
         ValueError: mismatched shapes, ``alpha`` outside ``[0, 1]`` (or NaN), a negative or
             non-finite ``scale_power``, a ``context`` that is not an integer tensor of
             ``loc_Y``'s shape, ``min_context_count < 2``, a ``scale_cutoff`` that is not a
-            positive finite number (or None), or (when validating) a ``num_mask``
-            other than 0/1 or bad values at ``<NUM>`` positions.
+            positive finite number (or None), ``weights`` of another shape, or (when
+            validating) a ``num_mask`` other than 0/1, bad values at ``<NUM>`` positions or
+            weights there that are negative or not finite.
 
     Example:
         >>> import torch
@@ -815,6 +823,13 @@ def gated_regression_loss(
         1.8
     """
     _check_regression_tensors(loc_Y, scale_Y, target_values, num_mask, log_p_num, context)
+    if weights is not None:
+        _require_tensor("weights", weights)
+        _require_float("weights", weights)
+        if _shape(weights) != _shape(loc_Y):
+            raise ValueError(
+                f"weights shape {_shape(weights)} must equal loc_Y shape {_shape(loc_Y)}"
+            )
     alpha = float(alpha)
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
@@ -848,10 +863,56 @@ def gated_regression_loss(
         safe_scale = torch.where(far, safe_scale.detach(), safe_scale)
     nll = LOG_PI + torch.log(safe_scale) + log1p_square((safe_y - loc) / safe_scale)
     gate = _gate(m, log_p_num, alpha, dt, is_validating(validate_args))
+    if weights is not None:
+        w_nll = torch.where(m, weights.detach().to(dt), torch.ones((), dtype=dt, device=m.device))
+        if is_validating(validate_args):
+            check_finite("weights", w_nll)
+            negative = host_values(w_nll < 0)
+            if negative is not None and bool(negative.any()):
+                raise ValueError(
+                    f"weights must be >= 0 at <NUM> positions (shape {_shape(weights)})"
+                )
+        gate = gate * w_nll
     per_position = torch.where(m, gate * nll, torch.zeros((), dtype=dt, device=loc.device))
     # (a tensor division, no host read of the count: the same value, also under torch.func)
     mean = per_position.sum() / count.clamp_min(1).to(dt)
     return RegLoss(mean, per_position, count.to(torch.long))
+
+
+def last_number_weights(num_mask: torch.Tensor, weight: float) -> torch.Tensor:
+    """Weights for :func:`gated_regression_loss`: ``weight`` at the last ``<NUM>`` target of
+    each sequence (the last ``num_mask`` position along the last dimension), 1 elsewhere.
+
+    A text's last number is its target (a table row written as text ends with the target
+    column, and evaluation reads the last number of each text), so ``weight > 1`` puts that
+    number's likelihood ahead of the numbers before it, which the network reads as inputs. A
+    sequence cut short by truncation has its last *kept* number weighed.
+
+    Args:
+        num_mask: ``[..., L]`` bool or 0/1, the ``<NUM>`` targets.
+        weight: a finite number ``>= 0``.
+
+    Returns:
+        ``[..., L]`` float32 weights.
+
+    Raises:
+        ValueError: a ``num_mask`` that is not a tensor with a sequence dimension, or a
+            negative or non-finite ``weight``.
+
+    Example:
+        >>> import torch
+        >>> mask = torch.tensor([[0, 1, 0, 1, 0], [1, 0, 0, 0, 0], [0, 0, 0, 0, 0]])
+        >>> last_number_weights(mask, 4.0).tolist()
+        [[1.0, 1.0, 1.0, 4.0, 1.0], [4.0, 1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0, 1.0]]
+    """
+    _require_tensor("num_mask", num_mask)
+    if num_mask.ndim < 1:
+        raise ValueError(f"num_mask must have a sequence dimension, got shape {_shape(num_mask)}")
+    w = finite_number("weight", weight, minimum=0.0)
+    m = num_mask != 0
+    position = torch.arange(m.shape[-1], device=m.device).expand(m.shape)
+    last = torch.where(m, position, torch.full_like(position, -1)).amax(-1, keepdim=True)
+    return torch.where(m & (position == last), w, 1.0).to(torch.float32)
 
 
 def _check_regression_tensors(

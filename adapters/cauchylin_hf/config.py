@@ -132,6 +132,7 @@ _REAL_SETTINGS: Final[tuple[tuple[str, dict[str, Any]], ...]] = (
     ("reg_weight", {"minimum": 0.0}),
     ("reg_scale_power", {"minimum": 0.0}),
     ("reg_scale_cutoff", {"minimum": 0.0, "exclusive": True}),
+    ("reg_target_weight", {"minimum": 0.0}),
     ("temperature", {"minimum": 0.0}),
     ("classifier_lr_scale", {"minimum": 0.0, "exclusive": True}),
     ("w_num_scale", {"minimum": 0.0, "exclusive": True}),
@@ -218,6 +219,10 @@ class CauchyLMConfig(PreTrainedConfig):
             it up (the NLL's gradient in ``log scale_Y`` tends to -1 however far a target is);
             the loss value and the location's gradient are the NLL's
             (:func:`cauchylin.losses.gated_regression_loss`; None: the plain NLL's gradient).
+        reg_target_weight: ``w >= 0`` (default 1): the weight of each text's last number (its
+            target: a table's target column) in the regression term, against 1 for the numbers
+            before it (:func:`cauchylin.losses.last_number_weights`); the Training page's
+            "The target's weight" measures it on the benchmark tables.
         ovr_classes: ``"all"`` (every embedding row is an OvR class) or
             ``"tokenizer"`` (classes ``0 .. tokenizer_size - 1``: the tokenizer's tokens plus
             ``<NUM>``; spare rows are never predicted).
@@ -309,6 +314,7 @@ class CauchyLMConfig(PreTrainedConfig):
     reg_scale_power: float = 0.0
     reg_context_tokens: int = 2
     reg_scale_cutoff: float | None = 20.0
+    reg_target_weight: float = 1.0
     ovr_classes: str = "all"
     tokenizer_size: int | None = None
     num_token: str = "<NUM>"

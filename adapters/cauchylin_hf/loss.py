@@ -232,4 +232,5 @@ def shifted_causal_loss(
         reg_scale_power=cfg.reg_scale_power,
         reg_context_tokens=cfg.reg_context_tokens,
         reg_scale_cutoff=cfg.reg_scale_cutoff,
+        reg_target_weight=cfg.reg_target_weight,
     )

@@ -915,6 +915,7 @@ class Action(nn.Module):
         reg_scale_power: float = 0.0,
         reg_context_tokens: int = 0,
         reg_scale_cutoff: float | None = None,
+        reg_target_weight: float = 1.0,
     ) -> losses.CausalLMLoss:
         r"""The training objective in standard mode, without any ``[N, V]`` tensor.
 
@@ -954,7 +955,9 @@ class Action(nn.Module):
           are outliers of their context (by residual, or with ``reg_context_tokens`` by a
           magnitude far above the context's targets; the call's residuals with
           ``reg_context_tokens = 0``) pass no gradient to ``scale_Y``: far outliers do not
-          inflate the scale.
+          inflate the scale. With ``reg_target_weight = w``, the NLL of the last ``<NUM>`` target
+          of each sequence (along the last dimension: a text's target number) counts ``w``
+          times (:func:`cauchylin.losses.last_number_weights`); the others count once.
           Without ``num_token_id`` or ``target_values`` the regression term is exactly 0.
 
         Args:
@@ -974,13 +977,16 @@ class Action(nn.Module):
                 context (0: the model's own scale stands for every context's spread).
             reg_scale_cutoff: ``k > 0`` or None: the regression loss's ``scale_cutoff``
                 (:func:`cauchylin.losses.gated_regression_loss`).
+            reg_target_weight: ``w >= 0``, the weight of each sequence's last ``<NUM>`` target
+                in the regression term (1: every number alike).
 
         Returns:
             :class:`cauchylin.losses.CausalLMLoss` ``(total, cls, reg)``.
 
         Raises:
             ValueError: shape mismatches, labels out of range, bad ``alpha`` or
-                ``reg_scale_power`` or ``reg_scale_cutoff`` (from :mod:`cauchylin.losses`),
+                ``reg_scale_power`` or ``reg_scale_cutoff`` (from :mod:`cauchylin.losses`), a
+                negative or non-finite ``reg_target_weight``,
                 ``reg_context_tokens``
                 outside ``0..3``, or a bad ``U``/temperature.
 
@@ -998,6 +1004,7 @@ class Action(nn.Module):
         """
         t = check_temperature(temperature)
         integer("reg_context_tokens", reg_context_tokens, minimum=0, maximum=MAX_CONTEXT_TOKENS)
+        target_weight = finite_number("reg_target_weight", reg_target_weight, minimum=0.0)
         U = self._check_input(U)
         if not isinstance(labels, torch.Tensor):
             raise ValueError(f"labels must be a torch.Tensor, got {type(labels).__name__}")
@@ -1022,6 +1029,9 @@ class Action(nn.Module):
         context = None
         if reg_context_tokens:
             context = context_codes(_previous_tokens(labels), reg_context_tokens, self.num_classes)
+        weights = None
+        if target_weight != 1.0:
+            weights = losses.last_number_weights(num_mask, target_weight)
         reg = losses.gated_regression_loss(
             loc_Y,
             scale_Y,
@@ -1032,6 +1042,7 @@ class Action(nn.Module):
             scale_power=reg_scale_power,
             context=context,
             scale_cutoff=reg_scale_cutoff,
+            weights=weights,
         )
         return losses.causal_lm_loss(cls, reg, reg_weight=reg_weight)
 

@@ -8,6 +8,9 @@ import mpmath
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from cauchylin.losses import (
     CausalLMLoss,
@@ -16,6 +19,7 @@ from cauchylin.losses import (
     causal_lm_loss,
     context_weights,
     gated_regression_loss,
+    last_number_weights,
     ovr_bce,
     ovr_bce_fused,
 )
@@ -879,3 +883,105 @@ def test_action_loss_refuses_bad_context_settings():
             act.loss(U, labels, torch.ones(2, 3), num_token_id=5, reg_context_tokens=bad)
     with pytest.raises(ValueError, match="scale_power"):
         act.loss(U, labels, torch.ones(2, 3), num_token_id=5, reg_scale_power=-2.0)
+
+
+# --------------------------------------------------------------------------------------------
+# the target's weight: each sequence's last number weighed apart
+# --------------------------------------------------------------------------------------------
+
+
+@hypothesis_settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(st.lists(st.booleans(), min_size=5, max_size=5), min_size=1, max_size=6),
+    weight=st.floats(0.0, 50.0, allow_nan=False),
+)
+def test_last_number_weights_weigh_the_last_number_of_each_row(rows, weight):
+    mask = torch.tensor(rows)
+    out = last_number_weights(mask, weight)
+    assert out.dtype == torch.float32 and out.shape == mask.shape
+    for r, row in enumerate(rows):
+        last = max((i for i, m in enumerate(row) if m), default=None)
+        for i in range(len(row)):
+            assert float(out[r, i]) == pytest.approx(weight if i == last else 1.0, rel=1e-6)
+
+
+def test_last_number_weights_refuse_bad_arguments():
+    for bad in (-1.0, math.nan, math.inf, "2"):
+        with pytest.raises(ValueError, match="weight"):
+            last_number_weights(torch.ones(2, 3, dtype=torch.bool), bad)
+    with pytest.raises(ValueError, match="num_mask"):
+        last_number_weights(torch.tensor(True), 2.0)
+    with pytest.raises(ValueError, match="num_mask"):
+        last_number_weights([[True]], 2.0)  # type: ignore[arg-type]
+
+
+def test_weighted_regression_matches_mpmath_and_passes_no_gradient_to_the_weights():
+    """``sum_i w_i gate_i NLL_i / sum_i m_i`` against mpmath, position by position; the
+    gradient of ``loc`` is ``w_i`` times the unweighted one; NaN weights off the mask do not
+    leak."""
+    gen = torch.Generator().manual_seed(12)
+    shape = (3, 5)
+    loc = torch.randn(shape, generator=gen, dtype=torch.float64, requires_grad=True)
+    scale = torch.rand(shape, generator=gen, dtype=torch.float64) + 0.1
+    y = torch.randn(shape, generator=gen, dtype=torch.float64) * 4
+    mask = torch.rand(shape, generator=gen) < 0.6
+    mask[:, -1] = True
+    w = torch.rand(shape, generator=gen, dtype=torch.float64) * 3
+    w_given = torch.where(mask, w, torch.full_like(w, math.nan)).requires_grad_()
+    out = gated_regression_loss(loc, scale, y, mask, alpha=1.0, weights=w_given)
+    expected = torch.zeros(shape, dtype=torch.float64)
+    for i, j in zip(*torch.nonzero(mask, as_tuple=True), strict=True):
+        nll = _mp_cauchy_nll(float(y[i, j]), float(loc.detach()[i, j]), float(scale[i, j]))
+        expected[i, j] = float(w[i, j]) * nll
+    torch.testing.assert_close(out.per_position, expected, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(out.mean, expected.sum() / mask.sum(), rtol=1e-12, atol=0)
+    (g,) = torch.autograd.grad(out.mean, loc)
+    plain = gated_regression_loss(loc, scale, y, mask, alpha=1.0)
+    (g_plain,) = torch.autograd.grad(plain.mean, loc)
+    torch.testing.assert_close(g, torch.where(mask, w, 0.0) * g_plain, rtol=1e-12, atol=1e-15)
+    assert w_given.grad is None and torch.isfinite(g).all()
+
+
+def test_weighted_regression_refuses_bad_weights():
+    loc, scale, y = torch.zeros(2, 3), torch.ones(2, 3), torch.zeros(2, 3)
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    with pytest.raises(ValueError, match="weights shape"):
+        gated_regression_loss(loc, scale, y, mask, weights=torch.ones(3))
+    with pytest.raises(ValueError, match="weights"):
+        gated_regression_loss(loc, scale, y, mask, weights=torch.ones(2, 3, dtype=torch.long))
+    for bad in (-1.0, math.nan, math.inf):
+        w = torch.ones(2, 3)
+        w[1, 2] = bad
+        with pytest.raises(ValueError, match="weights"):
+            gated_regression_loss(loc, scale, y, mask, weights=w, validate_args=True)
+
+
+def test_action_loss_weighs_each_rows_last_number():
+    """Action.loss with reg_target_weight=w equals gated_regression_loss given by hand the
+    weight w at each row's last <NUM> label (rows of different lengths, one without a number)."""
+    from cauchylin import CauchyVector
+    from cauchylin.nn import Action
+    from cauchylin.value_space import to_value_space
+
+    torch.manual_seed(1)
+    C, V, num = 6, 11, 10
+    act = Action(C, V, threshold=0.0, value_space="signed_log1p").double()
+    labels = torch.tensor(
+        [[1, num, 2, num, 3, num], [1, num, 2, num, -100, -100], [1, 2, 3, 4, 5, 6]]
+    )
+    targets = torch.rand(labels.shape, dtype=torch.float64) * 100
+    loc = torch.randn(*labels.shape, C, dtype=torch.float64, requires_grad=True)
+    scale = torch.rand(*labels.shape, C, dtype=torch.float64) + 0.05
+    U = CauchyVector(loc, scale)
+    out = act.loss(U, labels, targets, num_token_id=num, alpha=1.0, reg_target_weight=4.0)
+    Y = act(CauchyVector(loc.detach(), scale), "standard").Y
+    mask = labels == num
+    hand = torch.ones(labels.shape, dtype=torch.float64)
+    hand[0, 5] = hand[1, 3] = 4.0  # the last <NUM> label of each row
+    t = to_value_space(targets, "signed_log1p")
+    ref = gated_regression_loss(Y.loc[..., 0], Y.scale[..., 0], t, mask, weights=hand)
+    torch.testing.assert_close(out.reg.mean, ref.mean, rtol=1e-12, atol=0)
+    plain = act.loss(U, labels, targets, num_token_id=num, alpha=1.0)
+    assert not torch.allclose(out.reg.mean, plain.reg.mean)
+    with pytest.raises(ValueError, match="reg_target_weight"):
+        act.loss(U, labels, targets, num_token_id=num, reg_target_weight=-1.0)

@@ -120,6 +120,8 @@ def test_auto_classes_are_registered():
         ({"reg_weight": -1.0}, "reg_weight"),
         ({"reg_scale_cutoff": 0.0}, "reg_scale_cutoff"),
         ({"reg_scale_cutoff": math.nan}, "reg_scale_cutoff"),
+        ({"reg_target_weight": -1.0}, "reg_target_weight"),
+        ({"reg_target_weight": math.inf}, "reg_target_weight"),
         ({"temperature": -1.0}, "temperature"),
         ({"causal_size": 0}, "causal_size"),
         ({"causal_size": 2.5}, "causal_size"),

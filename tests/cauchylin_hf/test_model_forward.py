@@ -47,15 +47,31 @@ def numeric_batch():
 
 
 def reference_loss(
-    out, ids, labels, targets, mask, num_id, alpha=0.0, reg_weight=1.0, thr=100.0, log1p=False
+    out,
+    ids,
+    labels,
+    targets,
+    mask,
+    num_id,
+    alpha=0.0,
+    reg_weight=1.0,
+    thr=100.0,
+    log1p=False,
+    target_weight=1.0,
 ):
-    """float64 OvR + gated regression loss from materialised distributions, shifted by hand."""
+    """float64 OvR + gated regression loss from materialised distributions, shifted by hand;
+    ``target_weight`` multiplies the NLL of each row's last counted <NUM> label."""
     loc_S, scale_S = out.loc_S.double(), out.scale_S.double()
     z = (loc_S - thr) / scale_S
     P = 0.5 + torch.atan(z) / math.pi
     B, S = ids.shape
     cls_terms, reg_terms, n_cls, n_num = [], [], 0, 0
     for b in range(B):
+        counted = [
+            i
+            for i in range(S - 1)
+            if int(labels[b, i + 1]) == num_id and mask[b, i] and mask[b, i + 1]
+        ]
         for i in range(S - 1):
             y = int(labels[b, i + 1])
             if y == -100 or not (mask[b, i] and mask[b, i + 1]):
@@ -71,7 +87,8 @@ def reference_loss(
                 r = (t - loc) / scale
                 nll = torch.log(math.pi * scale) + torch.log1p(r * r)
                 gate = alpha + (1 - alpha) * p[num_id]
-                reg_terms.append(gate * nll)
+                weight = target_weight if i == counted[-1] else 1.0
+                reg_terms.append(weight * gate * nll)
     cls = torch.stack(cls_terms).sum() / n_cls
     reg = torch.stack(reg_terms).sum() / n_num if n_num else torch.tensor(0.0, dtype=torch.float64)
     return cls, reg, cls + reg_weight * reg, n_cls, n_num
@@ -147,9 +164,11 @@ def test_training_forward_never_saves_an_N_by_V_tensor(make_base, tiny_tok):
 
 
 @pytest.mark.parametrize("value_space", ["identity", "signed_log1p"])
-@pytest.mark.parametrize(("alpha", "reg_weight"), [(0.0, 1.0), (0.3, 2.5)])
+@pytest.mark.parametrize(
+    ("alpha", "reg_weight", "target_weight"), [(0.0, 1.0, 1.0), (0.3, 2.5, 1.0), (0.3, 2.5, 4.0)]
+)
 def test_loss_matches_a_shifted_float64_reference(
-    make_base, tiny_tok, alpha, reg_weight, value_space
+    make_base, tiny_tok, alpha, reg_weight, target_weight, value_space
 ):
     torch.manual_seed(0)
     model = CauchyLMForCausalLM.from_base(
@@ -157,6 +176,7 @@ def test_loss_matches_a_shifted_float64_reference(
         tiny_tok,
         alpha=alpha,
         reg_weight=reg_weight,
+        reg_target_weight=target_weight,
         threshold=2.0,
         value_space=value_space,
     )
@@ -177,6 +197,7 @@ def test_loss_matches_a_shifted_float64_reference(
         reg_weight=reg_weight,
         thr=2.0,
         log1p=value_space == "signed_log1p",
+        target_weight=target_weight,
     )
     assert int(out.cls_count) == n_cls == 15 and int(out.reg_count) == n_num == 5
     torch.testing.assert_close(out.cls_loss.double(), cls, rtol=2e-5, atol=1e-5)
