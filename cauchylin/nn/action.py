@@ -927,9 +927,10 @@ class Action(nn.Module):
 
             L = \underbrace{\frac{1}{N}\sum_i -\sum_k \big[y_{ik}\log P_{ik}
                 + (1 - y_{ik})\log(1 - P_{ik})\big]}_{\texttt{cls}}
-              + \lambda\,\underbrace{\frac{\sum_i g_i\,\mathrm{NLL}_i}{\sum_i m_i}}_{\texttt{reg}}
+              + \lambda\,\underbrace{\frac{\sum_i w_i\,g_i\,\mathrm{NLL}_i}{\sum_i m_i}}_{\texttt{reg}}
 
-        with ``y_ik`` the one-hot label, ``m_i = 1`` where the label is ``<NUM>``, the gate
+        with ``y_ik`` the one-hot label, ``m_i = 1`` where the label is ``<NUM>``, ``w_i``
+        ``reg_target_weight`` at the last ``<NUM>`` label of each sequence and 1 elsewhere, the gate
         ``g_i = m_i (alpha + (1 - alpha) P_i,<NUM>)``, the Cauchy NLL of the target value ``v_i``
         in the value space ``t_i = g(v_i)`` (:mod:`cauchylin.value_space`)
         ``NLL_i = log(pi scale_Y_i) + log(1 + ((t_i - loc_Y_i) / scale_Y_i)^2)`` and
