@@ -922,3 +922,31 @@ def test_a_model_folder_without_a_training_median_compares_with_the_targets_own(
         true = np.array([float(r["target"]) for r in csv.DictReader(f)], dtype=np.float32)
     expected = np.median(np.abs(np.median(true.astype(float)) - true.astype(float)))
     assert math.isclose(json.loads(captured.out)["target/mdae_baseline"], expected, rel_tol=1e-9)
+
+
+# ------------------------------------------------------------------------ --target-weight
+
+
+def test_target_weight_is_the_saved_models_loss_setting(table_model, tmp_path, capsys):
+    """--target-weight sets CauchyLMConfig.reg_target_weight of a new model and of a loaded one
+    (saved with it); without the flag a loaded model keeps its own; a bad value names the flag."""
+    short = ["--max-steps", "2", "--batch-size", "8", "--threads", "1", "--no-progress"]
+    first = tmp_path / "first"
+    argv = ["train", "--from-config", "qwen2-tiny", "--data", str(table_model["train"])]
+    argv += ["--template", TEMPLATE, "--output-dir", str(first), "--target-weight", "4", *short]
+    assert cli.main(argv) == 0
+    assert json.loads((first / "config.json").read_text())["reg_target_weight"] == 4.0
+    assert CauchyLMForCausalLM.from_pretrained(first).config.reg_target_weight == 4.0
+    again = tmp_path / "again"
+    argv = ["train", str(first), "--data", str(table_model["train"]), "--output-dir", str(again)]
+    assert cli.main([*argv, *short]) == 0
+    assert json.loads((again / "config.json").read_text())["reg_target_weight"] == 4.0
+    other = tmp_path / "other"
+    argv[-1] = str(other)
+    assert cli.main([*argv, "--target-weight", "1.5", *short]) == 0
+    assert json.loads((other / "config.json").read_text())["reg_target_weight"] == 1.5
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        cli.main([*argv, "--target-weight", "-1"])
+    assert exc.value.code == 2
+    assert "--target-weight" in capsys.readouterr().err

@@ -211,6 +211,7 @@ _CLI_ONLY = {
     "vocab_size": "--from-config's tokenizer",
     "max_length": "the CLI encodes the texts itself",
     "train_backbone": "a setting of the model, made before training",
+    "target_weight": "a setting of the model (its loss), made before training: test_cli.py",
     "threads": "torch's thread count",
     "resume_from_checkpoint": "needs a checkpoint: the resume test above",
     "no_progress": "train(progress=...), but bars show only on a terminal, so not under pytest",

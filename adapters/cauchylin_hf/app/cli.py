@@ -218,6 +218,7 @@ def _model_to_train(args: argparse.Namespace, sample: Sequence[str]) -> tuple[An
             seed=args.seed,
             freeze_backbone=args.train_backbone is False,
         )
+        _set_target_weight(model, args)
         return model, ntok, f"a new {args.from_config} model (tokenizer of {len(ntok)} tokens)"
     model, ntok = load_causal_model(args.model, tokenizer=args.tokenizer)
     trainable = args.train_backbone
@@ -225,7 +226,14 @@ def _model_to_train(args: argparse.Namespace, sample: Sequence[str]) -> tuple[An
         trainable = is_causal_folder(args.model) and not model.config.freeze_backbone
     model.set_backbone_trainable(bool(trainable))
     model.config.freeze_backbone = not trainable
+    _set_target_weight(model, args)
     return model, ntok, str(args.model)
+
+
+def _set_target_weight(model: Any, args: argparse.Namespace) -> None:
+    """``--target-weight``: the model's ``reg_target_weight`` (kept in its saved config)."""
+    if getattr(args, "target_weight", None) is not None:
+        model.config.reg_target_weight = float(args.target_weight)
 
 
 def _train_settings(args: argparse.Namespace, n_texts: int) -> dict[str, Any]:

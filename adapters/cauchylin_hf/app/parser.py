@@ -298,6 +298,15 @@ _FLAGS = (
         default=1024,
         help="--from-config: largest tokenizer vocabulary (default 1024)",
     ),
+    _flag(
+        "--target-weight",
+        on="train",
+        type=_real(0.0, math.inf, closed_low=True),
+        metavar="W",
+        help="count each text's last number (its target) W times in the regression loss, the "
+        "numbers before it once (CauchyLMConfig.reg_target_weight; default: the model's, 1 for "
+        "a new one)",
+    ),
     _TRAINING_OPTIONS,  # the training options of cauchylin_hf.training_options, generated here
     # an explicit metavar: the choices (read from a file) are not listed when building
     _flag(

@@ -45,6 +45,7 @@ _NAMES = {
     "max_length": "--max-length",
     "batch_size": "--batch-size",
     "train_backbone": "the backbone trained (--train-backbone)",
+    "target_weight": "--target-weight",
     "learning_rate": "--learning-rate",
     "lr_scheduler": "--lr-scheduler",
     "warmup_ratio": "--warmup-ratio",
@@ -125,6 +126,8 @@ def run_record(args: argparse.Namespace) -> dict[str, Any]:
         "batch_size": args.batch_size,
         "train_backbone": _backbone_trained(args),
     }
+    # the loss itself: another weight of the target (or none given) trains another model
+    record["target_weight"] = getattr(args, "target_weight", None)
     # The schedule and the order of the batches: a resumed optimizer would keep the old
     # learning rate silently, and another seed would draw other batches than the run skips.
     for key in ("learning_rate", "lr_scheduler", "warmup_ratio", "warmup_steps", "seed"):
