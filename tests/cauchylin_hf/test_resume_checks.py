@@ -288,6 +288,9 @@ def test_a_resume_with_another_learning_rate_or_seed_says_what_differs(run, tmp_
     assert "--learning-rate:" in line and "0.5 now" in line
     line = _error([*argv, "--seed", "7"], capsys)
     assert "--seed:" in line and "7 now" in line
+    # another weight of the target is another loss (the run gave none: null then)
+    line = _error([*argv, "--target-weight", "4"], capsys)
+    assert "--target-weight: null then, 4.0 now" in line
 
 
 # ------------------------------------------------------------------- refusals before torch
