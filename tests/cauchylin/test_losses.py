@@ -985,3 +985,20 @@ def test_action_loss_weighs_each_rows_last_number():
     assert not torch.allclose(out.reg.mean, plain.reg.mean)
     with pytest.raises(ValueError, match="reg_target_weight"):
         act.loss(U, labels, targets, num_token_id=num, reg_target_weight=-1.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_weighted_regression_on_half_precision_inputs_computes_in_float32(dtype):
+    """Half-precision locations, scales and targets with float32 weights: the float32 loss of
+    the same (rounded) values, not one rounded to the half type."""
+    gen = torch.Generator().manual_seed(13)
+    loc = (torch.randn(4, 6, generator=gen) * 3).to(dtype)
+    scale = (torch.rand(4, 6, generator=gen) + 0.1).to(dtype)
+    y = (torch.randn(4, 6, generator=gen) * 5).to(dtype)
+    mask = torch.rand(4, 6, generator=gen) < 0.7
+    w = last_number_weights(mask, 4.0)
+    out = gated_regression_loss(loc, scale, y, mask, weights=w)
+    ref = gated_regression_loss(loc.float(), scale.float(), y.float(), mask, weights=w)
+    assert out.mean.dtype == torch.float32
+    torch.testing.assert_close(out.per_position, ref.per_position, rtol=0, atol=0)
+    torch.testing.assert_close(out.mean, ref.mean, rtol=0, atol=0)

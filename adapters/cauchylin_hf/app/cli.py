@@ -232,7 +232,7 @@ def _model_to_train(args: argparse.Namespace, sample: Sequence[str]) -> tuple[An
 
 def _set_target_weight(model: Any, args: argparse.Namespace) -> None:
     """``--target-weight``: the model's ``reg_target_weight`` (kept in its saved config)."""
-    if getattr(args, "target_weight", None) is not None:
+    if args.target_weight is not None:
         model.config.reg_target_weight = float(args.target_weight)
 
 
