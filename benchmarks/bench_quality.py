@@ -101,9 +101,17 @@ TABLES = (
     "penguins",
     "cars",
     "barley",
+    "iris",
+    "weather",
+    "modechoice",
+    "statecrime",
 )
-WORD_TABLES = ("penguins", "cars", "barley")
-"""Real tables with word columns (the ``bench`` extra's palmerpenguins and vega_datasets)."""
+WORD_TABLES = ("penguins", "cars", "barley", "iris", "weather", "modechoice")
+"""Real tables with word columns (the ``bench`` extra's palmerpenguins, vega_datasets and
+statsmodels)."""
+UNSEEN_TABLES = ("iris", "weather", "modechoice", "statecrime")
+"""Tables added after the defaults and options were chosen, to check them on tables they were not
+tuned on (no default or option of the package was ever measured on them before)."""
 PRETRAIN_TEXTS = 4000
 FINETUNE_STEPS = 1000
 
@@ -236,7 +244,7 @@ def load_table(name: str, quick: bool = False) -> tuple[list[str], list[str], An
         fmt = _sig4
         X = np.vectorize(lambda v: float(_sig4(v)))(X)
         y = np.vectorize(lambda v: float(_sig4(v)))(y)
-    elif name in ("engel", "grunfeld", "sunspots"):
+    elif name in ("engel", "grunfeld", "sunspots", "statecrime"):
         return _statsmodels_table(name, quick)
     elif name in WORD_TABLES:
         return _word_table(name, quick)
@@ -291,6 +299,16 @@ def _statsmodels_table(name: str, quick: bool) -> tuple[list[str], list[str], An
             [float(_sig4(c)) for c in d["capital"]],
         ]
         y = np.array([float(_sig4(i)) for i in d["invest"]])
+    elif name == "statecrime":  # 51 states: the murder rate from five census shares
+        cols = ["poverty", "hs_grad", "single", "white", "urban"]
+        label = {"hs_grad": "high school"}
+        rows = [
+            ", ".join(f"{label.get(c, c)} {_sig4(float(r[c]))}" for c in cols)
+            + f" -> murder {_sig4(float(r['murder']))}."
+            for _, r in d.iterrows()
+        ]
+        X = np.array([[float(_sig4(float(r[c]))) for c in cols] for _, r in d.iterrows()])
+        y = np.array([float(_sig4(float(v))) for v in d["murder"]])
     else:  # sunspots: the year's number from the three before it, held out in time order
         a = d["SUNACTIVITY"].to_numpy(float)
         years = d["YEAR"].to_numpy(int)
@@ -314,7 +332,12 @@ def _word_table(name: str, quick: bool) -> tuple[list[str], list[str], Any]:
     three measurements), ``cars`` (vega_datasets, 392 complete rows: miles per gallon from
     cylinders, displacement, horsepower, weight, acceleration, model year and origin) and
     ``barley`` (vega_datasets, 120 rows: yield from variety, year and site; the site, a word,
-    comes just before the target).
+    comes just before the target). Kept apart to check the defaults on (:data:`UNSEEN_TABLES`):
+    ``iris`` (vega_datasets, 150 rows: petal width from the other three measurements and the
+    species, a word just before the target), ``weather`` (vega_datasets' Seattle weather, 1461
+    days: the high temperature from the month, precipitation, low, wind and the sky's word) and
+    ``modechoice`` (statsmodels, 840 trips: the generalised cost from the mode's word, waiting
+    time, in-vehicle cost and time, household income and party size).
     """
     import numpy as np
 
@@ -323,11 +346,15 @@ def _word_table(name: str, quick: bool) -> tuple[list[str], list[str], Any]:
             from palmerpenguins import load_penguins
 
             d = load_penguins().dropna().reset_index(drop=True)
+        elif name == "modechoice":
+            import statsmodels.api as sm
+
+            d = sm.datasets.modechoice.load_pandas().data
         else:
             from vega_datasets import local_data
 
-            d = (local_data.cars() if name == "cars" else local_data.barley()).dropna()
-            d = d.reset_index(drop=True)
+            load = {"weather": "seattle_weather"}.get(name, name)
+            d = getattr(local_data, load)().dropna().reset_index(drop=True)
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise SystemExit(
             f"table {name!r} needs the bench extra: pip install 'cauchylin[bench]'"
@@ -359,10 +386,45 @@ def _word_table(name: str, quick: bool) -> tuple[list[str], list[str], Any]:
             "Miles_per_Gallon": "miles per gallon",
             "model_year": "model year",
         }
-    else:
+    elif name == "barley":
         words, numbers, target = ["variety", "site"], ["year"], "yield"
         order = ["variety", "year", "site"]
         label = {}
+    elif name == "iris":
+        words, numbers, target = (
+            ["species"],
+            ["sepalLength", "sepalWidth", "petalLength"],
+            "petalWidth",
+        )
+        order = [*numbers, "species"]
+        label = {
+            "sepalLength": "sepal length",
+            "sepalWidth": "sepal width",
+            "petalLength": "petal length",
+            "petalWidth": "petal width",
+        }
+    elif name == "weather":  # Seattle, 2012-2015: the day's high from its low, rain, wind, sky
+        d = d.assign(month=d["date"].dt.month)
+        words, numbers, target = (
+            ["weather"],
+            ["month", "precipitation", "temp_min", "wind"],
+            "temp_max",
+        )
+        order = [*numbers, "weather"]
+        label = {"temp_min": "low", "temp_max": "high", "weather": "sky"}
+    else:  # modechoice: the generalised cost of a trip from its mode, times, cost and party
+        modes = {1.0: "air", 2.0: "train", 3.0: "bus", 4.0: "car"}
+        d = d.assign(mode=d["mode"].map(modes))
+        words, numbers, target = ["mode"], ["ttme", "invc", "invt", "hinc", "psize"], "gc"
+        order = ["mode", *numbers]
+        label = {
+            "ttme": "waiting time",
+            "invc": "vehicle cost",
+            "invt": "vehicle time",
+            "hinc": "household income",
+            "psize": "party size",
+            "gc": "cost",
+        }
 
     def head(col: str) -> str:
         return label.get(col, col.replace("_", " ").lower())

@@ -229,3 +229,37 @@ def test_bench_quality_trains_the_periodic_embedding_and_pairs_it(tmp_path):
     a, b = rows["causal"]["mdae"], rows[name]["mdae"]
     line = f"| engel | 2 | {a:.4g} | {b:.4g} | {ratio:.3f} ({ratio:.3f}) |"
     assert line in report.stdout, report.stdout
+
+
+# vega_datasets reads its files with an argument pandas 3 deprecates (not ours to change)
+@pytest.mark.filterwarnings("ignore:The 'convert_dates' keyword:DeprecationWarning")
+@pytest.mark.parametrize("table", ["penguins", "cars", "barley", "iris", "weather", "modechoice"])
+def test_bench_quality_word_tables_agree_with_their_columns(table):
+    """Each word table's texts and its scikit-learn columns describe the same rows (the target a
+    text ends with is the row's ``y``), every row's target is one field however its word columns
+    read, and the word columns are one-hot in ``X``."""
+    pytest.importorskip("statsmodels")
+    pytest.importorskip("vega_datasets")
+    pytest.importorskip("palmerpenguins")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_quality
+    from cauchylin_hf.numbers import find_numbers, number_fields
+
+    train, held, (X, y, X_test, y_test) = bench_quality.load_table(table)
+    assert len(train) == len(X) == len(y) > 0 and len(held) == len(X_test) == len(y_test) > 0
+    for texts, targets in ((train, y), (held, y_test)):
+        for text, target in zip(texts, targets, strict=True):
+            assert find_numbers(text)[-1].value == pytest.approx(float(target), rel=1e-6), text
+    assert len({number_fields(t)[-1] for t in [*train, *held]}) == 1
+    # one-hot columns: 0/1 with exactly one 1 per word column, so every row sums to the count
+    binary = [j for j in range(X.shape[1]) if set(X[:, j].tolist()) <= {0.0, 1.0}]
+    assert binary and all(X[i, binary].sum() >= 1 for i in range(len(X)))
+
+
+def test_bench_quality_unseen_tables_are_tables_of_the_grid():
+    """The tables kept apart to check the defaults on are tables the script can run."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_quality
+
+    assert set(bench_quality.UNSEEN_TABLES) <= set(bench_quality.TABLES)
+    assert set(bench_quality.WORD_TABLES) <= set(bench_quality.TABLES)
