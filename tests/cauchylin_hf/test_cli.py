@@ -310,6 +310,26 @@ def test_evaluate_a_table_reports_the_target_metrics(table_model, capsys):
     assert math.isclose(metrics["target/mdae"], expected["target/mdae"], rel_tol=1e-9)
 
 
+def test_evaluate_samples_large_data_with_its_seed(table_model, capsys, monkeypatch):
+    """``evaluate --seed`` seeds the samples that the number metrics of large data read (a
+    data set past the exact count is scored on seeded samples; here every metric object the
+    command builds is recorded)."""
+    import cauchylin_hf.predict
+
+    seeds = []
+
+    class Recorded(cauchylin_hf.predict.NumberMetrics):
+        def __init__(self, **kwargs):
+            seeds.append(kwargs.get("seed", 0))
+            super().__init__(**kwargs)
+
+    monkeypatch.setattr(cauchylin_hf.predict, "NumberMetrics", Recorded)
+    argv = ["evaluate", str(table_model["model"]), "--data", str(table_model["test"]), "--json"]
+    assert cli.main([*argv, "--no-progress", "--seed", "7"]) == 0
+    assert json.loads(capsys.readouterr().out)["target/count"] == 12
+    assert seeds and set(seeds) == {7}
+
+
 def test_training_arguments_reach_the_trainer(table_model):
     """--warmup-ratio becomes warmup_steps as transformers counts them; the scheduler is set."""
     from transformers import TrainingArguments

@@ -471,7 +471,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     running, reader = None, None
     if model.config.num_token_id is not None and args.max_length is None:
         # one pass: the number predictions come from the metrics' forward passes
-        running = NumberMetrics()
+        running = NumberMetrics(seed=args.seed)  # the seed of the samples of large data
         reader = NumberReader(
             model,
             target_field=target_field(data.template, args),

@@ -380,7 +380,12 @@ _FLAGS = (
         on="demo train evaluate generate",
         type=_seed,
         default={"demo": None, "train": 0, "evaluate": 0, "generate": 0},
-        help={"demo": "seed (default 0)", "train": None, "evaluate": None, "generate": None},
+        help={
+            "demo": "seed (default 0)",
+            "train": None,
+            "evaluate": "seed of the samples that the metrics of large data read (default 0)",
+            "generate": None,
+        },
     ),
     _flag("--no-plots", on="demo", action="store_true", help="do not write the figures"),
     _flag(

@@ -362,7 +362,8 @@ def target_report(
     from ..predict import NumberMetrics, iter_number_predictions, learning_check
 
     if running is None:
-        running = NumberMetrics()  # bounded memory: the texts are read a batch at a time
+        # bounded memory: the texts are read a batch at a time (past a size, from seeded samples)
+        running = NumberMetrics(seed=getattr(args, "seed", 0))
         for batch in iter_number_predictions(
             model,
             ntok,
