@@ -1001,7 +1001,7 @@ def pooled_coverage(
 
 
 def _print_targets(results: list[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
-    print("\n== targets of the causal model (medians over seeds, 1000 steps)")
+    print("\n== targets of the causal model (1000 steps, medians over seeds)")
     for r in results:
         parts = [f"{r['table']:9s} MdAE={r['mdae']:.4g}"]
         for key in (
@@ -1185,7 +1185,7 @@ def paired_table(rows: list[dict[str, Any]], tables: list[str], name: str) -> st
 
 
 def markdown_report(rows: list[dict[str, Any]], tables: list[str]) -> str:
-    """The grid as the benchmark page's markdown tables (medians over seeds, 1000 steps, clean)."""
+    """The grid as the benchmark page's markdown tables (1000 steps, medians over seeds, clean)."""
 
     def med(name: str, table: str, key: str = "mdae", steps: int = 1000) -> float:
         sel = [

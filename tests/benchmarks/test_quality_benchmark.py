@@ -251,9 +251,11 @@ def test_bench_quality_word_tables_agree_with_their_columns(table):
         for text, target in zip(texts, targets, strict=True):
             assert find_numbers(text)[-1].value == pytest.approx(float(target), rel=1e-6), text
     assert len({number_fields(t)[-1] for t in [*train, *held]}) == 1
-    # one-hot columns: 0/1 with exactly one 1 per word column, so every row sums to the count
+    # one-hot columns: 0/1 with exactly one 1 per word column, so every row's 0/1 columns sum to
+    # the same count, the number of word columns
     binary = [j for j in range(X.shape[1]) if set(X[:, j].tolist()) <= {0.0, 1.0}]
-    assert binary and all(X[i, binary].sum() >= 1 for i in range(len(X)))
+    sums = {float(X[i, binary].sum()) for i in range(len(X))}
+    assert len(sums) == 1 and min(sums) >= 1, sums
 
 
 def test_bench_quality_unseen_tables_are_tables_of_the_grid():
