@@ -668,6 +668,26 @@ def check_template_needs_table(args: argparse.Namespace, path: str) -> None:
         raise CliError(f"--template needs a table (.csv or .tsv file), got {path!r}")
 
 
+def _check_members(args: argparse.Namespace, saved: dict[str, Any]) -> None:
+    """``--member`` folders exist; ``--calibration-file`` is a data file that fits the
+    template, and is not asked to calibrate intervals that ``--raw-intervals`` leaves out."""
+    for path in getattr(args, "member", None) or []:
+        model_folder(path, "member")
+    path = getattr(args, "calibration_file", None)
+    if path is None:
+        return
+    if getattr(args, "raw_intervals", False):
+        raise CliError(
+            "--calibration-file calibrates the intervals that --raw-intervals leaves "
+            "uncalibrated: pass one of them"
+        )
+    p = data_path(path)
+    if is_table_file(p):
+        read_table_data(args, p, saved, prompts=False, say=None)  # every target a number
+    else:
+        check_template_needs_table(args, path)
+
+
 def preflight(args: argparse.Namespace) -> None:
     """Every check of a command that needs no model, in the order the command runs them.
 
@@ -696,6 +716,7 @@ def preflight(args: argparse.Namespace) -> None:
     _check_eval_table(args, saved)
     if model is not None:
         model_folder(model, hint=_NEW_MODEL if args.command == "train" else "")
+    _check_members(args, saved)
     if args.command == "verify":
         model_folder(args.base, "base")
     if getattr(args, "tokenizer", None) is not None:

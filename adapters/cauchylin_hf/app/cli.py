@@ -47,6 +47,13 @@ from .inputs import (
     read_prompts,
     table_truth,
 )
+from .members import (
+    calibrate,
+    evaluate_members,
+    load_members,
+    predict_members,
+    reads_members,
+)
 from .parser import build_parser
 from .reports import (
     describe,
@@ -458,7 +465,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """``evaluate``: held-out metrics and target-number errors of a model on a dataset file."""
+    """``evaluate``: held-out metrics and target-number errors of a model (or of several read as
+    one, ``--member``) on a dataset file."""
     from ..evaluation import evaluate_model
     from ..predict import NumberMetrics, NumberReader
 
@@ -466,6 +474,26 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     data = read_data(args, args.data, data_format(args.model))
     check_target_field(args, data)
     _set_threads(args)
+    undefined: dict[str, str] = {}  # why a rank correlation is nan, for the note
+    if reads_members(args):
+        models = load_members(args)
+        model, ntok = models[0]
+        running = evaluate_members(args, models, data.texts, target_field(data.template, args))
+        if len(models) > 1:
+            note(
+                args,
+                f"the numbers are those of the ensemble of {len(models)} models (their Cauchy "
+                "laws averaged); the token metrics are each model's own: evaluate one model "
+                "for them",
+            )
+        metrics: dict[str, float] = {"members": float(len(models))}
+        metrics.update(target_report(args, model, ntok, data, median, "texts", undefined, running))
+        if args.json:
+            print(json.dumps(metrics, indent=2))
+        else:
+            print_metrics(metrics)
+        explain(args, metrics, undefined)
+        return 0
     model, ntok = load_causal_model(args.model, tokenizer=args.tokenizer)
     dataset = encode(model, ntok, data, args.max_length)
     running, reader = None, None
@@ -490,7 +518,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         num_workers=args.dataloader_workers,
         numbers=reader,
     )
-    undefined: dict[str, str] = {}  # why a rank correlation is nan, for the note
     if model.config.num_token_id is not None:
         metrics.update(target_report(args, model, ntok, data, median, "texts", undefined, running))
     if args.json:
@@ -565,7 +592,8 @@ def _prediction_line(args: argparse.Namespace, pred: Any, i: int, texts: list[st
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    """``predict``: the next number after each prompt, with intervals and ``P(<NUM>)``."""
+    """``predict``: the next number after each prompt, with intervals and ``P(<NUM>)`` (of one
+    model, or of several read as one with ``--member``)."""
     from ..precision import field_before
     from ..predict import predict_values
 
@@ -573,10 +601,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     prompts, table = read_prompts(args, data_format(args.model))
     truth = table_truth(table) if table is not None else None
     _set_threads(args)
-    model, ntok = load_causal_model(args.model, tokenizer=args.tokenizer)
+    models = load_members(args) if reads_members(args) else None
+    model, ntok = models[0] if models else load_causal_model(args.model, tokenizer=args.tokenizer)
     if model.config.num_token_id is None:
         raise CliError("the model has no <NUM> token: it cannot predict numbers")
     precision = load_precision(args.model)
+    calibration = calibrate(args, models, args.levels) if models else None
     pred = predict_values(
         model,
         ntok,
@@ -586,6 +616,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         calibrated=not args.raw_intervals,
     )
     prefixes = _read_on(args, model, ntok, prompts, pred)
+    if models:  # the prompts as the first model reads them (a space added where it expects one)
+        pred = predict_members(args, models, prefixes, calibration)
     for i, (prefix, row) in enumerate(zip(prefixes, pred.rows(), strict=True)):
         values = [float(pred.median[i])]
         for j in range(len(pred.levels)):
