@@ -59,7 +59,9 @@ def _rows(capsys, *argv, notes=None):
 def test_the_ensemble_is_the_mean_of_the_members_laws(members, capsys):
     a = _rows(capsys, members["model0"], "--data", members["test"])
     b = _rows(capsys, members["model1"], "--data", members["test"])
-    both = _rows(capsys, members["model0"], "--member", members["model1"], "--data", members["test"])
+    both = _rows(
+        capsys, members["model0"], "--member", members["model1"], "--data", members["test"]
+    )
     assert len(both) == len(a) == 12
     assert any(abs(x["loc"] - y["loc"]) > 1e-3 for x, y in zip(a, b, strict=True))  # two networks
     for x, y, e in zip(a, b, both, strict=True):
@@ -67,7 +69,9 @@ def test_the_ensemble_is_the_mean_of_the_members_laws(members, capsys):
         assert math.isclose(e["loc"], (x["loc"] + y["loc"]) / 2, rel_tol=1e-6, abs_tol=1e-6)
         assert math.isclose(e["scale"], (x["scale"] + y["scale"]) / 2, rel_tol=1e-6)
         assert math.isclose(e["p_num"], (x["p_num"] + y["p_num"]) / 2, rel_tol=1e-6)
-        median = float(from_value_space(torch.tensor(e["loc"], dtype=torch.float64), "signed_log1p"))
+        median = float(
+            from_value_space(torch.tensor(e["loc"], dtype=torch.float64), "signed_log1p")
+        )
         assert math.isclose(e["median"], median, rel_tol=1e-6)
         # no calibration of its own: the averaged law's Cauchy intervals, marked as such
         assert not any(v for k, v in e.items() if k.startswith("calibrated_"))
