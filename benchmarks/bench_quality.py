@@ -132,6 +132,12 @@ _PACKAGE: dict[str, Any] = {}  # the package's own value of each TRAINING_KEY, i
 """A variant's setting that is not a ``CauchyLMConfig`` field: the row count below which
 ``calibration="auto"`` holds nothing out and calibrates cross-conformally."""
 
+SHARED_KEY = "shared_calibration"
+SHARED = "causal (one calibration hold-out for every seed)"
+SHARED_SEED = 1000
+"""The seed that draws the shared hold-out of :data:`SHARED` (not a training seed): a fifth of
+the training rows (:data:`cauchylin.conformal.CALIBRATION_FRACTION`, also below 100 rows)."""
+
 # Causal models with other settings (``--variants``); "causal" is the defaults.
 VARIANTS: dict[str, dict[str, Any]] = {
     "causal": {},
@@ -149,6 +155,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # every row trained on below 500 rows, intervals cross-conformal (a training setting, not a
     # config field: ``_job`` sets cauchylin.conformal.MIN_ROWS_TO_CALIBRATE from it)
     "causal (cross-conformal below 500 rows)": {TRAINING_KEY: 500},
+    # the same fifth of the training rows held out to calibrate on at every seed (a training
+    # setting too), so that the seeds' networks can be calibrated as one ensemble on it
+    SHARED: {SHARED_KEY: True},
 }
 
 
@@ -560,6 +569,7 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
     # a worker runs many jobs: every job sets the threshold, to the package's own by default
     _PACKAGE.setdefault(TRAINING_KEY, cauchylin.conformal.MIN_ROWS_TO_CALIBRATE)
     threshold = settings.pop(TRAINING_KEY, _PACKAGE[TRAINING_KEY])
+    shared = bool(settings.pop(SHARED_KEY, False))
     cauchylin.conformal.MIN_ROWS_TO_CALIBRATE = int(threshold)
     recipe = compare.Recipe(**job["recipe"]).with_settings(**settings)
     base = _pretrained(job) if job["start"] == "pretrained" else None
@@ -599,14 +609,30 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
         s = compare.score(p["median"], true, text_accuracy=math.nan, train_seconds=seconds)
         scored.append((job["name"], s, p["median"]))
     else:
-        model, ntok, result = compare.train_causal_run(train, recipe, base=base)
+        fit, held_for_calibration = train, None
+        if shared:  # the same rows at every seed, never trained on
+            n = cauchylin.conformal.calibration_holdout(
+                len(train), cauchylin.conformal.CALIBRATION_FRACTION
+            )
+            order = list(range(len(train)))
+            random.Random(SHARED_SEED).shuffle(order)
+            held_for_calibration = [train[i] for i in order[:n]]
+            fit = [train[i] for i in sorted(order[n:])]
+        model, ntok, result = compare.train_causal_run(
+            fit, recipe, base=base, calibration=held_for_calibration
+        )
         seconds = float(result.train_runtime)
         if result.step_choice is not None:
             chosen = {
                 "step_chosen": result.step_choice.chosen,
                 "step_scores": {str(k): v for k, v in result.step_choice.scores.items()},
             }
-        s, p = _causal_scores(model, ntok, train, held, every, seconds)
+        s, p = _causal_scores(model, ntok, fit, held, every, seconds)
+        if held_for_calibration is not None and job.get("save_predictions"):
+            c = compare.causal_predictions(
+                model, ntok, held_for_calibration, every, calibrated=False
+            )
+            p["calibration"] = {k: c[k].tolist() for k in ("loc", "scale", "true")}
         scored.append((job["name"], s, p))
 
         def solved_again(suffix: str, **solve: Any) -> None:
@@ -633,8 +659,10 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for name, s, pred in scored:
         saved = None
+        calibration = None
         if isinstance(pred, dict):  # a causal model's: its medians, and loc/scale in t-space
             saved = {k: pred[k].tolist() for k in ("median", "loc", "scale")}
+            calibration = pred.get("calibration")  # its raw law on the shared hold-out
             pred = pred["median"]
         row = {k: job[k] for k in ("table", "kind", "steps", "seed", "corrupt", "start")}
         row.update(
@@ -654,6 +682,8 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
         if job.get("save_predictions"):
             row["predictions"] = saved or {"median": [float(v) for v in pred]}
             row["predictions"]["true"] = [float(v) for v in truth]
+            if calibration is not None:
+                row["calibration_predictions"] = calibration
         out.append(row)
         print(
             f"  done: {row['table']:9s} {name:36s} steps={row['steps']:<5d} seed={row['seed']} "
@@ -1396,7 +1426,8 @@ def main(argv: list[str] | None = None) -> int:
         "--save-predictions",
         action="store_true",
         help="keep each run's held-out predictions in its row of --json (the medians and the "
-        "true targets; for causal models also loc_Y and scale_Y in the value space), for "
+        "true targets; for causal models also loc_Y and scale_Y in the value space, and with "
+        f"the variant {SHARED!r} their law on the shared hold-out too), for "
         "benchmarks/probe_ensembles.py",
     )
     p.add_argument(

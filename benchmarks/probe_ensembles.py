@@ -166,6 +166,110 @@ def report(
     return out
 
 
+COVERAGE_LEVELS = (0.5, 0.8, 0.9, 0.95)
+"""The levels at which the calibrated ensembles' coverage is scored (``--calibrated``)."""
+
+
+def calibrated_coverage(group: list[dict[str, Any]], value_space: str) -> dict[str, float]:
+    """The held-out coverage of an ensemble calibrated on the members' shared hold-out
+    (:func:`cauchylin_hf.ensemble.ensemble_calibration` of their saved laws there)."""
+    import torch
+    from cauchylin_hf.ensemble import average_number_predictions, ensemble_calibration
+    from cauchylin_hf.predict import NumberPredictions, value_prediction
+
+    def part(m: dict[str, list[float]]) -> NumberPredictions:
+        n = len(m["loc"])
+        loc, scale = (torch.tensor(m[k], dtype=torch.float64) for k in ("loc", "scale"))
+        return NumberPredictions(
+            prediction=value_prediction(loc, scale, torch.ones(n), COVERAGE_LEVELS, value_space),
+            true=torch.tensor(m["true"], dtype=torch.float64),
+            text_index=torch.arange(n),
+            is_target=torch.ones(n, dtype=torch.bool),
+            fields=["target"] * n,
+        )
+
+    calibration = ensemble_calibration([part(m["calibration_predictions"]) for m in group])
+    ens = average_number_predictions(
+        [part(m["predictions"]) for m in group], calibration=calibration
+    ).prediction
+    true = torch.tensor(group[0]["predictions"]["true"], dtype=torch.float64)
+    out = {"calibration_rows": float(calibration.count)}
+    for j, c in enumerate(COVERAGE_LEVELS):
+        inside = (true >= ens.lower[:, j]) & (true <= ens.upper[:, j])
+        out[str(c)] = float(inside.double().mean())
+        out[f"calibrated_{c}"] = float(ens.calibrated[:, j].double().mean())
+    return out
+
+
+def coverage_report(
+    rows: list[dict[str, Any]], tables: list[str], name: str, steps: int, members: int,
+    value_space: str,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Print each table's calibrated ensembles' coverage against the binomial 99% band of its
+    held-out count, and the coverage pooled over the tables; return a row per ensemble."""
+    from bench_quality import _band
+
+    out = []
+    for table in tables:
+        _, groups = ensembles(rows, table, name, steps, members)
+        for k, group in enumerate(groups):
+            if not all("calibration_predictions" in m for m in group):
+                continue
+            for m in group[1:]:
+                if (
+                    m["calibration_predictions"]["true"]
+                    != group[0]["calibration_predictions"]["true"]
+                ):
+                    raise SystemExit(f"{table}: the members were calibrated on other rows")
+            entry = {"table": table, "ensemble": k, "seeds": [m["seed"] for m in group]}
+            entry["count"] = len(group[0]["predictions"]["true"])
+            entry.update(calibrated_coverage(group, value_space))
+            entry["member_coverage"] = {
+                str(c): [m["coverage"].get(str(c)) for m in group] for c in COVERAGE_LEVELS
+            }
+            out.append(entry)
+    if not out:
+        return out
+    print(f"\n### Coverage of ensembles of {members} calibrated on their shared hold-out\n")
+    print(
+        "| table | held out | calibrated on | "
+        + " | ".join(f"{round(100 * c)}%: ensembles (99% band)" for c in COVERAGE_LEVELS)
+        + " |"
+    )
+    print("|---|---|---|" + "---|" * len(COVERAGE_LEVELS))
+    outside = 0
+    for table in tables:
+        mine = [e for e in out if e["table"] == table]
+        if not mine:
+            continue
+        n = mine[0]["count"]
+        cells = []
+        for c in COVERAGE_LEVELS:
+            lo, hi = _band(n, c)
+            vals = []
+            for e in mine:
+                v = e[str(c)]
+                bad = not lo <= v <= hi
+                outside += bad
+                vals.append(f"**{v:.2f}**" if bad else f"{v:.2f}")
+            cells.append(f"{' / '.join(vals)} ({lo:.2f}-{hi:.2f})")
+        print(f"| {table} | {n} | {int(mine[0]['calibration_rows'])} | " + " | ".join(cells) + " |")
+    checks = len(out) * len(COVERAGE_LEVELS)
+    print(f"\n{outside} of {checks} table-level checks outside the band (bold)")
+    count = max(e["ensemble"] for e in out) + 1
+    for k in range(count):
+        mine = [e for e in out if e["ensemble"] == k]
+        total = sum(e["count"] for e in mine)
+        parts = []
+        for c in COVERAGE_LEVELS:
+            v = sum(e[str(c)] * e["count"] for e in mine) / total
+            lo, hi = _band(total, c)
+            flag = "" if lo <= v <= hi else " (outside)"
+            parts.append(f"{round(100 * c)}% {v:.3f} ({lo:.3f}-{hi:.3f}){flag}")
+        print(f"pooled, ensemble {k} ({total} rows of {len(mine)} tables): " + ", ".join(parts))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--json", required=True, help="a bench_quality.py file with predictions")
@@ -182,6 +286,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--value-space", default="signed_log1p", help="the models' config.value_space")
     p.add_argument("--out", default=None, help="write the ensembles' rows here (JSON)")
+    p.add_argument(
+        "--calibrated",
+        action="store_true",
+        help="also score the coverage of each ensemble calibrated on its members' shared "
+        "hold-out (runs of bench_quality.py's variant with one calibration hold-out for every "
+        "seed, with --save-predictions; pass --name with that variant's name)",
+    )
     args = p.parse_args(argv)
     if args.members < 1:
         p.error("--members must be positive")
@@ -197,10 +308,18 @@ def main(argv: list[str] | None = None) -> int:
             f"no table of {args.json} has {args.members} runs of {args.name!r} at {args.steps} "
             "steps with saved predictions (see --name, --steps, --members)"
         )
+    coverage = []
+    if args.calibrated:
+        coverage = coverage_report(
+            rows, tables, args.name, args.steps, args.members, args.value_space
+        )
+        if not coverage:
+            p.error(f"no run of {args.name!r} in {args.json} saved its calibration hold-out")
     if args.out:
         tmp = args.out + ".tmp"
+        payload = {"source": os.path.basename(args.json), "ensembles": out, "coverage": coverage}
         with open(tmp, "w") as f:
-            json.dump({"source": os.path.basename(args.json), "ensembles": out}, f, indent=1)
+            json.dump(payload, f, indent=1)
         os.replace(tmp, args.out)
     return 0
 

@@ -309,7 +309,11 @@ def train_causal(
 
 
 def train_causal_run(
-    train_texts: Sequence[str], recipe: Recipe, *, base: tuple[Any, Any] | None = None
+    train_texts: Sequence[str],
+    recipe: Recipe,
+    *,
+    base: tuple[Any, Any] | None = None,
+    calibration: Sequence[str] | None = None,
 ) -> tuple[Any, NumericTokenizer, TrainResult]:
     """Build and train the causal language model of a recipe.
 
@@ -319,6 +323,9 @@ def train_causal_run(
         base: ``(plain model, its tokenizer)`` to start from (copied, e.g. from
             :func:`pretrain_text_backbone`), or None for a fresh backbone and a tokenizer trained
             on ``train_texts``.
+        calibration: texts of their own to calibrate the intervals on (none of
+            ``train_texts``; e.g. one hold-out shared by models of several seeds), or None:
+            ``train``'s default, a fifth of ``train_texts`` held out (``calibration="auto"``).
 
     Returns:
         ``(model, numeric_tokenizer, result)``: the
@@ -356,6 +363,7 @@ def train_causal_run(
             save=False,
             evaluate=False,
             step_choice=recipe.step_choice,
+            **({} if calibration is None else {"calibration": list(calibration)}),
             **args,
         )
     return model, ntok, result
