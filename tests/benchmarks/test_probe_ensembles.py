@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import probe_ensembles as probe  # noqa: E402
+from bench_quality import SHARED  # noqa: E402
 
 from cauchylin.value_space import SIGNED_LOG1P, from_value_space  # noqa: E402
 
@@ -125,12 +126,65 @@ def test_groups_of_consecutive_seeds_are_scored_against_their_truth(tmp_path, ca
         probe.main(["--json", str(empty)])
 
 
+def test_ensembles_calibrated_on_the_shared_hold_out_cover_as_computed_directly(tmp_path, capsys):
+    # three members' laws on a shared hold-out of 30 rows and on 200 held-out rows; the
+    # expected coverage: the ceil((n + 1) c)-th smallest score |t - mean loc| / mean scale of the
+    # hold-out, then the share of held-out rows within that many mean scales of the mean loc
+    rng = np.random.default_rng(5)
+
+    def law(n):
+        centre = rng.normal(3.0, 1.0, n)
+        true_t = centre + 0.4 * rng.standard_cauchy(n)
+        locs = [centre + rng.normal(0, 0.05, n) for _ in range(3)]
+        scales = [np.full(n, 0.1 + 0.05 * k) for k in range(3)]
+        return true_t, locs, scales
+
+    cal_t, cal_locs, cal_scales = law(30)
+    held_t, held_locs, held_scales = law(200)
+    to_y = lambda t: (np.sign(t) * np.expm1(np.abs(t))).tolist()  # noqa: E731
+    rows = []
+    for k in range(3):
+        rows.append({
+            "table": "t", "kind": "causal", "name": "shared", "steps": 1000, "seed": k,
+            "corrupt": 0.0, "train_seconds": 1.0, "mdae": 1.0,
+            "coverage": {"0.5": 0.5, "0.8": 0.8, "0.9": 0.9, "0.95": 0.95},
+            "predictions": {"median": to_y(held_locs[k]), "loc": held_locs[k].tolist(),
+                            "scale": held_scales[k].tolist(), "true": to_y(held_t)},
+            "calibration_predictions": {"loc": cal_locs[k].tolist(),
+                                        "scale": cal_scales[k].tolist(), "true": to_y(cal_t)},
+        })  # fmt: skip
+    path, out = tmp_path / "m.json", tmp_path / "e.json"
+    path.write_text(json.dumps({"rows": rows}))
+    argv = ["--json", str(path), "--name", "shared", "--calibrated", "--out", str(out)]
+    assert probe.main(argv) == 0
+    (got,) = json.loads(out.read_text())["coverage"]
+    cal_loc, cal_scale = np.mean(cal_locs, 0), np.mean(cal_scales, 0)
+    held_loc, held_scale = np.mean(held_locs, 0), np.mean(held_scales, 0)
+    y_cal = np.array(to_y(cal_t))
+    scores = np.sort(np.abs(np.sign(y_cal) * np.log1p(np.abs(y_cal)) - cal_loc) / cal_scale)
+    y_held = np.array(to_y(held_t))
+    t_held = np.sign(y_held) * np.log1p(np.abs(y_held))
+    for c in probe.COVERAGE_LEVELS:
+        k = math.ceil(31 * c)  # 30 rows: every level has a finite width (k <= 30)
+        inside = np.abs(t_held - held_loc) <= scores[k - 1] * held_scale
+        assert got[str(c)] == pytest.approx(float(inside.mean()), abs=1 / 200 + 1e-12), c
+        assert got[f"calibrated_{c}"] == 1.0
+    assert got["calibration_rows"] == 30 and got["count"] == 200
+    assert "Coverage of ensembles of 3 calibrated" in capsys.readouterr().out
+    # members calibrated on other rows are not one ensemble's calibration
+    rows[1]["calibration_predictions"]["true"] = to_y(cal_t[::-1])
+    path.write_text(json.dumps({"rows": rows}))
+    with pytest.raises(SystemExit, match="calibrated on other rows"):
+        probe.main(argv)
+
+
 @pytest.mark.slow
 def test_a_toy_grid_saves_predictions_the_probe_reads(tmp_path):
     members = tmp_path / "m.json"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_quality.py"), "--quick",
            "--tables", "cancer", "--models", "causal,mse", "--steps", "2", "--seeds", "0,1",
-           "--corrupt", "0.1", "--save-predictions", "--json", str(members)]  # fmt: skip
+           "--corrupt", "0.1", "--save-predictions", "--json", str(members),
+           "--variants", SHARED]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(members.read_text())["rows"]
@@ -159,3 +213,13 @@ def test_a_toy_grid_saves_predictions_the_probe_reads(tmp_path):
     assert probe.main([*args, "--out", str(out)]) == 0
     (dirty,) = json.loads(out.read_text())["ensembles"]
     assert dirty["seeds"] == [0, 1] and dirty["member_mdae"] != e["member_mdae"]
+    # the shared hold-out: the same rows at both seeds, a fifth of the training rows, none
+    # of them held out for scoring; the default runs keep none
+    shared = [r for r in rows if r["name"] == SHARED and not r["corrupt"]]
+    held = [r["calibration_predictions"]["true"] for r in shared]
+    assert len(shared) == 2 and held[0] == held[1] and len(held[0]) == 24  # 120 rows (--quick)
+    assert not any("calibration_predictions" in r for r in rows if r["name"] == "causal")
+    argv = ["--json", str(members), "--members", "2", "--steps", "2", "--name", SHARED]
+    assert probe.main([*argv, "--calibrated", "--out", str(out)]) == 0
+    (cov,) = json.loads(out.read_text())["coverage"]
+    assert cov["calibration_rows"] == 24 and 0.0 <= cov["0.5"] <= 1.0
