@@ -173,6 +173,12 @@ def test_evaluate_scores_the_ensembles_numbers(members, capsys):
     errors = sorted((median - true).abs().tolist())
     assert math.isclose(metrics["target/mdae"], (errors[5] + errors[6]) / 2, rel_tol=1e-6)
     assert metrics["target/calibrated_50"] == 0.0  # no file: the averaged law's Cauchy intervals
+    # each model alone, beside the ensemble: what evaluate of that model reports
+    for k in (0, 1):
+        one = ["evaluate", str(members[f"model{k}"]), "--data", str(members["test"]), "--json"]
+        assert cli.main([*one, "--no-progress"]) == 0
+        own = json.loads(capsys.readouterr().out)["target/mdae"]
+        assert math.isclose(metrics[f"member_{k}/target/mdae"], own, rel_tol=1e-6)
 
     assert cli.main([*argv, "--calibration-file", str(members["calibration"])]) == 0
     calibrated = json.loads(capsys.readouterr().out)

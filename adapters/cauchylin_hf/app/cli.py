@@ -478,15 +478,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if reads_members(args):
         models = load_members(args)
         model, ntok = models[0]
-        running = evaluate_members(args, models, data.texts, target_field(data.template, args))
-        if len(models) > 1:
+        field = target_field(data.template, args)
+        running, alone = evaluate_members(args, models, data.texts, field)
+        metrics: dict[str, float] = {"members": float(len(models))}
+        if alone:
+            each = " / ".join(f"{v:.4g}" for v in alone)
             note(
                 args,
                 f"the numbers are those of the ensemble of {len(models)} models (their Cauchy "
-                "laws averaged); the token metrics are each model's own: evaluate one model "
-                "for them",
+                f"laws averaged); the models alone: target median absolute error {each}; the "
+                "token metrics are each model's own: evaluate one model for them",
             )
-        metrics: dict[str, float] = {"members": float(len(models))}
+            metrics.update({f"member_{k}/target/mdae": v for k, v in enumerate(alone)})
         metrics.update(target_report(args, model, ntok, data, median, "texts", undefined, running))
         if args.json:
             print(json.dumps(metrics, indent=2))

@@ -363,7 +363,7 @@ def train_causal_run(
             save=False,
             evaluate=False,
             step_choice=recipe.step_choice,
-            **({} if calibration is None else {"calibration": list(calibration)}),
+            calibration="auto" if calibration is None else list(calibration),
             **args,
         )
     return model, ntok, result

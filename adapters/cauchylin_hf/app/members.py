@@ -159,9 +159,10 @@ def predict_members(
 
 def evaluate_members(
     args: argparse.Namespace, models: Sequence[tuple[Any, Any]], texts: Any, field: str | None
-) -> Any:
+) -> tuple[Any, list[float]]:
     """The :class:`~cauchylin_hf.predict.NumberMetrics` of the averaged law on ``texts``, read a
-    batch at a time from every model at once (bounded memory at any data size)."""
+    batch at a time from every model at once (bounded memory at any data size), and each
+    model's own target median absolute error (empty for one model)."""
     from cauchylin.levels import REPORTED_LEVELS
 
     from ..ensemble import average_number_predictions
@@ -169,6 +170,7 @@ def evaluate_members(
 
     calibration = calibrate(args, models, REPORTED_LEVELS)
     running = NumberMetrics(seed=args.seed)
+    alone = [NumberMetrics(seed=args.seed) for _ in models] if len(models) > 1 else []
     streams = [
         iter_number_predictions(
             model,
@@ -183,6 +185,12 @@ def evaluate_members(
     try:
         for parts in zip(*streams, strict=True):
             running.add(average_number_predictions(parts, calibration=calibration))
+            for own, part in zip(alone, parts, strict=False):
+                own.add(part)
     except ValueError as exc:
         raise CliError(f"the models read the numbers of --data differently: {exc}") from None
-    return running
+    mdae = []
+    for own in alone:
+        if own.count:
+            mdae.append(float(own.result().get("target/mdae", math.nan)))
+    return running, mdae
