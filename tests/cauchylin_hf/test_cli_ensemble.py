@@ -220,3 +220,7 @@ def test_members_that_cannot_be_averaged_are_refused(members, tmp_path, capsys):
         assert cli.main([*base, *extra]) == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1, err
+    argv = ["evaluate", str(members["model0"]), "--member", str(members["model1"]), "--data",
+            str(members["test"]), "--max-length", "16"]  # fmt: skip
+    assert cli.main(argv) == 2
+    assert "--max-length cuts the texts of the token metrics" in capsys.readouterr().err

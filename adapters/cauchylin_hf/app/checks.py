@@ -674,6 +674,11 @@ def _check_members(args: argparse.Namespace, saved: dict[str, Any]) -> None:
     for path in getattr(args, "member", None) or []:
         model_folder(path, "member")
     path = getattr(args, "calibration_file", None)
+    if getattr(args, "max_length", None) is not None and (path or getattr(args, "member", None)):
+        raise CliError(
+            "--max-length cuts the texts of the token metrics, which evaluate leaves out with "
+            "--member or --calibration-file (their numbers are read whole): drop --max-length"
+        )
     if path is None:
         return
     if getattr(args, "raw_intervals", False):
