@@ -224,24 +224,6 @@ _FLAGS = (
     _flag("model", on="evaluate generate", help=f"{_CAUSAL} or a base folder"),
     _flag("model", on="predict", help=_CAUSAL),
     _flag(
-        "--member",
-        on="evaluate predict",
-        action="append",
-        metavar="MODEL",
-        help="another causal model folder trained alike (another train --seed), repeatable: "
-        "the numbers are the ensemble's, the models' Cauchy laws averaged in the value space; "
-        "its intervals are calibrated only with --calibration-file",
-    ),
-    _flag(
-        "--calibration-file",
-        on="evaluate predict",
-        metavar="FILE",
-        help="texts or a table (the model's template) that none of the models trained on: the "
-        "target intervals are calibrated on its target numbers, in place of each model's own "
-        "calibration (with --member, the only calibration of the ensemble)",
-    ),
-    _flag("base", on="verify", help="base checkpoint folder"),
-    _flag(
         "--from-config",
         on="train",
         metavar="PRESET|CONFIG",
@@ -424,6 +406,24 @@ _FLAGS = (
         "intervals, not the calibrated ones (default: calibrated where the model was "
         "calibrated for the number's context and the level)",
     ),
+    _flag(
+        "--member",
+        on="evaluate predict",
+        action="append",
+        metavar="MODEL",
+        help="another causal model folder trained alike (another train --seed), repeatable: "
+        "the numbers are the ensemble's, the models' Cauchy laws averaged in the value space; "
+        "its intervals are calibrated only with --calibration-file",
+    ),
+    _flag(
+        "--calibration-file",
+        on="evaluate predict",
+        metavar="FILE",
+        help="texts or a table (the model's template) that none of the models trained on: the "
+        "target intervals are calibrated on its target numbers, in place of each model's own "
+        "calibration (with --member, the only calibration of the ensemble)",
+    ),
+    _flag("base", on="verify", help="base checkpoint folder"),
     _flag(
         "--threads",
         on=_TORCH,
