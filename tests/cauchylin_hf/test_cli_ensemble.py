@@ -224,3 +224,14 @@ def test_members_that_cannot_be_averaged_are_refused(members, tmp_path, capsys):
             str(members["test"]), "--max-length", "16"]  # fmt: skip
     assert cli.main(argv) == 2
     assert "--max-length cuts the texts of the token metrics" in capsys.readouterr().err
+
+
+def test_the_calibration_applies_to_prompts_of_the_targets_field_only(members, capsys):
+    pair = [members["model0"], "--member", members["model1"]]
+    target = "age 40 bmi 25.0 -> progression "  # the template's text before the target
+    other = "age 40 bmi "  # the next number is a bmi
+    rows = _rows(capsys, *pair, "--prompt", target, "--prompt", other,
+                 "--calibration-file", members["calibration"])  # fmt: skip
+    assert [r["field"] for r in rows] == ["progression", "bmi"]
+    assert rows[0]["calibrated_50"] and rows[0]["calibrated_on"] == 15
+    assert not rows[1]["calibrated_50"] and rows[1]["calibrated_on"] == 0
