@@ -130,3 +130,38 @@ def test_members_of_other_texts_levels_or_counts_are_refused():
     other = _member([1.0], [0.5], [3.0], space="identity")
     with pytest.raises(ValueError, match="calibration: the members' levels and value space"):
         average_number_predictions([a], calibration=[other])
+
+
+def test_prompts_average_like_texts_and_take_the_calibration_where_asked():
+    from cauchylin_hf.ensemble import average_value_predictions, ensemble_calibration
+
+    gen = torch.Generator().manual_seed(11)
+    locs = torch.randn(3, 6, generator=gen, dtype=torch.float64)
+    scales = torch.rand(3, 6, generator=gen, dtype=torch.float64) + 0.1
+    true = torch.randn(6, generator=gen, dtype=torch.float64)
+    members = [_member(lo, sc, true) for lo, sc in zip(locs, scales, strict=True)]
+    cal = [_member(lo + 0.3, sc, true) for lo, sc in zip(locs, scales, strict=True)]
+    calibration = ensemble_calibration(cal)
+    assert calibration.count == 6 and calibration.fields == frozenset({"y"})
+    texts = average_number_predictions(members, calibration=cal).prediction
+    rows = torch.tensor([True, False, True, True, False, True])
+    prompts = average_value_predictions(
+        [m.prediction for m in members], calibration=calibration, rows=rows
+    )
+    assert torch.allclose(prompts.loc, locs.mean(0)) and torch.allclose(
+        prompts.scale, scales.mean(0)
+    )
+    assert torch.equal(prompts.calibrated, rows.reshape(-1, 1) & texts.calibrated)
+    assert torch.allclose(prompts.lower[rows], texts.lower[rows])  # the same widths where asked
+    raw = average_number_predictions(members).prediction
+    assert torch.allclose(prompts.lower[~rows], raw.lower[~rows])  # the Cauchy ones elsewhere
+    assert prompts.calibration_count.tolist() == torch.where(rows, 6, 0).tolist()
+    with pytest.raises(ValueError, match="rows: one bool per prompt"):
+        average_value_predictions([m.prediction for m in members], rows=rows[:3])
+    with pytest.raises(ValueError, match="members: member 1 predicted 2 prompts"):
+        average_value_predictions(
+            [members[0].prediction, _member([1.0, 2.0], [1.0, 1.0], [0.0, 0.0]).prediction]
+        )
+    with pytest.raises(ValueError, match="calibration: the members' levels"):
+        one = _member([1.0], [1.0], [0.0], levels=(0.5,)).prediction
+        average_value_predictions([one], calibration=calibration)
