@@ -467,36 +467,30 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``evaluate``: held-out metrics and target-number errors of a model (or of several read as
     one, ``--member``) on a dataset file."""
-    from ..evaluation import evaluate_model
-    from ..predict import NumberMetrics, NumberReader
-
     median = saved_median(args.model)
     data = read_data(args, args.data, data_format(args.model))
     check_target_field(args, data)
     _set_threads(args)
     undefined: dict[str, str] = {}  # why a rank correlation is nan, for the note
     if reads_members(args):
-        models = load_members(args)
-        model, ntok = models[0]
-        field = target_field(data.template, args)
-        running, alone = evaluate_members(args, models, data.texts, field)
-        metrics: dict[str, float] = {"members": float(len(models))}
-        if alone:
-            each = " / ".join(f"{v:.4g}" for v in alone)
-            note(
-                args,
-                f"the numbers are those of the ensemble of {len(models)} models (their Cauchy "
-                f"laws averaged); the models alone: target median absolute error {each}; the "
-                "token metrics are each model's own: evaluate one model for them",
-            )
-            metrics.update({f"member_{k}/target/mdae": v for k, v in enumerate(alone)})
-        metrics.update(target_report(args, model, ntok, data, median, "texts", undefined, running))
-        if args.json:
-            print(json.dumps(metrics, indent=2))
-        else:
-            print_metrics(metrics)
-        explain(args, metrics, undefined)
-        return 0
+        metrics = _members_metrics(args, data, median, undefined)
+    else:
+        metrics = _model_metrics(args, data, median, undefined)
+    if args.json:
+        print(json.dumps(metrics, indent=2))
+    else:
+        print_metrics(metrics)
+    explain(args, metrics, undefined)
+    return 0
+
+
+def _model_metrics(
+    args: argparse.Namespace, data: Data, median: float | None, undefined: dict[str, str]
+) -> dict[str, float]:
+    """``evaluate`` of one model: the token metrics, and its numbers' in the same pass."""
+    from ..evaluation import evaluate_model
+    from ..predict import NumberMetrics, NumberReader
+
     model, ntok = load_causal_model(args.model, tokenizer=args.tokenizer)
     dataset = encode(model, ntok, data, args.max_length)
     running, reader = None, None
@@ -523,12 +517,29 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     )
     if model.config.num_token_id is not None:
         metrics.update(target_report(args, model, ntok, data, median, "texts", undefined, running))
-    if args.json:
-        print(json.dumps(metrics, indent=2))
-    else:
-        print_metrics(metrics)
-    explain(args, metrics, undefined)
-    return 0
+    return metrics
+
+
+def _members_metrics(
+    args: argparse.Namespace, data: Data, median: float | None, undefined: dict[str, str]
+) -> dict[str, float]:
+    """``evaluate`` with ``--member`` or ``--calibration-file``: the numbers of the models'
+    averaged law (no token metrics), and each model's own target error beside them."""
+    models = load_members(args)
+    model, ntok = models[0]
+    running, alone = evaluate_members(args, models, data.texts, target_field(data.template, args))
+    metrics: dict[str, float] = {"members": float(len(models))}
+    if alone:
+        each = " / ".join(f"{v:.4g}" for v in alone)
+        note(
+            args,
+            f"the numbers are those of the ensemble of {len(models)} models (their Cauchy laws "
+            f"averaged); the models alone: target median absolute error {each}; the token "
+            "metrics are each model's own: evaluate one model for them",
+        )
+        metrics.update({f"member_{k}/target/mdae": v for k, v in enumerate(alone)})
+    metrics.update(target_report(args, model, ntok, data, median, "texts", undefined, running))
+    return metrics
 
 
 def _read_on(
