@@ -134,7 +134,7 @@ _PACKAGE: dict[str, Any] = {}  # the package's own value of each TRAINING_KEY, i
 
 SHARED_KEY = "shared_calibration"
 SHARED = "causal (one calibration hold-out for every seed)"
-SHARED_SEED = 1000
+SHARED_DRAW = 1000
 """The seed that draws the shared hold-out of :data:`SHARED` (not a training seed): a fifth of
 the training rows (:data:`cauchylin.conformal.CALIBRATION_FRACTION`, also below 100 rows)."""
 
@@ -615,7 +615,7 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
                 len(train), cauchylin.conformal.CALIBRATION_FRACTION
             )
             order = list(range(len(train)))
-            random.Random(SHARED_SEED).shuffle(order)
+            random.Random(SHARED_DRAW).shuffle(order)
             held_for_calibration = [train[i] for i in order[:n]]
             fit = [train[i] for i in sorted(order[n:])]
         model, ntok, result = compare.train_causal_run(
