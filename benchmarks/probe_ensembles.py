@@ -34,26 +34,32 @@ RULES = ("Cauchy mean", "median of medians")
 """How an ensemble's members are combined (see the module docstring)."""
 
 
+def saved_law(m: dict[str, list[float]], levels: tuple[float, ...], value_space: str) -> Any:
+    """A run's saved targets (``loc``, ``scale``, ``true``) as the library's
+    :class:`~cauchylin_hf.predict.NumberPredictions`, every row a target."""
+    import torch
+    from cauchylin_hf.predict import NumberPredictions, value_prediction
+
+    n = len(m["loc"])
+    loc, scale = (torch.tensor(m[k], dtype=torch.float64) for k in ("loc", "scale"))
+    return NumberPredictions(
+        prediction=value_prediction(loc, scale, torch.ones(n), levels, value_space),
+        true=torch.tensor(m["true"], dtype=torch.float64),
+        text_index=torch.arange(n),
+        is_target=torch.ones(n, dtype=torch.bool),
+        fields=["target"] * n,
+    )
+
+
 def combine(members: list[dict[str, list[float]]], rule: str, value_space: str) -> list[float]:
     """The ensemble's held-out medians from its members' saved predictions."""
     import torch
 
     if rule == "Cauchy mean":  # the library's ensemble, on the saved laws
         from cauchylin_hf.ensemble import average_number_predictions
-        from cauchylin_hf.predict import NumberPredictions, value_prediction
 
-        def part(m: dict[str, list[float]]) -> NumberPredictions:
-            n = len(m["loc"])
-            loc, scale = (torch.tensor(m[k], dtype=torch.float64) for k in ("loc", "scale"))
-            return NumberPredictions(
-                prediction=value_prediction(loc, scale, torch.ones(n), (0.5,), value_space),
-                true=torch.tensor(m["true"], dtype=torch.float64),
-                text_index=torch.arange(n),
-                is_target=torch.ones(n, dtype=torch.bool),
-                fields=["target"] * n,
-            )
-
-        return average_number_predictions([part(m) for m in members]).prediction.median.tolist()
+        parts = [saved_law(m, (0.5,), value_space) for m in members]
+        return average_number_predictions(parts).prediction.median.tolist()
     if rule == "median of medians":
         med = torch.tensor([m["median"] for m in members], dtype=torch.float64)
         # the lower median for an even count, as torch.median takes it
@@ -175,18 +181,9 @@ def calibrated_coverage(group: list[dict[str, Any]], value_space: str) -> dict[s
     (:func:`cauchylin_hf.ensemble.ensemble_calibration` of their saved laws there)."""
     import torch
     from cauchylin_hf.ensemble import average_number_predictions, ensemble_calibration
-    from cauchylin_hf.predict import NumberPredictions, value_prediction
 
-    def part(m: dict[str, list[float]]) -> NumberPredictions:
-        n = len(m["loc"])
-        loc, scale = (torch.tensor(m[k], dtype=torch.float64) for k in ("loc", "scale"))
-        return NumberPredictions(
-            prediction=value_prediction(loc, scale, torch.ones(n), COVERAGE_LEVELS, value_space),
-            true=torch.tensor(m["true"], dtype=torch.float64),
-            text_index=torch.arange(n),
-            is_target=torch.ones(n, dtype=torch.bool),
-            fields=["target"] * n,
-        )
+    def part(m: dict[str, list[float]]) -> Any:
+        return saved_law(m, COVERAGE_LEVELS, value_space)
 
     calibration = ensemble_calibration([part(m["calibration_predictions"]) for m in group])
     ens = average_number_predictions(

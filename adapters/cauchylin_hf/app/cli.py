@@ -631,7 +631,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     )
     prefixes = _read_on(args, model, ntok, prompts, pred)
     if models:  # the prompts as the first model reads them (a space added where it expects one)
-        pred = predict_members(args, models, prefixes, calibration)
+        pred = predict_members(args, models, prefixes, pred, calibration)
     for i, (prefix, row) in enumerate(zip(prefixes, pred.rows(), strict=True)):
         values = [float(pred.median[i])]
         for j in range(len(pred.levels)):

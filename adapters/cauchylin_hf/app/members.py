@@ -135,21 +135,23 @@ def predict_members(
     args: argparse.Namespace,
     models: Sequence[tuple[Any, Any]],
     prompts: list[str],
+    first: Any,
     calibration: Any,
 ) -> Any:
     """The averaged law's :class:`~cauchylin_hf.predict.ValuePrediction` of ``prompts``, the
-    calibration applied to the prompts whose next number is of a field it was fitted on."""
+    calibration applied to the prompts whose next number is of a field it was fitted on;
+    ``first`` is the first model's prediction of them, read already (only its law is used)."""
     import torch
 
     from ..ensemble import average_value_predictions
     from ..precision import field_before
     from ..predict import predict_values
 
-    parts = [
+    parts = [first] + [
         predict_values(
             model, ntok, prompts, levels=args.levels, batch_size=args.batch_size, calibrated=False
         )
-        for model, ntok in models
+        for model, ntok in models[1:]
     ]
     rows = None
     if calibration is not None:
@@ -185,8 +187,9 @@ def evaluate_members(
     try:
         for parts in zip(*streams, strict=True):
             running.add(average_number_predictions(parts, calibration=calibration))
-            for own, part in zip(alone, parts, strict=False):
-                own.add(part)
+            if alone:
+                for own, part in zip(alone, parts, strict=True):
+                    own.add(part)
     except ValueError as exc:
         raise CliError(f"the models read the numbers of --data differently: {exc}") from None
     mdae = []
