@@ -35,6 +35,12 @@ stationary point need not be the global minimum; started from least squares it i
 the bulk of the data. Each iteration is one ``(C + 1) x (C + 1)`` solve; every fold and every
 penalty of the cross-validation run together as one batch.
 
+**Constant columns.** A column whose standard deviation over the rows is at most ``rtol`` times
+its largest magnitude is read as constant: it gets weight 0 and the bias takes its value. With
+features computed in a lower precision than the solve (a network's float32 hidden states read in
+float64), a column that is constant in exact arithmetic varies by a few dozen ulps between batch
+positions and devices; standardised to unit spread, that rounding would otherwise be fitted.
+
 **The penalty** ``lambda`` is chosen from a grid by K-fold cross-validation (copies of a row stay
 in one fold), by the held-out negative log-likelihood or (``penalty_rule="median_error"``) by the
 median of the held-out absolute residuals ``|t_i - w^T x_i - b|``, which for a Cauchy law is its
@@ -61,6 +67,7 @@ __all__ = [
     "PENALTY_RULES",
     "CauchyReadout",
     "cauchy_nll",
+    "constant_columns",
     "fit_cauchy_readout",
     "readout_objective",
 ]
@@ -77,6 +84,35 @@ with more rows the data outweigh every penalty of the grid and the smallest is u
 
 MAX_DIMENSION = 256
 """Features with more columns are projected on their leading principal components first."""
+
+RTOL_ULPS = 256
+""":func:`fit_cauchy_readout`'s default ``rtol``: this many machine epsilons of the features'
+dtype (of float32: ``3.05e-5``, well above the 20-odd ulps by which a network's float32 hidden
+states at one prefix vary between batch positions, well below the relative spread of a column
+that carries a signal)."""
+
+
+def constant_columns(features: torch.Tensor, rtol: float | torch.Tensor) -> torch.Tensor:
+    """``[C]`` bool: the columns whose standard deviation over the rows is at most ``rtol``
+    times their largest magnitude (an exactly constant column always).
+
+    Args:
+        features: ``[n, C]``.
+        rtol: a float, or ``[C]`` one per column.
+
+    Returns:
+        ``[C]`` bool, True where :func:`fit_cauchy_readout` reads the column as constant.
+
+    Example:
+        >>> import torch
+        >>> x = torch.tensor([[1.0, 5.0, 0.0], [1.0 + 1e-7, 6.0, 0.0]], dtype=torch.float64)
+        >>> constant_columns(x, 3e-5).tolist()
+        [True, False, True]
+    """
+    x = features.double()
+    tol = torch.as_tensor(rtol, dtype=x.dtype, device=x.device)
+    return x.std(0) <= tol * x.abs().amax(0)
+
 
 _CV_TOL = 1e-6
 _SIGMA_FLOOR = 1e-9  # relative to the targets' spread: keeps log(sigma) finite on exact fits
@@ -286,6 +322,7 @@ def fit_cauchy_readout(
     tol: float = 1e-8,
     max_dimension: int = MAX_DIMENSION,
     penalty_rule: str = "least",
+    rtol: float | torch.Tensor | None = None,
 ) -> CauchyReadout:
     r"""The penalised Cauchy maximum-likelihood readout of ``targets`` on ``features``.
 
@@ -315,6 +352,11 @@ def fit_cauchy_readout(
             ``"median_error"`` refits the one of the least median held-out absolute residual
             (the location alone is scored: the fold's ``sigma``, fitted on a few rows, is not).
             Without cross-validation every rule gives the one fit.
+        rtol: a column whose standard deviation over the rows is at most ``rtol`` times its
+            largest magnitude is constant (:func:`constant_columns`): weight 0, the bias takes
+            it. A float, or ``[C]`` one per column; default :data:`RTOL_ULPS` machine epsilons
+            of ``features``' dtype. Give the precision the features were computed in when it is
+            lower than their dtype (float32 hidden states passed in float64).
 
     Returns:
         :class:`CauchyReadout` with the weight on the features as given (``penalty`` is the
@@ -324,7 +366,8 @@ def fit_cauchy_readout(
     Raises:
         ValueError: tensors of the wrong kind or shape, fewer rows than ``2 * folds`` (or 2),
             non-finite values, an empty or negative penalty grid, or bad ``folds``,
-            ``max_iter`` or ``tol``.
+            ``max_iter`` or ``tol``, or an ``rtol`` that is negative, not finite or of the
+            wrong shape.
 
     Example:
         >>> import torch
@@ -368,11 +411,24 @@ def fit_cauchy_readout(
     t = t.detach().double().to(x.device)
     check_finite("features", x)
     check_finite("targets", t)
+    if rtol is None:
+        rtol = RTOL_ULPS * torch.finfo(features.dtype).eps
+    flat = torch.as_tensor(rtol, dtype=torch.float64).detach()
+    if (
+        flat.shape not in ((), (c,))
+        or not bool(torch.isfinite(flat).all())
+        or bool((flat < 0).any())
+    ):
+        raise ValueError(
+            f"rtol must be a finite float >= 0 or [{c}] of them, got {tuple(flat.shape)} "
+            f"{flat.flatten()[:4].tolist()}"
+        )
+    varies = ~constant_columns(x, flat.to(x.device))
     mean, sd = x.mean(0), x.std(0)
-    sd = torch.where(sd > 0, sd, torch.ones_like(sd))
-    xs = (x - mean) / sd
+    sd = torch.where(varies, sd, torch.ones_like(sd))
+    xs = ((x - mean) / sd)[:, varies]
     basis = None
-    if c > max_dimension:
+    if xs.shape[1] > max_dimension:
         # The leading principal directions: an orthonormal basis, so the penalty is unchanged.
         basis = torch.linalg.svd(xs, full_matrices=False).Vh[:max_dimension].T  # [C, d]
         xs = xs @ basis
@@ -415,7 +471,8 @@ def fit_cauchy_readout(
     if share is not None:  # a weighted mean of linear readouts is a linear readout
         theta, sigma = share[None] @ theta, share[None] @ sigma
     w_std = theta[0, :-1] if basis is None else basis @ theta[0, :-1]
-    weight = w_std / sd
+    weight = torch.zeros(c, dtype=x.dtype, device=x.device)
+    weight[varies] = w_std / sd[varies]
     bias = theta[0, -1] - (weight * mean).sum()
     return CauchyReadout(
         weight=weight.to(features.dtype),

@@ -27,6 +27,10 @@ It does two things and writes ``gpu_check.json`` and ``gpu_check.md`` (one table
      ``torch.distributions.Cauchy``, and ``vmap``'ed ``IndependentCauchy.log_prob`` over 1000
      small distributions against torch's Cauchy under ``vmap``.
 
+3. **The command line**: the README's table recipe (``cauchylin-lm train`` from nothing on the
+   flats table, then ``predict`` and ``evaluate`` of the saved model), which trains on the GPU
+   and reads the numbers there at the end of training; its exit status and seconds.
+
 Without a CUDA device it says so and, with ``--dry-run``, runs all of it on the CPU at toy sizes
 (the tests only collected, not run): that checks the plumbing -- every benchmark runs, the JSON
 and the table are written -- and is what the test suite runs. Numbers from a dry run mean
@@ -383,6 +387,65 @@ def run_tests(dry_run: bool, log: Path) -> dict:
     return {"exit": code, "summary": summary, "seconds": time.perf_counter() - start}
 
 
+# ----------------------------------------------------------------------------- command line
+
+
+def _flats_table(path: Path, rows: int = 500) -> None:
+    """The README's table: 500 flats whose price is about 3 per square metre."""
+    import csv
+    import random
+
+    rng = random.Random(0)
+    with path.open("w", newline="") as f:
+        table = csv.writer(f)
+        table.writerow(["area", "rooms", "price"])
+        for _ in range(rows):
+            area = rng.randint(30, 200)
+            rooms = max(1, min(6, round(area / 35 + rng.uniform(-1, 1))))
+            table.writerow([area, rooms, round(3 * area + rng.uniform(-10, 10))])
+
+
+def run_cli(dry_run: bool, log: Path) -> dict:
+    """The README's recipe through ``cauchylin-lm`` (train, predict, evaluate): each command's
+    exit status and seconds, the first failure's last lines, the output in ``log``."""
+    import tempfile
+
+    steps = "2" if dry_run else "300"
+    work = Path(tempfile.mkdtemp(prefix="gpu_check_cli_"))
+    _flats_table(work / "flats.csv")
+    cli = [sys.executable, "-m", "cauchylin_hf.app.cli"]
+    model = str(work / "flat-model")
+    commands = {
+        "train": [
+            "train", "--from-config", "qwen2-tiny", "--data", "flats.csv", "--output-dir",
+            model, "--max-steps", steps, "--batch-size", "32", "--learning-rate", "3e-3",
+            "--warmup-ratio", "0.05", "--lr-scheduler", "cosine", "--no-progress",
+        ],
+        "predict": ["predict", model, "--prompt", "area 120, rooms 3 -> price "],
+        "evaluate": ["evaluate", model, "--data", "flats.csv", "--json", "--no-progress"],
+    }  # fmt: skip
+    path = os.pathsep.join(
+        p for p in (str(ROOT), str(ROOT / "adapters"), os.environ.get("PYTHONPATH")) if p
+    )
+    env = {**os.environ, "PYTHONPATH": path}
+    result: dict = {"commands": {}}
+    with log.open("w") as f:
+        for name, args in commands.items():
+            say(f"cauchylin-lm {name} ...")
+            start = time.perf_counter()
+            proc = subprocess.run(cli + args, cwd=work, env=env, capture_output=True, text=True)
+            seconds = time.perf_counter() - start
+            f.write(f"$ cauchylin-lm {' '.join(args)}\n{proc.stdout}{proc.stderr}\n")
+            result["commands"][name] = {"exit": proc.returncode, "seconds": seconds}
+            say(f"  exit {proc.returncode} in {seconds:.0f} s")
+            if proc.returncode != 0:
+                tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+                result["error"] = f"{name}: " + " / ".join(tail)[:400]
+                say(f"  FAILED: {result['error']}")
+                break
+    return result
+
+
 # ---------------------------------------------------------------------------------- reports
 
 
@@ -399,6 +462,15 @@ def markdown(result: dict) -> str:
         else "",
         f"torch {result['torch']}, CUDA {result['cuda']}, Python {result['python']}; "
         f"tests (`pytest -m cuda`): {result['tests']['summary']} (exit {result['tests']['exit']})",
+        "command line (the README recipe): "
+        + (
+            ", ".join(
+                f"{k} exit {v['exit']} ({v['seconds']:.0f} s)"
+                for k, v in result["cli"].get("commands", {}).items()
+            )
+            or "skipped"
+        )
+        + (f"; FAILED {result['cli']['error']}" if result["cli"].get("error") else ""),
         "",
         "| benchmark | dtype | ratio | value |",
         "|---|---|---|---|",
@@ -444,7 +516,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--skip-tests", action="store_true", help="benchmarks only")
     parser.add_argument(
-        "--only", default=None, help="comma list of ovr_loss,decode,train_step,elementwise"
+        "--only",
+        default=None,
+        help="comma list of ovr_loss,decode,train_step,elementwise,cli",
     )
     parser.add_argument(
         "--below-floors",
@@ -484,12 +558,15 @@ def main(argv: list[str] | None = None) -> int:
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
         "tests": {"summary": "skipped", "exit": None},
+        "cli": {},
         "below_floors": below,
         "benchmarks": {},
     }
     if not args.skip_tests:
         result["tests"] = run_tests(args.dry_run, out / "pytest.log")
-    wanted = set((args.only or "ovr_loss,decode,train_step,elementwise").split(","))
+    wanted = set((args.only or "ovr_loss,decode,train_step,elementwise,cli").split(","))
+    if "cli" in wanted:
+        result["cli"] = run_cli(args.dry_run, out / "cli.log")
     for tag, dtype in DTYPES.items():
         per: dict[str, dict] = {}
         built = None
@@ -529,6 +606,7 @@ def main(argv: list[str] | None = None) -> int:
         if bench.get("error")
     ]
     tests_failed = result["tests"]["exit"] not in (None, 0)
+    failed += ["command line"] if result["cli"].get("error") else []
     if failed or tests_failed:
         say("FAILED: " + ", ".join(failed + (["tests"] if tests_failed else [])))
         return 1

@@ -1,6 +1,7 @@
 """The GPU check's dry run: without a CUDA GPU, ``scripts/gpu_check.sh`` says so and runs its own
 plumbing at toy sizes on the CPU -- every benchmark, the collection of the ``cuda`` test cases,
-the JSON and the markdown table -- so the script cannot rot between GPU runs.
+the README recipe through the command line (two training steps), the JSON and the markdown
+table -- so the script cannot rot between GPU runs.
 
 Its numbers are not checked (toy sizes on a busy CPU mean nothing), only that each is a positive
 finite ratio, that the ``cuda`` cases exist, and that both files say it was a dry run.
@@ -44,6 +45,10 @@ def test_gpu_check_dry_run(tmp_path):
     assert result["tests"]["exit"] == 0
     collected = int(result["tests"]["summary"].split("/")[0])
     assert collected >= 20, result["tests"]["summary"]
+    # the README recipe through the command line: train, predict and evaluate all ran
+    commands = result["cli"]["commands"]
+    assert list(commands) == ["train", "predict", "evaluate"] and "error" not in result["cli"]
+    assert all(c["exit"] == 0 for c in commands.values()), commands
     assert set(result["benchmarks"]) == {"fp32", "bf16"}
     for per in result["benchmarks"].values():
         assert set(per) == BENCHMARKS

@@ -311,16 +311,15 @@ def _heads_at(
     temperature: float | None,
     num: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(loc_Y, scale_Y, P(<NUM>), readout-table row)`` at the positions ``select`` (``[B, S]``)."""
-    mask = enc["attention_mask"]
+    """``(loc_Y, scale_Y, P(<NUM>), readout-table row)`` at the positions ``select`` (``[B, S]``)
+    of the tokenizer's (CPU) encoding ``enc``, read on the model's device."""
+    device = next(model.parameters()).device
+    ids, values = enc["input_ids"].to(device), enc["numeric_values"].to(device)
+    mask, select = enc["attention_mask"].to(device), select.to(device)
     hidden, _ = model.encode(
-        enc["input_ids"],
-        enc["numeric_values"],
-        mask,
-        use_cache=False,
-        position_ids=position_ids_from_mask(mask),
+        ids, values, mask, use_cache=False, position_ids=position_ids_from_mask(mask)
     )
-    codes, numbers = model.readout_context(enc["input_ids"], enc["numeric_values"], mask)
+    codes, numbers = model.readout_context(ids, values, mask)
     codes = codes[select]
     numbers = None if numbers is None else numbers[select]
     _, act = model.heads(hidden[select], mode, temperature, context=codes, numbers=numbers)
@@ -339,7 +338,8 @@ def number_heads(
         num: the ``<NUM>`` id.
 
     Returns:
-        Four ``[N]`` tensors, as :class:`NumberReader` reads them.
+        Four ``[N]`` tensors on the CPU, as :class:`NumberReader` reads them (the predictions
+        of a model on any device are CPU tensors).
 
     Example:
         >>> import torch
@@ -358,7 +358,8 @@ def number_heads(
     log_p = act.S[..., num : num + 1].ovr_log_prob(
         act.threshold if act.threshold.ndim == 0 else act.threshold[num : num + 1]
     )[0][..., 0]
-    return act.loc_Y, act.scale_Y, log_p.exp(), model.action.readouts.lookup(codes)
+    rows = model.action.readouts.lookup(codes)
+    return act.loc_Y.cpu(), act.scale_Y.cpu(), log_p.exp().cpu(), rows.cpu()
 
 
 def predict_values(
@@ -697,8 +698,10 @@ class NumberReader:
         >>> preds.fields, preds.true.tolist(), preds.text_index.tolist()
         (['width', 'area', 'width', 'area'], [3.0, 6.0, 4.0, 8.0], [0, 0, 1, 1])
         """
-        num, mask = self.num, attention_mask.bool()
-        ids = input_ids
+        # one copy of the batch to the CPU: reading it number by number on a GPU would sync
+        # at every number
+        num, mask = self.num, attention_mask.bool().cpu()
+        ids, numeric_values = input_ids.cpu(), numeric_values.cpu()
         at_num = before_numbers(ids, mask, num)[:, :-1]  # aligned with ids[:, 1:]
         start = self.start
         self.start += len(texts)

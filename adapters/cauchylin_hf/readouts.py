@@ -357,7 +357,13 @@ def solve_readouts(
         entry: dict[str, Any] = {"code": code, "count": int(rows.numel()), "shared_nll": shared_nll}
         try:
             fit = fit_cauchy_readout(
-                x[rows], t, penalties=penalties, folds=folds, seed=seed, penalty_rule=penalty_rule
+                x[rows],
+                t,
+                penalties=penalties,
+                folds=folds,
+                seed=seed,
+                penalty_rule=penalty_rule,
+                rtol=table.feature_rtol(),
             )
             solved_nll = (
                 fit.cv_nll if not math.isnan(fit.cv_nll) else _in_sample_nll(fit, x[rows], t)
@@ -614,6 +620,7 @@ def cross_calibrate(
     report = CalibrationReport(levels=levels, numbers=len(feats), folds=folds)
     calibrated: dict[int, tuple[torch.Tensor, int]] = {}
     features = feats.features(model.action.readouts)  # what the solved readouts read
+    rtol = model.action.readouts.feature_rtol()
     for code, rows in _groups(feats.codes, min_count, None):
         if code not in penalty:
             continue
@@ -624,7 +631,9 @@ def cross_calibrate(
             out = fold[rows] == j
             if not bool(out.any()) or int((~out).sum()) < 2:
                 continue  # a fold with every number of the context: none left to solve on
-            fit = fit_cauchy_readout(x[~out], t[~out], penalties=[penalty[code]], seed=seed)
+            fit = fit_cauchy_readout(
+                x[~out], t[~out], penalties=[penalty[code]], seed=seed, rtol=rtol
+            )
             loc[out], scale[out] = fit.predict(x[out])
             scored |= out
         n = int(scored.sum())

@@ -35,7 +35,7 @@ from torch import nn
 
 from cauchylin._validation import positive_int, require_tensor
 from cauchylin.levels import CALIBRATION_LEVELS
-from cauchylin.readout import CauchyReadout
+from cauchylin.readout import RTOL_ULPS, CauchyReadout
 from cauchylin.value_space import to_value_space
 from cauchylin.vector import CauchyVector
 
@@ -407,6 +407,21 @@ class ContextReadouts(nn.Module):
     def feature_size(self) -> int:
         """``C + S``: the features a solved readout reads (:meth:`features`)."""
         return self.causal_size + self.numbers
+
+    def feature_rtol(self) -> torch.Tensor:
+        """``[C + S]`` the ``rtol`` each readout of the table is solved with
+        (:func:`cauchylin.readout.fit_cauchy_readout`): :data:`~cauchylin.readout.RTOL_ULPS`
+        float32 epsilons for ``loc_U'`` (a network's features, computed in float32 at most: a
+        column constant in exact arithmetic that varies by rounding alone is read as constant)
+        and 0 for the earlier numbers (data: constant only when they are).
+
+        Example:
+            >>> ContextReadouts(3, numbers=1).feature_rtol().tolist()  # doctest: +ELLIPSIS
+            [3.05...e-05, 3.05...e-05, 3.05...e-05, 0.0]
+        """
+        rtol = torch.zeros(self.feature_size, dtype=torch.float64)
+        rtol[: self.causal_size] = RTOL_ULPS * torch.finfo(torch.float32).eps
+        return rtol
 
     def set_numbers(self, numbers: int) -> None:
         """Read ``numbers`` earlier numbers from now on; the table is emptied (solve it again).

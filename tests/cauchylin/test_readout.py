@@ -10,7 +10,12 @@ import torch
 from scipy.optimize import minimize
 from scipy.stats import cauchy
 
-from cauchylin.readout import cauchy_nll, fit_cauchy_readout, readout_objective
+from cauchylin.readout import (
+    cauchy_nll,
+    constant_columns,
+    fit_cauchy_readout,
+    readout_objective,
+)
 
 
 def _data(n: int, c: int, seed: int, noise: float = 0.1) -> tuple[torch.Tensor, ...]:
@@ -206,6 +211,11 @@ def test_a_float32_input_gives_a_float32_readout_solved_in_float64() -> None:
         ),
         ({"features": torch.zeros(8, 2), "targets": torch.zeros(8)}, "at least 10 rows"),
         ({"features": torch.zeros(10, 2), "targets": torch.zeros(10), "folds": 0}, "folds"),
+        ({"features": torch.zeros(10, 2), "targets": torch.zeros(10), "rtol": -1.0}, "rtol"),
+        (
+            {"features": torch.zeros(10, 2), "targets": torch.zeros(10), "rtol": torch.zeros(3)},
+            "rtol must be",
+        ),
         (
             {"features": torch.zeros(10, 2), "targets": torch.zeros(10), "penalty_rule": "mean"},
             "penalty_rule must be one of",
@@ -234,3 +244,55 @@ def test_a_few_distinct_rows_repeated_give_a_finite_readout(distinct: int) -> No
         if penalties == (0.0,):  # unpenalised: the rows' targets exactly (to the solve)
             loc, _ = fit.predict(base)
             torch.testing.assert_close(loc, targets, rtol=1e-6, atol=1e-6)
+
+
+def _rounded_copy(column: torch.Tensor, ulps: float, seed: int) -> torch.Tensor:
+    """``column`` (constant) with float32 rounding noise of about ``ulps`` ulps, as a network's
+    float32 features at one prefix differ between batch positions."""
+    g = torch.Generator().manual_seed(seed)
+    eps = torch.finfo(torch.float32).eps
+    return column * (1 + ulps * eps * torch.randn(column.shape, generator=g, dtype=column.dtype))
+
+
+def test_a_column_constant_up_to_float32_rounding_is_read_as_constant() -> None:
+    """A feature that is one value up to 20 float32 ulps of rounding, given in float64 with the
+    float32 rtol: weight 0, and the readout is the one fitted without that column, whatever
+    the rounding's draw (unstandardised, the rounding was fitted with weights of 1e5 that
+    changed with every draw: the same model on a CPU and on a GPU disagreed)."""
+    x, t, _ = _data(200, 3, seed=11)
+    rtol = 256 * torch.finfo(torch.float32).eps
+    without = fit_cauchy_readout(x, t, penalties=[1e-4])
+    for seed in (0, 1):
+        rounded = _rounded_copy(torch.full((200, 1), 2.5, dtype=torch.float64), 20, seed)
+        both = torch.cat([x[:, :1], rounded, x[:, 1:]], 1)
+        fit = fit_cauchy_readout(both, t, penalties=[1e-4], rtol=rtol)
+        assert float(fit.weight[1]) == 0.0
+        keep = [0, 2, 3]
+        torch.testing.assert_close(fit.weight[keep], without.weight, rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close(fit.bias, without.bias, rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close(fit.noise, without.noise, rtol=1e-9, atol=1e-12)
+
+
+def test_a_small_but_real_spread_is_kept() -> None:
+    """A column whose spread is 1e-3 of its magnitude (far above any rounding) carries the
+    signal and is read: its weight recovers the truth, under the float32 rtol too."""
+    g = torch.Generator().manual_seed(12)
+    n = 2000
+    x = 1000.0 + torch.randn(n, 1, generator=g, dtype=torch.float64)  # relative spread 1e-3
+    e = 0.1 * torch.tan(math.pi * (torch.rand(n, generator=g, dtype=torch.float64) - 0.5))
+    t = 3.0 * (x[:, 0] - 1000.0) + e
+    for rtol in (None, 256 * torch.finfo(torch.float32).eps):
+        fit = fit_cauchy_readout(x, t, penalties=[0.0], rtol=rtol)
+        # the MLE's standard error is about 0.1 * sqrt(2 / n) = 0.003; 0.03 is 10 of them
+        assert abs(float(fit.weight[0]) - 3.0) < 0.03
+
+
+def test_constant_columns_by_their_spread_relative_to_their_size() -> None:
+    g = torch.Generator().manual_seed(13)
+    z = torch.randn(50, generator=g, dtype=torch.float64)
+    x = torch.stack([1e6 + 1e-4 * z, 1e6 + 10 * z, torch.zeros(50), 1e-30 * z], 1)
+    # relative spreads about 1e-10, 1e-5, exactly 0 and 1 (a column of tiny values varies)
+    assert constant_columns(x, 1e-7).tolist() == [True, False, True, False]
+    assert constant_columns(x, 1e-3).tolist() == [True, True, True, False]
+    per_column = torch.tensor([0.0, 1e-3, 0.0, 0.0], dtype=torch.float64)
+    assert constant_columns(x, per_column).tolist() == [False, True, True, False]

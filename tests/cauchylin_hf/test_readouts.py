@@ -4,6 +4,7 @@ them (predict, the teacher-forced pass, forward, generate), saving and loading, 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import random
 import tempfile
@@ -17,7 +18,7 @@ from cauchylin_hf.readouts import calibrate, number_features, solve_readouts
 from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
 from cauchylin_hf.tokenizer import NumericTokenizer
 from cauchylin_hf.training import train
-from scipy.stats import beta
+from scipy.stats import beta, cauchy
 
 from cauchylin.conformal import calibration_holdout, conformal_widths
 from cauchylin.nn.readouts import OTHER, code_digits
@@ -512,3 +513,54 @@ def test_a_readout_replaces_the_shared_head_whatever_its_training_nll(small, mon
     assert [c["shared_nll"] for c in report.contexts] == [-math.inf, -math.inf]
     assert report.kept == 2 and model.action.readouts.num_contexts == 2
     assert bool(model.action.readouts.is_solved.all())
+
+
+def test_a_context_of_one_prefix_reads_no_rounding(monkeypatch) -> None:
+    """Every text begins ``width <NUM>``: the first number's features are one vector in exact
+    arithmetic. Another device's kernels (or more CPU threads) round them differently from row
+    to row by a few dozen float32 ulps, simulated here on the features the solve reads. The
+    solved readout of that context is its bias (weight 0: the Cauchy fit of the widths alone),
+    with the rounding as without it, and the other context's readout moves by no more than
+    the rounding (before, the rounding was fitted with weights of 1e5 that changed with it: a
+    model on a GPU and on a CPU disagreed)."""
+    import cauchylin_hf.readouts as readouts
+
+    rng = random.Random(0)
+    texts = [f"width {w}, area {2 * w + rng.randint(-3, 3)}." for w in range(2, 82)]
+    torch.manual_seed(0)
+    model, ntok = CauchyLMForCausalLM.from_base(
+        tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True, readout_numbers=0
+    )
+    exact = readouts.number_features
+
+    def rounded(seed: int):
+        def read(*args, **kwargs):
+            f = exact(*args, **kwargs)
+            g = torch.Generator().manual_seed(seed)
+            ulps = 20 * torch.finfo(torch.float32).eps * torch.randn(f.loc.shape, generator=g)
+            return dataclasses.replace(f, loc=f.loc * (1 + ulps.double()))
+
+        return read
+
+    tables, reads = [], []
+    for seed in (None, 0, 1):
+        if seed is not None:
+            monkeypatch.setattr(readouts, "number_features", rounded(seed))
+        solve_readouts(model, ntok, texts, penalties=(1e-2,))
+        tables.append(copy.deepcopy(model.action.readouts))
+        reads.append(exact(model, ntok, texts))  # every number read with the readouts solved
+    first = exact(model, ntok, texts)
+    widths = first.targets[first.codes == int(first.codes[0])]  # the first numbers: the widths
+    row = int(tables[0].lookup(first.codes[:1]))
+    # a bias-only readout is the Cauchy maximum-likelihood fit of the widths (value space)
+    loc, scale = cauchy.fit(widths.numpy())
+    for table in tables:
+        assert table.num_contexts == 2
+        assert bool((table.weight[row] == 0).all())
+        assert abs(float(table.bias[row]) - loc) < 1e-3 * scale
+        assert abs(float(table.noise[row]) - scale) < 1e-3 * scale
+    spread = float(first.targets.std())
+    for read in reads[1:]:  # the predictions (the weights of collinear features may move)
+        for name in ("loc_y", "scale_y"):
+            a, b = getattr(read, name), getattr(reads[0], name)
+            torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3 * spread)
