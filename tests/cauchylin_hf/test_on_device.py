@@ -168,8 +168,12 @@ def test_readouts_calibration_and_predictions_on_the_device_match_the_cpu(device
         reader = NumberReader(net, texts=held, target_field="area", sink=sink.add)
         evaluate_model(net, ntok, held, numbers=reader)
         results.append(sink.result())
-    for key in ("target/mdae", "all/mdae", "target/coverage_90"):
-        _close(torch.tensor(results[0][key]), torch.tensor(results[1][key]))
+    # errors of predictions that agree to TOL of the numbers' size agree to that much (a
+    # coverage could flip with a number at an interval's end: not compared)
+    size = max(abs(float(v)) for v in b.true)
+    for key in ("target/mae", "target/mdae", "all/mae", "all/mdae"):
+        got, want = results[0][key], results[1][key]
+        assert abs(got - want) <= TOL * size, (key, got, want)
 
 
 @pytest.mark.parametrize("device", DEVICES)
