@@ -19,8 +19,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from cauchylin_hf.app import cli
 from cauchylin_hf.model import CauchyLMForCausalLM
+
+import cauchylin
 
 ROOT = Path(__file__).resolve().parents[2]
 ERROR = re.compile(r"^cauchylin-lm (\w+): error: (.+)$")
@@ -375,3 +378,34 @@ def test_a_full_disk_and_ctrl_c_leave_nothing_written(base, files, tmp_path, cap
     line = _one_error(capsys, _train(base, files["table"], out), status=130)
     assert line == "cauchylin-lm train: interrupted; nothing was saved"
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("device", ["nonsense", "cuda:7"])
+def test_a_device_that_cannot_be_used_is_one_line(base, capsys, device):
+    """``--device`` names what torch cannot parse or cannot use here (a CPU-only build's or an
+    absent GPU) in one line, with what ``auto`` would pick."""
+    if device.startswith("cuda") and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has a cuda:7")
+    line = _one_error(capsys, ["predict", str(base), "--prompt", "x ", "--device", device])
+    assert line.startswith(f"cauchylin-lm predict: error: --device {device!r} cannot be used")
+    assert "'auto' picks" in line
+
+
+def test_the_model_runs_where_device_says(base, capsys, monkeypatch):
+    """``--device cpu`` puts the model on the CPU; ``auto`` (the default) asks
+    ``cauchylin.available_device()``, every command that reads a model alike."""
+    from cauchylin_hf.app import inputs
+
+    seen = []
+    real = inputs.load_causal_model
+
+    def spy(*args, **kwargs):
+        model, ntok = real(*args, **kwargs)
+        seen.append((kwargs.get("device"), next(model.parameters()).device.type))
+        return model, ntok
+
+    monkeypatch.setattr(cli, "load_causal_model", spy)
+    assert cli.main(["predict", str(base), "--prompt", "x ", "--device", "cpu"]) == 0
+    assert cli.main(["predict", str(base), "--prompt", "x "]) == 0
+    want = cauchylin.available_device().type
+    assert seen == [("cpu", "cpu"), ("auto", want)]

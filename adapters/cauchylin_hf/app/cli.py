@@ -491,7 +491,7 @@ def _model_metrics(
     from ..evaluation import evaluate_model
     from ..predict import NumberMetrics, NumberReader
 
-    model, ntok = load_causal_model(args.model, tokenizer=args.tokenizer)
+    model, ntok = load_causal_model(args.model, tokenizer=args.tokenizer, device=args.device)
     dataset = encode(model, ntok, data, args.max_length)
     running, reader = None, None
     if model.config.num_token_id is not None and args.max_length is None:
@@ -616,7 +616,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     truth = table_truth(table) if table is not None else None
     _set_threads(args)
     models = load_members(args) if reads_members(args) else None
-    model, ntok = models[0] if models else load_causal_model(args.model, tokenizer=args.tokenizer)
+    model, ntok = (
+        models[0]
+        if models
+        else load_causal_model(args.model, tokenizer=args.tokenizer, device=args.device)
+    )
     if model.config.num_token_id is None:
         raise CliError("the model has no <NUM> token: it cannot predict numbers")
     precision = load_precision(args.model)
@@ -683,7 +687,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     _check_decimals(args)
     prompts, _ = read_prompts(args, data_format(args.model))
     _set_threads(args)
-    model, ntok = load_causal_model(args.model, tokenizer=args.tokenizer)
+    model, ntok = load_causal_model(args.model, tokenizer=args.tokenizer, device=args.device)
     precision = load_precision(args.model)
     check_prompt_lengths(model, ntok, prompts)
     eos = _eos_ids(model, ntok)

@@ -315,7 +315,11 @@ def check_prompt_lengths(model: Any, ntok: Any, prompts: list[str]) -> None:
 
 
 def load_causal_model(
-    path: str | os.PathLike[str], *, tokenizer: str | None = None, **settings: Any
+    path: str | os.PathLike[str],
+    *,
+    tokenizer: str | None = None,
+    device: str | None = None,
+    **settings: Any,
 ) -> tuple[Any, Any]:
     """Load a causal model and its numeric tokenizer from a local folder.
 
@@ -327,6 +331,9 @@ def load_causal_model(
     Args:
         path: the folder.
         tokenizer: a tokenizer folder (default: the one in ``path``).
+        device: where to put the model: ``"auto"`` (:func:`cauchylin.available_device`, an
+            accelerator where one is present), a device name such as ``"cpu"`` or ``"cuda:1"``,
+            or None (where loading puts it: the CPU).
         **settings: ``from_base`` settings for a base folder (e.g. ``freeze_backbone``).
 
     Returns:
@@ -335,7 +342,7 @@ def load_causal_model(
     Raises:
         CliError: the folder does not exist, has no tokenizer, does not hold a decoder-only
             causal LM, or its files cannot be read (a truncated ``model.safetensors``, a broken
-            ``config.json``).
+            ``config.json``); a device that torch does not know or cannot use.
 
     Example:
         >>> import tempfile, torch
@@ -383,7 +390,28 @@ def load_causal_model(
             f"needed): {first}"
         ) from exc
     model.eval()
+    if device is not None:
+        model = model.to(_device(device))
     return model, ntok
+
+
+def _device(name: str) -> Any:
+    """The ``torch.device`` of a ``--device`` value, checked (one line naming it otherwise)."""
+    import torch
+
+    from cauchylin import available_device
+
+    if name == "auto":
+        return available_device()
+    try:
+        device = torch.device(name)
+        torch.empty(0, device=device)  # a device that is named right but absent fails here
+    except (RuntimeError, AssertionError) as exc:  # (AssertionError: a CPU-only build's CUDA)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CliError(
+            f"--device {name!r} cannot be used here ({first}); 'auto' picks {available_device()}"
+        ) from exc
+    return device
 
 
 def load_precision(folder: str | os.PathLike[str]) -> Any:

@@ -60,7 +60,9 @@ def load_members(args: argparse.Namespace) -> list[tuple[Any, Any]]:
     first = data_format(paths[0])
     models: list[tuple[Any, Any]] = []
     for k, path in enumerate(paths):
-        model, ntok = load_causal_model(path, tokenizer=args.tokenizer if k == 0 else None)
+        model, ntok = load_causal_model(
+            path, tokenizer=args.tokenizer if k == 0 else None, device=args.device
+        )
         name = "the model" if k == 0 else f"--member {path!r}"
         if model.config.num_token_id is None:
             raise CliError(f"{name} has no <NUM> token: it cannot predict numbers")

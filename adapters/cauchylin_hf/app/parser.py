@@ -432,6 +432,13 @@ _FLAGS = (
         "load average; a note when that lowers torch's count)",
     ),
     _flag(
+        "--device",
+        on="evaluate predict generate",
+        default="auto",
+        help="where the model runs: auto (default: a GPU or other accelerator where one is "
+        "present, else the CPU), cpu, cuda, cuda:1, ...",
+    ),
+    _flag(
         "--dataloader-workers",
         on="train evaluate",
         type=_count,
