@@ -655,6 +655,8 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
             solved_again(AVERAGED, penalty_rule="average")
         if job.get("resolve_median_error"):
             solved_again(MEDIAN_ERROR, penalty_rule="median_error")
+        if job.get("resolve_location"):
+            solved_again(LOCATION_CHOICE, location="choose")
     truth = [compare.split_at_target(t)[1] for t in held]
     out = []
     for name, s, pred in scored:
@@ -698,6 +700,8 @@ AVERAGED = "[readouts averaged over the penalties]"
 """The suffix of the rows whose readouts were solved again with ``penalty_rule="average"``."""
 MEDIAN_ERROR = "[penalty of the least median error]"
 """The suffix of the rows whose readouts were solved again with ``penalty_rule="median_error"``."""
+LOCATION_CHOICE = "[location: Cauchy or least squares, by median error]"
+"""The suffix of the rows whose readouts were solved again with ``location="choose"``."""
 
 
 def _resolved(numbers: int) -> str:
@@ -1414,6 +1418,13 @@ def main(argv: list[str] | None = None) -> int:
         "comparison on the same network, one more row per run",
     )
     p.add_argument(
+        "--resolve-location",
+        action="store_true",
+        help="also score each causal model with its readouts solved again, each context's "
+        "location fitted by Cauchy likelihood or least squares, whichever has the smaller "
+        'median out-of-fold absolute residual (location="choose"): a paired comparison',
+    )
+    p.add_argument(
         "--resolve-numbers",
         type=int,
         default=None,
@@ -1657,6 +1668,7 @@ def main(argv: list[str] | None = None) -> int:
                                     resolve_numbers=args.resolve_numbers,
                                     resolve_average=args.resolve_average,
                                     resolve_median_error=args.resolve_median_error,
+                                    resolve_location=args.resolve_location,
                                 )
                         else:
                             add(table, m, MODELS[m], {}, steps, seed)

@@ -64,6 +64,7 @@ from cauchylin._validation import check_finite, positive_int, require_tensor
 
 __all__ = [
     "DEFAULT_PENALTIES",
+    "LOCATIONS",
     "PENALTY_RULES",
     "CauchyReadout",
     "cauchy_nll",
@@ -77,6 +78,11 @@ DEFAULT_PENALTIES: tuple[float, ...] = (1e-6, 1e-4, 1e-2, 1.0)
 
 PENALTY_RULES: tuple[str, ...] = ("least", "average", "median_error")
 """What cross-validation makes of the penalties (:func:`fit_cauchy_readout`'s ``penalty_rule``)."""
+
+LOCATIONS: tuple[str, ...] = ("cauchy", "least_squares", "choose")
+"""How :func:`fit_cauchy_readout` fits the location ``w.x + b``: the Cauchy maximum-likelihood
+fit, the ridge least-squares fit (``sigma`` from its residuals), or the one of the two whose
+out-of-fold absolute residuals have the smaller median."""
 
 CV_ROWS_PER_DIMENSION = 20
 """Cross-validation runs while ``n < 20 (d + 1)`` (``d`` the feature dimension after projection);
@@ -199,6 +205,8 @@ class CauchyReadout:
         iterations: the iterations of the final fit.
         cv_nlls: the mean held-out negative log-likelihood of every penalty of the grid, in the
             grid's order (empty without cross-validation).
+        location: how ``w`` and ``b`` were fitted (:data:`LOCATIONS`, never ``"choose"``: the
+            one chosen).
 
     Example:
         >>> import torch
@@ -217,6 +225,7 @@ class CauchyReadout:
     count: int
     iterations: int
     cv_nlls: tuple[float, ...] = ()
+    location: str = "cauchy"
 
     def predict(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(loc_Y, scale_Y)`` of the readout on ``features``.
@@ -323,6 +332,7 @@ def fit_cauchy_readout(
     max_dimension: int = MAX_DIMENSION,
     penalty_rule: str = "least",
     rtol: float | torch.Tensor | None = None,
+    location: str = "cauchy",
 ) -> CauchyReadout:
     r"""The penalised Cauchy maximum-likelihood readout of ``targets`` on ``features``.
 
@@ -357,6 +367,15 @@ def fit_cauchy_readout(
             it. A float, or ``[C]`` one per column; default :data:`RTOL_ULPS` machine epsilons
             of ``features``' dtype. Give the precision the features were computed in when it is
             lower than their dtype (float32 hidden states passed in float64).
+        location: ``"cauchy"`` (default) fits ``w`` and ``b`` by maximum likelihood as above;
+            ``"least_squares"`` by ridge least squares on the standardised features (the IRLS's
+            start: the same penalty, the bias then moved by the residuals' median), with
+            ``sigma`` the median absolute deviation of its residuals (a Cauchy law's scale);
+            ``"choose"`` cross-validates both with every penalty (``folds`` folds, whatever the
+            row count) and keeps the pair of the least median out-of-fold absolute residual
+            (``penalty_rule`` must then be ``"least"`` or ``"median_error"``, and is the
+            latter). On few rows of nearly Gaussian noise the least-squares location varies
+            less than the Cauchy one; with gross errors it is the Cauchy one that holds.
 
     Returns:
         :class:`CauchyReadout` with the weight on the features as given (``penalty`` is the
@@ -400,7 +419,13 @@ def fit_cauchy_readout(
         )
     if penalty_rule not in PENALTY_RULES:
         raise ValueError(f"penalty_rule must be one of {PENALTY_RULES}, got {penalty_rule!r}")
-    choose = len(grid) > 1
+    if location not in LOCATIONS:
+        raise ValueError(f"location must be one of {LOCATIONS}, got {location!r}")
+    if location == "choose" and penalty_rule == "average":
+        raise ValueError(
+            'location="choose" picks one fit: use penalty_rule "least" or "median_error"'
+        )
+    choose = len(grid) > 1 or location == "choose"
     if choose and folds < 2:
         raise ValueError(f"choosing among {len(grid)} penalties needs folds >= 2, got {folds}")
     n, c = x.shape
@@ -440,34 +465,44 @@ def fit_cauchy_readout(
     best, cv = min(grid), math.nan
     share: torch.Tensor | None = None  # the averaging weights of the penalties ("average")
     curve: tuple[float, ...] = ()
+    estimators = ("cauchy", "least_squares") if location == "choose" else (location,)
+    chosen = estimators[0]
     # Copies of a row fall in one fold: with fewer distinct rows than folds, one fold per
     # distinct row (a fold that held out every row would be fitted on none); with one, no choice.
     table = torch.cat([x, t[:, None]], 1)
     k = min(folds, int(torch.unique(table.cpu(), dim=0).shape[0])) if choose else 0
-    if k >= 2 and n < CV_ROWS_PER_DIMENSION * (d + 1):
+    if k >= 2 and (n < CV_ROWS_PER_DIMENSION * (d + 1) or location == "choose"):
+        rule = "median_error" if location == "choose" else penalty_rule
         held = _folds(table, k, seed).to(x.device)  # [k, n]
         rows = (1.0 - held).repeat(len(grid), 1)  # [len(grid) * k, n]: penalty-major
         lam = torch.tensor(grid, dtype=x.dtype, device=x.device).repeat_interleave(k)
-        # The choice needs the held-out likelihoods to a few digits, not the optimum to tol.
-        theta, sigma, _ = _irls(x1, t, rows, lam, floor, max_iter, max(tol, _CV_TOL))
-        loc = theta @ x1.T  # [P, n]
-        nll = cauchy_nll(t, loc, sigma[:, None])
         held_all = held.repeat(len(grid), 1)
-        per_penalty = (nll * held_all).sum(1).reshape(len(grid), k).sum(1) / n
-        score = per_penalty
-        if penalty_rule == "median_error":
-            # each row is held out once: its out-of-fold residual under every penalty
-            out_of_fold = ((t - loc) * held_all).reshape(len(grid), k, n).sum(1)
-            score = out_of_fold.abs().median(1).values
-        k = min(range(len(grid)), key=lambda i: (float(score[i]), -grid[i]))
-        best, cv = grid[k], float(per_penalty[k])
-        curve = tuple(float(v) for v in per_penalty)
-        if penalty_rule == "average":
-            share = torch.softmax(-n * per_penalty, 0)  # exp(-n (cv_j - cv_min)), normalised
+        best_score = math.inf
+        for estimator in estimators:
+            # The choice needs the held-out likelihoods to a few digits, not the optimum to tol.
+            steps = max_iter if estimator == "cauchy" else 0
+            theta, sigma, _ = _irls(x1, t, rows, lam, floor, steps, max(tol, _CV_TOL))
+            loc = theta @ x1.T  # [P, n]
+            nll = cauchy_nll(t, loc, sigma[:, None])
+            per_penalty = (nll * held_all).sum(1).reshape(len(grid), k).sum(1) / n
+            score = per_penalty
+            if rule == "median_error":
+                # each row is held out once: its out-of-fold residual under every penalty
+                out_of_fold = ((t - loc) * held_all).reshape(len(grid), k, n).sum(1)
+                score = out_of_fold.abs().median(1).values
+            # the least score; a tie goes to the larger penalty, then to the earlier estimator
+            i = min(range(len(grid)), key=lambda j, sc=score: (float(sc[j]), -grid[j]))
+            if float(score[i]) < best_score:
+                best_score, chosen = float(score[i]), estimator
+                best, cv = grid[i], float(per_penalty[i])
+                curve = tuple(float(v) for v in per_penalty)
+                if rule == "average":
+                    share = torch.softmax(-n * per_penalty, 0)  # exp(-n (cv_j - cv_min))
     fitted = [best] if share is None else grid
     ones = torch.ones(len(fitted), n, dtype=x.dtype, device=x.device)
     lam = torch.tensor(fitted, dtype=x.dtype, device=x.device)
-    theta, sigma, iterations = _irls(x1, t, ones, lam, floor, max_iter, tol)
+    steps = max_iter if chosen == "cauchy" else 0
+    theta, sigma, iterations = _irls(x1, t, ones, lam, floor, steps, tol)
     if share is not None:  # a weighted mean of linear readouts is a linear readout
         theta, sigma = share[None] @ theta, share[None] @ sigma
     w_std = theta[0, :-1] if basis is None else basis @ theta[0, :-1]
@@ -483,4 +518,5 @@ def fit_cauchy_readout(
         count=n,
         iterations=iterations,
         cv_nlls=curve,
+        location=chosen,
     )

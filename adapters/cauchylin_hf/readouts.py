@@ -225,7 +225,8 @@ class ReadoutReport:
     Attributes:
         contexts: one dict per context with enough numbers: ``code``, ``count``, ``shared_nll``
             (the shared head's mean NLL on them), ``solved_nll`` (the readout's cross-validated
-            NLL), ``penalty`` and ``kept`` (whether the readout replaced the shared head), and
+            NLL), ``penalty``, ``location`` (how the location was fitted, where it was) and
+            ``kept`` (whether the readout replaced the shared head), and
             ``note`` (why a readout could not be solved there: the shared head stays; else
             empty).
         numbers: how many numbers were read.
@@ -280,6 +281,7 @@ def solve_readouts(
     seed: int = 0,
     batch_size: int = 32,
     penalty_rule: str = "least",
+    location: str = "cauchy",
 ) -> ReadoutReport:
     """Solve a readout per context on the training texts and put the better ones in the model.
 
@@ -309,6 +311,10 @@ def solve_readouts(
             held-out NLL (``"least"``), the readouts of all averaged (``"average"``) or the one
             of the least median held-out absolute residual (``"median_error"``):
             :func:`cauchylin.readout.fit_cauchy_readout`.
+        location: how each readout's location is fitted: ``"cauchy"`` (maximum likelihood),
+            ``"least_squares"`` or ``"choose"`` (the one of the smaller median out-of-fold
+            error, per context): :func:`cauchylin.readout.fit_cauchy_readout`. The report
+            names each context's (``location``), and :func:`cross_calibrate` refits with it.
 
     Returns:
         A :class:`ReadoutReport`.
@@ -364,6 +370,7 @@ def solve_readouts(
                 seed=seed,
                 penalty_rule=penalty_rule,
                 rtol=table.feature_rtol(),
+                location=location,
             )
             solved_nll = (
                 fit.cv_nll if not math.isnan(fit.cv_nll) else _in_sample_nll(fit, x[rows], t)
@@ -386,7 +393,14 @@ def solve_readouts(
             )
             continue
         report.contexts.append(
-            {**entry, "solved_nll": solved_nll, "penalty": fit.penalty, "kept": True, "note": ""}
+            {
+                **entry,
+                "solved_nll": solved_nll,
+                "penalty": fit.penalty,
+                "location": fit.location,
+                "kept": True,
+                "note": "",
+            }
         )
         codes.append(code)
         fits.append(fit)
@@ -616,6 +630,7 @@ def cross_calibrate(
     feats = number_features(model, tokenizer, data, batch_size=batch_size)
     levels = tuple(float(c) for c in model.config.calibration_levels)
     penalty = {int(c["code"]): float(c["penalty"]) for c in readouts.contexts if c["kept"]}
+    fitted = {int(c["code"]): c.get("location", "cauchy") for c in readouts.contexts if c["kept"]}
     fold, folds = _text_folds(feats, folds, seed)
     report = CalibrationReport(levels=levels, numbers=len(feats), folds=folds)
     calibrated: dict[int, tuple[torch.Tensor, int]] = {}
@@ -632,7 +647,12 @@ def cross_calibrate(
             if not bool(out.any()) or int((~out).sum()) < 2:
                 continue  # a fold with every number of the context: none left to solve on
             fit = fit_cauchy_readout(
-                x[~out], t[~out], penalties=[penalty[code]], seed=seed, rtol=rtol
+                x[~out],
+                t[~out],
+                penalties=[penalty[code]],
+                seed=seed,
+                rtol=rtol,
+                location=fitted[code],
             )
             loc[out], scale[out] = fit.predict(x[out])
             scored |= out

@@ -296,3 +296,63 @@ def test_constant_columns_by_their_spread_relative_to_their_size() -> None:
     assert constant_columns(x, 1e-3).tolist() == [True, True, True, False]
     per_column = torch.tensor([0.0, 1e-3, 0.0, 0.0], dtype=torch.float64)
     assert constant_columns(x, per_column).tolist() == [False, True, True, False]
+
+
+def test_the_least_squares_location_is_the_ridge_fit_moved_by_its_median_residual() -> None:
+    """``location="least_squares"``: the weights are scikit-learn's ridge on the standardised
+    features (the penalty ``n lambda``, the intercept unpenalised), the bias that fit's moved
+    by the median of its residuals, ``sigma`` their median absolute deviation."""
+    from sklearn.linear_model import Ridge
+
+    x, t, _ = _data(120, 4, seed=14, noise=0.3)
+    lam = 1e-2
+    fit = fit_cauchy_readout(x, t, penalties=[lam], location="least_squares")
+    assert fit.location == "least_squares" and fit.iterations == 0
+    mean, sd = x.mean(0), x.std(0)
+    xs = ((x - mean) / sd).numpy()
+    ridge = Ridge(alpha=len(t) * lam, solver="cholesky").fit(xs, t.numpy())
+    resid = t.numpy() - ridge.predict(xs)
+    med = np.sort(resid)[(len(resid) - 1) // 2]  # torch's median: the lower middle value
+    np.testing.assert_allclose(fit.weight.numpy(), ridge.coef_ / sd.numpy(), rtol=1e-8)
+    bias = ridge.intercept_ + med - float((fit.weight * mean).sum())
+    assert abs(float(fit.bias) - bias) < 1e-8
+    spread = np.sort(np.abs(resid - med))[(len(resid) - 1) // 2]
+    assert abs(float(fit.noise) - spread) < 1e-10
+
+
+def test_the_location_chosen_is_cauchy_under_gross_errors_and_least_squares_under_gaussian() -> (
+    None
+):
+    """``location="choose"``: with a tenth of the targets off by 1000 least squares is dragged
+    and the Cauchy fit is kept; on 30 rows of Gaussian noise the least-squares fit is kept
+    (its held-out errors are smaller there), and each is the fit of that location alone."""
+    x, t, w = _data(400, 3, seed=15)
+    g = torch.Generator().manual_seed(16)
+    gross = torch.where(torch.rand(400, generator=g) < 0.1, t + 1000.0, t)
+    fit = fit_cauchy_readout(x, gross, location="choose")
+    assert fit.location == "cauchy"
+    alone = fit_cauchy_readout(x, gross, penalties=[fit.penalty])
+    torch.testing.assert_close(fit.weight, alone.weight, rtol=1e-6, atol=1e-8)
+    dragged = fit_cauchy_readout(x, gross, penalties=[fit.penalty], location="least_squares")
+    assert float((dragged.weight - w).abs().max()) > 2 * float((fit.weight - w).abs().max())
+    g = torch.Generator().manual_seed(17)
+    xg = torch.randn(30, 6, generator=g, dtype=torch.float64)
+    tg = xg @ torch.linspace(-1, 1, 6, dtype=torch.float64) + torch.randn(30, generator=g)
+    fit = fit_cauchy_readout(xg, tg, location="choose")
+    assert fit.location == "least_squares"
+    alone = fit_cauchy_readout(xg, tg, penalties=[fit.penalty], location="least_squares")
+    torch.testing.assert_close(fit.weight, alone.weight, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(fit.bias, alone.bias, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"location": "median"}, "location must be one of"),
+        ({"location": "choose", "penalty_rule": "average"}, 'location="choose" picks one fit'),
+    ],
+)
+def test_bad_locations_are_named(kwargs: dict, match: str) -> None:
+    x, t, _ = _data(40, 2, seed=18)
+    with pytest.raises(ValueError, match=match):
+        fit_cauchy_readout(x, t, **kwargs)

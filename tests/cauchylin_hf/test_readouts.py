@@ -564,3 +564,39 @@ def test_a_context_of_one_prefix_reads_no_rounding(monkeypatch) -> None:
         for name in ("loc_y", "scale_y"):
             a, b = getattr(read, name), getattr(reads[0], name)
             torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3 * spread)
+
+
+def test_the_location_asked_for_is_solved_and_refitted_by_cross_calibration(small, monkeypatch):
+    """``solve_readouts(location=...)``: each context's readout is ``fit_cauchy_readout`` of
+    that location on its features (the report names it), and ``cross_calibrate`` refits every
+    fold with the location the context was solved with."""
+    import cauchylin_hf.readouts as readouts
+
+    model, ntok = small
+    rng = random.Random(3)
+    texts = [f"width {w}, area {2 * w + rng.randint(-3, 3)}." for w in range(2, 62)]
+    report = solve_readouts(model, ntok, texts, location="least_squares", penalties=(1e-2,))
+    assert {c["location"] for c in report.contexts if c["kept"]} == {"least_squares"}
+    feats = number_features(model, ntok, texts)
+    code = _area_code(model, ntok)
+    rows = feats.codes == code
+    table = model.action.readouts
+    want = fit_cauchy_readout(
+        feats.features(table)[rows],
+        feats.targets[rows],
+        penalties=(1e-2,),
+        location="least_squares",
+        rtol=table.feature_rtol(),
+    )
+    row = int(table.lookup(torch.tensor([code])))
+    torch.testing.assert_close(table.weight[row], want.weight.float(), rtol=1e-4, atol=1e-5)
+    seen = []
+    real = readouts.fit_cauchy_readout
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("location"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(readouts, "fit_cauchy_readout", spy)
+    readouts.cross_calibrate(model, ntok, texts, report, folds=5, min_count=5)
+    assert seen and set(seen) == {"least_squares"}
