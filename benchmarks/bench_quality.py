@@ -657,6 +657,9 @@ def _job(job: dict[str, Any]) -> list[dict[str, Any]]:
             solved_again(MEDIAN_ERROR, penalty_rule="median_error")
         if job.get("resolve_location"):
             solved_again(LOCATION_CHOICE, location="choose")
+        grid = job.get("resolve_penalties")
+        if grid:
+            solved_again(_penalty_grid(grid), penalties=tuple(grid))
     truth = [compare.split_at_target(t)[1] for t in held]
     out = []
     for name, s, pred in scored:
@@ -702,6 +705,11 @@ MEDIAN_ERROR = "[penalty of the least median error]"
 """The suffix of the rows whose readouts were solved again with ``penalty_rule="median_error"``."""
 LOCATION_CHOICE = "[location: Cauchy or least squares, by median error]"
 """The suffix of the rows whose readouts were solved again with ``location="choose"``."""
+
+
+def _penalty_grid(grid: list[float]) -> str:
+    """The suffix of the rows whose readouts were solved again with the penalty grid ``grid``."""
+    return "[penalties " + ", ".join(f"{p:g}" for p in grid) + "]"
 
 
 def _resolved(numbers: int) -> str:
@@ -1425,6 +1433,15 @@ def main(argv: list[str] | None = None) -> int:
         'median out-of-fold absolute residual (location="choose"): a paired comparison',
     )
     p.add_argument(
+        "--resolve-penalties",
+        type=lambda text: [float(v) for v in text.split(",")],
+        default=None,
+        metavar="P,P,...",
+        help="also score each causal model with its readouts solved again, cross-validation "
+        "choosing the ridge penalty from this grid (the default grid is "
+        "cauchylin.readout.DEFAULT_PENALTIES): a paired comparison",
+    )
+    p.add_argument(
         "--resolve-numbers",
         type=int,
         default=None,
@@ -1669,6 +1686,7 @@ def main(argv: list[str] | None = None) -> int:
                                     resolve_average=args.resolve_average,
                                     resolve_median_error=args.resolve_median_error,
                                     resolve_location=args.resolve_location,
+                                    resolve_penalties=args.resolve_penalties,
                                 )
                         else:
                             add(table, m, MODELS[m], {}, steps, seed)

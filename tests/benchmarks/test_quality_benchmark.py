@@ -265,3 +265,21 @@ def test_bench_quality_unseen_tables_are_tables_of_the_grid():
 
     assert set(bench_quality.UNSEEN_TABLES) <= set(bench_quality.TABLES)
     assert set(bench_quality.WORD_TABLES) <= set(bench_quality.TABLES)
+
+
+def test_bench_quality_solves_the_readouts_again_as_asked(tmp_path):
+    """``--resolve-penalties`` and ``--resolve-location`` add a row per run, the same network's
+    readouts solved again: with the default grid again, the held-out errors of the defaults'
+    own row to every digit (the re-solve reads the same rows the same way)."""
+    from cauchylin.readout import DEFAULT_PENALTIES
+
+    grid = ",".join(repr(p) for p in DEFAULT_PENALTIES)
+    out = tmp_path / "r.json"
+    args = ["--quick", "--steps", "3", "--seeds", "0", "--tables", "cancer", "--models", "causal"]
+    proc = run(*args, "--resolve-penalties", grid, "--resolve-location", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {r["name"]: r for r in json.loads(out.read_text())["rows"]}
+    again = [n for n in rows if n.startswith("causal [penalties ")]
+    assert len(again) == 1 and rows[again[0]]["mdae"] == rows["causal"]["mdae"]
+    located = rows["causal [location: Cauchy or least squares, by median error]"]
+    assert math.isfinite(located["mdae"]) and located["count"] == rows["causal"]["count"]
