@@ -377,7 +377,8 @@ def predict_values(
 
     Each prompt is read up to its end (write it so that the number would come next, e.g.
     ``"radius 14.2, area "``); the heads at its last token give ``Y``. The model is put in eval
-    mode. The numbers in the prompt are read as values, as in training.
+    mode. The numbers in the prompt are read as values, as in training. The model may be on any
+    device (the prompts are encoded on the CPU and moved to it); the predictions are CPU tensors.
 
     Args:
         model: a :class:`~cauchylin_hf.model.CauchyLMForCausalLM`.
