@@ -491,7 +491,8 @@ def fit_cauchy_readout(
                 out_of_fold = ((t - loc) * held_all).reshape(len(grid), k, n).sum(1)
                 score = out_of_fold.abs().median(1).values
             # the least score; a tie goes to the larger penalty, then to the earlier estimator
-            i = min(range(len(grid)), key=lambda j, sc=score: (float(sc[j]), -grid[j]))
+            scores = [(float(v), -p) for v, p in zip(score.tolist(), grid, strict=True)]
+            i = scores.index(min(scores))
             if float(score[i]) < best_score:
                 best_score, chosen = float(score[i]), estimator
                 best, cv = grid[i], float(per_penalty[i])
