@@ -66,6 +66,7 @@ __all__ = [
     "DEFAULT_PENALTIES",
     "LOCATIONS",
     "PENALTY_RULES",
+    "RTOL_ULPS",
     "CauchyReadout",
     "cauchy_nll",
     "constant_columns",
