@@ -366,6 +366,15 @@ def bench_elementwise(device: torch.device, dtype: torch.dtype, size: dict) -> d
 # ------------------------------------------------------------------------------------ tests
 
 
+def _checkout_env() -> dict[str, str]:
+    """This environment with the checkout on ``PYTHONPATH``: an interpreter without cauchylin
+    installed runs the subprocesses on this checkout."""
+    path = os.pathsep.join(
+        p for p in (str(ROOT), str(ROOT / "adapters"), os.environ.get("PYTHONPATH")) if p
+    )
+    return {**os.environ, "PYTHONPATH": path}
+
+
 def run_tests(dry_run: bool, log: Path) -> dict:
     """``pytest -m cuda`` (collection only in a dry run); its summary line and exit status."""
     cmd = [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider"]
@@ -375,11 +384,7 @@ def run_tests(dry_run: bool, log: Path) -> dict:
     say(("collecting" if dry_run else "running") + " the CUDA cases: " + " ".join(cmd[1:]))
     start = time.perf_counter()
     with log.open("w") as f:
-        # (the checkout on the path too: an interpreter without cauchylin installed works)
-        path = os.pathsep.join(
-            p for p in (str(ROOT), str(ROOT / "adapters"), os.environ.get("PYTHONPATH")) if p
-        )
-        env = {**os.environ, "CI": "true", "PYTHONPATH": path}
+        env = {**_checkout_env(), "CI": "true"}
         code = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
     summary = lines[-1].strip(" =") if lines else ""
@@ -411,7 +416,12 @@ def run_cli(dry_run: bool, log: Path) -> dict:
     import tempfile
 
     steps = "2" if dry_run else "300"
-    work = Path(tempfile.mkdtemp(prefix="gpu_check_cli_"))
+    with tempfile.TemporaryDirectory(prefix="gpu_check_cli_") as folder:
+        return _cli_commands(Path(folder), steps, log)
+
+
+def _cli_commands(work: Path, steps: str, log: Path) -> dict:
+    """:func:`run_cli`'s commands in the folder ``work`` (removed afterwards)."""
     _flats_table(work / "flats.csv")
     cli = [sys.executable, "-m", "cauchylin_hf.app.cli"]
     model = str(work / "flat-model")
@@ -424,10 +434,7 @@ def run_cli(dry_run: bool, log: Path) -> dict:
         "predict": ["predict", model, "--prompt", "area 120, rooms 3 -> price "],
         "evaluate": ["evaluate", model, "--data", "flats.csv", "--json", "--no-progress"],
     }  # fmt: skip
-    path = os.pathsep.join(
-        p for p in (str(ROOT), str(ROOT / "adapters"), os.environ.get("PYTHONPATH")) if p
-    )
-    env = {**os.environ, "PYTHONPATH": path}
+    env = _checkout_env()
     result: dict = {"commands": {}}
     with log.open("w") as f:
         for name, args in commands.items():
