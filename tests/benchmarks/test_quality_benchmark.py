@@ -145,6 +145,10 @@ def test_bench_quality_refuses_bad_flags(capsys):
         ["--learning-rate", "nan"],
         ["--batch-size", "0"],
         ["--lr-scheduler", "linear"],
+        ["--tables", "wine@0"],
+        ["--tables", "wine@x"],
+        ["--tables", "sunspots@1"],
+        ["--tables", "demo@2"],
     ):
         with pytest.raises(SystemExit) as exit_info:
             bench_quality.main(list(args))
@@ -256,6 +260,28 @@ def test_bench_quality_word_tables_agree_with_their_columns(table):
     binary = [j for j in range(X.shape[1]) if set(X[:, j].tolist()) <= {0.0, 1.0}]
     sums = {float(X[i, binary].sum()) for i in range(len(X))}
     assert len(sums) == 1 and min(sums) >= 1, sums
+
+
+def test_bench_quality_splits_a_table_again_by_its_seed():
+    """``wine@S`` holds the rows of ``wine``, split 80/20 by another shuffle: the same rows and
+    sizes, another held-out part, the same one for the same seed, and texts that still match
+    their columns."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_quality
+    from cauchylin_hf.numbers import find_numbers
+
+    base = bench_quality.load_table("wine")
+    again = bench_quality.load_table("wine@2")
+    assert bench_quality.load_table("wine@2")[1] == again[1]
+    assert sorted(base[0] + base[1]) == sorted(again[0] + again[1])
+    assert (len(base[0]), len(base[1])) == (len(again[0]), len(again[1]))
+    assert set(again[1]) != set(base[1])
+    X, y, X_test, y_test = again[2]
+    for texts, targets in ((again[0], y), (again[1], y_test)):
+        for text, target in zip(texts, targets, strict=True):
+            assert find_numbers(text)[-1].value == pytest.approx(float(target), rel=1e-6), text
+    assert bench_quality.table_split("engel@12") == ("engel", 12)
+    assert bench_quality.table_split("engel") == ("engel", 0)
 
 
 def test_bench_quality_unseen_tables_are_tables_of_the_grid():
