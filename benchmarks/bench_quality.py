@@ -138,6 +138,8 @@ def table_split(label: str) -> tuple[str, int]:
     if name == "demo" or name in IN_TIME_ORDER:
         raise ValueError(f"{label!r}: {name} has one split (its held-out rows are fixed)")
     return name, int(seed)
+
+
 PRETRAIN_TEXTS = 4000
 FINETUNE_STEPS = 1000
 

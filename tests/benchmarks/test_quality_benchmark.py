@@ -276,7 +276,7 @@ def test_bench_quality_splits_a_table_again_by_its_seed():
     assert sorted(base[0] + base[1]) == sorted(again[0] + again[1])
     assert (len(base[0]), len(base[1])) == (len(again[0]), len(again[1]))
     assert set(again[1]) != set(base[1])
-    X, y, X_test, y_test = again[2]
+    _, y, _, y_test = again[2]
     for texts, targets in ((again[0], y), (again[1], y_test)):
         for text, target in zip(texts, targets, strict=True):
             assert find_numbers(text)[-1].value == pytest.approx(float(target), rel=1e-6), text
