@@ -1257,6 +1257,50 @@ def paired_table(rows: list[dict[str, Any]], tables: list[str], name: str) -> st
     return "\n".join(out)
 
 
+def split_table(rows: list[dict[str, Any]], tables: list[str], steps: int = 1000) -> str:
+    """Markdown: per table, the causal defaults' held-out MdAE on each of its splits (``TABLE``,
+    ``TABLE@1``, ...; the median over the seeds of a split) over the better of linear regression
+    and gradient boosting on that split, the median of those ratios over the splits, and on how
+    many splits the ratio is at most 1.0 and 1.1."""
+    causal = [
+        r
+        for r in rows
+        if r["kind"] == "causal" and r["name"] == "causal" and not r.get("corrupt")
+        and r["steps"] == steps and r["start"] == "scratch"
+    ]  # fmt: skip
+    labels = list(dict.fromkeys(r["table"] for r in causal))
+    head = [
+        "table",
+        "splits",
+        "causal / better of LR, HGB, split by split",
+        "median",
+        "<= 1.0",
+        "<= 1.1",
+    ]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for table in tables:
+        mine = [lb for lb in labels if table_split(lb)[0] == table]
+        mine.sort(key=lambda lb: table_split(lb)[1])
+        ratios = []
+        for label in mine:
+            refs = _reference_errors(rows, label)
+            err = _median([r["mdae"] for r in causal if r["table"] == label])
+            ratios.append(err / min(refs) if refs else math.nan)
+        ratios = [v for v in ratios if not math.isnan(v)]
+        if not ratios:
+            continue
+        cells = [
+            table,
+            ", ".join(str(table_split(lb)[1]) for lb in mine),
+            " / ".join(f"{v:.2f}" for v in ratios),
+            f"{_median(ratios):.2f}",
+            f"{sum(v <= 1.0 for v in ratios)} of {len(ratios)}",
+            f"{sum(v <= 1.1 for v in ratios)} of {len(ratios)}",
+        ]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def markdown_report(rows: list[dict[str, Any]], tables: list[str]) -> str:
     """The grid as the benchmark page's markdown tables (1000 steps, medians over seeds, clean)."""
 
@@ -1518,6 +1562,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the frequencies of --periodic (config.numeric_frequencies; default 16)",
     )
     p.add_argument(
+        "--splits",
+        action="store_true",
+        help="with --report: print, per table, the causal defaults over the better of linear "
+        "regression and gradient boosting on each of its splits (TABLE, TABLE@1, ...) at 1000 "
+        "steps, and their median",
+    )
+    p.add_argument(
         "--paired",
         default=None,
         metavar="NAME",
@@ -1648,6 +1699,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.paired:
             print(paired_table(saved, [t for t in tables if t in in_file] or in_file, args.paired))
+            return 0
+        if args.splits:
+            bases = list(dict.fromkeys(table_split(t)[0] for t in in_file))
+            print(split_table(saved, [t for t in tables if t in bases] or bases))
             return 0
         print(markdown_report(saved, [t for t in tables if t in in_file] or in_file))
         before = None

@@ -284,6 +284,35 @@ def test_bench_quality_splits_a_table_again_by_its_seed():
     assert bench_quality.table_split("engel") == ("engel", 0)
 
 
+def test_bench_quality_reports_a_table_over_its_splits():
+    """``--report --splits``: each split's causal MdAE (the median over its seeds) over the better
+    of linear regression and gradient boosting on that split, in split order, and their median."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_quality
+
+    def causal(table, seed, mdae, **kw):
+        row = {"table": table, "kind": "causal", "name": "causal", "steps": 1000, "seed": seed}
+        return {**row, "corrupt": 0.0, "start": "scratch", "mdae": mdae, **kw}
+
+    def ref(table, name, mdae):
+        return {"table": table, "kind": "reference", "name": f"{name} (features)", "mdae": mdae}
+
+    rows = [
+        causal("wine@2", 0, 3.0),
+        causal("wine", 0, 1.0),
+        causal("wine", 1, 5.0),
+        causal("wine", 2, 2.0),  # split 0: the median of 1, 5, 2 is 2
+        causal("wine", 0, 9.0, steps=300),  # another budget: not read
+        causal("wine", 0, 9.0, corrupt=0.1),  # corrupted: not read
+        ref("wine", "linear regression", 4.0),
+        ref("wine", "gradient boosting", 2.5),  # 2 / 2.5 = 0.80
+        ref("wine@2", "linear regression", 2.0),  # 3 / 2 = 1.50
+        ref("wine@2", "gradient boosting", 6.0),
+    ]
+    table = bench_quality.split_table(rows, ["wine"])
+    assert "| wine | 0, 2 | 0.80 / 1.50 | 1.15 | 1 of 2 | 1 of 2 |" in table, table
+
+
 def test_bench_quality_unseen_tables_are_tables_of_the_grid():
     """The tables kept apart to check the defaults on are tables the script can run."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
