@@ -15,8 +15,8 @@ held-out median absolute error (MdAE) in raw units:
 * ``Cauchy, value space + raw``: the same reading ``x`` beside ``t(x)``,
 * ``Cauchy, raw``: the Cauchy readout of ``y`` on ``x`` in raw units,
 
-on ``bench_quality.py``'s split and on ``--splits`` other seeded 80/20 splits of the same rows,
-each as a ratio to the better of linear regression and gradient boosting on that split. Run::
+on ``bench_quality.py``'s split and on ``--splits`` other seeded 80/20 splits of the same rows
+(its tables ``TABLE@1``, ``TABLE@2``, ..., on which it also trains the network), each as a ratio to the better of linear regression and gradient boosting on that split. Run::
 
     python benchmarks/probe_linear_spaces.py --tables engel --splits 20 --json FILE
 """
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import sys
 from pathlib import Path
@@ -83,23 +82,20 @@ def scores(X: Any, y: Any, Xt: Any, yt: Any) -> dict[str, float]:
 
 
 def run(table: str, splits: int) -> dict[str, Any]:
-    """The grid's split and ``splits`` others (seeds 1, 2, ...), each fit against the better."""
-    import numpy as np
+    """The grid's split and ``splits`` others (``TABLE@1``, ``TABLE@2``, ... of
+    ``bench_quality.py``: the same rows, shuffled with seeds 1, 2, ...), each fit against the
+    better of linear regression and gradient boosting on that split."""
     from bench_quality import load_table
 
     _, _, arrays = load_table(table)
     if arrays is None:
         raise SystemExit(f"table {table!r} has no numeric columns to fit")
     X_tr, y_tr, X_te, y_te = arrays
-    X, y = np.r_[X_tr, X_te], np.r_[y_tr, y_te]
     grid = scores(X_tr, y_tr, X_te, y_te)
     ratios: dict[str, list[float]] = {name: [] for name in FITS}
     for seed in range(1, splits + 1):
-        idx = list(range(len(y)))
-        random.Random(seed).shuffle(idx)
-        cut = len(X_tr)  # the grid's sizes
-        a, b = idx[:cut], idx[cut:]
-        s = scores(X[a], y[a], X[b], y[b])
+        _, _, (X_a, y_a, X_b, y_b) = load_table(f"{table}@{seed}")
+        s = scores(X_a, y_a, X_b, y_b)
         best = min(s["linear regression"], s["gradient boosting"])
         for name in FITS:
             ratios[name].append(s[name] / best)
@@ -124,7 +120,13 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if args.splits < 0:
         p.error(f"--splits must be >= 0, got {args.splits}")
-    results = [run(name, args.splits) for name in args.tables.split(",") if name]
+    from bench_quality import IN_TIME_ORDER
+
+    tables = [name for name in args.tables.split(",") if name]
+    for name in tables:
+        if args.splits and name in IN_TIME_ORDER:
+            p.error(f"{name} has one split (its held-out rows are the last in time): --splits 0")
+    results = [run(name, args.splits) for name in tables]
     for r in results:
         n_tr, n_te = r["rows"]
         print(f"\n{r['table']}: {n_tr} training rows, {n_te} held out; MdAE / better of LR, GB")
