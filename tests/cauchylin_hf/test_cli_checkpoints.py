@@ -233,6 +233,7 @@ _VALUES = {
     "save_total_limit": ["1"],
     "fresh_optimizer_state": [],
     "dataloader_workers": ["1"],
+    "device": ["cpu"],  # use_cpu=True (auto: None, the Trainer's choice)
     "calibration": ["0.25"],
     "calibration_split": ["last"],
     "step_choice": ["0.3"],

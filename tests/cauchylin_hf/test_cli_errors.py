@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 from cauchylin_hf.app import cli
+from cauchylin_hf.app.checks import CliError
 from cauchylin_hf.model import CauchyLMForCausalLM
 
 import cauchylin
@@ -389,6 +390,50 @@ def test_a_device_that_cannot_be_used_is_one_line(base, capsys, device):
     line = _one_error(capsys, ["predict", str(base), "--prompt", "x ", "--device", device])
     assert line.startswith(f"cauchylin-lm predict: error: --device {device!r} cannot be used")
     assert "'auto' picks" in line
+
+
+def test_train_runs_where_device_says(base, files, tmp_path, capsys, monkeypatch):
+    """``train --device cpu`` asks the Trainer for the CPU (``use_cpu=True``: it trains there
+    even where a GPU is present), ``auto`` (the default) leaves the choice to the Trainer, and a
+    device torch cannot use here is one line before anything trains."""
+    from cauchylin_hf import training
+
+    seen = []
+    real = training.train
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["use_cpu"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(training, "train", spy)
+    argv = _train(base, files["table"], tmp_path / "out")
+    assert cli.main([*argv, "--device", "cpu"]) == 0
+    assert cli.main([*argv, "--overwrite"]) == 0
+    assert seen == [True, None]
+    if torch.cuda.device_count() <= 7:
+        line = _one_error(
+            capsys, [*_train(base, files["table"], tmp_path / "o2"), "--device", "cuda:7"]
+        )
+        assert line.startswith("cauchylin-lm train: error: --device 'cuda:7' cannot be used")
+        assert not (tmp_path / "o2").exists() and seen == [True, None]
+
+
+def test_train_refuses_an_accelerator_the_trainer_does_not_train_on(monkeypatch):
+    """The Trainer trains on the CPU or on the first accelerator: ``--device`` naming that one
+    (by type, index 0 or none) gives ``use_cpu=False``; a second one is refused with the way to
+    make it the first."""
+    from cauchylin_hf.app import inputs
+
+    monkeypatch.setattr(cauchylin, "available_device", lambda: torch.device("cuda", 0))
+    monkeypatch.setattr(inputs, "_device", torch.device)  # as if every CUDA device were present
+    assert inputs.training_on_cpu("auto") is None
+    assert inputs.training_on_cpu("cpu") is True
+    assert inputs.training_on_cpu("cuda") is False
+    assert inputs.training_on_cpu("cuda:0") is False
+    for name in ("cuda:1", "mps"):
+        with pytest.raises(CliError, match=r"CUDA_VISIBLE_DEVICES=1") as info:
+            inputs.training_on_cpu(name)
+        assert str(info.value).startswith(f"--device {name!r}: train runs on the CPU")
 
 
 def test_the_model_runs_where_device_says(base, capsys, monkeypatch):

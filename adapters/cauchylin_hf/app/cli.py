@@ -46,6 +46,7 @@ from .inputs import (
     read_data,
     read_prompts,
     table_truth,
+    training_on_cpu,
 )
 from .members import (
     calibrate,
@@ -257,6 +258,7 @@ def _train_settings(args: argparse.Namespace, n_texts: int) -> dict[str, Any]:
         progress=_progress(args),
         warmup_steps=_warmup_steps(args, n_texts),
         dataloader_num_workers=args.dataloader_workers,
+        use_cpu=training_on_cpu(args.device),
     )
     return settings
 

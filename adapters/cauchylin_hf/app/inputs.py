@@ -38,6 +38,7 @@ __all__ = [
     "read_data",
     "read_prompts",
     "table_truth",
+    "training_on_cpu",
 ]
 
 
@@ -412,6 +413,32 @@ def _device(name: str) -> Any:
             f"--device {name!r} cannot be used here ({first}); 'auto' picks {available_device()}"
         ) from exc
     return device
+
+
+def training_on_cpu(name: str) -> bool | None:
+    """The Trainer's ``use_cpu`` for ``train --device``: None for ``auto`` (the Trainer's own
+    choice: a GPU or other accelerator where one is present), True for ``cpu``, False for the
+    accelerator the Trainer would pick (``cuda``, ``cuda:0``, ``mps``, ... where present).
+
+    Raises:
+        CliError: a device torch cannot use here, or one the Trainer does not train on (a
+            second GPU: make it the first with ``CUDA_VISIBLE_DEVICES``).
+    """
+    if name == "auto":
+        return None
+    device = _device(name)
+    if device.type == "cpu":
+        return True
+    from cauchylin import available_device
+
+    first = available_device()
+    if device.type != first.type or (device.index or 0) != (first.index or 0):
+        raise CliError(
+            f"--device {name!r}: train runs on the CPU or on the accelerator the Trainer picks "
+            f"({first}); for another GPU, make it the first: CUDA_VISIBLE_DEVICES=1 "
+            "cauchylin-lm train ... --device cuda"
+        )
+    return False
 
 
 def load_precision(folder: str | os.PathLike[str]) -> Any:

@@ -433,10 +433,11 @@ _FLAGS = (
     ),
     _flag(
         "--device",
-        on="evaluate predict generate",
+        on="train evaluate predict generate",
         default="auto",
         help="where the model runs: auto (default: a GPU or other accelerator where one is "
-        "present, else the CPU), cpu, cuda, cuda:1, ...",
+        "present, else the CPU), cpu, cuda, cuda:1, ... (train: auto, cpu, or the first "
+        "accelerator)",
     ),
     _flag(
         "--dataloader-workers",
