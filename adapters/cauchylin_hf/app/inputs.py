@@ -416,9 +416,19 @@ def _device(name: str) -> Any:
 
 
 def training_on_cpu(name: str) -> bool | None:
-    """The Trainer's ``use_cpu`` for ``train --device``: None for ``auto`` (the Trainer's own
-    choice: a GPU or other accelerator where one is present), True for ``cpu``, False for the
-    accelerator the Trainer would pick (``cuda``, ``cuda:0``, ``mps``, ... where present).
+    """The Trainer's ``use_cpu`` for ``train --device``.
+
+    Args:
+        name: the ``--device`` value: ``auto``, ``cpu``, or a torch device name.
+
+    Returns:
+        None for ``auto`` (the Trainer's own choice: a GPU or other accelerator where one is
+        present), True for ``cpu``, False for the accelerator the Trainer would pick
+        (``cuda``, ``cuda:0``, ``mps``, ... where present).
+
+    Example:
+        >>> training_on_cpu("auto") is None, training_on_cpu("cpu")
+        (True, True)
 
     Raises:
         CliError: a device torch cannot use here, or one the Trainer does not train on (a
