@@ -1279,19 +1279,20 @@ def split_table(rows: list[dict[str, Any]], tables: list[str], steps: int = 1000
     ]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for table in tables:
-        mine = [lb for lb in labels if table_split(lb)[0] == table]
-        mine.sort(key=lambda lb: table_split(lb)[1])
-        ratios = []
-        for label in mine:
+        splits, ratios = [], []
+        for label in sorted(labels, key=lambda lb: table_split(lb)[1]):
+            name, split = table_split(label)
             refs = _reference_errors(rows, label)
+            if name != table or not refs:  # a split without its baselines is not shown
+                continue
             err = _median([r["mdae"] for r in causal if r["table"] == label])
-            ratios.append(err / min(refs) if refs else math.nan)
-        ratios = [v for v in ratios if not math.isnan(v)]
+            splits.append(split)
+            ratios.append(err / min(refs))
         if not ratios:
             continue
         cells = [
             table,
-            ", ".join(str(table_split(lb)[1]) for lb in mine),
+            ", ".join(str(split) for split in splits),
             " / ".join(f"{v:.2f}" for v in ratios),
             f"{_median(ratios):.2f}",
             f"{sum(v <= 1.0 for v in ratios)} of {len(ratios)}",

@@ -16,7 +16,8 @@ held-out median absolute error (MdAE) in raw units:
 * ``Cauchy, raw``: the Cauchy readout of ``y`` on ``x`` in raw units,
 
 on ``bench_quality.py``'s split and on ``--splits`` other seeded 80/20 splits of the same rows
-(its tables ``TABLE@1``, ``TABLE@2``, ..., on which it also trains the network), each as a ratio to the better of linear regression and gradient boosting on that split. Run::
+(its tables ``TABLE@1``, ``TABLE@2``, ..., on which it also trains the network), each as a
+ratio to the better of linear regression and gradient boosting on that split. Run::
 
     python benchmarks/probe_linear_spaces.py --tables engel --splits 20 --json FILE
 """

@@ -308,6 +308,7 @@ def test_bench_quality_reports_a_table_over_its_splits():
         ref("wine", "gradient boosting", 2.5),  # 2 / 2.5 = 0.80
         ref("wine@2", "linear regression", 2.0),  # 3 / 2 = 1.50
         ref("wine@2", "gradient boosting", 6.0),
+        causal("wine@5", 0, 1.0),  # no baselines on this split: not shown
     ]
     table = bench_quality.split_table(rows, ["wine"])
     assert "| wine | 0, 2 | 0.80 / 1.50 | 1.15 | 1 of 2 | 1 of 2 |" in table, table
