@@ -314,6 +314,7 @@ def train_causal_run(
     *,
     base: tuple[Any, Any] | None = None,
     calibration: Sequence[str] | None = None,
+    callbacks: Sequence[Any] = (),
 ) -> tuple[Any, NumericTokenizer, TrainResult]:
     """Build and train the causal language model of a recipe.
 
@@ -326,6 +327,8 @@ def train_causal_run(
         calibration: texts of their own to calibrate the intervals on (none of
             ``train_texts``; e.g. one hold-out shared by models of several seeds), or None:
             ``train``'s default, a fifth of ``train_texts`` held out (``calibration="auto"``).
+        callbacks: more Trainer callbacks (e.g. a probe's), passed to
+            :func:`~cauchylin_hf.training.train`.
 
     Returns:
         ``(model, numeric_tokenizer, result)``: the
@@ -364,6 +367,7 @@ def train_causal_run(
             evaluate=False,
             step_choice=recipe.step_choice,
             calibration="auto" if calibration is None else list(calibration),
+            callbacks=callbacks,
             **args,
         )
     return model, ntok, result

@@ -1,0 +1,219 @@
+"""Training through the solved readouts: solve them every few steps and train the network on their likelihood.
+
+After training, ``train`` solves a linear Cauchy readout per context on the network's features
+(:func:`cauchylin_hf.readouts.solve_readouts`); during training only the shared regression head
+``Y = W_reg U' + b_reg`` reads them, so the features are shaped for a readout that is not the one
+used. This probe trains the causal model of ``bench_quality.py`` (same backbone, recipe, tables
+and split) with the readouts solved every ``--every`` optimizer steps on the training rows (from
+that step on), and adds to the loss, at every ``<NUM>`` target whose context has a solved
+readout, that readout's Cauchy negative log-likelihood of the target::
+
+    L = L_cls + lambda * L_reg + lambda * mean_i NLL(t_i; w_k . [loc_U'_i, numbers_i] + b_k, sigma_k)
+
+with the readout ``(w_k, b_k, sigma_k)`` of position ``i``'s context ``k`` held fixed between
+two solves, so the gradient reaches the network through ``w_k`` (the direction that readout
+reads). ``--target-only`` keeps the term at each text's last number (a table's target) only.
+The network is trained once per setting and seed; ``--every 0`` is the package's defaults, run
+in the same call so that every ratio is paired by seed. The readouts are solved again after
+training and the held-out target's median absolute error (MdAE) is scored as
+``bench_quality.py`` does. Run::
+
+    python benchmarks/probe_through_readouts.py --tables barley,friedman1 --seeds 0,1,2 --every 0,100 --json FILE
+    python benchmarks/probe_through_readouts.py --quick      # toy sizes (a smoke run)
+
+It is a probe, not a setting of the package: the term is added by wrapping the loss function
+that the model's ``forward`` calls (:func:`cauchylin_hf.loss.shifted_causal_loss`), while
+:func:`installed` is active.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def readout_term(
+    model: Any,
+    U_all: Any,
+    labels: Any,
+    numeric_values: Any,
+    attention_mask: Any,
+    target_only: bool = False,
+) -> Any:
+    """The mean readout NLL of the ``<NUM>`` targets whose context has a solved readout, or None.
+
+    ``labels`` are unshifted (the inputs, ``-100`` at padding), as the collator gives them:
+    position ``i`` predicts label ``i + 1``, read by the readout of position ``i``'s context.
+    """
+    import torch
+
+    from cauchylin import CauchyVector
+    from cauchylin.nn.modes import STANDARD
+    from cauchylin.readout import cauchy_nll
+    from cauchylin.value_space import to_value_space
+
+    table = model.action.readouts
+    if table.num_contexts == 0 or numeric_values is None:
+        return None
+    mask = torch.ones_like(labels) if attention_mask is None else attention_mask
+    ids = torch.where(labels < 0, torch.zeros_like(labels), labels)
+    codes, numbers = model.readout_context(ids, numeric_values, mask)
+    num = int(model.config.num_token_id)
+    at = (labels[:, 1:] == num) & mask[:, 1:].bool() & mask[:, :-1].bool()
+    if target_only:
+        index = torch.arange(at.shape[1], device=at.device).expand_as(at)
+        last = torch.where(at, index, torch.full_like(index, -1)).max(1).values
+        at = at & (index == last[:, None])
+    at = at & torch.isin(codes[:, :-1], table.codes.to(codes.device))
+    if not bool(at.any()):
+        return None
+    U = CauchyVector(U_all.loc[:, :-1][at], U_all.scale[:, :-1][at], validate_args=False)
+    read = None if numbers is None else numbers[:, :-1][at]
+    cfg = model.config
+    out = model.action(U, STANDARD, cfg.loss_temperature, context=codes[:, :-1][at], numbers=read)
+    t = to_value_space(numeric_values[:, 1:][at].float(), cfg.value_space)
+    return cauchy_nll(t, out.loc_Y.float(), out.scale_Y.float()).mean()
+
+
+TRAINING: dict[int, Any] = {}
+"""The models being trained through their readouts, by ``id`` of their ``Action``."""
+
+
+@contextlib.contextmanager
+def installed(target_only: bool = False) -> Iterator[None]:
+    """Add ``reg_weight`` times :func:`readout_term` to the training loss of every model that a
+    :func:`resolve_every` callback trains, while active."""
+    from cauchylin_hf import model as modeling
+
+    plain = modeling.shifted_causal_loss
+
+    def with_term(action, config, U_all, labels, target_values, numeric_values, mask, **kw):
+        loss = plain(action, config, U_all, labels, target_values, numeric_values, mask, **kw)
+        model = TRAINING.get(id(action))
+        if model is None or kw.get("pre_shifted"):
+            return loss
+        term = readout_term(model, U_all, labels, numeric_values, mask, target_only)
+        if term is None:
+            return loss
+        return type(loss)(loss.total + config.reg_weight * term, loss.cls, loss.reg)
+
+    modeling.shifted_causal_loss = with_term
+    try:
+        yield
+    finally:
+        modeling.shifted_causal_loss = plain
+
+
+def resolve_every(every: int) -> Any:
+    """A Trainer callback that solves the readouts on the training rows every ``every`` steps
+    (and lets :func:`installed` train its model through them)."""
+    from cauchylin_hf.readouts import solve_readouts
+    from transformers import TrainerCallback
+
+    class ResolveEvery(TrainerCallback):
+        def on_train_begin(self, args, state, control, model=None, **kw):
+            TRAINING[id(model.action)] = model
+
+        def on_step_end(self, args, state, control, model=None, train_dataloader=None, **kw):
+            if state.global_step % every == 0 and state.global_step < state.max_steps:
+                was = model.training
+                solve_readouts(model, kw["processing_class"], train_dataloader.dataset)
+                model.train(was)
+
+        def on_train_end(self, args, state, control, model=None, **kw):
+            TRAINING.pop(id(model.action), None)
+
+    return ResolveEvery()
+
+
+def run(table: str, seed: int, steps: int, every: int, target_only: bool, quick: bool) -> dict:
+    """One network trained with the readouts solved every ``every`` steps (0: the defaults)."""
+    import torch
+    from bench_quality import load_table
+    from cauchylin_hf.app import compare
+
+    torch.set_num_threads(1)
+    texts, held, _ = load_table(table, quick)
+    recipe = compare.Recipe(max_steps=steps, seed=seed)
+    if quick:
+        recipe = compare.Recipe(hidden_size=16, num_layers=1, num_heads=2, max_steps=steps)
+    start = time.process_time()
+    with installed(target_only):
+        callbacks = [] if every == 0 else [resolve_every(every)]
+        model, ntok, _ = compare.train_causal_run(texts, recipe, callbacks=callbacks)
+    seconds = time.process_time() - start
+    true = torch.tensor([compare.split_at_target(t)[1] for t in held], dtype=torch.float64)
+    pred = compare.causal_predictions(model, ntok, held, (0.5,))["median"]
+    return {
+        "table": table,
+        "seed": seed,
+        "steps": steps,
+        "every": every,
+        "target_only": target_only,
+        "mdae": statistics.median((pred - true).abs().tolist()),
+        "train_cpu_s": seconds,
+    }
+
+
+def report(rows: list[dict]) -> list[str]:
+    """A markdown table: per table, each setting's seeds, median, and median / defaults'."""
+    lines = ["| table | every | seeds | median | / defaults |", "|---|---|---|---|---|"]
+    for table in dict.fromkeys(r["table"] for r in rows):
+        mine = [r for r in rows if r["table"] == table]
+        base = [r["mdae"] for r in mine if r["every"] == 0]
+        for every in sorted({r["every"] for r in mine}):
+            runs = sorted((r for r in mine if r["every"] == every), key=lambda r: r["seed"])
+            med = statistics.median(r["mdae"] for r in runs)
+            ratio = f"{med / statistics.median(base):.2f}" if base else ""
+            seeds = " / ".join(f"{r['mdae']:.4g}" for r in runs)
+            lines.append(f"| {table} | {every or 'defaults'} | {seeds} | {med:.4g} | {ratio} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tables", default="barley,friedman1")
+    p.add_argument("--seeds", default="0")
+    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--every", default="0,100", help="solve every this many steps; 0: defaults")
+    p.add_argument("--target-only", action="store_true", help="the term at each text's target")
+    p.add_argument("--json", default=None, help="append one JSON line per run to this file")
+    p.add_argument("--quick", action="store_true", help="toy sizes: a smoke run")
+    args = p.parse_args(argv)
+    if args.steps < 1:
+        p.error(f"--steps must be at least 1, got {args.steps}")
+    try:
+        everies = [int(e) for e in args.every.split(",") if e]
+        seeds = [int(s) for s in args.seeds.split(",") if s]
+    except ValueError as exc:
+        p.error(f"--every and --seeds take integers: {exc}")
+    if not everies or any(e < 0 for e in everies):
+        p.error(f"--every must list steps >= 0, got {args.every!r}")
+    steps = 4 if args.quick else args.steps
+    rows = []
+    for table in [t for t in args.tables.split(",") if t]:
+        for seed in seeds:
+            for every in everies:
+                row = run(table, seed, steps, every, args.target_only, args.quick)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                if args.json:
+                    with open(args.json, "a", encoding="utf-8") as f:
+                        f.write(json.dumps(row) + "\n")
+    print("\n".join(report(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sys.exit(main())
