@@ -49,7 +49,9 @@ def probe(
     rows: list[dict[str, Any]] = []
 
     class Probe(TrainerCallback):
-        def __init__(self, tokenizer: Any) -> None:
+        def on_train_begin(self, args, state, control, train_dataloader=None, **kw):
+            # the numeric tokenizer the run builds, as its training batches' collator holds it
+            tokenizer = train_dataloader.collate_fn.tokenizer
             data = NumericDataset.from_texts(train_texts[:64], tokenizer)
             self.batch = NumericDataCollator(tokenizer)([data[i] for i in range(len(data))])
 
@@ -88,16 +90,7 @@ def probe(
     recipe = compare.Recipe(
         max_steps=max_steps, seed=seed, adam_beta2=beta2, **(QUICK_SIZES if quick else {})
     )
-    train = compare.train
-
-    def with_probe(model: Any, tokenizer: Any, texts: Any, *a: Any, **kw: Any) -> Any:
-        return train(model, tokenizer, texts, *a, callbacks=[Probe(tokenizer)], **kw)
-
-    compare.train = with_probe
-    try:
-        model, ntok, _ = compare.train_causal(train_texts, recipe)
-    finally:
-        compare.train = train
+    model, ntok, _ = compare.train_causal_run(train_texts, recipe, callbacks=[Probe()])
     p = compare.causal_predictions(model, ntok, held, (0.5,))
     return rows, float((p["median"] - p["true"]).abs().median())
 

@@ -127,7 +127,9 @@ def resolve_every(every: int) -> Any:
         def on_step_end(self, args, state, control, model=None, train_dataloader=None, **kw):
             if state.global_step % every == 0 and state.global_step < state.max_steps:
                 was = model.training
-                solve_readouts(model, kw["processing_class"], train_dataloader.dataset)
+                # the run's numeric tokenizer, as its training batches' collator holds it
+                tokenizer = train_dataloader.collate_fn.tokenizer
+                solve_readouts(model, tokenizer, train_dataloader.dataset)
                 model.train(was)
 
         def on_train_end(self, args, state, control, model=None, **kw):
