@@ -42,6 +42,31 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
+def number_positions(
+    model: Any, labels: Any, numeric_values: Any, attention_mask: Any, target_only: bool = False
+) -> tuple[Any, Any, Any]:
+    """``(at, codes, numbers)``: where a position predicts a ``<NUM>`` target, and what its readout reads.
+
+    ``labels`` are unshifted (the inputs, ``-100`` at padding), as the collator gives them:
+    position ``i`` predicts label ``i + 1``. ``at`` is ``[B, L - 1]`` bool over the predicting
+    positions (each text's last number only with ``target_only``); ``codes`` and ``numbers`` are
+    the model's :meth:`readout_context` at the predicting positions (``[B, L - 1]`` and
+    ``[B, L - 1, S]``, numbers None when ``S = 0``).
+    """
+    import torch
+
+    mask = torch.ones_like(labels) if attention_mask is None else attention_mask
+    ids = torch.where(labels < 0, torch.zeros_like(labels), labels)
+    codes, numbers = model.readout_context(ids, numeric_values, mask)
+    num = int(model.config.num_token_id)
+    at = (labels[:, 1:] == num) & mask[:, 1:].bool() & mask[:, :-1].bool()
+    if target_only:
+        index = torch.arange(at.shape[1], device=at.device).expand_as(at)
+        last = torch.where(at, index, torch.full_like(index, -1)).max(1).values
+        at = at & (index == last[:, None])
+    return at, codes[:, :-1], None if numbers is None else numbers[:, :-1]
+
+
 def readout_term(
     model: Any,
     U_all: Any,
@@ -52,8 +77,8 @@ def readout_term(
 ) -> Any:
     """The mean readout NLL of the ``<NUM>`` targets whose context has a solved readout, or None.
 
-    ``labels`` are unshifted (the inputs, ``-100`` at padding), as the collator gives them:
-    position ``i`` predicts label ``i + 1``, read by the readout of position ``i``'s context.
+    The positions are :func:`number_positions`'; a target's readout is its predicting
+    position's context's.
     """
     import torch
 
@@ -65,22 +90,16 @@ def readout_term(
     table = model.action.readouts
     if table.num_contexts == 0 or numeric_values is None:
         return None
-    mask = torch.ones_like(labels) if attention_mask is None else attention_mask
-    ids = torch.where(labels < 0, torch.zeros_like(labels), labels)
-    codes, numbers = model.readout_context(ids, numeric_values, mask)
-    num = int(model.config.num_token_id)
-    at = (labels[:, 1:] == num) & mask[:, 1:].bool() & mask[:, :-1].bool()
-    if target_only:
-        index = torch.arange(at.shape[1], device=at.device).expand_as(at)
-        last = torch.where(at, index, torch.full_like(index, -1)).max(1).values
-        at = at & (index == last[:, None])
-    at = at & torch.isin(codes[:, :-1], table.codes.to(codes.device))
+    at, codes, numbers = number_positions(
+        model, labels, numeric_values, attention_mask, target_only
+    )
+    at = at & torch.isin(codes, table.codes.to(codes.device))
     if not bool(at.any()):
         return None
     U = CauchyVector(U_all.loc[:, :-1][at], U_all.scale[:, :-1][at], validate_args=False)
-    read = None if numbers is None else numbers[:, :-1][at]
+    read = None if numbers is None else numbers[at]
     cfg = model.config
-    out = model.action(U, STANDARD, cfg.loss_temperature, context=codes[:, :-1][at], numbers=read)
+    out = model.action(U, STANDARD, cfg.loss_temperature, context=codes[at], numbers=read)
     t = to_value_space(numeric_values[:, 1:][at].float(), cfg.value_space)
     return cauchy_nll(t, out.loc_Y.float(), out.scale_Y.float()).mean()
 

@@ -1,0 +1,303 @@
+"""Per-field heads while training: a linear Cauchy head per context, trained with the network.
+
+After training, ``train`` solves a linear Cauchy readout per context (a table's field) on the
+network's features, ``loc_Y = w_k . [loc_U', n] + b_k`` with noise ``sigma_k``
+(:func:`cauchylin_hf.readouts.solve_readouts`); during training only the shared regression head
+``Y = W_reg U' + b_reg`` reads them. This probe gives every context of the training rows with
+enough numbers (:data:`cauchylin_hf.readouts.MIN_READOUT_COUNT`) a head of the readout's form,
+``(w_k, b_k, log sigma_k)``, as parameters trained by the same optimizer and schedule as the
+network (``w_k`` starts at ``[W_reg, 0]``, ``b_k`` at ``b_reg``, ``sigma_k`` at the median
+absolute deviation of the context's training targets in the value space), and adds their Cauchy
+NLL to the loss::
+
+    L = L_cls + lambda * L_reg + lambda * mean_i NLL(t_i; w_k . [loc_U'_i, numbers_i] + b_k, sigma_k)
+
+so that the features are shaped for a per-field linear read while the heads follow them (where
+``probe_through_readouts.py`` holds solved readouts fixed between solves). ``--target-only``
+keeps the term at each text's last number (a table's target). After training the readouts are
+solved as always (the heads are dropped) and the held-out target's median absolute error is
+scored as ``bench_quality.py`` does; ``--heads 0`` is the package's defaults, run in the same
+call so that every ratio is paired by seed (the heads draw no random numbers: the network's
+initialisation and the batches are the defaults'). Run::
+
+    python benchmarks/probe_field_heads.py --tables barley,friedman1 --seeds 0,1,2 --heads 0,1 --json FILE
+    python benchmarks/probe_field_heads.py --quick      # toy sizes (a smoke run)
+
+It is a probe, not a setting of the package: the term is added through
+``probe_through_readouts.installed``'s wrapping of the loss function that ``forward`` calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch
+from torch import nn
+
+
+class FieldHeads(nn.Module):
+    """One linear Cauchy head per context code: ``loc = w_k . x + b_k``, ``scale = sigma_k``.
+
+    Args:
+        codes: ``[K]`` int64 context codes, distinct.
+        weight: ``[K, F]`` initial ``w_k``.
+        bias: ``[K]`` initial ``b_k``.
+        sigma: ``[K]`` initial ``sigma_k > 0``.
+    """
+
+    codes: torch.Tensor
+
+    def __init__(
+        self, codes: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, sigma: torch.Tensor
+    ) -> None:
+        super().__init__()
+        order = torch.argsort(codes)
+        self.register_buffer("codes", codes[order].long())
+        self.weight = nn.Parameter(weight[order].float().clone())
+        self.bias = nn.Parameter(bias[order].float().clone())
+        self.log_sigma = nn.Parameter(sigma[order].float().log())
+
+    def rows(self, codes: torch.Tensor) -> torch.Tensor:
+        """The head of each code, -1 where there is none."""
+        k = self.codes.numel()
+        if k == 0:
+            return torch.full_like(codes, -1)
+        row = torch.searchsorted(self.codes, codes.contiguous()).clamp(max=k - 1)
+        return torch.where(self.codes[row] == codes, row, torch.full_like(row, -1))
+
+    def nll(self, features: torch.Tensor, rows: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """``[N]`` Cauchy NLL of ``t`` under the heads ``rows`` (each >= 0) at ``features`` ``[N, F]``."""
+        from cauchylin.readout import cauchy_nll
+
+        loc = (features.float() * self.weight[rows]).sum(-1) + self.bias[rows]
+        return cauchy_nll(t.float(), loc, self.log_sigma[rows].exp())
+
+
+def head_term(
+    model: Any,
+    heads: FieldHeads,
+    U_all: Any,
+    labels: Any,
+    numeric_values: Any,
+    attention_mask: Any,
+    target_only: bool = False,
+) -> Any:
+    """The mean head NLL of the ``<NUM>`` targets whose context has a head, or None.
+
+    The positions, codes and earlier numbers are ``probe_through_readouts.number_positions``';
+    a head reads the readout's features (:meth:`ContextReadouts.features`, ``[loc_U', n]``).
+    """
+    from probe_through_readouts import number_positions
+
+    from cauchylin.value_space import to_value_space
+
+    if numeric_values is None:
+        return None
+    at, codes, numbers = number_positions(
+        model, labels, numeric_values, attention_mask, target_only
+    )
+    rows = heads.rows(codes)
+    at = at & (rows >= 0)
+    if not bool(at.any()):
+        return None
+    read = None if numbers is None else numbers[at]
+    x = model.action.readouts.features(U_all.loc[:, :-1][at], read)
+    t = to_value_space(numeric_values[:, 1:][at].float(), model.config.value_space)
+    return heads.nll(x, rows[at], t).mean()
+
+
+def initial_heads(model: Any, dataloader: Any, target_only: bool = False) -> FieldHeads:
+    """A head per context with at least ``MIN_READOUT_COUNT`` numbers in the training rows.
+
+    Reads the rows through the training collator in order (no draw from the sampler, so the
+    training batches stay the defaults'); only the token ids and numbers are needed, no forward.
+    """
+    from cauchylin_hf.readouts import MIN_READOUT_COUNT
+    from probe_through_readouts import number_positions
+
+    from cauchylin.value_space import to_value_space
+
+    data, collate = dataloader.dataset, dataloader.collate_fn
+    device = next(model.parameters()).device
+    by_code: dict[int, list[float]] = {}
+    for start in range(0, len(data), 64):
+        batch = collate([data[i] for i in range(start, min(start + 64, len(data)))])
+        labels = batch["labels"].to(device)
+        values = batch["numeric_values"].to(device)
+        mask = batch["attention_mask"].to(device)
+        with torch.no_grad():
+            at, codes, _ = number_positions(model, labels, values, mask, target_only)
+        t = to_value_space(values[:, 1:][at].float(), model.config.value_space)
+        for c, v in zip(codes[at].tolist(), t.tolist(), strict=True):
+            by_code.setdefault(int(c), []).append(float(v))
+    kept = sorted(c for c, v in by_code.items() if len(v) >= MIN_READOUT_COUNT)
+    sigma = []
+    for c in kept:
+        v = torch.tensor(by_code[c])
+        sigma.append(max(float((v - v.median()).abs().median()), 1e-3))
+    head = model.action.regressor
+    table = model.action.readouts
+    w = torch.cat([head.weight.detach()[0].float(), torch.zeros(table.numbers)])
+    k = len(kept)
+    return FieldHeads(
+        torch.tensor(kept, dtype=torch.long),
+        w.expand(k, -1),
+        head.bias.detach().float().expand(k),
+        torch.tensor(sigma),
+    ).to(device)
+
+
+TRAINING: dict[int, tuple[Any, FieldHeads]] = {}
+"""The models being trained with field heads (and their heads), by ``id`` of their ``Action``."""
+
+
+@contextlib.contextmanager
+def installed(target_only: bool = False) -> Iterator[None]:
+    """Add ``reg_weight`` times :func:`head_term` to the training loss of every model that a
+    :func:`with_heads` callback trains, while active."""
+    from cauchylin_hf import model as modeling
+
+    plain = modeling.shifted_causal_loss
+
+    def with_term(action, config, U_all, labels, target_values, numeric_values, mask, **kw):
+        loss = plain(action, config, U_all, labels, target_values, numeric_values, mask, **kw)
+        entry = TRAINING.get(id(action))
+        if entry is None or kw.get("pre_shifted"):
+            return loss
+        model, heads = entry
+        term = head_term(model, heads, U_all, labels, numeric_values, mask, target_only)
+        if term is None:
+            return loss
+        return type(loss)(loss.total + config.reg_weight * term, loss.cls, loss.reg)
+
+    modeling.shifted_causal_loss = with_term
+    try:
+        yield
+    finally:
+        modeling.shifted_causal_loss = plain
+
+
+def with_heads(target_only: bool = False) -> Any:
+    """A Trainer callback that gives the model :func:`initial_heads` at the start of training,
+    trained by the Trainer's optimizer on the network's schedule."""
+    from transformers import TrainerCallback
+
+    class WithHeads(TrainerCallback):
+        heads: FieldHeads | None = None
+
+        def on_train_begin(
+            self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kw
+        ):
+            heads = initial_heads(model, kw["train_dataloader"], target_only)
+            self.heads = heads
+            group = dict(optimizer.param_groups[0])
+            group["params"] = list(heads.parameters())
+            group["weight_decay"] = 0.0
+            optimizer.add_param_group(group)
+            # the heads follow the network's warm-up and decay (a LambdaLR schedule)
+            lambdas = getattr(lr_scheduler, "lr_lambdas", None)
+            if lambdas is not None:
+                lambdas.append(lambdas[0])
+                lr_scheduler.base_lrs.append(lr_scheduler.base_lrs[0])
+            TRAINING[id(model.action)] = (model, heads)
+
+        def on_train_end(self, args, state, control, model=None, **kw):
+            TRAINING.pop(id(model.action), None)
+
+    return WithHeads()
+
+
+def run(table: str, seed: int, steps: int, heads: bool, target_only: bool, quick: bool) -> dict:
+    """One network trained with field heads (or the defaults), scored on the held-out targets."""
+    from bench_quality import load_table
+    from cauchylin_hf.app import compare
+
+    torch.set_num_threads(1)
+    texts, held, _ = load_table(table, quick)
+    recipe = compare.Recipe(max_steps=steps, seed=seed)
+    if quick:
+        recipe = compare.Recipe(hidden_size=16, num_layers=1, num_heads=2, max_steps=steps)
+    start = time.process_time()
+    callback = with_heads(target_only) if heads else None
+    with installed(target_only):
+        callbacks = [] if callback is None else [callback]
+        model, ntok, _ = compare.train_causal_run(texts, recipe, callbacks=callbacks)
+    seconds = time.process_time() - start
+    true = torch.tensor([compare.split_at_target(t)[1] for t in held], dtype=torch.float64)
+    pred = compare.causal_predictions(model, ntok, held, (0.5,))["median"]
+    return {
+        "table": table,
+        "seed": seed,
+        "steps": steps,
+        "heads": int(heads),
+        "target_only": target_only,
+        "num_heads": 0 if callback is None else int(callback.heads.codes.numel()),
+        "mdae": statistics.median((pred - true).abs().tolist()),
+        "train_cpu_s": seconds,
+    }
+
+
+def report(rows: list[dict]) -> list[str]:
+    """A markdown table: per table, each setting's seeds, median, and median / defaults'."""
+    lines = ["| table | heads | seeds | median | / defaults |", "|---|---|---|---|---|"]
+    for table in dict.fromkeys(r["table"] for r in rows):
+        mine = [r for r in rows if r["table"] == table]
+        base = [r["mdae"] for r in mine if not r["heads"]]
+        for heads in sorted({r["heads"] for r in mine}):
+            runs = sorted((r for r in mine if r["heads"] == heads), key=lambda r: r["seed"])
+            med = statistics.median(r["mdae"] for r in runs)
+            ratio = f"{med / statistics.median(base):.2f}" if base else ""
+            seeds = " / ".join(f"{r['mdae']:.4g}" for r in runs)
+            name = "field heads" if heads else "defaults"
+            lines.append(f"| {table} | {name} | {seeds} | {med:.4g} | {ratio} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tables", default="barley,friedman1")
+    p.add_argument("--seeds", default="0")
+    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--heads", default="0,1", help="1: with field heads, 0: the defaults")
+    p.add_argument("--target-only", action="store_true", help="the term at each text's target")
+    p.add_argument("--json", default=None, help="append one JSON line per run to this file")
+    p.add_argument("--quick", action="store_true", help="toy sizes: a smoke run")
+    args = p.parse_args(argv)
+    if args.steps < 1:
+        p.error(f"--steps must be at least 1, got {args.steps}")
+    try:
+        settings = [int(h) for h in args.heads.split(",") if h]
+        seeds = [int(s) for s in args.seeds.split(",") if s]
+    except ValueError as exc:
+        p.error(f"--heads and --seeds take integers: {exc}")
+    if not settings or any(h not in (0, 1) for h in settings):
+        p.error(f"--heads must list 0 and/or 1, got {args.heads!r}")
+    steps = 4 if args.quick else args.steps
+    rows = []
+    for table in [t for t in args.tables.split(",") if t]:
+        for seed in seeds:
+            for heads in settings:
+                row = run(table, seed, steps, bool(heads), args.target_only, args.quick)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                if args.json:
+                    with open(args.json, "a", encoding="utf-8") as f:
+                        f.write(json.dumps(row) + "\n")
+    print("\n".join(report(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sys.exit(main())
