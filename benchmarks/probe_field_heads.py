@@ -111,14 +111,22 @@ def head_term(
     at = at & (rows >= 0)
     if not bool(at.any()):
         return None
-    read = None if numbers is None else numbers[at]
-    x = model.action.readouts.features(U_all.loc[:, :-1][at], read)
+    loc = U_all.loc[:, :-1][at]
+    if heads.weight.shape[1] == loc.shape[-1]:  # heads of loc_U' alone (--loc-only)
+        x = loc
+    else:
+        x = model.action.readouts.features(loc, None if numbers is None else numbers[at])
     t = to_value_space(numeric_values[:, 1:][at].float(), model.config.value_space)
     return heads.nll(x, rows[at], t).mean()
 
 
-def initial_heads(model: Any, dataloader: Any, target_only: bool = False) -> FieldHeads:
+def initial_heads(
+    model: Any, dataloader: Any, target_only: bool = False, loc_only: bool = False
+) -> FieldHeads:
     """A head per context with at least ``MIN_READOUT_COUNT`` numbers in the training rows.
+
+    Each reads what a solved readout reads (``[loc_U', n]``), or ``loc_U'`` alone with
+    ``loc_only``.
 
     Reads the rows through the training collator in order (no draw from the sampler, so the
     training batches stay the defaults'); only the token ids and numbers are needed, no forward.
@@ -148,7 +156,8 @@ def initial_heads(model: Any, dataloader: Any, target_only: bool = False) -> Fie
         sigma.append(max(float((v - v.median()).abs().median()), 1e-3))
     head = model.action.regressor
     table = model.action.readouts
-    w = torch.cat([head.weight.detach()[0].float(), torch.zeros(table.numbers)])
+    extra = 0 if loc_only else table.numbers
+    w = torch.cat([head.weight.detach()[0].float(), torch.zeros(extra)])
     k = len(kept)
     return FieldHeads(
         torch.tensor(kept, dtype=torch.long),
@@ -188,7 +197,7 @@ def installed(target_only: bool = False) -> Iterator[None]:
         modeling.shifted_causal_loss = plain
 
 
-def with_heads(target_only: bool = False) -> Any:
+def with_heads(target_only: bool = False, loc_only: bool = False) -> Any:
     """A Trainer callback that gives the model :func:`initial_heads` at the start of training,
     trained by the Trainer's optimizer on the network's schedule."""
     from transformers import TrainerCallback
@@ -199,7 +208,7 @@ def with_heads(target_only: bool = False) -> Any:
         def on_train_begin(
             self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kw
         ):
-            heads = initial_heads(model, kw["train_dataloader"], target_only)
+            heads = initial_heads(model, kw["train_dataloader"], target_only, loc_only)
             self.heads = heads
             group = dict(optimizer.param_groups[0])
             group["params"] = list(heads.parameters())
@@ -218,7 +227,15 @@ def with_heads(target_only: bool = False) -> Any:
     return WithHeads()
 
 
-def run(table: str, seed: int, steps: int, heads: bool, target_only: bool, quick: bool) -> dict:
+def run(
+    table: str,
+    seed: int,
+    steps: int,
+    heads: bool,
+    target_only: bool = False,
+    loc_only: bool = False,
+    quick: bool = False,
+) -> dict:
     """One network trained with field heads (or the defaults), scored on the held-out targets."""
     from bench_quality import load_table
     from cauchylin_hf.app import compare
@@ -229,7 +246,7 @@ def run(table: str, seed: int, steps: int, heads: bool, target_only: bool, quick
     if quick:
         recipe = compare.Recipe(hidden_size=16, num_layers=1, num_heads=2, max_steps=steps)
     start = time.process_time()
-    callback = with_heads(target_only) if heads else None
+    callback = with_heads(target_only, loc_only) if heads else None
     with installed(target_only):
         callbacks = [] if callback is None else [callback]
         model, ntok, _ = compare.train_causal_run(texts, recipe, callbacks=callbacks)
@@ -242,24 +259,36 @@ def run(table: str, seed: int, steps: int, heads: bool, target_only: bool, quick
         "steps": steps,
         "heads": int(heads),
         "target_only": target_only,
+        "loc_only": loc_only,
         "num_heads": 0 if callback is None else int(callback.heads.codes.numel()),
         "mdae": statistics.median((pred - true).abs().tolist()),
         "train_cpu_s": seconds,
     }
 
 
+def setting(row: dict) -> str:
+    """A run's setting in words: ``defaults``, or ``field heads`` and its variant."""
+    if not row["heads"]:
+        return "defaults"
+    parts = ["field heads"]
+    if row.get("target_only"):
+        parts.append("target only")
+    if row.get("loc_only"):
+        parts.append("loc_U' only")
+    return ", ".join(parts)
+
+
 def report(rows: list[dict]) -> list[str]:
     """A markdown table: per table, each setting's seeds, median, and median / defaults'."""
-    lines = ["| table | heads | seeds | median | / defaults |", "|---|---|---|---|---|"]
+    lines = ["| table | setting | seeds | median | / defaults |", "|---|---|---|---|---|"]
     for table in dict.fromkeys(r["table"] for r in rows):
         mine = [r for r in rows if r["table"] == table]
         base = [r["mdae"] for r in mine if not r["heads"]]
-        for heads in sorted({r["heads"] for r in mine}):
-            runs = sorted((r for r in mine if r["heads"] == heads), key=lambda r: r["seed"])
+        for name in dict.fromkeys(setting(r) for r in mine):
+            runs = sorted((r for r in mine if setting(r) == name), key=lambda r: r["seed"])
             med = statistics.median(r["mdae"] for r in runs)
             ratio = f"{med / statistics.median(base):.2f}" if base else ""
             seeds = " / ".join(f"{r['mdae']:.4g}" for r in runs)
-            name = "field heads" if heads else "defaults"
             lines.append(f"| {table} | {name} | {seeds} | {med:.4g} | {ratio} |")
     return lines
 
@@ -271,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--heads", default="0,1", help="1: with field heads, 0: the defaults")
     p.add_argument("--target-only", action="store_true", help="the term at each text's target")
+    p.add_argument("--loc-only", action="store_true", help="heads read loc_U' alone")
     p.add_argument("--json", default=None, help="append one JSON line per run to this file")
     p.add_argument("--quick", action="store_true", help="toy sizes: a smoke run")
     args = p.parse_args(argv)
@@ -288,7 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     for table in [t for t in args.tables.split(",") if t]:
         for seed in seeds:
             for heads in settings:
-                row = run(table, seed, steps, bool(heads), args.target_only, args.quick)
+                row = run(
+                    table, seed, steps, bool(heads), args.target_only, args.loc_only, args.quick
+                )
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 if args.json:

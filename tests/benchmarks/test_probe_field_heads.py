@@ -57,16 +57,21 @@ def _loader(ntok, texts):
     return torch.utils.data.DataLoader([ntok(t) for t in texts], batch_size=8, collate_fn=collate)
 
 
-def test_initial_heads_start_at_the_shared_head_with_the_fields_spread():
+@pytest.mark.parametrize("loc_only", [False, True])
+def test_initial_heads_start_at_the_shared_head_with_the_fields_spread(loc_only):
     """A head per field with at least ``MIN_READOUT_COUNT`` numbers; each predicts what the
     shared head predicts (the package's reading path, no readouts solved) with the median
-    absolute deviation of its field's targets as its scale."""
+    absolute deviation of its field's targets as its scale; its term at a batch is the mean
+    Cauchy NLL under those."""
+    from cauchylin_hf.data import NumericDataCollator
     from cauchylin_hf.readouts import MIN_READOUT_COUNT, number_features
+
+    from cauchylin.readout import cauchy_nll
 
     probe = _probe()
     model, ntok = _model()
     texts = _texts()
-    heads = probe.initial_heads(model, _loader(ntok, texts))
+    heads = probe.initial_heads(model, _loader(ntok, texts), loc_only=loc_only)
     f = number_features(model, ntok, texts)
     counts = {c: int((f.codes == c).sum()) for c in set(f.codes.tolist())}
     expected = sorted(c for c, n in counts.items() if n >= MIN_READOUT_COUNT)
@@ -75,7 +80,10 @@ def test_initial_heads_start_at_the_shared_head_with_the_fields_spread():
     rows = heads.rows(f.codes)
     assert bool((rows >= 0).any()) and bool((rows < 0).any())
     known = rows >= 0
-    x = model.action.readouts.features(f.loc[known].float(), f.numbers[known].float())
+    x = f.loc[known].float()
+    if not loc_only:
+        x = model.action.readouts.features(x, f.numbers[known].float())
+    assert heads.weight.shape[1] == x.shape[1]
     w, b = heads.weight[rows[known]], heads.bias[rows[known]]
     loc = ((x * w).sum(-1) + b).detach().double()
     # float32 features summed over 32 + 16 weights against the float64 path
@@ -85,6 +93,22 @@ def test_initial_heads_start_at_the_shared_head_with_the_fields_spread():
         med = statistics.median_low(t)  # torch's median is the lower of a middle pair
         mad = statistics.median_low([abs(v - med) for v in t])
         assert math.exp(float(heads.log_sigma[row].detach())) == pytest.approx(mad, rel=1e-5)
+    batch = NumericDataCollator(ntok, padding_side="right")([ntok(t) for t in texts])
+    with torch.no_grad():
+        hidden, _ = model.encode(
+            batch["input_ids"], batch["numeric_values"], batch["attention_mask"]
+        )
+        term = probe.head_term(
+            model,
+            heads,
+            model.abduction(hidden),
+            batch["labels"],
+            batch["numeric_values"],
+            batch["attention_mask"],
+        )
+    sigma = heads.log_sigma.detach().exp()[rows[known]].double()
+    expected = cauchy_nll(f.targets[known], f.loc_y[known], sigma).mean()
+    assert float(term) == pytest.approx(float(expected), rel=1e-4, abs=1e-4)
 
 
 def test_heads_set_to_the_solved_readouts_give_the_models_own_likelihood():
