@@ -10,9 +10,10 @@ network (``w_k`` starts at ``[W_reg, 0]``, ``b_k`` at ``b_reg``, ``sigma_k`` at 
 absolute deviation of the context's training targets in the value space), and adds their Cauchy
 NLL to the loss::
 
-    L = L_cls + lambda * L_reg + lambda * mean_i NLL(t_i; w_k . [loc_U'_i, numbers_i] + b_k, sigma_k)
+    L = L_cls + lambda * L_reg + c * lambda * mean_i NLL(t_i; w_k . [loc_U'_i, numbers_i] + b_k, sigma_k)
 
-so that the features are shaped for a per-field linear read while the heads follow them (where
+(``c`` is ``--weight``, default 1) so that the features are shaped for a per-field linear
+read while the heads follow them (where
 ``probe_through_readouts.py`` holds solved readouts fixed between solves). ``--target-only``
 keeps the term at each text's last number (a table's target). After training the readouts are
 solved as always (the heads are dropped) and the held-out target's median absolute error is
@@ -172,9 +173,9 @@ TRAINING: dict[int, tuple[Any, FieldHeads]] = {}
 
 
 @contextlib.contextmanager
-def installed(target_only: bool = False) -> Iterator[None]:
-    """Add ``reg_weight`` times :func:`head_term` to the training loss of every model that a
-    :func:`with_heads` callback trains, while active."""
+def installed(target_only: bool = False, weight: float = 1.0) -> Iterator[None]:
+    """Add ``weight * reg_weight`` times :func:`head_term` to the training loss of every model
+    that a :func:`with_heads` callback trains, while active."""
     from cauchylin_hf import model as modeling
 
     plain = modeling.shifted_causal_loss
@@ -188,7 +189,7 @@ def installed(target_only: bool = False) -> Iterator[None]:
         term = head_term(model, heads, U_all, labels, numeric_values, mask, target_only)
         if term is None:
             return loss
-        return type(loss)(loss.total + config.reg_weight * term, loss.cls, loss.reg)
+        return type(loss)(loss.total + weight * config.reg_weight * term, loss.cls, loss.reg)
 
     modeling.shifted_causal_loss = with_term
     try:
@@ -235,6 +236,7 @@ def run(
     target_only: bool = False,
     loc_only: bool = False,
     quick: bool = False,
+    weight: float = 1.0,
 ) -> dict:
     """One network trained with field heads (or the defaults), scored on the held-out targets."""
     from bench_quality import load_table
@@ -247,7 +249,7 @@ def run(
         recipe = compare.Recipe(hidden_size=16, num_layers=1, num_heads=2, max_steps=steps)
     start = time.process_time()
     callback = with_heads(target_only, loc_only) if heads else None
-    with installed(target_only):
+    with installed(target_only, weight):
         callbacks = [] if callback is None else [callback]
         model, ntok, _ = compare.train_causal_run(texts, recipe, callbacks=callbacks)
     seconds = time.process_time() - start
@@ -260,6 +262,7 @@ def run(
         "heads": int(heads),
         "target_only": target_only,
         "loc_only": loc_only,
+        "weight": weight,
         "num_heads": 0 if callback is None else int(callback.heads.codes.numel()),
         "mdae": statistics.median((pred - true).abs().tolist()),
         "train_cpu_s": seconds,
@@ -275,6 +278,8 @@ def setting(row: dict) -> str:
         parts.append("target only")
     if row.get("loc_only"):
         parts.append("loc_U' only")
+    if row.get("weight", 1.0) != 1.0:
+        parts.append(f"weight {row['weight']:g}")
     return ", ".join(parts)
 
 
@@ -300,10 +305,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--heads", default="0,1", help="1: with field heads, 0: the defaults")
     p.add_argument("--target-only", action="store_true", help="the term at each text's target")
+    p.add_argument("--weight", type=float, default=1.0, help="the term's weight, times lambda")
     p.add_argument("--loc-only", action="store_true", help="heads read loc_U' alone")
     p.add_argument("--json", default=None, help="append one JSON line per run to this file")
     p.add_argument("--quick", action="store_true", help="toy sizes: a smoke run")
     args = p.parse_args(argv)
+    if not (args.weight > 0 and args.weight < float("inf")):
+        p.error(f"--weight must be a finite number > 0, got {args.weight}")
     if args.steps < 1:
         p.error(f"--steps must be at least 1, got {args.steps}")
     try:
@@ -319,7 +327,14 @@ def main(argv: list[str] | None = None) -> int:
         for seed in seeds:
             for heads in settings:
                 row = run(
-                    table, seed, steps, bool(heads), args.target_only, args.loc_only, args.quick
+                    table,
+                    seed,
+                    steps,
+                    bool(heads),
+                    args.target_only,
+                    args.loc_only,
+                    args.quick,
+                    args.weight,
                 )
                 rows.append(row)
                 print(json.dumps(row), flush=True)

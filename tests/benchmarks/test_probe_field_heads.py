@@ -190,6 +190,49 @@ def test_a_toy_run_with_field_heads_differs_from_the_defaults(tmp_path):
 
 def test_bad_flags_are_refused():
     probe = _probe()
-    for argv in (["--heads", "2"], ["--heads", "x"], ["--steps", "0"]):
+    for argv in (["--heads", "2"], ["--heads", "x"], ["--steps", "0"], ["--weight", "0"]):
         with pytest.raises(SystemExit):
             probe.main(argv)
+
+
+def test_the_term_enters_the_loss_with_its_weight():
+    """Under ``installed(weight=c)`` the model's training loss is the package's plus
+    ``c * reg_weight`` times the heads' term, and only while a callback has registered it."""
+    from cauchylin_hf import model as modeling
+
+    probe = _probe()
+    model, ntok = _model()
+    texts = _texts()
+    heads = probe.initial_heads(model, _loader(ntok, texts))
+    batch = next(iter(_loader(ntok, texts)))
+    args = (batch["input_ids"], batch["numeric_values"], batch["attention_mask"])
+    model.eval()
+    with torch.no_grad():
+        U = model.abduction(model.encode(*args)[0])
+        term = probe.head_term(model, heads, U, batch["labels"], *args[1:])
+        loss = (
+            model.action,
+            model.config,
+            U,
+            batch["labels"],
+            None,
+            batch["numeric_values"],
+            batch["attention_mask"],
+        )
+        plain = modeling.shifted_causal_loss(*loss).total
+        totals = {}
+        for c in (1.0, 0.25):
+            with probe.installed(weight=c):
+                unregistered = modeling.shifted_causal_loss(*loss).total
+                probe.TRAINING[id(model.action)] = (model, heads)
+                try:
+                    totals[c] = modeling.shifted_causal_loss(*loss).total
+                finally:
+                    probe.TRAINING.pop(id(model.action))
+            assert float(unregistered) == float(plain)
+    lam = model.config.reg_weight
+    for c, total in totals.items():
+        # float32 sums: the difference is good to a few units in the last place of the totals
+        tol = 8 * torch.finfo(torch.float32).eps * (abs(float(total)) + abs(float(plain)))
+        assert float(total - plain) == pytest.approx(c * lam * float(term), abs=tol)
+    assert float(term) > 1e3 * tol
