@@ -45,7 +45,6 @@ def _run(job: dict[str, Any]) -> list[dict[str, Any]]:
     """One training run; a row per probed step."""
     import torch
     from bench_quality import QUICK_SIZES, load_table
-    from cauchylin_hf import training
     from cauchylin_hf.app import compare
     from cauchylin_hf.app.reports import target_context
     from cauchylin_hf.readouts import solve_readouts
@@ -62,14 +61,11 @@ def _run(job: dict[str, Any]) -> list[dict[str, Any]]:
     steps = set(range(job["first"], job["steps"] + 1, job["every"]))
 
     class Probe(TrainerCallback):
-        def __init__(self) -> None:
-            self.model: Any = None
-            self.ntok: Any = None
-
-        def on_step_end(self, args, state, control, **kwargs):
+        def on_step_end(self, args, state, control, model=None, train_dataloader=None, **kw):
             if state.global_step not in steps:
                 return
-            model, ntok = self.model, self.ntok
+            # the run's numeric tokenizer, as its training batches' collator holds it
+            ntok = train_dataloader.collate_fn.tokenizer
             row: dict[str, Any] = {**job, "step": state.global_step}
             was = model.training
             model.eval()
@@ -95,18 +91,7 @@ def _run(job: dict[str, Any]) -> list[dict[str, Any]]:
                 flush=True,
             )
 
-    original = training.train
-
-    def with_probe(*a: Any, callbacks: Any = (), **kw: Any) -> Any:
-        probe = Probe()
-        probe.model, probe.ntok = a[0], a[1]  # train(model, tokenizer, texts, ...)
-        return original(*a, callbacks=[*callbacks, probe], **kw)
-
-    compare.train = with_probe
-    try:
-        compare.train_causal_run(train, recipe)
-    finally:
-        compare.train = original
+    compare.train_causal_run(train, recipe, callbacks=[Probe()])
     return rows
 
 
