@@ -24,26 +24,31 @@ initialisation and the batches are the defaults'). Run::
     python benchmarks/probe_field_heads.py --tables barley,friedman1 --seeds 0,1,2 --heads 0,1 --json FILE
     python benchmarks/probe_field_heads.py --quick      # toy sizes (a smoke run)
 
-It is a probe, not a setting of the package: the term is added through
-``probe_through_readouts.installed``'s wrapping of the loss function that ``forward`` calls.
+It is a probe, not a setting of the package: the term is added by wrapping the loss function
+that the model's ``forward`` calls (:func:`cauchylin_hf.loss.shifted_causal_loss`), while
+:func:`installed` is active.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
-import statistics
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch
+from _paired_runs import (
+    added_loss_term,
+    common_arguments,
+    integers,
+    paired_report,
+    record,
+    train_and_score,
+)
 from torch import nn
 
 
@@ -172,30 +177,20 @@ TRAINING: dict[int, tuple[Any, FieldHeads]] = {}
 """The models being trained with field heads (and their heads), by ``id`` of their ``Action``."""
 
 
-@contextlib.contextmanager
-def installed(target_only: bool = False, weight: float = 1.0) -> Iterator[None]:
+def installed(
+    target_only: bool = False, weight: float = 1.0
+) -> contextlib.AbstractContextManager[None]:
     """Add ``weight * reg_weight`` times :func:`head_term` to the training loss of every model
     that a :func:`with_heads` callback trains, while active."""
-    from cauchylin_hf import model as modeling
 
-    plain = modeling.shifted_causal_loss
-
-    def with_term(action, config, U_all, labels, target_values, numeric_values, mask, **kw):
-        loss = plain(action, config, U_all, labels, target_values, numeric_values, mask, **kw)
+    def term(action, U_all, labels, numeric_values, mask):
         entry = TRAINING.get(id(action))
-        if entry is None or kw.get("pre_shifted"):
-            return loss
+        if entry is None:
+            return None
         model, heads = entry
-        term = head_term(model, heads, U_all, labels, numeric_values, mask, target_only)
-        if term is None:
-            return loss
-        return type(loss)(loss.total + weight * config.reg_weight * term, loss.cls, loss.reg)
+        return head_term(model, heads, U_all, labels, numeric_values, mask, target_only)
 
-    modeling.shifted_causal_loss = with_term
-    try:
-        yield
-    finally:
-        modeling.shifted_causal_loss = plain
+    return added_loss_term(term, weight)
 
 
 def with_heads(target_only: bool = False, loc_only: bool = False) -> Any:
@@ -239,22 +234,10 @@ def run(
     weight: float = 1.0,
 ) -> dict:
     """One network trained with field heads (or the defaults), scored on the held-out targets."""
-    from bench_quality import load_table
-    from cauchylin_hf.app import compare
-
-    torch.set_num_threads(1)
-    texts, held, _ = load_table(table, quick)
-    recipe = compare.Recipe(max_steps=steps, seed=seed)
-    if quick:
-        recipe = compare.Recipe(hidden_size=16, num_layers=1, num_heads=2, max_steps=steps)
-    start = time.process_time()
     callback = with_heads(target_only, loc_only) if heads else None
     with installed(target_only, weight):
         callbacks = [] if callback is None else [callback]
-        model, ntok, _ = compare.train_causal_run(texts, recipe, callbacks=callbacks)
-    seconds = time.process_time() - start
-    true = torch.tensor([compare.split_at_target(t)[1] for t in held], dtype=torch.float64)
-    pred = compare.causal_predictions(model, ntok, held, (0.5,))["median"]
+        mdae, seconds = train_and_score(table, seed, steps, quick, callbacks)
     return {
         "table": table,
         "seed": seed,
@@ -264,7 +247,7 @@ def run(
         "loc_only": loc_only,
         "weight": weight,
         "num_heads": 0 if callback is None else int(callback.heads.codes.numel()),
-        "mdae": statistics.median((pred - true).abs().tolist()),
+        "mdae": mdae,
         "train_cpu_s": seconds,
     }
 
@@ -285,40 +268,22 @@ def setting(row: dict) -> str:
 
 def report(rows: list[dict]) -> list[str]:
     """A markdown table: per table, each setting's seeds, median, and median / defaults'."""
-    lines = ["| table | setting | seeds | median | / defaults |", "|---|---|---|---|---|"]
-    for table in dict.fromkeys(r["table"] for r in rows):
-        mine = [r for r in rows if r["table"] == table]
-        base = [r["mdae"] for r in mine if not r["heads"]]
-        for name in dict.fromkeys(setting(r) for r in mine):
-            runs = sorted((r for r in mine if setting(r) == name), key=lambda r: r["seed"])
-            med = statistics.median(r["mdae"] for r in runs)
-            ratio = f"{med / statistics.median(base):.2f}" if base else ""
-            seeds = " / ".join(f"{r['mdae']:.4g}" for r in runs)
-            lines.append(f"| {table} | {name} | {seeds} | {med:.4g} | {ratio} |")
-    return lines
+    return paired_report(rows, setting, "setting")
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tables", default="barley,friedman1")
-    p.add_argument("--seeds", default="0")
-    p.add_argument("--steps", type=int, default=1000)
+    common_arguments(p)
     p.add_argument("--heads", default="0,1", help="1: with field heads, 0: the defaults")
-    p.add_argument("--target-only", action="store_true", help="the term at each text's target")
     p.add_argument("--weight", type=float, default=1.0, help="the term's weight, times lambda")
     p.add_argument("--loc-only", action="store_true", help="heads read loc_U' alone")
-    p.add_argument("--json", default=None, help="append one JSON line per run to this file")
-    p.add_argument("--quick", action="store_true", help="toy sizes: a smoke run")
     args = p.parse_args(argv)
     if not (args.weight > 0 and args.weight < float("inf")):
         p.error(f"--weight must be a finite number > 0, got {args.weight}")
     if args.steps < 1:
         p.error(f"--steps must be at least 1, got {args.steps}")
-    try:
-        settings = [int(h) for h in args.heads.split(",") if h]
-        seeds = [int(s) for s in args.seeds.split(",") if s]
-    except ValueError as exc:
-        p.error(f"--heads and --seeds take integers: {exc}")
+    settings = integers(p, "--heads", args.heads)
+    seeds = integers(p, "--seeds", args.seeds)
     if not settings or any(h not in (0, 1) for h in settings):
         p.error(f"--heads must list 0 and/or 1, got {args.heads!r}")
     steps = 4 if args.quick else args.steps
@@ -337,10 +302,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.weight,
                 )
                 rows.append(row)
-                print(json.dumps(row), flush=True)
-                if args.json:
-                    with open(args.json, "a", encoding="utf-8") as f:
-                        f.write(json.dumps(row) + "\n")
+                record(row, args.json)
     print("\n".join(report(rows)))
     return 0
 

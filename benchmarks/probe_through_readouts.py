@@ -30,16 +30,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
-import statistics
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _paired_runs import (
+    added_loss_term,
+    common_arguments,
+    integers,
+    paired_report,
+    record,
+    train_and_score,
+)
 
 
 def number_positions(
@@ -108,29 +113,17 @@ TRAINING: dict[int, Any] = {}
 """The models being trained through their readouts, by ``id`` of their ``Action``."""
 
 
-@contextlib.contextmanager
-def installed(target_only: bool = False) -> Iterator[None]:
+def installed(target_only: bool = False) -> contextlib.AbstractContextManager[None]:
     """Add ``reg_weight`` times :func:`readout_term` to the training loss of every model that a
     :func:`resolve_every` callback trains, while active."""
-    from cauchylin_hf import model as modeling
 
-    plain = modeling.shifted_causal_loss
-
-    def with_term(action, config, U_all, labels, target_values, numeric_values, mask, **kw):
-        loss = plain(action, config, U_all, labels, target_values, numeric_values, mask, **kw)
+    def term(action, U_all, labels, numeric_values, mask):
         model = TRAINING.get(id(action))
-        if model is None or kw.get("pre_shifted"):
-            return loss
-        term = readout_term(model, U_all, labels, numeric_values, mask, target_only)
-        if term is None:
-            return loss
-        return type(loss)(loss.total + config.reg_weight * term, loss.cls, loss.reg)
+        if model is None:
+            return None
+        return readout_term(model, U_all, labels, numeric_values, mask, target_only)
 
-    modeling.shifted_causal_loss = with_term
-    try:
-        yield
-    finally:
-        modeling.shifted_causal_loss = plain
+    return added_loss_term(term)
 
 
 def resolve_every(every: int) -> Any:
@@ -159,65 +152,34 @@ def resolve_every(every: int) -> Any:
 
 def run(table: str, seed: int, steps: int, every: int, target_only: bool, quick: bool) -> dict:
     """One network trained with the readouts solved every ``every`` steps (0: the defaults)."""
-    import torch
-    from bench_quality import load_table
-    from cauchylin_hf.app import compare
-
-    torch.set_num_threads(1)
-    texts, held, _ = load_table(table, quick)
-    recipe = compare.Recipe(max_steps=steps, seed=seed)
-    if quick:
-        recipe = compare.Recipe(hidden_size=16, num_layers=1, num_heads=2, max_steps=steps)
-    start = time.process_time()
     with installed(target_only):
         callbacks = [] if every == 0 else [resolve_every(every)]
-        model, ntok, _ = compare.train_causal_run(texts, recipe, callbacks=callbacks)
-    seconds = time.process_time() - start
-    true = torch.tensor([compare.split_at_target(t)[1] for t in held], dtype=torch.float64)
-    pred = compare.causal_predictions(model, ntok, held, (0.5,))["median"]
+        mdae, seconds = train_and_score(table, seed, steps, quick, callbacks)
     return {
         "table": table,
         "seed": seed,
         "steps": steps,
         "every": every,
         "target_only": target_only,
-        "mdae": statistics.median((pred - true).abs().tolist()),
+        "mdae": mdae,
         "train_cpu_s": seconds,
     }
 
 
 def report(rows: list[dict]) -> list[str]:
     """A markdown table: per table, each setting's seeds, median, and median / defaults'."""
-    lines = ["| table | every | seeds | median | / defaults |", "|---|---|---|---|---|"]
-    for table in dict.fromkeys(r["table"] for r in rows):
-        mine = [r for r in rows if r["table"] == table]
-        base = [r["mdae"] for r in mine if r["every"] == 0]
-        for every in sorted({r["every"] for r in mine}):
-            runs = sorted((r for r in mine if r["every"] == every), key=lambda r: r["seed"])
-            med = statistics.median(r["mdae"] for r in runs)
-            ratio = f"{med / statistics.median(base):.2f}" if base else ""
-            seeds = " / ".join(f"{r['mdae']:.4g}" for r in runs)
-            lines.append(f"| {table} | {every or 'defaults'} | {seeds} | {med:.4g} | {ratio} |")
-    return lines
+    return paired_report(rows, lambda r: str(r["every"] or "defaults"), "every")
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tables", default="barley,friedman1")
-    p.add_argument("--seeds", default="0")
-    p.add_argument("--steps", type=int, default=1000)
+    common_arguments(p)
     p.add_argument("--every", default="0,100", help="solve every this many steps; 0: defaults")
-    p.add_argument("--target-only", action="store_true", help="the term at each text's target")
-    p.add_argument("--json", default=None, help="append one JSON line per run to this file")
-    p.add_argument("--quick", action="store_true", help="toy sizes: a smoke run")
     args = p.parse_args(argv)
     if args.steps < 1:
         p.error(f"--steps must be at least 1, got {args.steps}")
-    try:
-        everies = [int(e) for e in args.every.split(",") if e]
-        seeds = [int(s) for s in args.seeds.split(",") if s]
-    except ValueError as exc:
-        p.error(f"--every and --seeds take integers: {exc}")
+    everies = integers(p, "--every", args.every)
+    seeds = integers(p, "--seeds", args.seeds)
     if not everies or any(e < 0 for e in everies):
         p.error(f"--every must list steps >= 0, got {args.every!r}")
     steps = 4 if args.quick else args.steps
@@ -227,10 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             for every in everies:
                 row = run(table, seed, steps, every, args.target_only, args.quick)
                 rows.append(row)
-                print(json.dumps(row), flush=True)
-                if args.json:
-                    with open(args.json, "a", encoding="utf-8") as f:
-                        f.write(json.dumps(row) + "\n")
+                record(row, args.json)
     print("\n".join(report(rows)))
     return 0
 

@@ -188,11 +188,19 @@ def test_a_toy_run_with_field_heads_differs_from_the_defaults(tmp_path):
     assert "| barley | field heads |" in "\n".join(probe.report(rows))
 
 
-def test_bad_flags_are_refused():
+def test_bad_flags_are_refused(capsys):
     probe = _probe()
-    for argv in (["--heads", "2"], ["--heads", "x"], ["--steps", "0"], ["--weight", "0"]):
+    for flags, message in (
+        (["--heads", "2"], "--heads must list 0 and/or 1"),
+        (["--heads", "x"], "--heads takes integers"),
+        (["--seeds", "0,y"], "--seeds takes integers"),
+        (["--steps", "0"], "--steps must be at least 1"),
+        (["--weight", "0"], "--weight must be a finite number > 0"),
+        (["--weight", "inf"], "--weight must be a finite number > 0"),
+    ):
         with pytest.raises(SystemExit):
-            probe.main(argv)
+            probe.main(flags)
+        assert message in capsys.readouterr().err
 
 
 def test_the_term_enters_the_loss_with_its_weight():

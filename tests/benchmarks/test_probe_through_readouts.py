@@ -123,7 +123,7 @@ def test_bad_flags_are_refused(capsys):
     probe = _probe()
     for flags, message in (
         (["--every", "-1"], "--every must list steps >= 0"),
-        (["--every", "x"], "take integers"),
+        (["--every", "x"], "--every takes integers"),
         (["--steps", "0"], "--steps must be at least 1"),
     ):
         with pytest.raises(SystemExit):
