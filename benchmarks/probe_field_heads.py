@@ -55,6 +55,9 @@ from torch import nn
 class FieldHeads(nn.Module):
     """One linear Cauchy head per context code: ``loc = w_k . x + b_k``, ``scale = sigma_k``.
 
+    The codes are kept in a :class:`cauchylin.nn.readouts.ContextReadouts` table (rows without
+    a readout), so that a position finds its head by the package's own lookup.
+
     Args:
         codes: ``[K]`` int64 context codes, distinct.
         weight: ``[K, F]`` initial ``w_k``.
@@ -62,25 +65,27 @@ class FieldHeads(nn.Module):
         sigma: ``[K]`` initial ``sigma_k > 0``.
     """
 
-    codes: torch.Tensor
-
     def __init__(
         self, codes: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, sigma: torch.Tensor
     ) -> None:
+        from cauchylin.nn.readouts import ContextReadouts
+
         super().__init__()
-        order = torch.argsort(codes)
-        self.register_buffer("codes", codes[order].long())
+        self.index = ContextReadouts(1)
+        self.index.store(codes.tolist(), [None] * codes.numel())
+        order = torch.argsort(codes)  # the table's rows are the codes in increasing order
         self.weight = nn.Parameter(weight[order].float().clone())
         self.bias = nn.Parameter(bias[order].float().clone())
         self.log_sigma = nn.Parameter(sigma[order].float().log())
 
+    @property
+    def codes(self) -> torch.Tensor:
+        """``[K]`` the heads' codes, increasing (row ``k`` is head ``k``)."""
+        return self.index.codes
+
     def rows(self, codes: torch.Tensor) -> torch.Tensor:
         """The head of each code, -1 where there is none."""
-        k = self.codes.numel()
-        if k == 0:
-            return torch.full_like(codes, -1)
-        row = torch.searchsorted(self.codes, codes.contiguous()).clamp(max=k - 1)
-        return torch.where(self.codes[row] == codes, row, torch.full_like(row, -1))
+        return self.index.lookup(codes)
 
     def nll(self, features: torch.Tensor, rows: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """``[N]`` Cauchy NLL of ``t`` under the heads ``rows`` (each >= 0) at ``features`` ``[N, F]``."""
