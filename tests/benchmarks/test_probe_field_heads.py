@@ -7,37 +7,18 @@ Nothing is measured here (the numbers come from running the script by hand, see
 
 import json
 import math
-import random
 import statistics
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-pytest.importorskip("sklearn")
+from .probes import field_texts, load_benchmark
 
-ROOT = Path(__file__).resolve().parents[2]
+pytest.importorskip("sklearn")
 
 
 def _probe():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import probe_field_heads
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return probe_field_heads
-
-
-def _texts():
-    rng = random.Random(0)
-    texts = []
-    for i in range(60):
-        w = rng.randint(2, 60)
-        # a rare field (fewer numbers than a head needs) gets none
-        rare = f"note {rng.randint(1, 9)}, " if i % 12 == 0 else ""
-        texts.append(f"{rare}width {w}, span {rng.randint(1, 9)}, area {w * rng.randint(2, 4)}.")
-    return texts
+    return load_benchmark("probe_field_heads")
 
 
 def _model():
@@ -70,7 +51,7 @@ def test_initial_heads_start_at_the_shared_head_with_the_fields_spread(loc_only)
 
     probe = _probe()
     model, ntok = _model()
-    texts = _texts()
+    texts = field_texts()
     heads = probe.initial_heads(model, _loader(ntok, texts), loc_only=loc_only)
     f = number_features(model, ntok, texts)
     counts = {c: int((f.codes == c).sum()) for c in set(f.codes.tolist())}
@@ -121,7 +102,7 @@ def test_heads_set_to_the_solved_readouts_give_the_models_own_likelihood():
 
     probe = _probe()
     model, ntok = _model()
-    texts = _texts()
+    texts = field_texts()
     solve_readouts(model, ntok, texts)
     table = model.action.readouts
     solved = table.is_solved
@@ -163,7 +144,7 @@ def test_the_heads_are_trained_on_the_networks_schedule():
         def on_step_end(self, args, state, control, optimizer=None, **kw):
             seen.append([g["lr"] for g in optimizer.param_groups])
 
-    texts = _texts()
+    texts = field_texts()
     recipe = compare.Recipe(hidden_size=16, num_layers=1, num_heads=2, max_steps=6, batch_size=8)
     with probe.installed():
         compare.train_causal_run(texts, recipe, callbacks=[callback, Watch()])
@@ -210,7 +191,7 @@ def test_the_term_enters_the_loss_with_its_weight():
 
     probe = _probe()
     model, ntok = _model()
-    texts = _texts()
+    texts = field_texts()
     heads = probe.initial_heads(model, _loader(ntok, texts))
     batch = next(iter(_loader(ntok, texts)))
     args = (batch["input_ids"], batch["numeric_values"], batch["attention_mask"])

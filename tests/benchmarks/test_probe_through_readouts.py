@@ -7,25 +7,17 @@ Nothing is measured here (the numbers come from running the script by hand, see
 
 import json
 import math
-import random
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-pytest.importorskip("sklearn")
+from .probes import field_texts, load_benchmark
 
-ROOT = Path(__file__).resolve().parents[2]
+pytest.importorskip("sklearn")
 
 
 def _probe():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import probe_through_readouts
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return probe_through_readouts
+    return load_benchmark("probe_through_readouts")
 
 
 def _solved_model():
@@ -37,13 +29,7 @@ def _solved_model():
     model, ntok = CauchyLMForCausalLM.from_base(
         tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True
     )
-    rng = random.Random(0)
-    texts = []
-    for i in range(60):
-        w = rng.randint(2, 60)
-        # a rare field (fewer numbers than a readout needs) keeps the shared head
-        rare = f"note {rng.randint(1, 9)}, " if i % 12 == 0 else ""
-        texts.append(f"{rare}width {w}, span {rng.randint(1, 9)}, area {w * rng.randint(2, 4)}.")
+    texts = field_texts()  # the rare field keeps the shared head
     solve_readouts(model, ntok, texts)
     codes = set(
         model.context_codes(torch.tensor([ntok("note 1, width 2, span 3, area 4.")["input_ids"]]))[
