@@ -68,13 +68,30 @@ def added_loss_term(
         modeling.shifted_causal_loss = plain
 
 
-def train_and_score(
+def add_to_optimizer(optimizer: Any, lr_scheduler: Any, params: Sequence[Any]) -> None:
+    """Train ``params`` with the Trainer's optimizer on the network's schedule.
+
+    A param group like the network's first, without weight decay, is added; where the schedule
+    is a ``LambdaLR`` (the Trainer's warm-up and decay), the new group follows the first
+    group's factor at every step.
+    """
+    group = dict(optimizer.param_groups[0])
+    group["params"] = list(params)
+    group["weight_decay"] = 0.0
+    optimizer.add_param_group(group)
+    lambdas = getattr(lr_scheduler, "lr_lambdas", None)
+    if lambdas is not None:
+        lambdas.append(lambdas[0])
+        lr_scheduler.base_lrs.append(lr_scheduler.base_lrs[0])
+
+
+def trained(
     table: str, seed: int, steps: int, quick: bool, callbacks: Sequence[Any] = ()
-) -> tuple[float, float]:
-    """Train ``bench_quality.py``'s causal model on a table and score it on the held-out rows.
+) -> tuple[Any, Any, Any, list[str], float]:
+    """Train ``bench_quality.py``'s causal model on a table (one torch thread).
 
     Returns:
-        ``(held-out target MdAE, training CPU seconds)``.
+        ``(model, numeric tokenizer, TrainResult, held-out texts, training CPU seconds)``.
     """
     import torch
     from bench_quality import load_table
@@ -86,8 +103,19 @@ def train_and_score(
     if quick:
         recipe = compare.Recipe(hidden_size=16, num_layers=1, num_heads=2, max_steps=steps)
     start = time.process_time()
-    model, ntok, _ = compare.train_causal_run(texts, recipe, callbacks=list(callbacks))
-    seconds = time.process_time() - start
+    model, ntok, result = compare.train_causal_run(texts, recipe, callbacks=list(callbacks))
+    return model, ntok, result, held, time.process_time() - start
+
+
+def train_and_score(
+    table: str, seed: int, steps: int, quick: bool, callbacks: Sequence[Any] = ()
+) -> tuple[float, float]:
+    """Train ``bench_quality.py``'s causal model on a table and score it on the held-out rows.
+
+    Returns:
+        ``(held-out target MdAE, training CPU seconds)``.
+    """
+    model, ntok, _, held, seconds = trained(table, seed, steps, quick, callbacks)
     return heldout_mdae(model, ntok, held), seconds
 
 

@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch
 from _paired_runs import (
+    add_to_optimizer,
     added_loss_term,
     common_arguments,
     integers,
@@ -211,15 +212,7 @@ def with_heads(target_only: bool = False, loc_only: bool = False) -> Any:
         ):
             heads = initial_heads(model, kw["train_dataloader"], target_only, loc_only)
             self.heads = heads
-            group = dict(optimizer.param_groups[0])
-            group["params"] = list(heads.parameters())
-            group["weight_decay"] = 0.0
-            optimizer.add_param_group(group)
-            # the heads follow the network's warm-up and decay (a LambdaLR schedule)
-            lambdas = getattr(lr_scheduler, "lr_lambdas", None)
-            if lambdas is not None:
-                lambdas.append(lambdas[0])
-                lr_scheduler.base_lrs.append(lr_scheduler.base_lrs[0])
+            add_to_optimizer(optimizer, lr_scheduler, list(heads.parameters()))
             TRAINING[id(model.action)] = (model, heads)
 
         def on_train_end(self, args, state, control, model=None, **kw):

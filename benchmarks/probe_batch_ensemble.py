@@ -1,0 +1,221 @@
+"""A batch ensemble (TabM-mini) of the causal model: k members that share every weight but one vector.
+
+TabM (Gorishniy et al. 2024, "TabM: Advancing Tabular Deep Learning with Parameter-Efficient
+Ensembling") trains k members of one network at once: each sees the same batch, each scales its
+input by a vector of its own (``x * r_m``, ``r_m`` drawn as random signs and trained), the
+loss is the mean of the members' losses, and the prediction is the mean of theirs. Here the
+network is the causal model of ``bench_quality.py`` and member ``m`` multiplies the input
+embeddings that go to the backbone (the tokens' and the numbers' embeddings, ``[B, L, H]``) by
+``r_m`` ``[H]``; the Abduction/Action heads are shared. During training every batch is repeated
+k times, member-major, so the package's loss (a mean over positions) is the mean over the
+members; the k vectors are trained by the Trainer's optimizer on the network's schedule. After
+training each member's readouts are solved on the training rows as ``train`` solves them
+(:func:`cauchylin_hf.readouts.solve_readouts`), each member predicts the held-out rows, and the
+ensemble is their Cauchy mean in the value space
+(:func:`cauchylin_hf.ensemble.average_number_predictions`, as for ensembles of seeds). Its
+held-out target's median absolute error is scored as ``bench_quality.py`` does, with each
+member's beside it. ``--members 0`` is the package's defaults, run in the same call so that every
+ratio is paired by seed (the signs come from a generator of their own: the network's
+initialisation and the batches are the defaults'). Run::
+
+    python benchmarks/probe_batch_ensemble.py --tables barley,friedman1 --seeds 0,1,2 --members 0,4 --json FILE
+    python benchmarks/probe_batch_ensemble.py --quick      # toy sizes (a smoke run)
+
+It is a probe, not a setting of the package: the members are forward pre-hooks on the model
+(the batch repeated) and on its backbone (the embeddings scaled), added by a Trainer callback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch
+from _paired_runs import add_to_optimizer, common_arguments, integers, paired_report, record
+from torch import nn
+
+
+class BatchEnsemble(nn.Module):
+    """The members' vectors ``r`` ``[k, H]`` and the hooks that apply them.
+
+    While :attr:`repeating` is set and the model is in training mode, a batch of ``B`` rows is
+    repeated into ``k * B`` (member ``m`` holds rows ``m * B`` to ``(m + 1) * B``) and member
+    ``m``'s embeddings are multiplied by ``r_m``; otherwise every row is :attr:`member`'s.
+
+    Args:
+        members: ``k >= 1``.
+        hidden: ``H``, the backbone's embedding width.
+        seed: the seed of the signs' own generator.
+    """
+
+    def __init__(self, members: int, hidden: int, seed: int) -> None:
+        super().__init__()
+        if members < 1:
+            raise ValueError(f"members must be at least 1, got {members}")
+        g = torch.Generator().manual_seed(seed)
+        signs = torch.randint(0, 2, (members, hidden), generator=g) * 2 - 1
+        self.r = nn.Parameter(signs.float())
+        self.member = 0
+        self.repeating = False
+        self.handles: list[Any] = []
+
+    @property
+    def members(self) -> int:
+        """``k``."""
+        return int(self.r.shape[0])
+
+    def attach(self, model: Any) -> None:
+        """Hook the members into ``model`` (a ``CauchyLMForCausalLM``) until :meth:`detach`."""
+        self.to(next(model.parameters()).device)
+        self.handles = [
+            model.register_forward_pre_hook(self._repeat, with_kwargs=True),
+            model.backbone.register_forward_pre_hook(self._scale, with_kwargs=True),
+        ]
+
+    def detach(self) -> None:
+        """Remove the hooks: the model is the shared network again."""
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+    def _repeat(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        if not (self.repeating and module.training):
+            return None
+        if args:
+            raise TypeError("the batch ensemble repeats keyword inputs only (the Trainer's call)")
+        ids = kwargs.get("input_ids")
+        if ids is None:
+            raise TypeError("the batch ensemble needs input_ids")
+        rows = ids.shape[0]
+        k = self.members
+        out = {
+            name: x.repeat(k, *([1] * (x.dim() - 1)))
+            if isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == rows
+            else x
+            for name, x in kwargs.items()
+        }
+        return args, out
+
+    def _scale(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        e = kwargs["inputs_embeds"]
+        r = self.r.to(e.dtype)
+        if self.repeating and module.training:
+            k = self.members
+            if e.shape[0] % k:
+                raise ValueError(f"a repeated batch of {e.shape[0]} rows is not {k} members'")
+            e = (e.unflatten(0, (k, -1)) * r[:, None, None, :]).flatten(0, 1)
+        else:
+            e = e * r[self.member]
+        return args, {**kwargs, "inputs_embeds": e}
+
+
+def with_members(members: int, seed: int) -> Any:
+    """A Trainer callback that attaches a :class:`BatchEnsemble` at the start of training, its
+    vectors trained by the Trainer's optimizer on the network's schedule; after training the
+    batch is no longer repeated and the hooks stay (member 0) until :meth:`BatchEnsemble.detach`."""
+    from transformers import TrainerCallback
+
+    class WithMembers(TrainerCallback):
+        ensemble: BatchEnsemble | None = None
+
+        def on_train_begin(
+            self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kw
+        ):
+            ensemble = BatchEnsemble(members, model.config.hidden_size, seed)
+            ensemble.attach(model)
+            ensemble.repeating = True
+            add_to_optimizer(optimizer, lr_scheduler, [ensemble.r])
+            self.ensemble = ensemble
+
+        def on_train_end(self, args, state, control, **kw):
+            if self.ensemble is not None:
+                self.ensemble.repeating = False
+
+    return WithMembers()
+
+
+def member_predictions(
+    model: Any, tokenizer: Any, result: Any, ensemble: BatchEnsemble, held: list[str]
+) -> list[Any]:
+    """Each member's :class:`~cauchylin_hf.predict.NumberPredictions` of the held-out texts,
+    its readouts solved on the training rows (``result.readout_data``) first."""
+    from cauchylin_hf.predict import number_predictions
+    from cauchylin_hf.readouts import solve_readouts
+
+    parts = []
+    for m in range(ensemble.members):
+        ensemble.member = m
+        solve_readouts(model, tokenizer, result.readout_data)
+        parts.append(number_predictions(model, tokenizer, held, levels=(0.5,), calibrated=False))
+    return parts
+
+
+def target_mdae(pred: Any) -> float:
+    """The median absolute error of the texts' targets (their last number) at the median."""
+    t = pred.is_target
+    return statistics.median((pred.prediction.median[t] - pred.true[t]).abs().tolist())
+
+
+def run(table: str, seed: int, steps: int, members: int, quick: bool = False) -> dict:
+    """One network trained as a batch ensemble of ``members`` (0: the defaults), scored on the
+    held-out targets."""
+    from _paired_runs import heldout_mdae, trained
+    from cauchylin_hf.ensemble import average_number_predictions
+
+    callback = with_members(members, seed) if members else None
+    model, ntok, result, held, seconds = trained(
+        table, seed, steps, quick, [] if callback is None else [callback]
+    )
+    row: dict[str, Any] = {"table": table, "seed": seed, "steps": steps, "members": members}
+    if callback is None:
+        row["mdae"] = heldout_mdae(model, ntok, held)
+    else:
+        ensemble = callback.ensemble
+        assert ensemble is not None
+        parts = member_predictions(model, ntok, result, ensemble, held)
+        ensemble.detach()
+        row["mdae"] = target_mdae(average_number_predictions(parts))
+        row["member_mdae"] = [target_mdae(p) for p in parts]
+    row["train_cpu_s"] = seconds
+    return row
+
+
+def setting(row: dict) -> str:
+    """A run's setting in words."""
+    return f"batch ensemble of {row['members']}" if row["members"] else "defaults"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    common_arguments(p)
+    p.add_argument("--members", default="0,4", help="k per run; 0: the defaults")
+    args = p.parse_args(argv)
+    if args.target_only:
+        p.error("--target-only has no meaning here (no term is added to the loss)")
+    if args.steps < 1:
+        p.error(f"--steps must be at least 1, got {args.steps}")
+    settings = integers(p, "--members", args.members)
+    seeds = integers(p, "--seeds", args.seeds)
+    if not settings or any(k < 0 for k in settings):
+        p.error(f"--members must list numbers >= 0, got {args.members!r}")
+    steps = 4 if args.quick else args.steps
+    rows = []
+    for table in [t for t in args.tables.split(",") if t]:
+        for seed in seeds:
+            for k in settings:
+                row = run(table, seed, steps, k, args.quick)
+                rows.append(row)
+                record(row, args.json)
+    print("\n".join(paired_report(rows, setting, "setting")))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sys.exit(main())
