@@ -21,6 +21,10 @@ initialisation and the batches are the defaults'). Run::
     python benchmarks/probe_batch_ensemble.py --tables barley,friedman1 --seeds 0,1,2 --members 0,4 --json FILE
     python benchmarks/probe_batch_ensemble.py --quick      # toy sizes (a smoke run)
 
+``--every-linear`` gives every linear layer of the backbone a member's input and output
+vectors as well (TabM's full BatchEnsemble; ``a``, ``c`` start at ones, so the members start
+apart by their embeddings' signs alone).
+
 It is a probe, not a setting of the package: the members are forward pre-hooks on the model
 (the batch repeated) and on its backbone (the embeddings scaled), added by a Trainer callback.
 """
@@ -42,25 +46,34 @@ from torch import nn
 
 
 class BatchEnsemble(nn.Module):
-    """The members' vectors ``r`` ``[k, H]`` and the hooks that apply them.
+    """The members' vectors and the hooks that apply them.
 
-    While :attr:`repeating` is set and the model is in training mode, a batch of ``B`` rows is
-    repeated into ``k * B`` (member ``m`` holds rows ``m * B`` to ``(m + 1) * B``) and member
-    ``m``'s embeddings are multiplied by ``r_m``; otherwise every row is :attr:`member`'s.
+    Member ``m`` multiplies the input embeddings by ``r_m`` ``[H]`` (random signs); with
+    ``every_linear``, also each linear layer ``l`` of the backbone, ``y = ((x * a_ml) W^T + b)
+    * c_ml``, as TabM's BatchEnsemble layers (``a``, ``c`` start at ones; the shared bias is
+    kept). While :attr:`repeating` is set and the model is in training mode, a batch of ``B``
+    rows is repeated into ``k * B`` (member ``m`` holds rows ``m * B`` to ``(m + 1) * B``), each
+    block scaled by its member's vectors; otherwise every row is :attr:`member`'s.
 
     Args:
         members: ``k >= 1``.
         hidden: ``H``, the backbone's embedding width.
         seed: the seed of the signs' own generator.
+        linears: ``(in, out)`` features of the backbone's linear layers, in
+            ``model.backbone.modules()`` order, with ``every_linear`` (else empty).
     """
 
-    def __init__(self, members: int, hidden: int, seed: int) -> None:
+    def __init__(
+        self, members: int, hidden: int, seed: int, linears: list[tuple[int, int]] | None = None
+    ) -> None:
         super().__init__()
         if members < 1:
             raise ValueError(f"members must be at least 1, got {members}")
         g = torch.Generator().manual_seed(seed)
         signs = torch.randint(0, 2, (members, hidden), generator=g) * 2 - 1
         self.r = nn.Parameter(signs.float())
+        self.a = nn.ParameterList(nn.Parameter(torch.ones(members, i)) for i, _ in linears or ())
+        self.c = nn.ParameterList(nn.Parameter(torch.ones(members, o)) for _, o in linears or ())
         self.member = 0
         self.repeating = False
         self.handles: list[Any] = []
@@ -75,14 +88,31 @@ class BatchEnsemble(nn.Module):
         self.to(next(model.parameters()).device)
         self.handles = [
             model.register_forward_pre_hook(self._repeat, with_kwargs=True),
-            model.backbone.register_forward_pre_hook(self._scale, with_kwargs=True),
+            model.backbone.register_forward_pre_hook(self._scale_embeddings, with_kwargs=True),
         ]
+        layers = [m for m in model.backbone.modules() if isinstance(m, nn.Linear)]
+        if self.a and len(layers) != len(self.a):
+            raise ValueError(f"{len(self.a)} linear adapters for {len(layers)} linear layers")
+        for layer, a, c in zip(layers if self.a else [], self.a, self.c, strict=True):
+            self.handles.append(layer.register_forward_pre_hook(self._input_scaler(a)))
+            self.handles.append(layer.register_forward_hook(self._output_scaler(c)))
 
     def detach(self) -> None:
         """Remove the hooks: the model is the shared network again."""
         for h in self.handles:
             h.remove()
         self.handles = []
+
+    def scaled(self, x: torch.Tensor, v: torch.Tensor, training: bool) -> torch.Tensor:
+        """``x`` ``[rows, ..., d]`` times each row's member's vector of ``v`` ``[k, d]``."""
+        v = v.to(x.dtype)
+        if not (self.repeating and training):
+            return x * v[self.member]
+        k = self.members
+        if x.shape[0] % k:
+            raise ValueError(f"a repeated batch of {x.shape[0]} rows is not {k} members'")
+        shape = (k,) + (1,) * (x.dim() - 1) + (v.shape[-1],)
+        return (x.unflatten(0, (k, -1)) * v.view(shape)).flatten(0, 1)
 
     def _repeat(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
         if not (self.repeating and module.training):
@@ -102,20 +132,24 @@ class BatchEnsemble(nn.Module):
         }
         return args, out
 
-    def _scale(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        e = kwargs["inputs_embeds"]
-        r = self.r.to(e.dtype)
-        if self.repeating and module.training:
-            k = self.members
-            if e.shape[0] % k:
-                raise ValueError(f"a repeated batch of {e.shape[0]} rows is not {k} members'")
-            e = (e.unflatten(0, (k, -1)) * r[:, None, None, :]).flatten(0, 1)
-        else:
-            e = e * r[self.member]
+    def _scale_embeddings(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        e = self.scaled(kwargs["inputs_embeds"], self.r, module.training)
         return args, {**kwargs, "inputs_embeds": e}
 
+    def _input_scaler(self, a: torch.Tensor) -> Any:
+        def hook(module: Any, args: tuple) -> tuple:
+            return (self.scaled(args[0], a, module.training), *args[1:])
 
-def with_members(members: int, seed: int) -> Any:
+        return hook
+
+    def _output_scaler(self, c: torch.Tensor) -> Any:
+        def hook(module: Any, args: tuple, out: torch.Tensor) -> torch.Tensor:
+            return self.scaled(out, c, module.training)
+
+        return hook
+
+
+def with_members(members: int, seed: int, every_linear: bool = False) -> Any:
     """A Trainer callback that attaches a :class:`BatchEnsemble` at the start of training, its
     vectors trained by the Trainer's optimizer on the network's schedule; after training the
     batch is no longer repeated and the hooks stay (member 0) until :meth:`BatchEnsemble.detach`."""
@@ -127,10 +161,17 @@ def with_members(members: int, seed: int) -> Any:
         def on_train_begin(
             self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kw
         ):
-            ensemble = BatchEnsemble(members, model.config.hidden_size, seed)
+            linears = [
+                (m.in_features, m.out_features)
+                for m in model.backbone.modules()
+                if isinstance(m, nn.Linear)
+            ]
+            ensemble = BatchEnsemble(
+                members, model.config.hidden_size, seed, linears if every_linear else None
+            )
             ensemble.attach(model)
             ensemble.repeating = True
-            add_to_optimizer(optimizer, lr_scheduler, [ensemble.r])
+            add_to_optimizer(optimizer, lr_scheduler, list(ensemble.parameters()))
             self.ensemble = ensemble
 
         def on_train_end(self, args, state, control, **kw):
@@ -162,17 +203,30 @@ def target_mdae(pred: Any) -> float:
     return statistics.median((pred.prediction.median[t] - pred.true[t]).abs().tolist())
 
 
-def run(table: str, seed: int, steps: int, members: int, quick: bool = False) -> dict:
+def run(
+    table: str,
+    seed: int,
+    steps: int,
+    members: int,
+    quick: bool = False,
+    every_linear: bool = False,
+) -> dict:
     """One network trained as a batch ensemble of ``members`` (0: the defaults), scored on the
     held-out targets."""
     from _paired_runs import heldout_mdae, trained
     from cauchylin_hf.ensemble import average_number_predictions
 
-    callback = with_members(members, seed) if members else None
+    callback = with_members(members, seed, every_linear) if members else None
     model, ntok, result, held, seconds = trained(
         table, seed, steps, quick, [] if callback is None else [callback]
     )
-    row: dict[str, Any] = {"table": table, "seed": seed, "steps": steps, "members": members}
+    row: dict[str, Any] = {
+        "table": table,
+        "seed": seed,
+        "steps": steps,
+        "members": members,
+        "every_linear": bool(members and every_linear),
+    }
     if callback is None:
         row["mdae"] = heldout_mdae(model, ntok, held)
     else:
@@ -188,13 +242,19 @@ def run(table: str, seed: int, steps: int, members: int, quick: bool = False) ->
 
 def setting(row: dict) -> str:
     """A run's setting in words."""
-    return f"batch ensemble of {row['members']}" if row["members"] else "defaults"
+    if not row["members"]:
+        return "defaults"
+    every = ", every linear" if row.get("every_linear") else ""
+    return f"batch ensemble of {row['members']}{every}"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     common_arguments(p)
     p.add_argument("--members", default="0,4", help="k per run; 0: the defaults")
+    p.add_argument(
+        "--every-linear", action="store_true", help="adapters on every linear layer (TabM)"
+    )
     args = p.parse_args(argv)
     if args.target_only:
         p.error("--target-only has no meaning here (no term is added to the loss)")
@@ -209,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     for table in [t for t in args.tables.split(",") if t]:
         for seed in seeds:
             for k in settings:
-                row = run(table, seed, steps, k, args.quick)
+                row = run(table, seed, steps, k, args.quick, args.every_linear)
                 rows.append(row)
                 record(row, args.json)
     print("\n".join(paired_report(rows, setting, "setting")))

@@ -36,32 +36,52 @@ def _batch(ntok, texts):
     return NumericDataCollator(ntok, padding_side="right")([ntok(t) for t in texts])
 
 
-def test_the_repeated_batch_trains_the_mean_of_the_members():
+def _linears(model):
+    return [
+        (m.in_features, m.out_features)
+        for m in model.backbone.modules()
+        if isinstance(m, torch.nn.Linear)
+    ]
+
+
+@pytest.mark.parametrize("every_linear", [False, True])
+def test_the_repeated_batch_trains_the_mean_of_the_members(every_linear):
     """The training loss of the repeated batch is the mean of the members' losses on the batch,
-    each member's computed alone (its embeddings times its own ``r_m``); its gradient is the
-    mean of theirs. The members differ (their signs do)."""
+    each member's computed alone (its embeddings times its own ``r_m``, and with
+    ``every_linear`` each linear layer's input and output times its ``a_ml``, ``c_ml``, here
+    drawn away from their initial ones); its gradient is the mean of theirs. The members
+    differ."""
     probe = _probe()
     model, ntok = _model()
     batch = _batch(ntok, field_texts()[:6])
-    ensemble = probe.BatchEnsemble(3, model.config.hidden_size, seed=0)
+    linears = _linears(model) if every_linear else None
+    ensemble = probe.BatchEnsemble(3, model.config.hidden_size, seed=0, linears=linears)
+    assert len(ensemble.a) == (14 if every_linear else 0)  # 7 linears in each of 2 layers
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for v in [*ensemble.a, *ensemble.c]:
+            v.copy_(torch.rand(v.shape, generator=g) + 0.5)
     ensemble.attach(model)
     model.train()
     ensemble.repeating = True
     joint = model(**batch).loss
-    (g_joint,) = torch.autograd.grad(joint, [ensemble.r])
+    params = list(ensemble.parameters())
+    g_joint = torch.autograd.grad(joint, params)
     joint = joint.detach()
     ensemble.repeating = False
-    alone, g_alone = [], torch.zeros_like(ensemble.r)
+    alone, g_alone = [], [torch.zeros_like(v) for v in params]
     for m in range(3):
         ensemble.member = m
         loss = model(**batch).loss
-        g_alone += torch.autograd.grad(loss, [ensemble.r])[0] / 3
+        for total, g in zip(g_alone, torch.autograd.grad(loss, params), strict=True):
+            total += g / 3
         alone.append(loss.detach())
     assert len({round(x.item(), 6) for x in alone}) == 3
     mean = torch.stack(alone).mean()
     # float32 sums over a few hundred positions: a relative error near 1e-6 each
     assert torch.allclose(joint, mean, rtol=1e-5, atol=0)
-    assert torch.allclose(g_joint, g_alone, rtol=1e-4, atol=1e-6 * float(g_alone.abs().max()))
+    for a, b in zip(g_joint, g_alone, strict=True):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6 * float(b.abs().max()))
     ensemble.detach()
     ensemble.member = 2  # detached: the member no longer matters
     assert torch.equal(model(**batch).loss.detach(), _plain_loss(batch))
@@ -152,3 +172,6 @@ def test_bad_inputs_are_refused(capsys):
         assert message in capsys.readouterr().err
     with pytest.raises(ValueError, match="members must be at least 1"):
         probe.BatchEnsemble(0, 8, seed=0)
+    model, _ = _model()
+    with pytest.raises(ValueError, match="1 linear adapters for 14 linear layers"):
+        probe.BatchEnsemble(2, 32, seed=0, linears=[(32, 32)]).attach(model)
