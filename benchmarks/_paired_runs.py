@@ -130,6 +130,25 @@ def heldout_mdae(model: Any, tokenizer: Any, held: list[str]) -> float:
     return statistics.median((pred - true).abs().tolist())
 
 
+def run_grid(
+    tables: str,
+    seeds: Sequence[int],
+    settings: Sequence[Any],
+    run_one: Callable[[str, int, Any], dict],
+    path: str | None,
+) -> list[dict]:
+    """``run_one(table, seed, setting)`` for every table (comma-separated), seed and setting in
+    that order, each row recorded (:func:`record`) as it comes; the rows."""
+    rows = []
+    for table in [t for t in tables.split(",") if t]:
+        for seed in seeds:
+            for setting in settings:
+                row = run_one(table, seed, setting)
+                rows.append(row)
+                record(row, path)
+    return rows
+
+
 def record(row: dict, path: str | None) -> None:
     """Print a run's row as JSON and append it to ``path`` (one line per run), if given."""
     print(json.dumps(row), flush=True)

@@ -41,7 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch
-from _paired_runs import add_to_optimizer, common_arguments, integers, paired_report, record
+from _paired_runs import add_to_optimizer, common_arguments, integers, paired_report, run_grid
 from torch import nn
 
 
@@ -265,13 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     if not settings or any(k < 0 for k in settings):
         p.error(f"--members must list numbers >= 0, got {args.members!r}")
     steps = 4 if args.quick else args.steps
-    rows = []
-    for table in [t for t in args.tables.split(",") if t]:
-        for seed in seeds:
-            for k in settings:
-                row = run(table, seed, steps, k, args.quick, args.every_linear)
-                rows.append(row)
-                record(row, args.json)
+    rows = run_grid(
+        args.tables,
+        seeds,
+        settings,
+        lambda table, seed, k: run(table, seed, steps, k, args.quick, args.every_linear),
+        args.json,
+    )
     print("\n".join(paired_report(rows, setting, "setting")))
     return 0
 

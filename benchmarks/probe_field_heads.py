@@ -47,7 +47,7 @@ from _paired_runs import (
     common_arguments,
     integers,
     paired_report,
-    record,
+    run_grid,
     train_and_score,
 )
 from torch import nn
@@ -285,22 +285,22 @@ def main(argv: list[str] | None = None) -> int:
     if not settings or any(h not in (0, 1) for h in settings):
         p.error(f"--heads must list 0 and/or 1, got {args.heads!r}")
     steps = 4 if args.quick else args.steps
-    rows = []
-    for table in [t for t in args.tables.split(",") if t]:
-        for seed in seeds:
-            for heads in settings:
-                row = run(
-                    table,
-                    seed,
-                    steps,
-                    bool(heads),
-                    args.target_only,
-                    args.loc_only,
-                    args.quick,
-                    args.weight,
-                )
-                rows.append(row)
-                record(row, args.json)
+    rows = run_grid(
+        args.tables,
+        seeds,
+        [bool(h) for h in settings],
+        lambda table, seed, heads: run(
+            table,
+            seed,
+            steps,
+            heads,
+            args.target_only,
+            args.loc_only,
+            args.quick,
+            args.weight,
+        ),
+        args.json,
+    )
     print("\n".join(report(rows)))
     return 0
 

@@ -42,7 +42,7 @@ from _paired_runs import (
     common_arguments,
     integers,
     paired_report,
-    record,
+    run_grid,
     train_and_score,
 )
 
@@ -183,13 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     if not everies or any(e < 0 for e in everies):
         p.error(f"--every must list steps >= 0, got {args.every!r}")
     steps = 4 if args.quick else args.steps
-    rows = []
-    for table in [t for t in args.tables.split(",") if t]:
-        for seed in seeds:
-            for every in everies:
-                row = run(table, seed, steps, every, args.target_only, args.quick)
-                rows.append(row)
-                record(row, args.json)
+    rows = run_grid(
+        args.tables,
+        seeds,
+        everies,
+        lambda table, seed, every: run(table, seed, steps, every, args.target_only, args.quick),
+        args.json,
+    )
     print("\n".join(report(rows)))
     return 0
 

@@ -1,5 +1,5 @@
 """What the tests of the training probes share: loading a script of ``benchmarks/`` as a module,
-and a small table of three fields and a rare fourth."""
+a tiny causal model, and a small table of three fields and a rare fourth."""
 
 import importlib
 import random
@@ -29,3 +29,16 @@ def field_texts() -> list[str]:
         rare = f"note {rng.randint(1, 9)}, " if i % 12 == 0 else ""
         texts.append(f"{rare}width {w}, span {rng.randint(1, 9)}, area {w * rng.randint(2, 4)}.")
     return texts
+
+
+def tiny_model():
+    """``(model, numeric tokenizer)``: the package's tiny qwen2 causal model, initialised from
+    seed 0 (the same weights at every call)."""
+    import torch
+    from cauchylin_hf.model import CauchyLMForCausalLM
+    from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
+
+    torch.manual_seed(0)
+    return CauchyLMForCausalLM.from_base(
+        tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True
+    )

@@ -11,23 +11,13 @@ import math
 import pytest
 import torch
 
-from .probes import field_texts, load_benchmark
+from .probes import field_texts, load_benchmark, tiny_model
 
 pytest.importorskip("sklearn")
 
 
 def _probe():
     return load_benchmark("probe_batch_ensemble")
-
-
-def _model():
-    from cauchylin_hf.model import CauchyLMForCausalLM
-    from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
-
-    torch.manual_seed(0)
-    return CauchyLMForCausalLM.from_base(
-        tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True
-    )
 
 
 def _batch(ntok, texts):
@@ -52,7 +42,7 @@ def test_the_repeated_batch_trains_the_mean_of_the_members(every_linear):
     drawn away from their initial ones); its gradient is the mean of theirs. The members
     differ."""
     probe = _probe()
-    model, ntok = _model()
+    model, ntok = tiny_model()
     batch = _batch(ntok, field_texts()[:6])
     linears = _linears(model) if every_linear else None
     ensemble = probe.BatchEnsemble(3, model.config.hidden_size, seed=0, linears=linears)
@@ -88,7 +78,7 @@ def test_the_repeated_batch_trains_the_mean_of_the_members(every_linear):
 
 
 def _plain_loss(batch):
-    model, _ = _model()
+    model, _ = tiny_model()
     model.train()
     return model(**batch).loss.detach()
 
@@ -102,7 +92,7 @@ def test_members_of_unit_vectors_are_the_plain_network_with_its_readouts():
     probe = _probe()
     texts = field_texts()
     train, held = texts[:48], texts[48:]
-    model, ntok = _model()
+    model, ntok = tiny_model()
     model.eval()
     result = type("Result", (), {"readout_data": train})()
     ensemble = probe.BatchEnsemble(2, model.config.hidden_size, seed=0)
@@ -172,6 +162,6 @@ def test_bad_inputs_are_refused(capsys):
         assert message in capsys.readouterr().err
     with pytest.raises(ValueError, match="members must be at least 1"):
         probe.BatchEnsemble(0, 8, seed=0)
-    model, _ = _model()
+    model, _ = tiny_model()
     with pytest.raises(ValueError, match="1 linear adapters for 14 linear layers"):
         probe.BatchEnsemble(2, 32, seed=0, linears=[(32, 32)]).attach(model)

@@ -12,23 +12,13 @@ import statistics
 import pytest
 import torch
 
-from .probes import field_texts, load_benchmark
+from .probes import field_texts, load_benchmark, tiny_model
 
 pytest.importorskip("sklearn")
 
 
 def _probe():
     return load_benchmark("probe_field_heads")
-
-
-def _model():
-    from cauchylin_hf.model import CauchyLMForCausalLM
-    from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
-
-    torch.manual_seed(0)
-    return CauchyLMForCausalLM.from_base(
-        tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True
-    )
 
 
 def _loader(ntok, texts):
@@ -50,7 +40,7 @@ def test_initial_heads_start_at_the_shared_head_with_the_fields_spread(loc_only)
     from cauchylin.readout import cauchy_nll
 
     probe = _probe()
-    model, ntok = _model()
+    model, ntok = tiny_model()
     texts = field_texts()
     heads = probe.initial_heads(model, _loader(ntok, texts), loc_only=loc_only)
     f = number_features(model, ntok, texts)
@@ -101,7 +91,7 @@ def test_heads_set_to_the_solved_readouts_give_the_models_own_likelihood():
     from cauchylin.readout import cauchy_nll
 
     probe = _probe()
-    model, ntok = _model()
+    model, ntok = tiny_model()
     texts = field_texts()
     solve_readouts(model, ntok, texts)
     table = model.action.readouts
@@ -190,7 +180,7 @@ def test_the_term_enters_the_loss_with_its_weight():
     from cauchylin_hf import model as modeling
 
     probe = _probe()
-    model, ntok = _model()
+    model, ntok = tiny_model()
     texts = field_texts()
     heads = probe.initial_heads(model, _loader(ntok, texts))
     batch = next(iter(_loader(ntok, texts)))

@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from .probes import field_texts, load_benchmark
+from .probes import field_texts, load_benchmark, tiny_model
 
 pytest.importorskip("sklearn")
 
@@ -21,14 +21,9 @@ def _probe():
 
 
 def _solved_model():
-    from cauchylin_hf.model import CauchyLMForCausalLM
     from cauchylin_hf.readouts import solve_readouts
-    from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
 
-    torch.manual_seed(0)
-    model, ntok = CauchyLMForCausalLM.from_base(
-        tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True
-    )
+    model, ntok = tiny_model()
     texts = field_texts()  # the rare field keeps the shared head
     solve_readouts(model, ntok, texts)
     codes = set(
@@ -77,13 +72,8 @@ def test_the_term_is_the_mean_nll_of_the_models_own_readout_predictions(target_o
 
 
 def test_no_solved_readout_no_term():
-    from cauchylin_hf.model import CauchyLMForCausalLM
-    from cauchylin_hf.testing import tiny_base_model, tiny_tokenizer
-
     probe = _probe()
-    model, ntok = CauchyLMForCausalLM.from_base(
-        tiny_base_model("qwen2"), tiny_tokenizer(), return_tokenizer=True
-    )
+    model, ntok = tiny_model()
     enc = ntok("width 3, area 9.")
     ids = torch.tensor([enc["input_ids"]])
     vals = torch.tensor([enc["numeric_values"]], dtype=torch.float32)
