@@ -138,15 +138,16 @@ def test_the_vectors_are_trained_on_the_networks_schedule():
 
 @pytest.mark.slow
 def test_a_toy_run_scores_the_ensemble_and_each_member(tmp_path):
-    """Both settings give a finite error; the ensemble's row holds each member's error too."""
+    """A toy run gives a finite error for the ensemble and for each of its members, which
+    differ (the defaults' path, ``--members 0``, is the other probes' toy runs')."""
     probe = _probe()
     out = tmp_path / "rows.jsonl"
-    flags = ["--quick", "--tables", "barley", "--members", "0,3", "--json", str(out)]
+    flags = ["--quick", "--tables", "barley", "--members", "2", "--json", str(out)]
     assert probe.main(flags) == 0
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["members"] for r in rows] == [0, 3] and len(rows[1]["member_mdae"]) == 3
-    assert all(math.isfinite(r["mdae"]) and r["mdae"] >= 0 for r in rows)
-    assert len(set(rows[1]["member_mdae"])) == 3
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["members"] == 2 and len(row["member_mdae"]) == 2
+    assert all(math.isfinite(x) and x >= 0 for x in [row["mdae"], *row["member_mdae"]])
+    assert len(set(row["member_mdae"])) == 2
 
 
 def test_bad_inputs_are_refused(capsys):
