@@ -122,12 +122,23 @@ def train_and_score(
 def heldout_mdae(model: Any, tokenizer: Any, held: list[str]) -> float:
     """The median absolute error of the held-out texts' targets (their last number), read at the
     predictive median as ``bench_quality.py`` scores it."""
+    from cauchylin_hf.predict import number_predictions
+
+    return target_mdae(number_predictions(model, tokenizer, held, levels=(0.5,)), held)
+
+
+def target_mdae(pred: Any, held: list[str]) -> float:
+    """The median absolute error of ``pred`` (a :class:`~cauchylin_hf.predict.NumberPredictions`
+    of the texts ``held``) at each text's target, against the target as written in the text
+    (read in float64, as ``bench_quality.py`` reads it)."""
     import torch
     from cauchylin_hf.app import compare
 
     true = torch.tensor([compare.split_at_target(t)[1] for t in held], dtype=torch.float64)
-    pred = compare.causal_predictions(model, tokenizer, held, (0.5,))["median"]
-    return statistics.median((pred - true).abs().tolist())
+    median = pred.prediction.median[pred.is_target]
+    if median.shape != true.shape:
+        raise ValueError(f"{median.numel()} targets predicted for {len(held)} texts")
+    return statistics.median((median - true).abs().tolist())
 
 
 def run_grid(

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch
-from _paired_runs import add_to_optimizer, common_arguments, integers, paired_report, run_grid
+from _paired_runs import (
+    add_to_optimizer,
+    common_arguments,
+    heldout_mdae,
+    integers,
+    paired_report,
+    run_grid,
+    target_mdae,
+    trained,
+)
 from torch import nn
 
 
@@ -90,7 +98,7 @@ class BatchEnsemble(nn.Module):
             model.register_forward_pre_hook(self._repeat, with_kwargs=True),
             model.backbone.register_forward_pre_hook(self._scale_embeddings, with_kwargs=True),
         ]
-        layers = [m for m in model.backbone.modules() if isinstance(m, nn.Linear)]
+        layers = linear_layers(model)
         if self.a and len(layers) != len(self.a):
             raise ValueError(f"{len(self.a)} linear adapters for {len(layers)} linear layers")
         for layer, a, c in zip(layers if self.a else [], self.a, self.c, strict=True):
@@ -149,6 +157,17 @@ class BatchEnsemble(nn.Module):
         return hook
 
 
+def linear_shapes(model: Any) -> list[tuple[int, int]]:
+    """``(in, out)`` features of the backbone's linear layers, in the order
+    :meth:`BatchEnsemble.attach` hooks them."""
+    return [(m.in_features, m.out_features) for m in linear_layers(model)]
+
+
+def linear_layers(model: Any) -> list[nn.Linear]:
+    """The backbone's linear layers, in ``model.backbone.modules()`` order."""
+    return [m for m in model.backbone.modules() if isinstance(m, nn.Linear)]
+
+
 def with_members(members: int, seed: int, every_linear: bool = False) -> Any:
     """A Trainer callback that attaches a :class:`BatchEnsemble` at the start of training, its
     vectors trained by the Trainer's optimizer on the network's schedule; after training the
@@ -161,14 +180,8 @@ def with_members(members: int, seed: int, every_linear: bool = False) -> Any:
         def on_train_begin(
             self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kw
         ):
-            linears = [
-                (m.in_features, m.out_features)
-                for m in model.backbone.modules()
-                if isinstance(m, nn.Linear)
-            ]
-            ensemble = BatchEnsemble(
-                members, model.config.hidden_size, seed, linears if every_linear else None
-            )
+            linears = linear_shapes(model) if every_linear else None
+            ensemble = BatchEnsemble(members, model.config.hidden_size, seed, linears)
             ensemble.attach(model)
             ensemble.repeating = True
             add_to_optimizer(optimizer, lr_scheduler, list(ensemble.parameters()))
@@ -197,12 +210,6 @@ def member_predictions(
     return parts
 
 
-def target_mdae(pred: Any) -> float:
-    """The median absolute error of the texts' targets (their last number) at the median."""
-    t = pred.is_target
-    return statistics.median((pred.prediction.median[t] - pred.true[t]).abs().tolist())
-
-
 def run(
     table: str,
     seed: int,
@@ -213,7 +220,6 @@ def run(
 ) -> dict:
     """One network trained as a batch ensemble of ``members`` (0: the defaults), scored on the
     held-out targets."""
-    from _paired_runs import heldout_mdae, trained
     from cauchylin_hf.ensemble import average_number_predictions
 
     callback = with_members(members, seed, every_linear) if members else None
@@ -234,8 +240,8 @@ def run(
         assert ensemble is not None
         parts = member_predictions(model, ntok, result, ensemble, held)
         ensemble.detach()
-        row["mdae"] = target_mdae(average_number_predictions(parts))
-        row["member_mdae"] = [target_mdae(p) for p in parts]
+        row["mdae"] = target_mdae(average_number_predictions(parts), held)
+        row["member_mdae"] = [target_mdae(p, held) for p in parts]
     row["train_cpu_s"] = seconds
     return row
 

@@ -26,14 +26,6 @@ def _batch(ntok, texts):
     return NumericDataCollator(ntok, padding_side="right")([ntok(t) for t in texts])
 
 
-def _linears(model):
-    return [
-        (m.in_features, m.out_features)
-        for m in model.backbone.modules()
-        if isinstance(m, torch.nn.Linear)
-    ]
-
-
 @pytest.mark.parametrize("every_linear", [False, True])
 def test_the_repeated_batch_trains_the_mean_of_the_members(every_linear):
     """The training loss of the repeated batch is the mean of the members' losses on the batch,
@@ -44,7 +36,7 @@ def test_the_repeated_batch_trains_the_mean_of_the_members(every_linear):
     probe = _probe()
     model, ntok = tiny_model()
     batch = _batch(ntok, field_texts()[:6])
-    linears = _linears(model) if every_linear else None
+    linears = probe.linear_shapes(model) if every_linear else None
     ensemble = probe.BatchEnsemble(3, model.config.hidden_size, seed=0, linears=linears)
     assert len(ensemble.a) == (14 if every_linear else 0)  # 7 linears in each of 2 layers
     g = torch.Generator().manual_seed(1)
@@ -106,7 +98,7 @@ def test_members_of_unit_vectors_are_the_plain_network_with_its_readouts():
     assert model.action.readouts.codes.numel() == 3  # the three fields have readouts
     for part in parts:
         torch.testing.assert_close(part.prediction.loc, plain.prediction.loc)
-        assert math.isclose(probe.target_mdae(part), probe.target_mdae(plain))
+        assert math.isclose(probe.target_mdae(part, held), probe.target_mdae(plain, held))
 
 
 def test_the_vectors_are_trained_on_the_networks_schedule():
